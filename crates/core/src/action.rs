@@ -1,0 +1,130 @@
+//! Everything the core wants done leaves as an [`Action`].
+
+use crate::config::ContainerConfig;
+use crate::ids::{ContainerId, OpId, RequestId};
+use crate::record::Record;
+use crate::signal::Signal;
+use crate::time::WallTime;
+use serde::{Deserialize, Serialize};
+
+/// Actions are drained with [`crate::Core::poll_action`] and carried out in
+/// order. Persisting comes before the containerd call that depends on it, so
+/// a crash between the two leaves a record that explains what may exist.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub enum Action {
+    /// Call containerd. The result comes back as `Input::ActionResult(op, ..)`
+    /// (or, for `Subscribe` and `Relist`, as connection facts and relist parts).
+    /// Every call must get exactly one result, whatever happens to the connection.
+    Call { op: OpId, call: Call },
+    /// Write the container's record to disk, replacing the previous one, before
+    /// carrying out any later action. Without it a daemon restart would forget
+    /// a container or an intent the user was promised.
+    Persist(Record),
+    /// Delete the container's record: containerd no longer has anything of it.
+    Unpersist(ContainerId),
+    /// Answer a user request. Each request is answered exactly once.
+    Answer(RequestId, Answer),
+    /// Tell `docker events` subscribers.
+    Publish(UserEvent),
+}
+
+/// Calls into containerd, one per action.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub enum Call {
+    /// Open the event subscription for the namespace; report
+    /// `ConnectionFact::StreamLive(op)` once events flow, or a failure result.
+    /// Without a live stream exits would be missed.
+    Subscribe,
+    /// List every task in the namespace; deliver `Input::Relist(op, ..)`.
+    /// Events are not replayed after a reconnect: only a relist recovers them.
+    Relist,
+    /// Resolve the image, prepare the rootfs snapshot and create the
+    /// containerd container. On failure the adapter undoes what it did.
+    CreateContainer { id: ContainerId, config: ContainerConfig },
+    /// Create the init task (spawns the shim); answers `Done::TaskCreated`.
+    CreateTask { id: ContainerId },
+    StartTask { id: ContainerId },
+    /// Signal the init process (`all`: every process of the container).
+    Kill { id: ContainerId, signal: Signal, all: bool },
+    /// Delete the stopped task: containerd keeps it, and its exit, until then.
+    DeleteTask { id: ContainerId },
+    /// Delete the container and its snapshot. NotFound counts as done.
+    DeleteContainer { id: ContainerId },
+}
+
+impl Call {
+    pub fn container_id(&self) -> Option<&ContainerId> {
+        match self {
+            Call::Subscribe | Call::Relist => None,
+            Call::CreateContainer { id, .. }
+            | Call::CreateTask { id }
+            | Call::StartTask { id }
+            | Call::Kill { id, .. }
+            | Call::DeleteTask { id }
+            | Call::DeleteContainer { id } => Some(id),
+        }
+    }
+}
+
+/// The answer to a user request.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Answer {
+    /// The request did what it asked (create, start, stop, kill, restart, remove).
+    Done,
+    /// Nothing to do: start of a running container, stop of a stopped one
+    /// (HTTP 304 in the Docker API).
+    NotModified,
+    /// A wait's condition was met.
+    Waited { exit_code: i32, error: Option<String> },
+    Error(RequestError),
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl RequestError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> RequestError {
+        RequestError { kind, message: message.into() }
+    }
+}
+
+/// Maps onto HTTP statuses in the API layer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// 400
+    Invalid,
+    /// 404
+    NotFound,
+    /// 409
+    Conflict,
+    /// 503: containerd is unreachable; what was recorded will be carried out.
+    Unavailable,
+    /// 500
+    Internal,
+}
+
+/// `docker events`, in dockerd's vocabulary.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct UserEvent {
+    pub container: ContainerId,
+    pub kind: UserEventKind,
+    pub at: WallTime,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum UserEventKind {
+    Create,
+    Start,
+    Kill { signal: Signal },
+    Oom,
+    Die { exit_code: i32 },
+    Stop,
+    Restart,
+    Destroy,
+    /// An exec process exited; the container's state is unchanged.
+    ExecDie { exec_id: String, exit_code: i32 },
+}

@@ -1,0 +1,189 @@
+//! What a container is made from ([`ContainerConfig`], persisted in its
+//! record) and how the core itself is tuned ([`CoreConfig`]).
+//!
+//! The core reads only the lifecycle fields (stop signal and timeout, restart
+//! policy, auto-remove); the rest is carried for the adapter, which builds the
+//! OCI runtime spec from it, and for the API, which shows it in `inspect`.
+
+use crate::signal::Signal;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A container as the user asked for it, with the image facts the daemon
+/// resolved at create time (so a later image change cannot alter it).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub struct ContainerConfig {
+    /// The image reference as given (`busybox`, `busybox:latest`).
+    pub image: String,
+    /// Overrides the image's entrypoint when set.
+    pub entrypoint: Option<Vec<String>>,
+    /// Overrides the image's cmd when set.
+    pub cmd: Option<Vec<String>>,
+    /// `KEY=VALUE`, added to (and overriding) the image's env.
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+    /// `uid[:gid]` or a name from the image's `/etc/passwd`.
+    pub user: Option<String>,
+    pub hostname: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub mounts: Vec<BindMount>,
+    pub read_only_rootfs: bool,
+    pub memory_limit_bytes: Option<u64>,
+    pub network: NetworkMode,
+    pub tty: bool,
+    /// The container's own stop signal (`--stop-signal`).
+    pub stop_signal: Option<Signal>,
+    /// The container's own grace period (`--stop-timeout`).
+    pub stop_timeout: Option<Duration>,
+    /// The image's `StopSignal`, resolved at create time.
+    pub image_stop_signal: Option<Signal>,
+    pub restart_policy: RestartPolicy,
+    /// `--rm`: remove the container once its exit is recorded.
+    pub auto_remove: bool,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct BindMount {
+    pub source: String,
+    pub destination: String,
+    pub read_only: bool,
+}
+
+/// Networking beyond these is a non-goal for now (see DESIGN.md).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub enum NetworkMode {
+    /// A private network namespace with only loopback.
+    #[default]
+    None,
+    /// The host's network namespace.
+    Host,
+}
+
+/// Docker's restart policies. A policy restart happens only after an exit was
+/// observed, never after a disconnect, and never after a user stop.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub enum RestartPolicy {
+    #[default]
+    No,
+    Always,
+    UnlessStopped,
+    /// Restart after a non-zero exit, at most `max_retries` times (0: no limit).
+    OnFailure { max_retries: u32 },
+}
+
+impl RestartPolicy {
+    /// Whether an exit with `exit_code`, after `restart_count` policy restarts,
+    /// calls for another one. A user's stop is decided before this (it always
+    /// prevents a restart); `manually_stopped` says the user stopped or killed
+    /// the container, which only `unless-stopped` heeds (as dockerd does).
+    pub fn wants_restart(self, exit_code: i32, restart_count: u32, manually_stopped: bool) -> bool {
+        match self {
+            RestartPolicy::No => false,
+            RestartPolicy::Always => true,
+            RestartPolicy::UnlessStopped => !manually_stopped,
+            RestartPolicy::OnFailure { max_retries } => {
+                exit_code != 0 && (max_retries == 0 || restart_count < max_retries)
+            }
+        }
+    }
+}
+
+/// Tuning of the core. Defaults follow dockerd where it has a number.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct CoreConfig {
+    /// Grace period of a stop when neither the request nor the container names one.
+    pub default_stop_timeout: Duration,
+    /// How long after SIGKILL (or after a grace period could not start because
+    /// containerd was away) a stop request is answered with an error if no exit
+    /// was observed. The stop itself stays pending.
+    pub stop_answer_slack: Duration,
+    /// Bound on answering any other request (start, kill, remove, create).
+    pub request_answer_bound: Duration,
+    /// Reconnect backoff: first retry after `reconnect_initial`, doubling up to
+    /// `reconnect_max`, with ±`reconnect_jitter_percent` from the seeded RNG.
+    pub reconnect_initial: Duration,
+    pub reconnect_max: Duration,
+    pub reconnect_jitter_percent: u32,
+    /// A connection that stayed healthy this long resets the reconnect backoff.
+    pub reconnect_reset_after: Duration,
+    /// Backoff of a retried action on one container.
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+    /// Attempts of an action that failed for a reason other than unavailability
+    /// before the intent is dropped with an error answer.
+    pub retry_attempts_max: u32,
+    /// Restart-policy backoff: `restart_initial` doubling up to `restart_max`,
+    /// reset when a run lasted at least `restart_reset_after` (dockerd: 100 ms,
+    /// 1 min, 10 s).
+    pub restart_initial: Duration,
+    pub restart_max: Duration,
+    pub restart_reset_after: Duration,
+    /// A known-wrong behaviour switched on, to prove the simulator and the
+    /// property tests catch it. Exists only with the `deliberate-bugs` feature.
+    #[cfg(feature = "deliberate-bugs")]
+    pub deliberate_bug: Option<DeliberateBug>,
+}
+
+/// Bug classes other engines shipped, kept to show that our tests find them.
+#[cfg(feature = "deliberate-bugs")]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DeliberateBug {
+    /// Take a broken event stream as the exit of every running container
+    /// (pouch PR #1407).
+    StreamErrorIsExit,
+    /// Let a late or duplicate exit overwrite the recorded one.
+    LateExitOverwrites,
+    /// After reconnecting, trust the stream and skip the relist.
+    SkipRelistAfterReconnect,
+    /// Send SIGKILL at half the grace period.
+    KillBeforeStopDeadline,
+}
+
+impl CoreConfig {
+    /// Whether `bug` is switched on; always false without the feature.
+    #[cfg(feature = "deliberate-bugs")]
+    pub(crate) fn has_bug(&self, bug: DeliberateBug) -> bool {
+        self.deliberate_bug == Some(bug)
+    }
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            default_stop_timeout: Duration::from_secs(10),
+            stop_answer_slack: Duration::from_secs(10),
+            request_answer_bound: Duration::from_secs(30),
+            reconnect_initial: Duration::from_millis(50),
+            reconnect_max: Duration::from_secs(2),
+            reconnect_jitter_percent: 20,
+            reconnect_reset_after: Duration::from_secs(30),
+            retry_initial: Duration::from_millis(100),
+            retry_max: Duration::from_secs(5),
+            retry_attempts_max: 5,
+            restart_initial: Duration::from_millis(100),
+            restart_max: Duration::from_secs(60),
+            restart_reset_after: Duration::from_secs(10),
+            #[cfg(feature = "deliberate-bugs")]
+            deliberate_bug: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_policy_decisions() {
+        assert!(!RestartPolicy::No.wants_restart(1, 0, false));
+        assert!(RestartPolicy::Always.wants_restart(0, 50, false));
+        assert!(RestartPolicy::Always.wants_restart(1, 0, true));
+        assert!(!RestartPolicy::UnlessStopped.wants_restart(1, 0, true));
+        let on_failure = RestartPolicy::OnFailure { max_retries: 2 };
+        assert!(!on_failure.wants_restart(0, 0, false));
+        assert!(on_failure.wants_restart(3, 1, false));
+        assert!(!on_failure.wants_restart(3, 2, false));
+        assert!(RestartPolicy::OnFailure { max_retries: 0 }.wants_restart(3, 99, false));
+    }
+}

@@ -1,0 +1,202 @@
+//! The connection to containerd: subscribe, wait for a live stream, relist,
+//! and only then act; back off with jitter between attempts.
+//!
+//! A connection fact is never evidence about a container. All it does here is
+//! decide whether the core may act, and trigger the relist that finds out
+//! what really happened while it could not see.
+
+use crate::ids::OpId;
+use crate::input::ConnectionFact;
+use crate::relist::RelistRun;
+use crate::time::Instant;
+use crate::{Call, Core, OpOwner, TimerKind};
+use std::time::Duration;
+
+/// The connection as a user (or a test) sees it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ConnectionState {
+    /// Waiting to retry after a failure (or before the first attempt).
+    Down,
+    /// A subscription was asked for; waiting for it to be live.
+    Subscribing,
+    /// Events flow; the relist that recovers what was missed is running.
+    Relisting,
+    /// Events flow and the state was relisted: the core acts.
+    Ready,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Connection {
+    pub(crate) phase: Phase,
+    /// Consecutive failed attempts, for the backoff.
+    attempts: u32,
+}
+
+#[derive(Debug, Default)]
+pub(crate) enum Phase {
+    #[default]
+    Down,
+    Subscribing { subscription: OpId },
+    Relisting { subscription: OpId, relist: RelistRun },
+    Ready {
+        subscription: OpId,
+        since: Instant,
+        /// A relist asked for while ready (a call found the state other than
+        /// believed), and whether another is wanted after it.
+        refresh: Option<RelistRun>,
+        refresh_again: bool,
+    },
+}
+
+impl Connection {
+    pub(crate) fn state(&self) -> ConnectionState {
+        match self.phase {
+            Phase::Down => ConnectionState::Down,
+            Phase::Subscribing { .. } => ConnectionState::Subscribing,
+            Phase::Relisting { .. } => ConnectionState::Relisting,
+            Phase::Ready { .. } => ConnectionState::Ready,
+        }
+    }
+
+    pub(crate) fn is_ready(&self) -> bool {
+        matches!(self.phase, Phase::Ready { .. })
+    }
+
+    fn subscription(&self) -> Option<OpId> {
+        match self.phase {
+            Phase::Down => None,
+            Phase::Subscribing { subscription }
+            | Phase::Relisting { subscription, .. }
+            | Phase::Ready { subscription, .. } => Some(subscription),
+        }
+    }
+}
+
+impl Core {
+    pub(crate) fn connection_fact(&mut self, fact: ConnectionFact) {
+        match fact {
+            ConnectionFact::Connected => {
+                // containerd answers again: do not sit out the backoff.
+                if matches!(self.conn.phase, Phase::Down) {
+                    self.out.timers.set(TimerKind::Reconnect, self.out.now.at);
+                }
+            }
+            ConnectionFact::StreamLive(op) => {
+                // Live answers the subscribe call, current or stale.
+                self.out.ops.remove(&op);
+                if let Phase::Subscribing { subscription } = self.conn.phase
+                    && subscription == op
+                {
+                    if bug!(self.config, SkipRelistAfterReconnect) {
+                        self.become_ready(op);
+                    } else {
+                        let relist = self.start_relist();
+                        self.conn.phase = Phase::Relisting { subscription: op, relist };
+                    }
+                }
+            }
+            ConnectionFact::StreamBroken(op, _reason) => {
+                if self.conn.subscription() == Some(op) {
+                    self.out.ops.remove(&op);
+                    if bug!(self.config, StreamErrorIsExit) {
+                        self.record_exit_of_all_running_for_bug();
+                    }
+                    self.lose_connection();
+                }
+            }
+            ConnectionFact::Unreachable(_reason) => self.lose_connection(),
+        }
+    }
+
+    /// The subscription or the relist failed, a call found containerd away,
+    /// or the stream broke: stop acting and try again after a backoff.
+    pub(crate) fn lose_connection(&mut self) {
+        match std::mem::take(&mut self.conn.phase) {
+            Phase::Down => {
+                // Already waiting; keep the armed retry.
+                return;
+            }
+            Phase::Ready { since, .. } => {
+                if self.out.now.at.saturating_since(since) >= self.config.reconnect_reset_after {
+                    self.conn.attempts = 0;
+                }
+            }
+            Phase::Subscribing { .. } | Phase::Relisting { .. } => {}
+        }
+        for c in self.containers.values_mut() {
+            c.confirmed = false;
+        }
+        let delay = self.reconnect_delay();
+        self.conn.attempts = self.conn.attempts.saturating_add(1);
+        self.out.timers.set(TimerKind::Reconnect, self.out.now.at + delay);
+    }
+
+    /// Backoff doubling from `reconnect_initial` to `reconnect_max`, with
+    /// jitter of ±`reconnect_jitter_percent` from the seeded RNG.
+    fn reconnect_delay(&mut self) -> Duration {
+        let base = self
+            .config
+            .reconnect_initial
+            .saturating_mul(1u32 << self.conn.attempts.min(20))
+            .min(self.config.reconnect_max);
+        let base_ns = u64::try_from(base.as_nanos()).unwrap_or(u64::MAX);
+        let spread = base_ns / 100 * u64::from(self.config.reconnect_jitter_percent.min(100));
+        let jittered = base_ns - spread + self.rng.below_inclusive(spread.saturating_mul(2));
+        Duration::from_nanos(jittered)
+    }
+
+    pub(crate) fn reconnect_due(&mut self) {
+        if !matches!(self.conn.phase, Phase::Down) {
+            return;
+        }
+        let subscription = self.out.call(OpOwner::Connection, Call::Subscribe);
+        self.conn.phase = Phase::Subscribing { subscription };
+    }
+
+    pub(crate) fn start_relist(&mut self) -> RelistRun {
+        RelistRun::new(self.out.call(OpOwner::Connection, Call::Relist))
+    }
+
+    /// Asks for a relist while ready: a call found containerd's state other
+    /// than the core believed (NotFound, an ambiguous timeout).
+    pub(crate) fn request_refresh(&mut self) {
+        let need_new = match &mut self.conn.phase {
+            Phase::Ready { refresh: Some(_), refresh_again, .. } => {
+                *refresh_again = true;
+                false
+            }
+            Phase::Ready { refresh: None, .. } => true,
+            // A relist is coming anyway.
+            _ => false,
+        };
+        if need_new {
+            let run = self.start_relist();
+            if let Phase::Ready { refresh, .. } = &mut self.conn.phase {
+                *refresh = Some(run);
+            }
+        }
+    }
+
+    pub(crate) fn become_ready(&mut self, subscription: OpId) {
+        self.conn.phase = Phase::Ready {
+            subscription,
+            since: self.out.now.at,
+            refresh: None,
+            refresh_again: false,
+        };
+        self.reconcile_all();
+    }
+
+    /// A failed subscribe or relist call.
+    pub(crate) fn connection_call_failed(&mut self, op: OpId) {
+        let ours = match &self.conn.phase {
+            Phase::Subscribing { subscription } => *subscription == op,
+            Phase::Relisting { relist, .. } => relist.op == op,
+            Phase::Ready { refresh: Some(run), .. } => run.op == op,
+            _ => false,
+        };
+        if ours {
+            self.lose_connection();
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! One container as the core tracks it: its durable [`Record`], what the core
+//! last learned about its task, and the requests waiting on it.
+
+use crate::ids::{OpId, RequestId};
+use crate::input::WaitCondition;
+use crate::record::{ExitRecord, Presence, Record};
+use crate::signal::Signal;
+use crate::time::Instant;
+use serde::Serialize;
+use std::time::Duration;
+
+/// What the core believes containerd has for the container's init task.
+/// Changed only by our own successful calls, exit evidence and relists.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub enum TaskState {
+    /// Not known since the daemon started: wait for a complete relist.
+    Unknown,
+    Absent,
+    /// Created, not started: the process exists but runs nothing yet.
+    Created { pid: u32 },
+    Running { pid: u32 },
+    /// Exited (its exit is recorded); containerd keeps it until deleted.
+    Stopped,
+}
+
+/// The containerd call a container is waiting on. One at a time per
+/// container, so results never race each other.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Step {
+    CreateContainer,
+    CreateTask,
+    StartTask,
+    Kill { signal: Signal, purpose: KillPurpose },
+    DeleteTask,
+    DeleteContainer,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum KillPurpose {
+    /// A signal from `docker kill`, the first of `intents.kills`.
+    User,
+    /// The stop signal that starts the grace period.
+    Stop,
+    /// SIGKILL when the grace period is over.
+    Escalate,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Pending {
+    Create,
+    Start,
+    Stop,
+    Kill(Signal),
+    Restart,
+    Remove,
+    Wait(WaitCondition),
+}
+
+#[derive(Debug)]
+pub(crate) struct Container {
+    pub(crate) rec: Record,
+    pub(crate) task: TaskState,
+    pub(crate) in_flight: Option<(OpId, Step)>,
+    /// The last op issued for this container; a relist begun before it may
+    /// not show its effect.
+    pub(crate) last_op: OpId,
+    /// Consecutive failed attempts of the current step.
+    pub(crate) attempts: u32,
+    /// A retry timer is armed; do not issue until it fires (or we reconnect).
+    pub(crate) retry_waiting: bool,
+    pub(crate) restart_delay: Duration,
+    /// When the stop signal was delivered plus the grace period.
+    pub(crate) stop_deadline: Option<Instant>,
+    /// SIGKILL was delivered for the current stop.
+    pub(crate) stop_escalated: bool,
+    /// An OOM event was seen during the current run.
+    pub(crate) oom: bool,
+    /// The view was confirmed by a relist since the last (re)connect.
+    pub(crate) confirmed: bool,
+    pub(crate) requests: Vec<(RequestId, Pending)>,
+}
+
+impl Container {
+    pub(crate) fn new(rec: Record, task: TaskState, restart_delay: Duration) -> Container {
+        Container {
+            rec,
+            task,
+            in_flight: None,
+            last_op: OpId(0),
+            attempts: 0,
+            retry_waiting: false,
+            restart_delay,
+            stop_deadline: None,
+            stop_escalated: false,
+            oom: false,
+            confirmed: false,
+            requests: Vec::new(),
+        }
+    }
+
+    /// The exit of the current run, if recorded.
+    pub(crate) fn current_exit(&self) -> Option<&ExitRecord> {
+        self.rec.exit.as_ref().filter(|e| e.run == self.rec.run)
+    }
+
+    /// Whether a process of this container may be running: what stop and
+    /// kill act on. An unconfirmed container counts by its record.
+    pub(crate) fn is_running(&self) -> bool {
+        match self.task {
+            TaskState::Created { .. } | TaskState::Running { .. } => true,
+            TaskState::Absent | TaskState::Stopped => false,
+            TaskState::Unknown => self.rec.pid.is_some() && self.current_exit().is_none(),
+        }
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        if self.rec.intents.remove {
+            Status::Removing
+        } else if self.is_running() {
+            Status::Running
+        } else if self.rec.intents.policy_restart {
+            Status::Restarting
+        } else if self.rec.exit.is_some() {
+            Status::Exited
+        } else {
+            Status::Created
+        }
+    }
+
+    pub(crate) fn cancel_policy_restart(&mut self, timers: &mut crate::timers::Timers) {
+        self.rec.intents.policy_restart = false;
+        timers.cancel(&crate::TimerKind::RestartBackoff(self.rec.id.clone()));
+    }
+
+    pub(crate) fn visible(&self) -> bool {
+        self.rec.presence != Presence::Discarding
+    }
+
+    pub(crate) fn last_exit_code(&self) -> i32 {
+        self.rec.exit.as_ref().map_or(0, |e| e.exit_code)
+    }
+}
+
+/// Docker's container states, as `ps` and `inspect` show them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub enum Status {
+    Created,
+    Running,
+    Restarting,
+    Removing,
+    Exited,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Created => "created",
+            Status::Running => "running",
+            Status::Restarting => "restarting",
+            Status::Removing => "removing",
+            Status::Exited => "exited",
+        }
+    }
+}
+
+/// A read-only view of one container for the API layer and for tests.
+#[derive(Clone, Copy, Debug)]
+pub struct ContainerView<'a> {
+    pub record: &'a Record,
+    pub status: Status,
+    pub task: TaskState,
+    /// Confirmed by a complete relist since the last reconnect.
+    pub confirmed: bool,
+}
+
+impl<'a> ContainerView<'a> {
+    pub(crate) fn of(c: &'a Container) -> ContainerView<'a> {
+        ContainerView { record: &c.rec, status: c.status(), task: c.task, confirmed: c.confirmed }
+    }
+
+    /// The recorded exit of the run that is current now, if any.
+    pub fn current_exit(&self) -> Option<&'a ExitRecord> {
+        self.record.exit.as_ref().filter(|e| e.run == self.record.run)
+    }
+}

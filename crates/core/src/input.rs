@@ -1,0 +1,166 @@
+//! Everything that happens to the core arrives as an [`Input`].
+
+use crate::config::ContainerConfig;
+use crate::ids::{ContainerId, OpId, RequestId};
+use crate::record::Record;
+use crate::signal::Signal;
+use crate::time::WallTime;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub enum Input {
+    /// Records read from disk at start-up. Containers are restored with their
+    /// task state unknown until the first complete relist.
+    Restore(Vec<Record>),
+    /// A user request, answered exactly once by [`crate::Action::Answer`].
+    Command(RequestId, Command),
+    /// An event from containerd's event stream.
+    Event(ContainerdEvent),
+    /// What the adapter knows about its connection to containerd.
+    Connection(ConnectionFact),
+    /// The result of a relist the core asked for (`Call::Relist`): one
+    /// `Begin`, any number of `Task`, one `End`. A relist that fails midway
+    /// ends with an `ActionResult` failure for its op instead of `End`, and
+    /// proves nothing.
+    Relist(OpId, RelistPart),
+    /// The result of a containerd call the core asked for.
+    ActionResult(OpId, Result<Done, Failure>),
+    /// The deadline given by [`crate::Core::poll_timeout`] has come.
+    Timeout,
+}
+
+/// User commands, addressed by resolved container id (the API layer resolves
+/// names and prefixes through [`crate::Core::resolve`]).
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub enum Command {
+    Create { id: ContainerId, name: String, config: ContainerConfig },
+    Start { id: ContainerId },
+    /// Stop: `signal`, then SIGKILL after `timeout` (both optional; see
+    /// `Container::stop_signal` and `Container::stop_timeout`).
+    Stop { id: ContainerId, timeout: Option<Duration>, signal: Option<Signal> },
+    Kill { id: ContainerId, signal: Signal },
+    Restart { id: ContainerId, timeout: Option<Duration>, signal: Option<Signal> },
+    Remove { id: ContainerId, force: bool },
+    Wait { id: ContainerId, condition: WaitCondition },
+}
+
+impl Command {
+    pub fn container_id(&self) -> &ContainerId {
+        match self {
+            Command::Create { id, .. }
+            | Command::Start { id }
+            | Command::Stop { id, .. }
+            | Command::Kill { id, .. }
+            | Command::Restart { id, .. }
+            | Command::Remove { id, .. }
+            | Command::Wait { id, .. } => id,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum WaitCondition {
+    /// Answer now if the container is not running, else at its next exit.
+    NotRunning,
+    /// Answer at the next exit, even if the container is not running now.
+    NextExit,
+    /// Answer when the container has been removed.
+    Removed,
+}
+
+/// Events from containerd's `/tasks/` topics, already decoded by the adapter.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum ContainerdEvent {
+    TaskCreate { container: ContainerId, pid: u32 },
+    TaskStart { container: ContainerId, pid: u32 },
+    /// `exec_id` equals the container id for the init process; anything else
+    /// is an exec and never changes the container's state.
+    TaskExit {
+        container: ContainerId,
+        exec_id: String,
+        pid: u32,
+        exit_status: u32,
+        exited_at: WallTime,
+    },
+    TaskOom { container: ContainerId },
+    TaskDelete { container: ContainerId, pid: u32 },
+}
+
+/// Connection facts. None of them is ever evidence about a container.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum ConnectionFact {
+    /// containerd answered a call: it is reachable now.
+    Connected,
+    /// The subscription from `Call::Subscribe` is delivering events.
+    StreamLive(OpId),
+    /// The subscription from `Call::Subscribe` ended; events may be lost
+    /// from here until the next relist.
+    StreamBroken(OpId, String),
+    /// containerd could not be reached (connection refused, transport closed).
+    Unreachable(String),
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum RelistPart {
+    Begin,
+    Task(TaskInfo),
+    End,
+}
+
+/// One task as containerd's `Tasks.List` shows it.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct TaskInfo {
+    pub container: ContainerId,
+    pub pid: u32,
+    pub status: TaskStatus,
+    pub exit_status: u32,
+    /// `None` for Go's zero time (a task that has not exited).
+    pub exited_at: Option<WallTime>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum TaskStatus {
+    Created,
+    Running,
+    Paused,
+    Stopped,
+    Unknown,
+}
+
+/// What a successful containerd call produced.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Done {
+    Ok,
+    /// `Call::CreateTask` succeeded; the init process has this pid.
+    TaskCreated { pid: u32 },
+}
+
+/// A failed call, classified by the adapter from the gRPC status or the
+/// transport error.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
+        Failure { kind, message: message.into() }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum FailureKind {
+    NotFound,
+    AlreadyExists,
+    /// containerd was not reachable; the call may be retried after reconnect.
+    Unavailable,
+    FailedPrecondition,
+    /// No answer within the adapter's deadline: the call may or may not have
+    /// taken effect.
+    Deadline,
+    /// Bad input that retrying cannot fix (a missing image, an invalid spec).
+    Invalid,
+    Other,
+}

@@ -1,0 +1,312 @@
+//! # holdfast-core
+//!
+//! The pure, deterministic heart of holdfast: a state machine that keeps a
+//! truthful record of containers run by containerd, whatever happens to the
+//! connection, the event stream or the daemon itself.
+//!
+//! It does no I/O and reads no clock: every input carries [`Now`], every effect
+//! leaves as an [`Action`]. Same inputs, same actions, bit for bit.
+//!
+//! ## Using it
+//! Construct with [`Core::new`], feed one [`Input`] with [`Core::handle_input`],
+//! then drain [`Core::poll_action`] until it returns `None`, and sleep until
+//! [`Core::poll_timeout`] (or the next input), when you feed [`Input::Timeout`].
+//!
+//! ```
+//! use holdfast_core::{Action, Core, CoreConfig, Input, Now, Instant, WallTime};
+//!
+//! let now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(1_700_000_000_000_000_000));
+//! let mut core = Core::new(CoreConfig::default(), 7, now);
+//! core.handle_input(now, Input::Restore(Vec::new()));
+//! // The daemon's loop: feed the timeout when it is due...
+//! let (deadline, _reason) = core.poll_timeout().expect("the first connect is due");
+//! let now = Now::new(deadline, now.wall);
+//! core.handle_input(now, Input::Timeout);
+//! // ...and carry out every action, in order.
+//! while let Some(action) = core.poll_action() {
+//!     match action {
+//!         Action::Call { op, call } => { /* spawn the RPC; feed its result with `op` */ }
+//!         Action::Persist(_) | Action::Unpersist(_) => { /* write before going on */ }
+//!         Action::Answer(_, _) | Action::Publish(_) => {}
+//!     }
+//! }
+//! ```
+//!
+//! ## The guarantee, as this crate keeps it
+//! - Only evidence records an exit: a `TaskExit` of the init process with the
+//!   current pid, or a complete relist showing the task stopped or gone.
+//! - Connection facts and failed calls never lead to a kill, a delete, a
+//!   restart or an exit: kills come only from user intents and stop deadlines,
+//!   deletes only after a recorded exit or a user's remove, restarts only after
+//!   a recorded exit.
+//! - The first recorded exit of a run is final.
+//! - Every (re)connect subscribes, waits for the stream to be live, relists and
+//!   only then acts again.
+//! - User intents are persisted in the record and carried out once containerd
+//!   is back; every request is answered exactly once, within a bound.
+//!
+//! Methods are grouped as: construction, `handle_input`, `poll_*`, getters.
+
+/// Whether a deliberate bug is on; constant false without the feature.
+macro_rules! bug {
+    ($config:expr, $bug:ident) => {{
+        #[cfg(feature = "deliberate-bugs")]
+        let on = $config.has_bug($crate::config::DeliberateBug::$bug);
+        #[cfg(not(feature = "deliberate-bugs"))]
+        let on = false;
+        on
+    }};
+}
+
+pub mod action;
+pub mod config;
+pub mod ids;
+pub mod input;
+pub mod record;
+pub mod signal;
+pub mod time;
+
+mod commands;
+mod connection;
+mod container;
+mod events;
+mod reconcile;
+mod relist;
+mod rng;
+mod timers;
+
+pub use action::{Action, Answer, Call, ErrorKind, RequestError, UserEvent, UserEventKind};
+pub use config::{BindMount, ContainerConfig, CoreConfig, NetworkMode, RestartPolicy};
+pub use connection::ConnectionState;
+pub use container::{ContainerView, Status, TaskState};
+pub use ids::{ContainerId, OpId, RequestId};
+pub use input::{
+    Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
+    TaskInfo, TaskStatus, WaitCondition,
+};
+pub use record::{ExitRecord, Intents, Presence, Record, StopIntent};
+pub use signal::Signal;
+pub use time::{Instant, Now, WallTime};
+pub use timers::TimerKind;
+
+#[cfg(feature = "deliberate-bugs")]
+pub use config::DeliberateBug;
+
+use connection::Connection;
+use container::Container;
+use rng::Rng;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
+use timers::Timers;
+
+/// A hasher with fixed keys: lookups stay fast and iteration order depends
+/// only on the inputs, never on process randomness.
+type FixedState = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+type Map<K, V> = HashMap<K, V, FixedState>;
+
+/// The state machine. See the crate documentation for the loop that drives it.
+#[derive(Debug)]
+pub struct Core {
+    config: CoreConfig,
+    rng: Rng,
+    out: Outbox,
+    containers: Map<ContainerId, Container>,
+    /// Names of visible containers (a discarded create frees its name at once).
+    names: Map<String, ContainerId>,
+    conn: Connection,
+}
+
+/// Who is waiting for the result of an op.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum OpOwner {
+    Connection,
+    Container(ContainerId),
+}
+
+/// Everything the core emits, plus the bookkeeping that goes with emitting:
+/// op ids, timers and who owns each request. Kept apart from the containers
+/// so a handler can hold a container and emit at the same time.
+#[derive(Debug, Default)]
+struct Outbox {
+    now: Now,
+    actions: VecDeque<Action>,
+    last_op: u64,
+    ops: Map<OpId, OpOwner>,
+    timers: Timers,
+    request_owner: Map<RequestId, ContainerId>,
+}
+
+impl Outbox {
+    fn call(&mut self, owner: OpOwner, call: Call) -> OpId {
+        self.last_op += 1;
+        let op = OpId(self.last_op);
+        self.ops.insert(op, owner);
+        self.actions.push_back(Action::Call { op, call });
+        op
+    }
+
+    fn persist(&mut self, rec: &Record) {
+        self.actions.push_back(Action::Persist(rec.clone()));
+    }
+
+    fn publish(&mut self, container: &ContainerId, kind: UserEventKind) {
+        let event = UserEvent { container: container.clone(), kind, at: self.now.wall };
+        self.actions.push_back(Action::Publish(event));
+    }
+
+    /// Answers a request that was never registered as pending.
+    fn answer_now(&mut self, req: RequestId, answer: Answer) {
+        self.actions.push_back(Action::Answer(req, answer));
+    }
+
+    /// Answers a pending request and forgets it.
+    fn answer_pending(&mut self, req: RequestId, answer: Answer) {
+        self.timers.cancel(&TimerKind::AnswerBound(req));
+        self.request_owner.remove(&req);
+        self.actions.push_back(Action::Answer(req, answer));
+    }
+}
+
+fn error(kind: ErrorKind, message: impl Into<String>) -> Answer {
+    Answer::Error(RequestError::new(kind, message))
+}
+
+impl Core {
+    /// A core with no containers, not connected; the first connect attempt is
+    /// due at once. Feed [`Input::Restore`] first when records exist on disk.
+    pub fn new(config: CoreConfig, seed: u64, now: Now) -> Core {
+        let mut core = Core {
+            config,
+            rng: Rng::new(seed),
+            out: Outbox { now, ..Outbox::default() },
+            containers: Map::default(),
+            names: Map::default(),
+            conn: Connection::default(),
+        };
+        core.out.timers.set(TimerKind::Reconnect, now.at);
+        core
+    }
+
+    /// Feeds one input. `now.at` never goes back: an earlier value is taken as
+    /// the latest one seen.
+    pub fn handle_input(&mut self, now: Now, input: Input) {
+        let at = now.at.max(self.out.now.at);
+        self.out.now = Now::new(at, now.wall);
+        match input {
+            Input::Restore(records) => self.restore(records),
+            Input::Command(req, command) => self.command(req, command),
+            Input::Event(event) => self.event(event),
+            Input::Connection(fact) => self.connection_fact(fact),
+            Input::Relist(op, part) => self.relist_part(op, part),
+            Input::ActionResult(op, result) => self.action_result(op, result),
+            Input::Timeout => self.timeout(),
+        }
+    }
+
+    /// The next action to carry out, in order; `None` when drained.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.out.actions.pop_front()
+    }
+
+    /// Drains every pending action (for tests and simulators).
+    pub fn drain_actions(&mut self) -> Vec<Action> {
+        self.out.actions.drain(..).collect()
+    }
+
+    /// When to feed [`Input::Timeout`] next, and why.
+    pub fn poll_timeout(&self) -> Option<(Instant, TimerKind)> {
+        self.out.timers.next().cloned()
+    }
+
+    /// One container by id.
+    pub fn container(&self, id: &ContainerId) -> Option<ContainerView<'_>> {
+        self.containers.get(id).filter(|c| c.visible()).map(ContainerView::of)
+    }
+
+    /// Every visible container, in no particular (but deterministic) order.
+    pub fn containers(&self) -> impl Iterator<Item = ContainerView<'_>> {
+        self.containers.values().filter(|c| c.visible()).map(ContainerView::of)
+    }
+
+    /// Resolves what a user typed: a full id, a name (with or without the
+    /// leading `/`), or a unique id prefix, in that order (as dockerd does).
+    pub fn resolve(&self, reference: &str) -> Result<ContainerId, RequestError> {
+        let not_found = || RequestError::new(ErrorKind::NotFound, format!("No such container: {reference}"));
+        if reference.is_empty() {
+            return Err(not_found());
+        }
+        if let Ok(id) = reference.parse::<ContainerId>()
+            && self.containers.get(&id).is_some_and(Container::visible)
+        {
+            return Ok(id);
+        }
+        if let Some(id) = self.names.get(reference.strip_prefix('/').unwrap_or(reference)) {
+            return Ok(id.clone());
+        }
+        let mut matches = self
+            .containers
+            .values()
+            .filter(|c| c.visible() && c.rec.id.as_str().starts_with(reference));
+        match (matches.next(), matches.next()) {
+            (Some(c), None) => Ok(c.rec.id.clone()),
+            (Some(_), Some(_)) => Err(RequestError::new(
+                ErrorKind::NotFound,
+                format!("multiple IDs found with provided prefix: {reference}"),
+            )),
+            (None, _) => Err(not_found()),
+        }
+    }
+
+    /// The connection as the core sees it.
+    pub fn connection(&self) -> ConnectionState {
+        self.conn.state()
+    }
+
+    /// Calls issued and not yet answered (for simulators' invariants).
+    pub fn calls_in_flight(&self) -> usize {
+        self.out.ops.len()
+    }
+
+    /// Requests accepted and not yet answered (for simulators' invariants).
+    pub fn requests_pending(&self) -> usize {
+        self.out.request_owner.len()
+    }
+
+    fn timeout(&mut self) {
+        while let Some(kind) = self.out.timers.pop_due(self.out.now.at) {
+            match kind {
+                TimerKind::Reconnect => self.reconnect_due(),
+                TimerKind::StopDeadline(id) | TimerKind::Retry(id) => {
+                    if let Some(c) = self.containers.get_mut(&id) {
+                        c.retry_waiting = false;
+                    }
+                    self.reconcile(&id);
+                }
+                TimerKind::RestartBackoff(id) => self.restart_due(&id),
+                TimerKind::AnswerBound(req) => self.answer_bound_due(req),
+            }
+        }
+    }
+
+    /// A request's bound passed before what it asked for was done: answer it
+    /// with an error that says the intent is kept.
+    fn answer_bound_due(&mut self, req: RequestId) {
+        let Some(id) = self.out.request_owner.get(&req).cloned() else { return };
+        let Some(c) = self.containers.get_mut(&id) else { return };
+        let Some(pos) = c.requests.iter().position(|(r, _)| *r == req) else { return };
+        let (_, pending) = c.requests.remove(pos);
+        let why = if self.conn.is_ready() {
+            "it has not completed yet"
+        } else {
+            "containerd is unreachable"
+        };
+        let message = match pending {
+            Pending::Create => format!("create of {id} did not complete: {why}"),
+            _ => format!("{why}: the request for container {id} is recorded and will be carried out when possible"),
+        };
+        let kind = if self.conn.is_ready() { ErrorKind::Internal } else { ErrorKind::Unavailable };
+        self.out.answer_pending(req, error(kind, message));
+    }
+}
+
+use container::Pending;

@@ -1,0 +1,322 @@
+//! Carrying out intents: for each container, the one next containerd call
+//! that moves what containerd has towards what the user asked for, and what
+//! its result means.
+//!
+//! This is the only place calls on a container are issued, and it issues
+//! them only while the connection is ready. A kill here always has a user's
+//! kill, stop or remove (or a passed stop deadline) behind it; a task delete
+//! always has a recorded exit; a start always has a user's start or a policy
+//! restart after a recorded exit.
+
+use crate::container::{Container, KillPurpose, Pending, Step, TaskState};
+use crate::ids::{ContainerId, OpId};
+use crate::input::{Done, Failure, FailureKind, WaitCondition};
+use crate::record::{Presence, Record};
+use crate::signal::Signal;
+use crate::time::Instant;
+use crate::{Answer, Call, Core, ErrorKind, OpOwner, TimerKind, UserEventKind, error};
+use std::time::Duration;
+
+/// The next call for `c`, if any. Pure: a function of the container and `now`.
+fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
+    let id = c.rec.id.clone();
+    match c.rec.presence {
+        Presence::Creating => return None,
+        Presence::Discarding => return Some((Call::DeleteContainer { id }, Step::DeleteContainer)),
+        Presence::Created => {}
+    }
+    let intents = &c.rec.intents;
+    let kill = |signal: Signal, purpose: KillPurpose| {
+        let all = signal == Signal::SIGKILL;
+        Some((Call::Kill { id: id.clone(), signal, all }, Step::Kill { signal, purpose }))
+    };
+    match c.task {
+        TaskState::Unknown => None,
+        TaskState::Created { .. } | TaskState::Running { .. } => {
+            if let Some(&signal) = intents.kills.first() {
+                return kill(signal, KillPurpose::User);
+            }
+            if let Some(stop) = intents.stop {
+                return match c.stop_deadline {
+                    None => kill(stop.signal, KillPurpose::Stop),
+                    Some(deadline) if now >= deadline && !c.stop_escalated => {
+                        kill(Signal::SIGKILL, KillPurpose::Escalate)
+                    }
+                    Some(_) => None,
+                };
+            }
+            if intents.remove {
+                // Removal was recorded while the task looked gone; it runs.
+                return (!c.stop_escalated).then_some(()).and_then(|()| kill(Signal::SIGKILL, KillPurpose::Escalate));
+            }
+            match c.task {
+                TaskState::Created { .. } if intents.start => Some((Call::StartTask { id }, Step::StartTask)),
+                // A created task nobody wants started (its start failed or
+                // was cancelled): it never ran, so deleting it ends nothing.
+                TaskState::Created { .. } => Some((Call::DeleteTask { id }, Step::DeleteTask)),
+                _ => None,
+            }
+        }
+        TaskState::Stopped => Some((Call::DeleteTask { id }, Step::DeleteTask)),
+        TaskState::Absent if intents.remove => Some((Call::DeleteContainer { id }, Step::DeleteContainer)),
+        TaskState::Absent if intents.start => Some((Call::CreateTask { id }, Step::CreateTask)),
+        TaskState::Absent => None,
+    }
+}
+
+impl Core {
+    /// Issues the next call for `id` if the core may act and nothing is in flight.
+    pub(crate) fn reconcile(&mut self, id: &ContainerId) {
+        if !self.conn.is_ready() {
+            return;
+        }
+        let Some(c) = self.containers.get_mut(id) else { return };
+        if c.in_flight.is_some() || c.retry_waiting {
+            return;
+        }
+        let Some((call, step)) = next_step(c, self.out.now.at) else { return };
+        if let Step::Kill { signal, .. } = step {
+            self.out.publish(id, UserEventKind::Kill { signal });
+        }
+        let op = self.out.call(OpOwner::Container(id.clone()), call);
+        c.in_flight = Some((op, step));
+        c.last_op = op;
+    }
+
+    pub(crate) fn reconcile_all(&mut self) {
+        let ids: Vec<ContainerId> = self.containers.keys().cloned().collect();
+        for id in ids {
+            if let Some(c) = self.containers.get_mut(&id) {
+                c.retry_waiting = false;
+            }
+            self.reconcile(&id);
+        }
+    }
+
+    pub(crate) fn restore(&mut self, records: Vec<Record>) {
+        for mut rec in records {
+            if self.containers.contains_key(&rec.id) {
+                continue;
+            }
+            if rec.presence == Presence::Creating {
+                // The daemon stopped mid-create: roll back, leave nothing.
+                rec.presence = Presence::Discarding;
+            }
+            let id = rec.id.clone();
+            let c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
+            if c.visible() && !self.names.contains_key(&c.rec.name) {
+                self.names.insert(c.rec.name.clone(), id.clone());
+            }
+            if c.rec.intents.policy_restart {
+                self.out.timers.set(TimerKind::RestartBackoff(id.clone()), self.out.now.at + self.config.restart_initial);
+            }
+            self.containers.insert(id, c);
+        }
+    }
+
+    pub(crate) fn action_result(&mut self, op: OpId, result: Result<Done, Failure>) {
+        let Some(owner) = self.out.ops.remove(&op) else { return };
+        let id = match owner {
+            OpOwner::Connection => {
+                if result.is_err() {
+                    self.connection_call_failed(op);
+                }
+                return;
+            }
+            OpOwner::Container(id) => id,
+        };
+        let Some(c) = self.containers.get_mut(&id) else { return };
+        let Some((in_flight, step)) = c.in_flight else { return };
+        if in_flight != op {
+            return;
+        }
+        c.in_flight = None;
+        match result {
+            Ok(done) => {
+                c.attempts = 0;
+                self.step_done(&id, step, done);
+            }
+            Err(failure) => self.step_failed(&id, step, failure),
+        }
+        self.reconcile(&id);
+    }
+
+    fn step_done(&mut self, id: &ContainerId, step: Step, done: Done) {
+        let Some(c) = self.containers.get_mut(id) else { return };
+        let now = self.out.now;
+        match step {
+            Step::CreateContainer => {
+                c.rec.presence = Presence::Created;
+                self.out.persist(&c.rec);
+                self.out.publish(id, UserEventKind::Create);
+                self.answer_pending_where(id, |p| p == Pending::Create, || Answer::Done);
+            }
+            Step::CreateTask => {
+                let Done::TaskCreated { pid } = done else {
+                    let failure = Failure::new(FailureKind::Other, "create task answered without a pid");
+                    return self.step_failed(id, step, failure);
+                };
+                c.rec.run += 1;
+                c.rec.pid = Some(pid);
+                c.rec.started_at = None;
+                c.task = TaskState::Created { pid };
+                c.oom = false;
+                self.out.persist(&c.rec);
+            }
+            Step::StartTask => {
+                let TaskState::Created { pid } = c.task else { return };
+                c.task = TaskState::Running { pid };
+                c.rec.started_at = Some(now.wall);
+                c.rec.intents.start = false;
+                self.out.persist(&c.rec);
+                self.out.publish(id, UserEventKind::Start);
+                if c.requests.iter().any(|(_, p)| *p == Pending::Restart) {
+                    self.out.publish(id, UserEventKind::Restart);
+                }
+                self.answer_pending_where(id, |p| matches!(p, Pending::Start | Pending::Restart), || Answer::Done);
+            }
+            Step::Kill { signal, purpose } => match purpose {
+                KillPurpose::User => {
+                    if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
+                        c.rec.intents.kills.remove(pos);
+                    }
+                    self.out.persist(&c.rec);
+                    self.answer_first_kill(id, signal, Answer::Done);
+                }
+                KillPurpose::Stop => {
+                    let grace = c.rec.intents.stop.map_or(Duration::ZERO, |s| s.grace);
+                    let grace = if bug!(self.config, KillBeforeStopDeadline) { grace / 2 } else { grace };
+                    let deadline = now.at + grace;
+                    c.stop_deadline = Some(deadline);
+                    c.stop_escalated = signal == Signal::SIGKILL;
+                    self.out.timers.set(TimerKind::StopDeadline(id.clone()), deadline);
+                }
+                KillPurpose::Escalate => c.stop_escalated = true,
+            },
+            Step::DeleteTask => {
+                c.task = TaskState::Absent;
+                if c.current_exit().is_none() {
+                    // The task never ran (its start failed or was cancelled).
+                    c.rec.pid = None;
+                    self.out.persist(&c.rec);
+                }
+            }
+            Step::DeleteContainer => self.finish_removal(id),
+        }
+    }
+
+    fn step_failed(&mut self, id: &ContainerId, step: Step, failure: Failure) {
+        let Some(c) = self.containers.get_mut(id) else { return };
+        use FailureKind as K;
+        match (step, failure.kind) {
+            // Gone already is what a delete wanted.
+            (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => self.step_done(id, step, Done::Ok),
+            (Step::CreateContainer, kind) => {
+                let answer_kind = match kind {
+                    K::NotFound => ErrorKind::NotFound,
+                    K::AlreadyExists => ErrorKind::Conflict,
+                    K::Invalid => ErrorKind::Invalid,
+                    K::Unavailable => ErrorKind::Unavailable,
+                    K::FailedPrecondition | K::Deadline | K::Other => ErrorKind::Internal,
+                };
+                c.rec.presence = Presence::Discarding;
+                self.out.persist(&c.rec);
+                if self.names.get(&c.rec.name) == Some(id) {
+                    self.names.remove(&c.rec.name);
+                }
+                let message = failure.message.clone();
+                self.answer_pending_where(id, |p| p == Pending::Create, || error(answer_kind, message.clone()));
+                if kind == K::Unavailable {
+                    self.lose_connection();
+                }
+            }
+            (_, K::Unavailable) => {
+                // containerd went away: the intent stays, and the reconnect's
+                // relist decides what is still to do.
+                self.lose_connection();
+            }
+            (_, K::Deadline | K::AlreadyExists) => {
+                // The call may have taken effect: look before trying again.
+                self.request_refresh();
+                self.schedule_retry(id);
+            }
+            (Step::CreateTask | Step::StartTask, _) => {
+                // Starting cannot succeed by retrying (a bad command, a
+                // missing binary): drop the start and say why.
+                c.rec.intents.start = false;
+                self.out.persist(&c.rec);
+                let message = format!("failed to start container {id}: {}", failure.message);
+                let kind = if failure.kind == K::Invalid { ErrorKind::Invalid } else { ErrorKind::Internal };
+                self.answer_pending_where(id, |p| matches!(p, Pending::Start | Pending::Restart), || {
+                    error(kind, message.clone())
+                });
+            }
+            (Step::Kill { signal, purpose: KillPurpose::User }, _) => {
+                // Not running any more, most likely: find out, retry a bounded
+                // number of times, then give the kill up with an answer.
+                if c.attempts + 1 >= self.config.retry_attempts_max {
+                    c.attempts = 0;
+                    if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
+                        c.rec.intents.kills.remove(pos);
+                    }
+                    self.out.persist(&c.rec);
+                    let answer = error(ErrorKind::Internal, format!("cannot kill container {id}: {}", failure.message));
+                    self.answer_first_kill(id, signal, answer);
+                } else {
+                    self.schedule_retry(id);
+                }
+                self.request_refresh();
+            }
+            // A stop, a discard or a removal is never given up: retry with a
+            // capped backoff (after a relist, in case the task is gone).
+            (Step::Kill { .. }, _) => {
+                self.request_refresh();
+                self.schedule_retry(id);
+            }
+            (Step::DeleteTask | Step::DeleteContainer, _) => self.schedule_retry(id),
+        }
+    }
+
+    fn schedule_retry(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.get_mut(id) else { return };
+        let exponent = c.attempts.min(20);
+        c.attempts = c.attempts.saturating_add(1);
+        let delay = self.config.retry_initial.saturating_mul(1u32 << exponent).min(self.config.retry_max);
+        c.retry_waiting = true;
+        self.out.timers.set(TimerKind::Retry(id.clone()), self.out.now.at + delay);
+    }
+
+    fn answer_first_kill(&mut self, id: &ContainerId, signal: Signal, answer: Answer) {
+        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(pos) = c.requests.iter().position(|(_, p)| *p == Pending::Kill(signal)) else { return };
+        let (req, _) = c.requests.remove(pos);
+        self.out.answer_pending(req, answer);
+    }
+
+    /// containerd has nothing of the container any more: forget it.
+    fn finish_removal(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.remove(id) else { return };
+        self.out.actions.push_back(crate::Action::Unpersist(id.clone()));
+        let was_visible = c.visible();
+        if self.names.get(&c.rec.name) == Some(id) {
+            self.names.remove(&c.rec.name);
+        }
+        for kind in [TimerKind::StopDeadline(id.clone()), TimerKind::Retry(id.clone()), TimerKind::RestartBackoff(id.clone())] {
+            self.out.timers.cancel(&kind);
+        }
+        if was_visible {
+            self.out.publish(id, UserEventKind::Destroy);
+        }
+        let exit_code = c.last_exit_code();
+        for (req, pending) in c.requests {
+            let answer = match pending {
+                Pending::Remove => Answer::Done,
+                Pending::Wait(WaitCondition::Removed | WaitCondition::NextExit | WaitCondition::NotRunning) => {
+                    Answer::Waited { exit_code, error: None }
+                }
+                _ => error(ErrorKind::NotFound, format!("No such container: {id} (it was removed)")),
+            };
+            self.out.answer_pending(req, answer);
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! A container's durable state: what is persisted, and what a restarted
+//! daemon rebuilds from (plus a relist).
+
+use crate::config::ContainerConfig;
+use crate::ids::ContainerId;
+use crate::signal::Signal;
+use crate::time::WallTime;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Record {
+    pub id: ContainerId,
+    /// Without the leading `/` that the Docker API shows.
+    pub name: String,
+    pub config: ContainerConfig,
+    pub created_at: WallTime,
+    pub presence: Presence,
+    /// How many tasks were created for this container; names the current run.
+    pub run: u64,
+    /// The init pid of the current run, once known.
+    pub pid: Option<u32>,
+    pub started_at: Option<WallTime>,
+    /// The recorded exit of run `exit.run`. Written once per run, from evidence.
+    pub exit: Option<ExitRecord>,
+    /// Restarts made by the restart policy.
+    pub restart_count: u32,
+    pub intents: Intents,
+}
+
+/// Whether containerd has the container (not the task).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Presence {
+    /// `CreateContainer` was issued and has not succeeded yet. A daemon that
+    /// restarts and finds this rolls the create back.
+    Creating,
+    /// containerd has the container.
+    Created,
+    /// The create failed or was abandoned; whatever containerd may have must
+    /// be deleted, then the record.
+    Discarding,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct ExitRecord {
+    pub run: u64,
+    pub exit_code: i32,
+    pub finished_at: WallTime,
+    pub oom_killed: bool,
+    /// Set when the exit status is not known, e.g. a task that vanished.
+    pub error: Option<String>,
+}
+
+/// What the user (or a restart policy) asked for and has not yet been carried
+/// out. Persisted so that nothing asked for is lost across an outage or a
+/// daemon restart.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub struct Intents {
+    /// A task should be created and started (start, restart, policy restart).
+    pub start: bool,
+    /// Stop the running task; cleared when its exit is recorded.
+    pub stop: Option<StopIntent>,
+    /// Signals to deliver to the running task, in order.
+    pub kills: Vec<Signal>,
+    /// Remove the container (after killing it, for a forced remove).
+    pub remove: bool,
+    /// The restart policy wants a start once its backoff has passed.
+    pub policy_restart: bool,
+    /// The user stopped or killed this container (`unless-stopped` heeds it).
+    pub user_stopped: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct StopIntent {
+    pub signal: Signal,
+    pub grace: Duration,
+}

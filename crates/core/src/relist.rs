@@ -1,0 +1,153 @@
+//! Relist: the only way to learn what happened while events could not be
+//! seen. Like kube-runtime's watcher, only a complete relist proves anything:
+//! what it shows stopped is stopped, and what it does not show is gone.
+
+use crate::connection::Phase;
+use crate::container::TaskState;
+use crate::ids::{ContainerId, OpId};
+use crate::input::{RelistPart, TaskInfo, TaskStatus};
+use crate::{Core, Map};
+
+#[derive(Debug)]
+pub(crate) struct RelistRun {
+    pub(crate) op: OpId,
+    begun: bool,
+    tasks: Map<ContainerId, TaskInfo>,
+}
+
+impl RelistRun {
+    pub(crate) fn new(op: OpId) -> RelistRun {
+        RelistRun { op, begun: false, tasks: Map::default() }
+    }
+}
+
+/// The message a recorded exit carries when the task vanished without one.
+pub const VANISHED: &str = "task vanished from containerd: exit status unknown";
+
+/// The exit code recorded for a vanished task, as dockerd records for a task
+/// it cannot find.
+pub const VANISHED_EXIT_CODE: i32 = 255;
+
+impl Core {
+    pub(crate) fn relist_part(&mut self, op: OpId, part: RelistPart) {
+        if part == RelistPart::End {
+            // End answers the relist call, current or abandoned.
+            self.out.ops.remove(&op);
+        }
+        let run = match &mut self.conn.phase {
+            Phase::Relisting { relist, .. } if relist.op == op => relist,
+            Phase::Ready { refresh: Some(relist), .. } if relist.op == op => relist,
+            // A relist of a connection we already gave up: proves nothing now.
+            _ => return,
+        };
+        match part {
+            RelistPart::Begin => {
+                run.begun = true;
+                run.tasks.clear();
+            }
+            RelistPart::Task(task) => {
+                if run.begun {
+                    run.tasks.insert(task.container.clone(), task);
+                }
+            }
+            RelistPart::End => {
+                if !run.begun {
+                    // An end with no beginning is no complete relist.
+                    return self.lose_connection();
+                }
+                let relist = match std::mem::take(&mut self.conn.phase) {
+                    Phase::Relisting { subscription, relist } => {
+                        self.conn.phase = Phase::Relisting { subscription, relist: RelistRun::new(op) };
+                        self.apply_relist(relist);
+                        self.become_ready(subscription);
+                        return;
+                    }
+                    Phase::Ready { subscription, since, refresh, refresh_again } => {
+                        self.conn.phase =
+                            Phase::Ready { subscription, since, refresh: None, refresh_again: false };
+                        if refresh_again {
+                            self.request_refresh();
+                        }
+                        refresh
+                    }
+                    other => {
+                        self.conn.phase = other;
+                        None
+                    }
+                };
+                if let Some(relist) = relist {
+                    let touched = self.apply_relist(relist);
+                    for id in touched {
+                        self.reconcile(&id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Converges every container to a complete relist. Returns the containers
+    /// whose view changed.
+    fn apply_relist(&mut self, relist: RelistRun) -> Vec<ContainerId> {
+        let mut touched = Vec::new();
+        let ids: Vec<ContainerId> = self.containers.keys().cloned().collect();
+        for id in ids {
+            let Some(c) = self.containers.get_mut(&id) else { continue };
+            // A call issued after the relist began, or still running, may
+            // have changed the task since it was listed: only a stopped task
+            // with the current pid is evidence regardless.
+            let settled = c.in_flight.is_none() && c.last_op < relist.op;
+            let listed = relist.tasks.get(&id);
+            let before = c.task;
+            match listed {
+                Some(task) if task.status == TaskStatus::Stopped => {
+                    let current = c.rec.pid.is_none_or(|pid| pid == task.pid);
+                    if current && (settled || c.rec.pid.is_some()) {
+                        c.rec.pid = Some(task.pid);
+                        let at = task.exited_at.unwrap_or(self.out.now.wall);
+                        let code = i32::try_from(task.exit_status).unwrap_or(i32::MAX);
+                        self.record_exit(&id, code, at, None);
+                    }
+                    if let Some(c) = self.containers.get_mut(&id)
+                        && settled
+                    {
+                        c.task = TaskState::Stopped;
+                    }
+                }
+                Some(task) => {
+                    // Never resurrect: once this run's exit is recorded, a
+                    // listing that predates it changes nothing.
+                    if settled && c.current_exit().is_none() {
+                        c.rec.pid = Some(task.pid);
+                        c.task = match task.status {
+                            TaskStatus::Created => TaskState::Created { pid: task.pid },
+                            _ => TaskState::Running { pid: task.pid },
+                        };
+                    }
+                }
+                None => {
+                    if settled {
+                        let had_task = !matches!(c.task, TaskState::Absent)
+                            && c.rec.pid.is_some()
+                            && c.current_exit().is_none();
+                        if had_task {
+                            let at = self.out.now.wall;
+                            self.record_exit(&id, super::relist::VANISHED_EXIT_CODE, at, Some(VANISHED.to_owned()));
+                        }
+                        if let Some(c) = self.containers.get_mut(&id) {
+                            c.task = TaskState::Absent;
+                        }
+                    }
+                }
+            }
+            if let Some(c) = self.containers.get_mut(&id) {
+                if settled {
+                    c.confirmed = true;
+                }
+                if c.task != before {
+                    touched.push(id);
+                }
+            }
+        }
+        touched
+    }
+}
