@@ -1,0 +1,1 @@
+//! containerd adapter: see the crate description.
