@@ -40,16 +40,31 @@ pub enum Call {
     Relist,
     /// Resolve the image, prepare the rootfs snapshot and create the
     /// containerd container. On failure the adapter undoes what it did.
-    CreateContainer { id: ContainerId, config: ContainerConfig },
+    CreateContainer {
+        id: ContainerId,
+        config: ContainerConfig,
+    },
     /// Create the init task (spawns the shim); answers `Done::TaskCreated`.
-    CreateTask { id: ContainerId },
-    StartTask { id: ContainerId },
+    CreateTask {
+        id: ContainerId,
+    },
+    StartTask {
+        id: ContainerId,
+    },
     /// Signal the init process (`all`: every process of the container).
-    Kill { id: ContainerId, signal: Signal, all: bool },
+    Kill {
+        id: ContainerId,
+        signal: Signal,
+        all: bool,
+    },
     /// Delete the stopped task: containerd keeps it, and its exit, until then.
-    DeleteTask { id: ContainerId },
+    DeleteTask {
+        id: ContainerId,
+    },
     /// Delete the container and its snapshot. NotFound counts as done.
-    DeleteContainer { id: ContainerId },
+    DeleteContainer {
+        id: ContainerId,
+    },
 }
 
 impl Call {
@@ -75,7 +90,10 @@ pub enum Answer {
     /// (HTTP 304 in the Docker API).
     NotModified,
     /// A wait's condition was met.
-    Waited { exit_code: i32, error: Option<String> },
+    Waited {
+        exit_code: i32,
+        error: Option<String>,
+    },
     Error(RequestError),
 }
 
@@ -88,7 +106,10 @@ pub struct RequestError {
 
 impl RequestError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> RequestError {
-        RequestError { kind, message: message.into() }
+        RequestError {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
@@ -119,12 +140,19 @@ pub struct UserEvent {
 pub enum UserEventKind {
     Create,
     Start,
-    Kill { signal: Signal },
+    Kill {
+        signal: Signal,
+    },
     Oom,
-    Die { exit_code: i32 },
+    Die {
+        exit_code: i32,
+    },
     Stop,
     Restart,
     Destroy,
     /// An exec process exited; the container's state is unchanged.
-    ExecDie { exec_id: String, exit_code: i32 },
+    ExecDie {
+        exec_id: String,
+        exit_code: i32,
+    },
 }

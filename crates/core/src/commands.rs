@@ -15,7 +15,13 @@ impl Core {
         if self.out.request_owner.contains_key(&req) {
             // A caller bug: the same request id twice. Answer the newcomer so
             // nothing hangs, and leave the first one alone.
-            self.out.answer_now(req, error(ErrorKind::Invalid, format!("request id {req} is already in use")));
+            self.out.answer_now(
+                req,
+                error(
+                    ErrorKind::Invalid,
+                    format!("request id {req} is already in use"),
+                ),
+            );
             return;
         }
         if let Command::Create { id, name, config } = command {
@@ -23,20 +29,28 @@ impl Core {
         }
         let id = command.container_id().clone();
         let Some(c) = self.containers.get(&id).filter(|c| c.visible()) else {
-            self.out.answer_now(req, error(ErrorKind::NotFound, format!("No such container: {id}")));
+            self.out.answer_now(
+                req,
+                error(ErrorKind::NotFound, format!("No such container: {id}")),
+            );
             return;
         };
         if c.rec.presence == Presence::Creating && !matches!(command, Command::Wait { .. }) {
             let message = format!("container {id} is still being created");
-            self.out.answer_now(req, error(ErrorKind::Conflict, message));
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
             return;
         }
         match command {
             Command::Create { .. } => {}
             Command::Start { .. } => self.start(req, &id),
-            Command::Stop { timeout, signal, .. } => self.stop(req, &id, timeout, signal),
+            Command::Stop {
+                timeout, signal, ..
+            } => self.stop(req, &id, timeout, signal),
             Command::Kill { signal, .. } => self.kill(req, &id, signal),
-            Command::Restart { timeout, signal, .. } => self.restart(req, &id, timeout, signal),
+            Command::Restart {
+                timeout, signal, ..
+            } => self.restart(req, &id, timeout, signal),
             Command::Remove { force, .. } => self.remove(req, &id, force),
             Command::Wait { condition, .. } => self.wait(req, &id, condition),
         }
@@ -48,20 +62,28 @@ impl Core {
             return;
         }
         if self.containers.contains_key(&id) {
-            self.out.answer_now(req, error(ErrorKind::Conflict, format!("container id {id} is already in use")));
+            self.out.answer_now(
+                req,
+                error(
+                    ErrorKind::Conflict,
+                    format!("container id {id} is already in use"),
+                ),
+            );
             return;
         }
         if let Some(owner) = self.names.get(&name) {
             let message = format!(
                 "Conflict. The container name \"/{name}\" is already in use by container \"{owner}\". You have to remove (or rename) that container to be able to reuse that name."
             );
-            self.out.answer_now(req, error(ErrorKind::Conflict, message));
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
             return;
         }
         if !self.conn.is_ready() {
             // Nothing was done, so nothing is left behind.
             let message = "containerd is unreachable: the container was not created; try again";
-            self.out.answer_now(req, error(ErrorKind::Unavailable, message));
+            self.out
+                .answer_now(req, error(ErrorKind::Unavailable, message));
             return;
         }
         let rec = Record {
@@ -80,20 +102,34 @@ impl Core {
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);
         c.confirmed = true;
-        let op = self.out.call(OpOwner::Container(id.clone()), Call::CreateContainer { id: id.clone(), config });
+        let op = self.out.call(
+            OpOwner::Container(id.clone()),
+            Call::CreateContainer {
+                id: id.clone(),
+                config,
+            },
+        );
         c.in_flight = Some((op, crate::container::Step::CreateContainer));
         c.last_op = op;
         self.containers.insert(id.clone(), c);
         self.names.insert(name, id.clone());
-        self.add_pending(&id, req, Pending::Create, Some(self.config.request_answer_bound));
+        self.add_pending(
+            &id,
+            req,
+            Pending::Create,
+            Some(self.config.request_answer_bound),
+        );
     }
 
     fn start(&mut self, req: RequestId, id: &ContainerId) {
         let ready = self.conn.is_ready();
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         if c.rec.intents.remove {
             let message = format!("container {id} is marked for removal and cannot be started");
-            self.out.answer_now(req, error(ErrorKind::Conflict, message));
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
             return;
         }
         if c.is_running() && c.rec.intents.stop.is_none() {
@@ -104,35 +140,63 @@ impl Core {
             // A start is not kept across an outage: the user sees at once that
             // it did not happen and can try again.
             let message = "containerd is unreachable: the container was not started; try again";
-            self.out.answer_now(req, error(ErrorKind::Unavailable, message));
+            self.out
+                .answer_now(req, error(ErrorKind::Unavailable, message));
             return;
         }
         c.rec.intents.start = true;
         c.rec.intents.user_stopped = false;
         c.cancel_policy_restart(&mut self.out.timers);
         self.out.persist(&c.rec);
-        self.add_pending(id, req, Pending::Start, Some(self.config.request_answer_bound));
+        self.add_pending(
+            id,
+            req,
+            Pending::Start,
+            Some(self.config.request_answer_bound),
+        );
         self.reconcile(id);
     }
 
     /// The stop intent a stop or restart records, by precedence: request >
     /// container > image > SIGTERM, and request > container > default.
-    fn stop_intent(&self, c: &Container, timeout: Option<Duration>, signal: Option<Signal>) -> StopIntent {
+    fn stop_intent(
+        &self,
+        c: &Container,
+        timeout: Option<Duration>,
+        signal: Option<Signal>,
+    ) -> StopIntent {
         let config = &c.rec.config;
         StopIntent {
-            signal: signal.or(config.stop_signal).or(config.image_stop_signal).unwrap_or(Signal::SIGTERM),
-            grace: timeout.or(config.stop_timeout).unwrap_or(self.config.default_stop_timeout),
+            signal: signal
+                .or(config.stop_signal)
+                .or(config.image_stop_signal)
+                .unwrap_or(Signal::SIGTERM),
+            grace: timeout
+                .or(config.stop_timeout)
+                .unwrap_or(self.config.default_stop_timeout),
         }
     }
 
     /// Records a stop of a running container. Returns the answer bound.
-    fn record_stop(&mut self, id: &ContainerId, timeout: Option<Duration>, signal: Option<Signal>) -> Duration {
-        let Some(c) = self.containers.get(id) else { return Duration::ZERO };
+    fn record_stop(
+        &mut self,
+        id: &ContainerId,
+        timeout: Option<Duration>,
+        signal: Option<Signal>,
+    ) -> Duration {
+        let Some(c) = self.containers.get(id) else {
+            return Duration::ZERO;
+        };
         let intent = self.stop_intent(c, timeout, signal);
-        let Some(c) = self.containers.get_mut(id) else { return Duration::ZERO };
+        let Some(c) = self.containers.get_mut(id) else {
+            return Duration::ZERO;
+        };
         // An earlier stop keeps its signal and deadline; a shorter grace wins.
         let intent = match c.rec.intents.stop {
-            Some(earlier) => StopIntent { signal: earlier.signal, grace: earlier.grace.min(intent.grace) },
+            Some(earlier) => StopIntent {
+                signal: earlier.signal,
+                grace: earlier.grace.min(intent.grace),
+            },
             None => intent,
         };
         if let (Some(deadline), Some(earlier)) = (c.stop_deadline, c.rec.intents.stop)
@@ -148,8 +212,16 @@ impl Core {
         intent.grace + self.config.stop_answer_slack
     }
 
-    fn stop(&mut self, req: RequestId, id: &ContainerId, timeout: Option<Duration>, signal: Option<Signal>) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+    fn stop(
+        &mut self,
+        req: RequestId,
+        id: &ContainerId,
+        timeout: Option<Duration>,
+        signal: Option<Signal>,
+    ) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         c.rec.intents.user_stopped = true;
         if !c.is_running() {
             // Nothing runs; cancel what would start it (a policy restart or a
@@ -157,9 +229,16 @@ impl Core {
             c.rec.intents.start = false;
             c.cancel_policy_restart(&mut self.out.timers);
             self.out.persist(&c.rec);
-            self.answer_pending_where(id, |p| matches!(p, Pending::Start | Pending::Restart), || {
-                error(ErrorKind::Conflict, "the container was stopped before it started")
-            });
+            self.answer_pending_where(
+                id,
+                |p| matches!(p, Pending::Start | Pending::Restart),
+                || {
+                    error(
+                        ErrorKind::Conflict,
+                        "the container was stopped before it started",
+                    )
+                },
+            );
             self.out.answer_now(req, Answer::NotModified);
             return;
         }
@@ -172,30 +251,54 @@ impl Core {
     }
 
     fn kill(&mut self, req: RequestId, id: &ContainerId, signal: Signal) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         if !c.is_running() {
-            self.out.answer_now(req, error(ErrorKind::Conflict, format!("Container {id} is not running")));
+            self.out.answer_now(
+                req,
+                error(
+                    ErrorKind::Conflict,
+                    format!("Container {id} is not running"),
+                ),
+            );
             return;
         }
         c.rec.intents.kills.push(signal);
         c.rec.intents.user_stopped = true;
         self.out.persist(&c.rec);
-        self.add_pending(id, req, Pending::Kill(signal), Some(self.config.request_answer_bound));
+        self.add_pending(
+            id,
+            req,
+            Pending::Kill(signal),
+            Some(self.config.request_answer_bound),
+        );
         self.reconcile(id);
     }
 
-    fn restart(&mut self, req: RequestId, id: &ContainerId, timeout: Option<Duration>, signal: Option<Signal>) {
-        let Some(c) = self.containers.get(id) else { return };
+    fn restart(
+        &mut self,
+        req: RequestId,
+        id: &ContainerId,
+        timeout: Option<Duration>,
+        signal: Option<Signal>,
+    ) {
+        let Some(c) = self.containers.get(id) else {
+            return;
+        };
         if c.rec.intents.remove {
             let message = format!("container {id} is marked for removal and cannot be restarted");
-            self.out.answer_now(req, error(ErrorKind::Conflict, message));
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
             return;
         }
         let mut bound = self.config.request_answer_bound;
         if c.is_running() {
             bound += self.record_stop(id, timeout, signal);
         }
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         c.rec.intents.start = true;
         c.rec.intents.user_stopped = false;
         c.cancel_policy_restart(&mut self.out.timers);
@@ -205,46 +308,76 @@ impl Core {
     }
 
     fn remove(&mut self, req: RequestId, id: &ContainerId, force: bool) {
-        let Some(c) = self.containers.get(id) else { return };
+        let Some(c) = self.containers.get(id) else {
+            return;
+        };
         if c.is_running() && !c.rec.intents.remove {
             if !force {
                 let message = format!(
                     "You cannot remove a running container {id}. Stop the container before attempting removal or force remove"
                 );
-                self.out.answer_now(req, error(ErrorKind::Conflict, message));
+                self.out
+                    .answer_now(req, error(ErrorKind::Conflict, message));
                 return;
             }
             self.record_stop(id, Some(Duration::ZERO), Some(Signal::SIGKILL));
         }
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         c.rec.intents.remove = true;
         c.rec.intents.start = false;
         c.cancel_policy_restart(&mut self.out.timers);
         self.out.persist(&c.rec);
-        self.answer_pending_where(id, |p| matches!(p, Pending::Start | Pending::Restart), || {
-            error(ErrorKind::Conflict, "the container is being removed")
-        });
-        self.add_pending(id, req, Pending::Remove, Some(self.config.request_answer_bound));
+        self.answer_pending_where(
+            id,
+            |p| matches!(p, Pending::Start | Pending::Restart),
+            || error(ErrorKind::Conflict, "the container is being removed"),
+        );
+        self.add_pending(
+            id,
+            req,
+            Pending::Remove,
+            Some(self.config.request_answer_bound),
+        );
         self.reconcile(id);
     }
 
     fn wait(&mut self, req: RequestId, id: &ContainerId, condition: WaitCondition) {
-        let Some(c) = self.containers.get(id) else { return };
+        let Some(c) = self.containers.get(id) else {
+            return;
+        };
         if condition == WaitCondition::NotRunning && !c.is_running() && !c.rec.intents.start {
             let exit_code = c.last_exit_code();
-            self.out.answer_now(req, Answer::Waited { exit_code, error: None });
+            self.out.answer_now(
+                req,
+                Answer::Waited {
+                    exit_code,
+                    error: None,
+                },
+            );
             return;
         }
         // A wait has no bound: it may rightly last as long as the container.
         self.add_pending(id, req, Pending::Wait(condition), None);
     }
 
-    pub(crate) fn add_pending(&mut self, id: &ContainerId, req: RequestId, pending: Pending, bound: Option<Duration>) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+    pub(crate) fn add_pending(
+        &mut self,
+        id: &ContainerId,
+        req: RequestId,
+        pending: Pending,
+        bound: Option<Duration>,
+    ) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         c.requests.push((req, pending));
         self.out.request_owner.insert(req, id.clone());
         if let Some(bound) = bound {
-            self.out.timers.set(TimerKind::AnswerBound(req), self.out.now.at + bound);
+            self.out
+                .timers
+                .set(TimerKind::AnswerBound(req), self.out.now.at + bound);
         }
     }
 
@@ -255,7 +388,9 @@ impl Core {
         matches: impl Fn(Pending) -> bool,
         answer: impl Fn() -> Answer,
     ) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         let mut answered = Vec::new();
         c.requests.retain(|(req, pending)| {
             let hit = matches(*pending);
@@ -274,10 +409,13 @@ impl Core {
 fn validate_name(name: &str) -> Result<(), String> {
     let mut chars = name.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
-    let rest_ok = name.len() >= 2 && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    let rest_ok =
+        name.len() >= 2 && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
     if first_ok && rest_ok && name.len() <= 255 {
         Ok(())
     } else {
-        Err(format!("Invalid container name ({name}), only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed"))
+        Err(format!(
+            "Invalid container name ({name}), only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed"
+        ))
     }
 }

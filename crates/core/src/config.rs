@@ -69,7 +69,9 @@ pub enum RestartPolicy {
     Always,
     UnlessStopped,
     /// Restart after a non-zero exit, at most `max_retries` times (0: no limit).
-    OnFailure { max_retries: u32 },
+    OnFailure {
+        max_retries: u32,
+    },
 }
 
 impl RestartPolicy {

@@ -36,8 +36,13 @@ pub(crate) struct Connection {
 pub(crate) enum Phase {
     #[default]
     Down,
-    Subscribing { subscription: OpId },
-    Relisting { subscription: OpId, relist: RelistRun },
+    Subscribing {
+        subscription: OpId,
+    },
+    Relisting {
+        subscription: OpId,
+        relist: RelistRun,
+    },
     Ready {
         subscription: OpId,
         since: Instant,
@@ -91,7 +96,10 @@ impl Core {
                         self.become_ready(op);
                     } else {
                         let relist = self.start_relist();
-                        self.conn.phase = Phase::Relisting { subscription: op, relist };
+                        self.conn.phase = Phase::Relisting {
+                            subscription: op,
+                            relist,
+                        };
                     }
                 }
             }
@@ -128,7 +136,9 @@ impl Core {
         }
         let delay = self.reconnect_delay();
         self.conn.attempts = self.conn.attempts.saturating_add(1);
-        self.out.timers.set(TimerKind::Reconnect, self.out.now.at + delay);
+        self.out
+            .timers
+            .set(TimerKind::Reconnect, self.out.now.at + delay);
     }
 
     /// Backoff doubling from `reconnect_initial` to `reconnect_max`, with
@@ -161,7 +171,11 @@ impl Core {
     /// than the core believed (NotFound, an ambiguous timeout).
     pub(crate) fn request_refresh(&mut self) {
         let need_new = match &mut self.conn.phase {
-            Phase::Ready { refresh: Some(_), refresh_again, .. } => {
+            Phase::Ready {
+                refresh: Some(_),
+                refresh_again,
+                ..
+            } => {
                 *refresh_again = true;
                 false
             }
@@ -192,7 +206,9 @@ impl Core {
         let ours = match &self.conn.phase {
             Phase::Subscribing { subscription } => *subscription == op,
             Phase::Relisting { relist, .. } => relist.op == op,
-            Phase::Ready { refresh: Some(run), .. } => run.op == op,
+            Phase::Ready {
+                refresh: Some(run), ..
+            } => run.op == op,
             _ => false,
         };
         if ours {

@@ -17,8 +17,12 @@ pub enum TaskState {
     Unknown,
     Absent,
     /// Created, not started: the process exists but runs nothing yet.
-    Created { pid: u32 },
-    Running { pid: u32 },
+    Created {
+        pid: u32,
+    },
+    Running {
+        pid: u32,
+    },
     /// Exited (its exit is recorded); containerd keeps it until deleted.
     Stopped,
 }
@@ -30,7 +34,10 @@ pub(crate) enum Step {
     CreateContainer,
     CreateTask,
     StartTask,
-    Kill { signal: Signal, purpose: KillPurpose },
+    Kill {
+        signal: Signal,
+        purpose: KillPurpose,
+    },
     DeleteTask,
     DeleteContainer,
 }
@@ -175,11 +182,19 @@ pub struct ContainerView<'a> {
 
 impl<'a> ContainerView<'a> {
     pub(crate) fn of(c: &'a Container) -> ContainerView<'a> {
-        ContainerView { record: &c.rec, status: c.status(), task: c.task, confirmed: c.confirmed }
+        ContainerView {
+            record: &c.rec,
+            status: c.status(),
+            task: c.task,
+            confirmed: c.confirmed,
+        }
     }
 
     /// The recorded exit of the run that is current now, if any.
     pub fn current_exit(&self) -> Option<&'a ExitRecord> {
-        self.record.exit.as_ref().filter(|e| e.run == self.record.run)
+        self.record
+            .exit
+            .as_ref()
+            .filter(|e| e.run == self.record.run)
     }
 }

@@ -11,28 +11,49 @@ use crate::{Answer, Core, ErrorKind, TimerKind, UserEventKind, error};
 impl Core {
     pub(crate) fn event(&mut self, event: ContainerdEvent) {
         match event {
-            ContainerdEvent::TaskExit { container, exec_id, pid, exit_status, exited_at } => {
+            ContainerdEvent::TaskExit {
+                container,
+                exec_id,
+                pid,
+                exit_status,
+                exited_at,
+            } => {
                 let code = i32::try_from(exit_status).unwrap_or(i32::MAX);
                 if exec_id != container.as_str() {
                     if self.containers.contains_key(&container) {
-                        self.out.publish(&container, UserEventKind::ExecDie { exec_id, exit_code: code });
+                        self.out.publish(
+                            &container,
+                            UserEventKind::ExecDie {
+                                exec_id,
+                                exit_code: code,
+                            },
+                        );
                     }
                     return;
                 }
-                let Some(c) = self.containers.get_mut(&container) else { return };
+                let Some(c) = self.containers.get_mut(&container) else {
+                    return;
+                };
                 // Evidence only for the current run's init pid; a stale or
                 // unknown pid proves nothing about this run.
-                if c.rec.pid != Some(pid) || c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites) {
+                if c.rec.pid != Some(pid)
+                    || c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites)
+                {
                     return;
                 }
-                if matches!(c.task, TaskState::Running { .. } | TaskState::Created { .. } | TaskState::Unknown) {
+                if matches!(
+                    c.task,
+                    TaskState::Running { .. } | TaskState::Created { .. } | TaskState::Unknown
+                ) {
                     c.task = TaskState::Stopped;
                 }
                 self.record_exit(&container, code, exited_at, None);
                 self.reconcile(&container);
             }
             ContainerdEvent::TaskOom { container } => {
-                let Some(c) = self.containers.get_mut(&container) else { return };
+                let Some(c) = self.containers.get_mut(&container) else {
+                    return;
+                };
                 if c.is_running() && !c.oom {
                     c.oom = true;
                     self.out.publish(&container, UserEventKind::Oom);
@@ -41,7 +62,9 @@ impl Core {
             ContainerdEvent::TaskDelete { container, pid } => {
                 // The task is gone; its exit should have come first. If we do
                 // not have it, a relist finds out what happened.
-                let Some(c) = self.containers.get(&container) else { return };
+                let Some(c) = self.containers.get(&container) else {
+                    return;
+                };
                 if c.rec.pid == Some(pid) && c.current_exit().is_none() && c.in_flight.is_none() {
                     self.request_refresh();
                 }
@@ -55,8 +78,16 @@ impl Core {
     /// Records the exit of the current run, once: the first evidence wins.
     /// Answers what waited for it and decides what comes next (policy
     /// restart, auto-remove). Reconciling is left to the caller.
-    pub(crate) fn record_exit(&mut self, id: &ContainerId, exit_code: i32, finished_at: WallTime, error_text: Option<String>) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+    pub(crate) fn record_exit(
+        &mut self,
+        id: &ContainerId,
+        exit_code: i32,
+        finished_at: WallTime,
+        error_text: Option<String>,
+    ) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         if c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites) {
             return;
         }
@@ -83,9 +114,15 @@ impl Core {
         c.requests.retain(|(req, pending)| {
             let answer = match pending {
                 Pending::Stop => Answer::Done,
-                Pending::Kill(_) => error(ErrorKind::Conflict, format!("Container {id} is not running")),
+                Pending::Kill(_) => error(
+                    ErrorKind::Conflict,
+                    format!("Container {id} is not running"),
+                ),
                 Pending::Wait(WaitCondition::NotRunning | WaitCondition::NextExit) => {
-                    Answer::Waited { exit_code, error: None }
+                    Answer::Waited {
+                        exit_code,
+                        error: None,
+                    }
                 }
                 _ => return true,
             };
@@ -105,14 +142,19 @@ impl Core {
             } else {
                 let ran_for = finished_at.saturating_since(c.rec.started_at.unwrap_or(finished_at));
                 let policy = c.rec.config.restart_policy;
-                if !stopped_by_user && policy.wants_restart(exit_code, c.rec.restart_count, intents.user_stopped) {
+                if !stopped_by_user
+                    && policy.wants_restart(exit_code, c.rec.restart_count, intents.user_stopped)
+                {
                     if ran_for >= self.config.restart_reset_after {
                         c.restart_delay = self.config.restart_initial;
                     }
                     let delay = c.restart_delay;
                     c.restart_delay = (delay * 2).min(self.config.restart_max);
                     intents.policy_restart = true;
-                    self.out.timers.set(TimerKind::RestartBackoff(id.clone()), self.out.now.at + delay);
+                    self.out.timers.set(
+                        TimerKind::RestartBackoff(id.clone()),
+                        self.out.now.at + delay,
+                    );
                 }
             }
         }
@@ -121,7 +163,9 @@ impl Core {
 
     /// A restart policy's backoff has passed: start again.
     pub(crate) fn restart_due(&mut self, id: &ContainerId) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         if !c.rec.intents.policy_restart {
             return;
         }
@@ -134,8 +178,12 @@ impl Core {
 
     /// [`crate::DeliberateBug::StreamErrorIsExit`]: the pouch bug, on purpose.
     pub(crate) fn record_exit_of_all_running_for_bug(&mut self) {
-        let running: Vec<ContainerId> =
-            self.containers.values().filter(|c| c.is_running()).map(|c| c.rec.id.clone()).collect();
+        let running: Vec<ContainerId> = self
+            .containers
+            .values()
+            .filter(|c| c.is_running())
+            .map(|c| c.rec.id.clone())
+            .collect();
         let at = self.out.now.wall;
         for id in running {
             if let Some(c) = self.containers.get_mut(&id) {

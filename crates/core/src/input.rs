@@ -34,15 +34,38 @@ pub enum Input {
 /// names and prefixes through [`crate::Core::resolve`]).
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Command {
-    Create { id: ContainerId, name: String, config: ContainerConfig },
-    Start { id: ContainerId },
+    Create {
+        id: ContainerId,
+        name: String,
+        config: ContainerConfig,
+    },
+    Start {
+        id: ContainerId,
+    },
     /// Stop: `signal`, then SIGKILL after `timeout` (both optional; see
     /// `Container::stop_signal` and `Container::stop_timeout`).
-    Stop { id: ContainerId, timeout: Option<Duration>, signal: Option<Signal> },
-    Kill { id: ContainerId, signal: Signal },
-    Restart { id: ContainerId, timeout: Option<Duration>, signal: Option<Signal> },
-    Remove { id: ContainerId, force: bool },
-    Wait { id: ContainerId, condition: WaitCondition },
+    Stop {
+        id: ContainerId,
+        timeout: Option<Duration>,
+        signal: Option<Signal>,
+    },
+    Kill {
+        id: ContainerId,
+        signal: Signal,
+    },
+    Restart {
+        id: ContainerId,
+        timeout: Option<Duration>,
+        signal: Option<Signal>,
+    },
+    Remove {
+        id: ContainerId,
+        force: bool,
+    },
+    Wait {
+        id: ContainerId,
+        condition: WaitCondition,
+    },
 }
 
 impl Command {
@@ -72,8 +95,14 @@ pub enum WaitCondition {
 /// Events from containerd's `/tasks/` topics, already decoded by the adapter.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub enum ContainerdEvent {
-    TaskCreate { container: ContainerId, pid: u32 },
-    TaskStart { container: ContainerId, pid: u32 },
+    TaskCreate {
+        container: ContainerId,
+        pid: u32,
+    },
+    TaskStart {
+        container: ContainerId,
+        pid: u32,
+    },
     /// `exec_id` equals the container id for the init process; anything else
     /// is an exec and never changes the container's state.
     TaskExit {
@@ -83,8 +112,13 @@ pub enum ContainerdEvent {
         exit_status: u32,
         exited_at: WallTime,
     },
-    TaskOom { container: ContainerId },
-    TaskDelete { container: ContainerId, pid: u32 },
+    TaskOom {
+        container: ContainerId,
+    },
+    TaskDelete {
+        container: ContainerId,
+        pid: u32,
+    },
 }
 
 /// Connection facts. None of them is ever evidence about a container.
@@ -133,7 +167,9 @@ pub enum TaskStatus {
 pub enum Done {
     Ok,
     /// `Call::CreateTask` succeeded; the init process has this pid.
-    TaskCreated { pid: u32 },
+    TaskCreated {
+        pid: u32,
+    },
 }
 
 /// A failed call, classified by the adapter from the gRPC status or the
@@ -146,7 +182,10 @@ pub struct Failure {
 
 impl Failure {
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
-        Failure { kind, message: message.into() }
+        Failure {
+            kind,
+            message: message.into(),
+        }
     }
 }
 

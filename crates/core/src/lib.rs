@@ -150,7 +150,11 @@ impl Outbox {
     }
 
     fn publish(&mut self, container: &ContainerId, kind: UserEventKind) {
-        let event = UserEvent { container: container.clone(), kind, at: self.now.wall };
+        let event = UserEvent {
+            container: container.clone(),
+            kind,
+            at: self.now.wall,
+        };
         self.actions.push_back(Action::Publish(event));
     }
 
@@ -178,7 +182,10 @@ impl Core {
         let mut core = Core {
             config,
             rng: Rng::new(seed),
-            out: Outbox { now, ..Outbox::default() },
+            out: Outbox {
+                now,
+                ..Outbox::default()
+            },
             containers: Map::default(),
             names: Map::default(),
             conn: Connection::default(),
@@ -220,18 +227,29 @@ impl Core {
 
     /// One container by id.
     pub fn container(&self, id: &ContainerId) -> Option<ContainerView<'_>> {
-        self.containers.get(id).filter(|c| c.visible()).map(ContainerView::of)
+        self.containers
+            .get(id)
+            .filter(|c| c.visible())
+            .map(ContainerView::of)
     }
 
     /// Every visible container, in no particular (but deterministic) order.
     pub fn containers(&self) -> impl Iterator<Item = ContainerView<'_>> {
-        self.containers.values().filter(|c| c.visible()).map(ContainerView::of)
+        self.containers
+            .values()
+            .filter(|c| c.visible())
+            .map(ContainerView::of)
     }
 
     /// Resolves what a user typed: a full id, a name (with or without the
     /// leading `/`), or a unique id prefix, in that order (as dockerd does).
     pub fn resolve(&self, reference: &str) -> Result<ContainerId, RequestError> {
-        let not_found = || RequestError::new(ErrorKind::NotFound, format!("No such container: {reference}"));
+        let not_found = || {
+            RequestError::new(
+                ErrorKind::NotFound,
+                format!("No such container: {reference}"),
+            )
+        };
         if reference.is_empty() {
             return Err(not_found());
         }
@@ -240,7 +258,10 @@ impl Core {
         {
             return Ok(id);
         }
-        if let Some(id) = self.names.get(reference.strip_prefix('/').unwrap_or(reference)) {
+        if let Some(id) = self
+            .names
+            .get(reference.strip_prefix('/').unwrap_or(reference))
+        {
             return Ok(id.clone());
         }
         let mut matches = self
@@ -291,9 +312,15 @@ impl Core {
     /// A request's bound passed before what it asked for was done: answer it
     /// with an error that says the intent is kept.
     fn answer_bound_due(&mut self, req: RequestId) {
-        let Some(id) = self.out.request_owner.get(&req).cloned() else { return };
-        let Some(c) = self.containers.get_mut(&id) else { return };
-        let Some(pos) = c.requests.iter().position(|(r, _)| *r == req) else { return };
+        let Some(id) = self.out.request_owner.get(&req).cloned() else {
+            return;
+        };
+        let Some(c) = self.containers.get_mut(&id) else {
+            return;
+        };
+        let Some(pos) = c.requests.iter().position(|(r, _)| *r == req) else {
+            return;
+        };
         let (_, pending) = c.requests.remove(pos);
         let why = if self.conn.is_ready() {
             "it has not completed yet"
@@ -302,9 +329,15 @@ impl Core {
         };
         let message = match pending {
             Pending::Create => format!("create of {id} did not complete: {why}"),
-            _ => format!("{why}: the request for container {id} is recorded and will be carried out when possible"),
+            _ => format!(
+                "{why}: the request for container {id} is recorded and will be carried out when possible"
+            ),
         };
-        let kind = if self.conn.is_ready() { ErrorKind::Internal } else { ErrorKind::Unavailable };
+        let kind = if self.conn.is_ready() {
+            ErrorKind::Internal
+        } else {
+            ErrorKind::Unavailable
+        };
         self.out.answer_pending(req, error(kind, message));
     }
 }

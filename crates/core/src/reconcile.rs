@@ -28,7 +28,14 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
     let intents = &c.rec.intents;
     let kill = |signal: Signal, purpose: KillPurpose| {
         let all = signal == Signal::SIGKILL;
-        Some((Call::Kill { id: id.clone(), signal, all }, Step::Kill { signal, purpose }))
+        Some((
+            Call::Kill {
+                id: id.clone(),
+                signal,
+                all,
+            },
+            Step::Kill { signal, purpose },
+        ))
     };
     match c.task {
         TaskState::Unknown => None,
@@ -47,10 +54,14 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             }
             if intents.remove {
                 // Removal was recorded while the task looked gone; it runs.
-                return (!c.stop_escalated).then_some(()).and_then(|()| kill(Signal::SIGKILL, KillPurpose::Escalate));
+                return (!c.stop_escalated)
+                    .then_some(())
+                    .and_then(|()| kill(Signal::SIGKILL, KillPurpose::Escalate));
             }
             match c.task {
-                TaskState::Created { .. } if intents.start => Some((Call::StartTask { id }, Step::StartTask)),
+                TaskState::Created { .. } if intents.start => {
+                    Some((Call::StartTask { id }, Step::StartTask))
+                }
                 // A created task nobody wants started (its start failed or
                 // was cancelled): it never ran, so deleting it ends nothing.
                 TaskState::Created { .. } => Some((Call::DeleteTask { id }, Step::DeleteTask)),
@@ -58,7 +69,9 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             }
         }
         TaskState::Stopped => Some((Call::DeleteTask { id }, Step::DeleteTask)),
-        TaskState::Absent if intents.remove => Some((Call::DeleteContainer { id }, Step::DeleteContainer)),
+        TaskState::Absent if intents.remove => {
+            Some((Call::DeleteContainer { id }, Step::DeleteContainer))
+        }
         TaskState::Absent if intents.start => Some((Call::CreateTask { id }, Step::CreateTask)),
         TaskState::Absent => None,
     }
@@ -70,11 +83,15 @@ impl Core {
         if !self.conn.is_ready() {
             return;
         }
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         if c.in_flight.is_some() || c.retry_waiting {
             return;
         }
-        let Some((call, step)) = next_step(c, self.out.now.at) else { return };
+        let Some((call, step)) = next_step(c, self.out.now.at) else {
+            return;
+        };
         if let Step::Kill { signal, .. } = step {
             self.out.publish(id, UserEventKind::Kill { signal });
         }
@@ -108,14 +125,19 @@ impl Core {
                 self.names.insert(c.rec.name.clone(), id.clone());
             }
             if c.rec.intents.policy_restart {
-                self.out.timers.set(TimerKind::RestartBackoff(id.clone()), self.out.now.at + self.config.restart_initial);
+                self.out.timers.set(
+                    TimerKind::RestartBackoff(id.clone()),
+                    self.out.now.at + self.config.restart_initial,
+                );
             }
             self.containers.insert(id, c);
         }
     }
 
     pub(crate) fn action_result(&mut self, op: OpId, result: Result<Done, Failure>) {
-        let Some(owner) = self.out.ops.remove(&op) else { return };
+        let Some(owner) = self.out.ops.remove(&op) else {
+            return;
+        };
         let id = match owner {
             OpOwner::Connection => {
                 if result.is_err() {
@@ -125,8 +147,12 @@ impl Core {
             }
             OpOwner::Container(id) => id,
         };
-        let Some(c) = self.containers.get_mut(&id) else { return };
-        let Some((in_flight, step)) = c.in_flight else { return };
+        let Some(c) = self.containers.get_mut(&id) else {
+            return;
+        };
+        let Some((in_flight, step)) = c.in_flight else {
+            return;
+        };
         if in_flight != op {
             return;
         }
@@ -142,7 +168,9 @@ impl Core {
     }
 
     fn step_done(&mut self, id: &ContainerId, step: Step, done: Done) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         let now = self.out.now;
         match step {
             Step::CreateContainer => {
@@ -153,7 +181,8 @@ impl Core {
             }
             Step::CreateTask => {
                 let Done::TaskCreated { pid } = done else {
-                    let failure = Failure::new(FailureKind::Other, "create task answered without a pid");
+                    let failure =
+                        Failure::new(FailureKind::Other, "create task answered without a pid");
                     return self.step_failed(id, step, failure);
                 };
                 c.rec.run += 1;
@@ -164,7 +193,9 @@ impl Core {
                 self.out.persist(&c.rec);
             }
             Step::StartTask => {
-                let TaskState::Created { pid } = c.task else { return };
+                let TaskState::Created { pid } = c.task else {
+                    return;
+                };
                 c.task = TaskState::Running { pid };
                 c.rec.started_at = Some(now.wall);
                 c.rec.intents.start = false;
@@ -173,7 +204,11 @@ impl Core {
                 if c.requests.iter().any(|(_, p)| *p == Pending::Restart) {
                     self.out.publish(id, UserEventKind::Restart);
                 }
-                self.answer_pending_where(id, |p| matches!(p, Pending::Start | Pending::Restart), || Answer::Done);
+                self.answer_pending_where(
+                    id,
+                    |p| matches!(p, Pending::Start | Pending::Restart),
+                    || Answer::Done,
+                );
             }
             Step::Kill { signal, purpose } => match purpose {
                 KillPurpose::User => {
@@ -185,11 +220,17 @@ impl Core {
                 }
                 KillPurpose::Stop => {
                     let grace = c.rec.intents.stop.map_or(Duration::ZERO, |s| s.grace);
-                    let grace = if bug!(self.config, KillBeforeStopDeadline) { grace / 2 } else { grace };
+                    let grace = if bug!(self.config, KillBeforeStopDeadline) {
+                        grace / 2
+                    } else {
+                        grace
+                    };
                     let deadline = now.at + grace;
                     c.stop_deadline = Some(deadline);
                     c.stop_escalated = signal == Signal::SIGKILL;
-                    self.out.timers.set(TimerKind::StopDeadline(id.clone()), deadline);
+                    self.out
+                        .timers
+                        .set(TimerKind::StopDeadline(id.clone()), deadline);
                 }
                 KillPurpose::Escalate => c.stop_escalated = true,
             },
@@ -206,11 +247,15 @@ impl Core {
     }
 
     fn step_failed(&mut self, id: &ContainerId, step: Step, failure: Failure) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         use FailureKind as K;
         match (step, failure.kind) {
             // Gone already is what a delete wanted.
-            (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => self.step_done(id, step, Done::Ok),
+            (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => {
+                self.step_done(id, step, Done::Ok)
+            }
             (Step::CreateContainer, kind) => {
                 let answer_kind = match kind {
                     K::NotFound => ErrorKind::NotFound,
@@ -225,7 +270,11 @@ impl Core {
                     self.names.remove(&c.rec.name);
                 }
                 let message = failure.message.clone();
-                self.answer_pending_where(id, |p| p == Pending::Create, || error(answer_kind, message.clone()));
+                self.answer_pending_where(
+                    id,
+                    |p| p == Pending::Create,
+                    || error(answer_kind, message.clone()),
+                );
                 if kind == K::Unavailable {
                     self.lose_connection();
                 }
@@ -246,12 +295,24 @@ impl Core {
                 c.rec.intents.start = false;
                 self.out.persist(&c.rec);
                 let message = format!("failed to start container {id}: {}", failure.message);
-                let kind = if failure.kind == K::Invalid { ErrorKind::Invalid } else { ErrorKind::Internal };
-                self.answer_pending_where(id, |p| matches!(p, Pending::Start | Pending::Restart), || {
-                    error(kind, message.clone())
-                });
+                let kind = if failure.kind == K::Invalid {
+                    ErrorKind::Invalid
+                } else {
+                    ErrorKind::Internal
+                };
+                self.answer_pending_where(
+                    id,
+                    |p| matches!(p, Pending::Start | Pending::Restart),
+                    || error(kind, message.clone()),
+                );
             }
-            (Step::Kill { signal, purpose: KillPurpose::User }, _) => {
+            (
+                Step::Kill {
+                    signal,
+                    purpose: KillPurpose::User,
+                },
+                _,
+            ) => {
                 // Not running any more, most likely: find out, retry a bounded
                 // number of times, then give the kill up with an answer.
                 if c.attempts + 1 >= self.config.retry_attempts_max {
@@ -260,7 +321,10 @@ impl Core {
                         c.rec.intents.kills.remove(pos);
                     }
                     self.out.persist(&c.rec);
-                    let answer = error(ErrorKind::Internal, format!("cannot kill container {id}: {}", failure.message));
+                    let answer = error(
+                        ErrorKind::Internal,
+                        format!("cannot kill container {id}: {}", failure.message),
+                    );
                     self.answer_first_kill(id, signal, answer);
                 } else {
                     self.schedule_retry(id);
@@ -278,30 +342,54 @@ impl Core {
     }
 
     fn schedule_retry(&mut self, id: &ContainerId) {
-        let Some(c) = self.containers.get_mut(id) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         let exponent = c.attempts.min(20);
         c.attempts = c.attempts.saturating_add(1);
-        let delay = self.config.retry_initial.saturating_mul(1u32 << exponent).min(self.config.retry_max);
+        let delay = self
+            .config
+            .retry_initial
+            .saturating_mul(1u32 << exponent)
+            .min(self.config.retry_max);
         c.retry_waiting = true;
-        self.out.timers.set(TimerKind::Retry(id.clone()), self.out.now.at + delay);
+        self.out
+            .timers
+            .set(TimerKind::Retry(id.clone()), self.out.now.at + delay);
     }
 
     fn answer_first_kill(&mut self, id: &ContainerId, signal: Signal, answer: Answer) {
-        let Some(c) = self.containers.get_mut(id) else { return };
-        let Some(pos) = c.requests.iter().position(|(_, p)| *p == Pending::Kill(signal)) else { return };
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        let Some(pos) = c
+            .requests
+            .iter()
+            .position(|(_, p)| *p == Pending::Kill(signal))
+        else {
+            return;
+        };
         let (req, _) = c.requests.remove(pos);
         self.out.answer_pending(req, answer);
     }
 
     /// containerd has nothing of the container any more: forget it.
     fn finish_removal(&mut self, id: &ContainerId) {
-        let Some(c) = self.containers.remove(id) else { return };
-        self.out.actions.push_back(crate::Action::Unpersist(id.clone()));
+        let Some(c) = self.containers.remove(id) else {
+            return;
+        };
+        self.out
+            .actions
+            .push_back(crate::Action::Unpersist(id.clone()));
         let was_visible = c.visible();
         if self.names.get(&c.rec.name) == Some(id) {
             self.names.remove(&c.rec.name);
         }
-        for kind in [TimerKind::StopDeadline(id.clone()), TimerKind::Retry(id.clone()), TimerKind::RestartBackoff(id.clone())] {
+        for kind in [
+            TimerKind::StopDeadline(id.clone()),
+            TimerKind::Retry(id.clone()),
+            TimerKind::RestartBackoff(id.clone()),
+        ] {
             self.out.timers.cancel(&kind);
         }
         if was_visible {
@@ -311,10 +399,16 @@ impl Core {
         for (req, pending) in c.requests {
             let answer = match pending {
                 Pending::Remove => Answer::Done,
-                Pending::Wait(WaitCondition::Removed | WaitCondition::NextExit | WaitCondition::NotRunning) => {
-                    Answer::Waited { exit_code, error: None }
-                }
-                _ => error(ErrorKind::NotFound, format!("No such container: {id} (it was removed)")),
+                Pending::Wait(
+                    WaitCondition::Removed | WaitCondition::NextExit | WaitCondition::NotRunning,
+                ) => Answer::Waited {
+                    exit_code,
+                    error: None,
+                },
+                _ => error(
+                    ErrorKind::NotFound,
+                    format!("No such container: {id} (it was removed)"),
+                ),
             };
             self.out.answer_pending(req, answer);
         }

@@ -17,7 +17,11 @@ pub(crate) struct RelistRun {
 
 impl RelistRun {
     pub(crate) fn new(op: OpId) -> RelistRun {
-        RelistRun { op, begun: false, tasks: Map::default() }
+        RelistRun {
+            op,
+            begun: false,
+            tasks: Map::default(),
+        }
     }
 }
 
@@ -36,7 +40,10 @@ impl Core {
         }
         let run = match &mut self.conn.phase {
             Phase::Relisting { relist, .. } if relist.op == op => relist,
-            Phase::Ready { refresh: Some(relist), .. } if relist.op == op => relist,
+            Phase::Ready {
+                refresh: Some(relist),
+                ..
+            } if relist.op == op => relist,
             // A relist of a connection we already gave up: proves nothing now.
             _ => return,
         };
@@ -56,15 +63,30 @@ impl Core {
                     return self.lose_connection();
                 }
                 let relist = match std::mem::take(&mut self.conn.phase) {
-                    Phase::Relisting { subscription, relist } => {
-                        self.conn.phase = Phase::Relisting { subscription, relist: RelistRun::new(op) };
+                    Phase::Relisting {
+                        subscription,
+                        relist,
+                    } => {
+                        self.conn.phase = Phase::Relisting {
+                            subscription,
+                            relist: RelistRun::new(op),
+                        };
                         self.apply_relist(relist);
                         self.become_ready(subscription);
                         return;
                     }
-                    Phase::Ready { subscription, since, refresh, refresh_again } => {
-                        self.conn.phase =
-                            Phase::Ready { subscription, since, refresh: None, refresh_again: false };
+                    Phase::Ready {
+                        subscription,
+                        since,
+                        refresh,
+                        refresh_again,
+                    } => {
+                        self.conn.phase = Phase::Ready {
+                            subscription,
+                            since,
+                            refresh: None,
+                            refresh_again: false,
+                        };
                         if refresh_again {
                             self.request_refresh();
                         }
@@ -91,7 +113,9 @@ impl Core {
         let mut touched = Vec::new();
         let ids: Vec<ContainerId> = self.containers.keys().cloned().collect();
         for id in ids {
-            let Some(c) = self.containers.get_mut(&id) else { continue };
+            let Some(c) = self.containers.get_mut(&id) else {
+                continue;
+            };
             // A call issued after the relist began, or still running, may
             // have changed the task since it was listed: only a stopped task
             // with the current pid is evidence regardless.
@@ -131,7 +155,12 @@ impl Core {
                             && c.current_exit().is_none();
                         if had_task {
                             let at = self.out.now.wall;
-                            self.record_exit(&id, super::relist::VANISHED_EXIT_CODE, at, Some(VANISHED.to_owned()));
+                            self.record_exit(
+                                &id,
+                                super::relist::VANISHED_EXIT_CODE,
+                                at,
+                                Some(VANISHED.to_owned()),
+                            );
                         }
                         if let Some(c) = self.containers.get_mut(&id) {
                             c.task = TaskState::Absent;

@@ -53,7 +53,10 @@ impl Signal {
 
     /// `SIGTERM` for known signals, the number otherwise (real-time signals).
     pub fn name(self) -> Option<&'static str> {
-        NAMES.iter().find(|(_, n)| *n == self.0).map(|(name, _)| *name)
+        NAMES
+            .iter()
+            .find(|(_, n)| *n == self.0)
+            .map(|(name, _)| *name)
     }
 }
 

@@ -71,7 +71,10 @@ mod tests {
         assert_eq!(timers.next(), Some(&(t(10), TimerKind::Reconnect)));
         assert_eq!(timers.pop_due(t(5)), None);
         assert_eq!(timers.pop_due(t(30)), Some(TimerKind::Reconnect));
-        assert_eq!(timers.pop_due(t(30)), Some(TimerKind::AnswerBound(RequestId(1))));
+        assert_eq!(
+            timers.pop_due(t(30)),
+            Some(TimerKind::AnswerBound(RequestId(1)))
+        );
         assert_eq!(timers.pop_due(t(100)), None);
         timers.set(TimerKind::Reconnect, t(1));
         timers.cancel(&TimerKind::Reconnect);

@@ -1,0 +1,831 @@
+//! One handler at a time: arrange, feed one input, assert the exact actions.
+
+mod support;
+
+use holdfast_core::*;
+use std::time::Duration;
+use support::*;
+
+fn created_record(d: &Driver, id: &str) -> Record {
+    d.core
+        .container(&cid(id))
+        .expect("container exists")
+        .record
+        .clone()
+}
+
+fn ready_with_running(id: &str, config: ContainerConfig, pid: u32) -> Driver {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.run(id, config, pid);
+    d
+}
+
+#[test]
+fn connecting_subscribes_then_relists_then_is_ready() {
+    let mut d = Driver::new();
+    assert_eq!(d.core.connection(), ConnectionState::Down);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::Reconnect);
+    assert_eq!(
+        actions,
+        vec![Action::Call {
+            op: OpId(1),
+            call: Call::Subscribe
+        }]
+    );
+    assert_eq!(d.core.connection(), ConnectionState::Subscribing);
+    let actions = d.feed(Input::Connection(ConnectionFact::StreamLive(OpId(1))));
+    assert_eq!(
+        actions,
+        vec![Action::Call {
+            op: OpId(2),
+            call: Call::Relist
+        }]
+    );
+    assert_eq!(d.core.connection(), ConnectionState::Relisting);
+    assert_eq!(d.relist(OpId(2), vec![]), vec![]);
+    assert_eq!(d.core.connection(), ConnectionState::Ready);
+    assert_eq!(d.core.calls_in_flight(), 0);
+}
+
+#[test]
+fn create_persists_before_calling_and_answers_when_created() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let config = ContainerConfig {
+        image: "busybox".into(),
+        ..Default::default()
+    };
+    let (req, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: config.clone(),
+    });
+    let rec = created_record(&d, "c1");
+    assert_eq!(rec.presence, Presence::Creating);
+    assert_eq!(
+        actions,
+        vec![
+            Action::Persist(rec.clone()),
+            Action::Call {
+                op: OpId(3),
+                call: Call::CreateContainer {
+                    id: cid("c1"),
+                    config
+                }
+            },
+        ]
+    );
+    let actions = d.ok(OpId(3));
+    let rec = created_record(&d, "c1");
+    assert_eq!(rec.presence, Presence::Created);
+    assert_eq!(
+        actions,
+        vec![
+            Action::Persist(rec),
+            Action::Publish(UserEvent {
+                container: cid("c1"),
+                kind: UserEventKind::Create,
+                at: d.now.wall
+            }),
+            Action::Answer(req, Answer::Done),
+        ]
+    );
+    assert_eq!(d.core.resolve("web"), Ok(cid("c1")));
+    assert_eq!(d.core.resolve("/web"), Ok(cid("c1")));
+}
+
+#[test]
+fn create_while_unreachable_leaves_nothing() {
+    let mut d = Driver::new();
+    let (req, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: Default::default(),
+    });
+    assert!(
+        matches!(&actions[..], [Action::Answer(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Unavailable)
+    );
+    assert!(d.core.container(&cid("c1")).is_none());
+}
+
+#[test]
+fn failed_create_is_rolled_back_and_frees_the_name() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let (req, _) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: Default::default(),
+    });
+    let actions = d.feed(Input::ActionResult(
+        OpId(3),
+        Err(Failure::new(
+            FailureKind::NotFound,
+            "No such image: nope:latest",
+        )),
+    ));
+    assert!(matches!(&actions[0], Action::Persist(r) if r.presence == Presence::Discarding));
+    assert_eq!(
+        actions[1..],
+        [
+            Action::Answer(
+                req,
+                Answer::Error(RequestError::new(
+                    ErrorKind::NotFound,
+                    "No such image: nope:latest"
+                ))
+            ),
+            Action::Call {
+                op: OpId(4),
+                call: Call::DeleteContainer { id: cid("c1") }
+            },
+        ]
+    );
+    assert!(
+        d.core.container(&cid("c1")).is_none(),
+        "a discarded create is invisible"
+    );
+    assert!(d.core.resolve("web").is_err(), "and its name is free again");
+    assert_eq!(
+        d.fail(OpId(4), FailureKind::NotFound),
+        vec![Action::Unpersist(cid("c1"))]
+    );
+}
+
+#[test]
+fn start_creates_then_starts_the_task() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: Default::default(),
+    });
+    d.ok(OpId(3));
+    let (req, actions) = d.command(Command::Start { id: cid("c1") });
+    assert!(matches!(&actions[0], Action::Persist(r) if r.intents.start));
+    assert_eq!(
+        actions[1],
+        Action::Call {
+            op: OpId(4),
+            call: Call::CreateTask { id: cid("c1") }
+        }
+    );
+    let actions = d.feed(Input::ActionResult(
+        OpId(4),
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    assert!(matches!(&actions[0], Action::Persist(r) if r.pid == Some(42) && r.run == 1));
+    assert_eq!(
+        actions[1],
+        Action::Call {
+            op: OpId(5),
+            call: Call::StartTask { id: cid("c1") }
+        }
+    );
+    let actions = d.ok(OpId(5));
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.started_at == Some(d.now.wall) && !r.intents.start)
+    );
+    assert_eq!(events(&actions), vec![UserEventKind::Start]);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert_eq!(actions.len(), 3);
+    let (req2, actions) = d.command(Command::Start { id: cid("c1") });
+    assert_eq!(actions, vec![Action::Answer(req2, Answer::NotModified)]);
+}
+
+#[test]
+fn exit_of_the_init_process_is_recorded_once_and_the_task_deleted() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let actions = d.exit("c1", 42, 3);
+    let at = d.now.wall;
+    let rec = created_record(&d, "c1");
+    assert_eq!(
+        rec.exit,
+        Some(ExitRecord {
+            run: 1,
+            exit_code: 3,
+            finished_at: at,
+            oom_killed: false,
+            error: None
+        })
+    );
+    assert_eq!(
+        actions,
+        vec![
+            Action::Publish(UserEvent {
+                container: cid("c1"),
+                kind: UserEventKind::Die { exit_code: 3 },
+                at
+            }),
+            Action::Persist(rec.clone()),
+            Action::Call {
+                op: OpId(6),
+                call: Call::DeleteTask { id: cid("c1") }
+            },
+        ]
+    );
+    // A duplicate, later and different: changes nothing.
+    d.advance(Duration::from_secs(5));
+    assert_eq!(d.exit("c1", 42, 137), vec![]);
+    assert_eq!(created_record(&d, "c1").exit, rec.exit);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+}
+
+#[test]
+fn exec_exits_and_stale_pids_never_change_the_container() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskExit {
+        container: cid("c1"),
+        exec_id: "exec-1".into(),
+        pid: 77,
+        exit_status: 1,
+        exited_at: d.now.wall,
+    }));
+    assert_eq!(
+        events(&actions),
+        vec![UserEventKind::ExecDie {
+            exec_id: "exec-1".into(),
+            exit_code: 1
+        }]
+    );
+    assert_eq!(actions.len(), 1);
+    assert_eq!(d.exit("c1", 41, 0), vec![], "a stale pid");
+    assert_eq!(d.exit("other", 42, 0), vec![], "an unknown container");
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Running)
+    );
+}
+
+#[test]
+fn stop_signals_then_kills_at_the_deadline_and_answers_on_exit() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (req, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(5)),
+        signal: None,
+    });
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.intents.stop == Some(StopIntent { signal: Signal::SIGTERM, grace: Duration::from_secs(5) }))
+    );
+    assert_eq!(
+        events(&actions),
+        vec![UserEventKind::Kill {
+            signal: Signal::SIGTERM
+        }]
+    );
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Kill {
+            id: cid("c1"),
+            signal: Signal::SIGTERM,
+            all: false
+        }]
+    );
+    assert_eq!(actions.len(), 3);
+    let kill_at = d.now.at;
+    assert_eq!(d.ok(OpId(6)), vec![]);
+    // The deadline is the grace period after delivery, and nothing earlier
+    // than it sends SIGKILL.
+    let (deadline, kind) = d.core.poll_timeout().expect("deadline armed");
+    assert_eq!(kind, TimerKind::StopDeadline(cid("c1")));
+    assert_eq!(deadline, kill_at + Duration::from_secs(5));
+    d.advance(Duration::from_millis(4_999));
+    assert_eq!(d.feed(Input::Timeout), vec![]);
+    let (_, actions) = d.fire_timer();
+    assert_eq!(
+        events(&actions),
+        vec![UserEventKind::Kill {
+            signal: Signal::SIGKILL
+        }]
+    );
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Kill {
+            id: cid("c1"),
+            signal: Signal::SIGKILL,
+            all: true
+        }]
+    );
+    d.ok(OpId(7));
+    let actions = d.exit("c1", 42, 137);
+    assert_eq!(
+        events(&actions),
+        vec![UserEventKind::Die { exit_code: 137 }, UserEventKind::Stop]
+    );
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert_eq!(calls(&actions), vec![Call::DeleteTask { id: cid("c1") }]);
+}
+
+#[test]
+fn stop_signal_and_grace_follow_request_then_container_then_image() {
+    let config = ContainerConfig {
+        stop_signal: Some(Signal::try_from(3).expect("valid")),
+        image_stop_signal: Some(Signal::try_from(2).expect("valid")),
+        stop_timeout: Some(Duration::from_secs(7)),
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config.clone(), 42);
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.intents.stop == Some(StopIntent { signal: Signal::try_from(3).expect("valid"), grace: Duration::from_secs(7) }))
+    );
+
+    let image_only = ContainerConfig {
+        image_stop_signal: Some(Signal::try_from(2).expect("valid")),
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c2", image_only, 43);
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c2"),
+        timeout: None,
+        signal: None,
+    });
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.intents.stop == Some(StopIntent { signal: Signal::try_from(2).expect("valid"), grace: Duration::from_secs(10) }))
+    );
+
+    let mut d = ready_with_running("c3", config, 44);
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c3"),
+        timeout: Some(Duration::from_secs(1)),
+        signal: Some(Signal::SIGKILL),
+    });
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.intents.stop == Some(StopIntent { signal: Signal::SIGKILL, grace: Duration::from_secs(1) }))
+    );
+}
+
+#[test]
+fn stopping_a_container_that_is_not_running_does_nothing() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.exit("c1", 42, 0);
+    let (req, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert!(
+        matches!(&actions[..], [Action::Persist(_), Action::Answer(r, Answer::NotModified)] if *r == req)
+    );
+}
+
+#[test]
+fn a_broken_stream_produces_no_action_and_a_stop_waits_for_the_reconnect() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    assert_eq!(
+        d.feed(Input::Connection(ConnectionFact::StreamBroken(
+            OpId(1),
+            "transport is closing".into()
+        ))),
+        vec![]
+    );
+    assert_eq!(
+        d.feed(Input::Connection(ConnectionFact::Unreachable(
+            "connection refused".into()
+        ))),
+        vec![]
+    );
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Running)
+    );
+    let (req, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(2)),
+        signal: None,
+    });
+    assert!(
+        matches!(&actions[..], [Action::Persist(r)] if r.intents.stop.is_some()),
+        "{actions:?}"
+    );
+    // The reconnect attempt fails; the stop's answer bound passes: an honest 503.
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::Reconnect);
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    assert_eq!(d.fail(sub, FailureKind::Unavailable), vec![]);
+    d.advance(Duration::from_secs(12));
+    let actions = d.feed(Input::Timeout);
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Unavailable)
+    );
+    // containerd is back: the relist shows it still running, and the stop is carried out.
+    let actions = d.feed(Input::Connection(ConnectionFact::StreamLive(sub)));
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![running("c1", 42)]);
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Kill {
+            id: cid("c1"),
+            signal: Signal::SIGTERM,
+            all: false
+        }]
+    );
+}
+
+#[test]
+fn a_relist_records_exits_missed_while_disconnected() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.run("c1", ContainerConfig::default(), 41);
+    d.run("c2", ContainerConfig::default(), 42);
+    d.run("c3", ContainerConfig::default(), 43);
+    d.feed(Input::Connection(ConnectionFact::StreamBroken(
+        OpId(1),
+        "eof".into(),
+    )));
+    let exited_at = WallTime::from_unix_nanos(WALL0 + 5);
+    let (_, actions) = d.fire_timer();
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    let relist = only_call(
+        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
+        |c| matches!(c, Call::Relist),
+    );
+    let actions = d.relist(
+        relist,
+        vec![running("c1", 41), stopped("c2", 42, 7, exited_at)],
+    );
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!((c1.status, c1.confirmed), (Status::Running, true));
+    let c2 = d.core.container(&cid("c2")).expect("c2");
+    assert_eq!(
+        c2.current_exit().map(|e| (e.exit_code, e.finished_at)),
+        Some((7, exited_at))
+    );
+    let c3 = d.core.container(&cid("c3")).expect("c3");
+    let exit = c3.current_exit().expect("a vanished task is an exit");
+    assert_eq!((exit.exit_code, exit.error.is_some()), (255, true));
+    let mut deletes = calls(&actions);
+    deletes.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    assert_eq!(deletes, vec![Call::DeleteTask { id: cid("c2") }]);
+    // A late TaskExit event for c2 (the shim retried it) changes nothing.
+    assert_eq!(d.exit("c2", 42, 1), vec![]);
+}
+
+#[test]
+fn a_relist_never_resurrects_a_recorded_exit() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::StreamBroken(
+        OpId(1),
+        "eof".into(),
+    )));
+    let (_, actions) = d.fire_timer();
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    let relist = only_call(
+        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
+        |c| matches!(c, Call::Relist),
+    );
+    d.feed(Input::Relist(relist, RelistPart::Begin));
+    d.feed(Input::Relist(relist, RelistPart::Task(running("c1", 42))));
+    // The exit arrives on the new stream between the listing and its end.
+    d.exit("c1", 42, 0);
+    d.feed(Input::Relist(relist, RelistPart::End));
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!(c1.status, Status::Exited);
+}
+
+#[test]
+fn restart_policy_restarts_after_an_observed_exit_with_backoff() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::OnFailure { max_retries: 1 },
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let actions = d.exit("c1", 42, 1);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+    assert_eq!(d.ok(delete), vec![]);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
+    assert!(matches!(&actions[0], Action::Persist(r) if r.restart_count == 1 && r.intents.start));
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let start = only_call(
+        &d.feed(Input::ActionResult(
+            create,
+            Ok(Done::TaskCreated { pid: 43 }),
+        )),
+        |c| matches!(c, Call::StartTask { .. }),
+    );
+    d.ok(start);
+    // The second failure exceeds max_retries: no more restarts.
+    let actions = d.exit("c1", 43, 1);
+    assert_eq!(calls(&actions), vec![Call::DeleteTask { id: cid("c1") }]);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+    assert!(
+        d.core
+            .poll_timeout()
+            .is_none_or(|(_, k)| !matches!(k, TimerKind::RestartBackoff(_)))
+    );
+}
+
+#[test]
+fn a_user_stop_suppresses_the_restart_policy() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    d.ok(OpId(6));
+    d.exit("c1", 42, 143);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+    assert!(
+        d.core
+            .poll_timeout()
+            .is_none_or(|(_, k)| !matches!(k, TimerKind::RestartBackoff(_)))
+    );
+}
+
+#[test]
+fn oom_marks_the_exit() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+    }));
+    assert_eq!(events(&actions), vec![UserEventKind::Oom]);
+    d.exit("c1", 42, 137);
+    assert_eq!(
+        d.core
+            .container(&cid("c1"))
+            .and_then(|c| c.current_exit())
+            .map(|e| e.oom_killed),
+        Some(true)
+    );
+}
+
+#[test]
+fn kill_delivers_the_signal_and_answers() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let hup = Signal::try_from(1).expect("valid");
+    let (req, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: hup,
+    });
+    assert!(matches!(&actions[0], Action::Persist(r) if r.intents.kills == vec![hup]));
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Kill {
+            id: cid("c1"),
+            signal: hup,
+            all: false
+        }]
+    );
+    let actions = d.ok(OpId(6));
+    assert!(
+        matches!(&actions[..], [Action::Persist(r), Action::Answer(q, Answer::Done)] if r.intents.kills.is_empty() && *q == req)
+    );
+}
+
+#[test]
+fn kill_of_a_stopped_container_is_a_conflict() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.exit("c1", 42, 0);
+    let (req, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    assert!(
+        matches!(&actions[..], [Action::Answer(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Conflict)
+    );
+}
+
+#[test]
+fn remove_of_a_running_container_needs_force() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (req, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: false,
+    });
+    assert!(
+        matches!(&actions[..], [Action::Answer(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Conflict)
+    );
+    let (req, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: true,
+    });
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Kill {
+            id: cid("c1"),
+            signal: Signal::SIGKILL,
+            all: true
+        }]
+    );
+    d.ok(OpId(6));
+    let actions = d.exit("c1", 42, 137);
+    let delete_task = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.ok(delete_task);
+    let delete_container = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(delete_container);
+    assert_eq!(
+        actions,
+        vec![
+            Action::Unpersist(cid("c1")),
+            Action::Publish(UserEvent {
+                container: cid("c1"),
+                kind: UserEventKind::Destroy,
+                at: d.now.wall
+            }),
+            Action::Answer(req, Answer::Done),
+        ]
+    );
+    assert!(d.core.container(&cid("c1")).is_none());
+    assert_eq!(d.core.requests_pending(), 0);
+}
+
+#[test]
+fn a_failed_kill_during_an_outage_is_kept_not_retried_blindly() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    assert_eq!(d.fail(kill, FailureKind::Unavailable), vec![]);
+    assert_eq!(d.core.connection(), ConnectionState::Down);
+    let rec = created_record(&d, "c1");
+    assert_eq!(
+        rec.intents.kills,
+        vec![Signal::SIGKILL],
+        "the intent is kept"
+    );
+}
+
+#[test]
+fn wait_answers_at_once_or_at_the_exit() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (w1, actions) = d.command(Command::Wait {
+        id: cid("c1"),
+        condition: WaitCondition::NotRunning,
+    });
+    assert_eq!(actions, vec![]);
+    let (w2, _) = d.command(Command::Wait {
+        id: cid("c1"),
+        condition: WaitCondition::Removed,
+    });
+    let actions = d.exit("c1", 42, 9);
+    assert_eq!(
+        answers(&actions),
+        vec![(
+            w1,
+            Answer::Waited {
+                exit_code: 9,
+                error: None
+            }
+        )]
+    );
+    let delete_task = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let (w3, actions) = d.command(Command::Wait {
+        id: cid("c1"),
+        condition: WaitCondition::NotRunning,
+    });
+    assert_eq!(
+        actions,
+        vec![Action::Answer(
+            w3,
+            Answer::Waited {
+                exit_code: 9,
+                error: None
+            }
+        )]
+    );
+    d.ok(delete_task);
+    let (_, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: false,
+    });
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(delete);
+    assert!(answers(&actions).contains(&(
+        w2,
+        Answer::Waited {
+            exit_code: 9,
+            error: None
+        }
+    )));
+}
+
+#[test]
+fn restored_records_are_confirmed_by_the_first_relist() {
+    let d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let rec = created_record(&d, "c1");
+    let mut half_created = rec.clone();
+    half_created.id = cid("c2");
+    half_created.name = "half".into();
+    half_created.presence = Presence::Creating;
+
+    // A new daemon: restore, then relist shows c1's task gone.
+    let mut d = Driver::new();
+    assert_eq!(d.feed(Input::Restore(vec![rec, half_created])), vec![]);
+    let c1 = d.core.container(&cid("c1")).expect("restored");
+    assert_eq!(
+        (c1.status, c1.confirmed, c1.task),
+        (Status::Running, false, TaskState::Unknown)
+    );
+    let actions = d.connect(vec![]);
+    let exit = d
+        .core
+        .container(&cid("c1"))
+        .and_then(|c| c.current_exit())
+        .cloned()
+        .expect("gone is an exit");
+    assert_eq!(exit.exit_code, 255);
+    // The half-created one is rolled back.
+    assert!(calls(&actions).contains(&Call::DeleteContainer { id: cid("c2") }));
+    assert!(d.core.container(&cid("c2")).is_none());
+}
+
+#[test]
+fn resolve_by_id_name_and_unique_prefix() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    for (id, name) in [("abc123", "one"), ("abd456", "two")] {
+        let (_, actions) = d.command(Command::Create {
+            id: cid(id),
+            name: name.into(),
+            config: Default::default(),
+        });
+        d.ok(only_call(&actions, |c| {
+            matches!(c, Call::CreateContainer { .. })
+        }));
+    }
+    assert_eq!(d.core.resolve("abc123"), Ok(cid("abc123")));
+    assert_eq!(d.core.resolve("two"), Ok(cid("abd456")));
+    assert_eq!(d.core.resolve("abc"), Ok(cid("abc123")));
+    assert_eq!(
+        d.core.resolve("ab").map_err(|e| e.kind),
+        Err(ErrorKind::NotFound)
+    );
+    assert_eq!(
+        d.core.resolve("zzz").map_err(|e| e.kind),
+        Err(ErrorKind::NotFound)
+    );
+}
+
+#[test]
+fn reconnect_backoff_grows_is_capped_and_jittered_by_the_seed() {
+    let mut delays = Vec::new();
+    let mut d = Driver::new();
+    for _ in 0..10 {
+        let (_, actions) = d.fire_timer();
+        let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+        let failed_at = d.now.at;
+        d.fail(sub, FailureKind::Unavailable);
+        let (at, kind) = d.core.poll_timeout().expect("retry armed");
+        assert_eq!(kind, TimerKind::Reconnect);
+        delays.push(at - failed_at);
+    }
+    let config = CoreConfig::default();
+    assert!(
+        delays[0] <= config.reconnect_initial * 6 / 5,
+        "fast first retry: {delays:?}"
+    );
+    assert!(
+        delays.iter().all(|d| *d <= config.reconnect_max * 6 / 5),
+        "capped: {delays:?}"
+    );
+    assert!(delays[5] > delays[0] * 4, "grows: {delays:?}");
+    let again: Vec<_> = {
+        let mut d = Driver::new();
+        (0..10)
+            .map(|_| {
+                let (_, actions) = d.fire_timer();
+                let failed_at = d.now.at;
+                d.fail(
+                    only_call(&actions, |c| matches!(c, Call::Subscribe)),
+                    FailureKind::Unavailable,
+                );
+                d.core.poll_timeout().map(|(at, _)| at - failed_at)
+            })
+            .collect()
+    };
+    assert_eq!(
+        again,
+        delays.into_iter().map(Some).collect::<Vec<_>>(),
+        "same seed, same delays"
+    );
+}

@@ -1,0 +1,191 @@
+//! A small driver for the core: a clock, helpers that feed one input and
+//! return exactly the actions it produced.
+#![allow(dead_code)]
+
+use holdfast_core::*;
+use std::time::Duration;
+
+pub const WALL0: i64 = 1_700_000_000_000_000_000;
+
+pub fn cid(s: &str) -> ContainerId {
+    s.parse().expect("test ids are valid")
+}
+
+pub struct Driver {
+    pub core: Core,
+    pub now: Now,
+    next_req: u64,
+}
+
+impl Driver {
+    pub fn new() -> Driver {
+        Driver::with_config(CoreConfig::default())
+    }
+
+    pub fn with_config(config: CoreConfig) -> Driver {
+        let now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(WALL0));
+        Driver {
+            core: Core::new(config, 1, now),
+            now,
+            next_req: 0,
+        }
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        let nanos = i64::try_from(d.as_nanos()).expect("short test durations");
+        self.now = Now::new(
+            self.now.at + d,
+            WallTime::from_unix_nanos(self.now.wall.as_unix_nanos() + nanos),
+        );
+    }
+
+    pub fn feed(&mut self, input: Input) -> Vec<Action> {
+        self.core.handle_input(self.now, input);
+        self.core.drain_actions()
+    }
+
+    /// Advances to the next core deadline and feeds the timeout.
+    pub fn fire_timer(&mut self) -> (TimerKind, Vec<Action>) {
+        let (at, kind) = self.core.poll_timeout().expect("a timer is armed");
+        if at > self.now.at {
+            self.advance(at - self.now.at);
+        }
+        (kind, self.feed(Input::Timeout))
+    }
+
+    pub fn req(&mut self) -> RequestId {
+        self.next_req += 1;
+        RequestId(self.next_req)
+    }
+
+    pub fn command(&mut self, command: Command) -> (RequestId, Vec<Action>) {
+        let req = self.req();
+        let actions = self.feed(Input::Command(req, command));
+        (req, actions)
+    }
+
+    /// From a fresh core: subscribe, live stream, relist of `tasks`.
+    pub fn connect(&mut self, tasks: Vec<TaskInfo>) -> Vec<Action> {
+        let (kind, actions) = self.fire_timer();
+        assert_eq!(kind, TimerKind::Reconnect);
+        let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+        let actions = self.feed(Input::Connection(ConnectionFact::StreamLive(sub)));
+        let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+        self.relist(relist, tasks)
+    }
+
+    pub fn relist(&mut self, op: OpId, tasks: Vec<TaskInfo>) -> Vec<Action> {
+        let mut out = self.feed(Input::Relist(op, RelistPart::Begin));
+        for task in tasks {
+            out.extend(self.feed(Input::Relist(op, RelistPart::Task(task))));
+        }
+        out.extend(self.feed(Input::Relist(op, RelistPart::End)));
+        out
+    }
+
+    pub fn ok(&mut self, op: OpId) -> Vec<Action> {
+        self.feed(Input::ActionResult(op, Ok(Done::Ok)))
+    }
+
+    pub fn fail(&mut self, op: OpId, kind: FailureKind) -> Vec<Action> {
+        self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))
+    }
+
+    pub fn exit(&mut self, id: &str, pid: u32, status: u32) -> Vec<Action> {
+        let exited_at = self.now.wall;
+        self.feed(Input::Event(ContainerdEvent::TaskExit {
+            container: cid(id),
+            exec_id: id.to_owned(),
+            pid,
+            exit_status: status,
+            exited_at,
+        }))
+    }
+
+    /// Creates and starts `id` with `config`; returns the init pid.
+    pub fn run(&mut self, id: &str, config: ContainerConfig, pid: u32) {
+        let (_, actions) = self.command(Command::Create {
+            id: cid(id),
+            name: format!("n-{id}"),
+            config,
+        });
+        let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+        self.ok(op);
+        let (_, actions) = self.command(Command::Start { id: cid(id) });
+        let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+        let actions = self.feed(Input::ActionResult(op, Ok(Done::TaskCreated { pid })));
+        let op = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+        self.ok(op);
+        assert_eq!(
+            self.core.container(&cid(id)).map(|c| c.status),
+            Some(Status::Running)
+        );
+    }
+}
+
+/// The op of the single call in `actions` matching `want`.
+pub fn only_call(actions: &[Action], want: impl Fn(&Call) -> bool) -> OpId {
+    let ops: Vec<OpId> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Call { op, call } if want(call) => Some(*op),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ops.len(),
+        1,
+        "want exactly one matching call in {actions:#?}"
+    );
+    ops[0]
+}
+
+pub fn calls(actions: &[Action]) -> Vec<Call> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Call { call, .. } => Some(call.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn answers(actions: &[Action]) -> Vec<(RequestId, Answer)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Answer(r, ans) => Some((*r, ans.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn events(actions: &[Action]) -> Vec<UserEventKind> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Publish(e) => Some(e.kind.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn running(id: &str, pid: u32) -> TaskInfo {
+    TaskInfo {
+        container: cid(id),
+        pid,
+        status: TaskStatus::Running,
+        exit_status: 0,
+        exited_at: None,
+    }
+}
+
+pub fn stopped(id: &str, pid: u32, status: u32, at: WallTime) -> TaskInfo {
+    TaskInfo {
+        container: cid(id),
+        pid,
+        status: TaskStatus::Stopped,
+        exit_status: status,
+        exited_at: Some(at),
+    }
+}
