@@ -52,14 +52,12 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                     Some(_) => None,
                 };
             }
-            if intents.remove {
-                // Removal was recorded while the task looked gone; it runs.
-                return (!c.stop_escalated)
-                    .then_some(())
-                    .and_then(|()| kill(Signal::SIGKILL, KillPurpose::Escalate));
-            }
             match c.task {
-                TaskState::Created { .. } if intents.start => {
+                // Removal was recorded while the task looked gone; it runs.
+                TaskState::Running { .. } if intents.remove && !c.stop_escalated => {
+                    kill(Signal::SIGKILL, KillPurpose::Escalate)
+                }
+                TaskState::Created { .. } if intents.start && !intents.remove => {
                     Some((Call::StartTask { id }, Step::StartTask))
                 }
                 // A created task nobody wants started (its start failed or
@@ -337,7 +335,12 @@ impl Core {
                 self.request_refresh();
                 self.schedule_retry(id);
             }
-            (Step::DeleteTask | Step::DeleteContainer, _) => self.schedule_retry(id),
+            // containerd refuses: look again (a task we thought deleted may
+            // still be there) and retry.
+            (Step::DeleteTask | Step::DeleteContainer, _) => {
+                self.request_refresh();
+                self.schedule_retry(id);
+            }
         }
     }
 

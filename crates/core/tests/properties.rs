@@ -2,7 +2,8 @@
 //! duplicated, stale), disconnects, relists and failed calls, against a small
 //! model of containerd ("the world") that the harness keeps in step.
 //!
-//! 1. No kill, delete or (re)start is caused by a connection fact or a failed call.
+//! 1. Every kill, delete or (re)start is backed by a user's or policy's intent:
+//!    none is caused by a connection fact or a failed call.
 //! 2. An exit is recorded at most once per run and never changed.
 //! 3. After a reconnect's complete relist, every settled container matches the world.
 //! 4. Every stop request is answered within grace + slack.
@@ -12,6 +13,7 @@ mod support;
 
 use holdfast_core::*;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::cid;
@@ -128,26 +130,7 @@ impl Harness {
 
     /// Feeds one input and checks the per-step properties.
     fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
-        let excuse_free = matches!(
-            &input,
-            Input::Connection(_)
-                | Input::ActionResult(
-                    _,
-                    Err(Failure {
-                        kind: FailureKind::Unavailable
-                            | FailureKind::Deadline
-                            | FailureKind::Other
-                            | FailureKind::FailedPrecondition,
-                        ..
-                    })
-                )
-        );
-        let running_before: Vec<ContainerId> = self
-            .core
-            .containers()
-            .filter(|c| matches!(c.task, TaskState::Running { .. }) && c.current_exit().is_none())
-            .map(|c| c.record.id.clone())
-            .collect();
+        let was_relisting = self.core.connection() == ConnectionState::Relisting;
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
         for action in &actions {
@@ -162,19 +145,41 @@ impl Harness {
                 _ => {}
             }
         }
-        // Property 1.
-        if excuse_free {
-            for call in support::calls(&actions) {
-                let forbidden = match &call {
-                    Call::Kill { .. } | Call::CreateTask { .. } | Call::StartTask { .. } => true,
-                    Call::DeleteTask { id } => running_before.contains(id),
-                    Call::DeleteContainer { id } => self
-                        .core
-                        .container(id)
-                        .is_some_and(|c| !c.record.intents.remove),
-                    _ => false,
-                };
-                prop_assert!(!forbidden, "{input:?} caused {call:?}");
+        // Property 1: every call that can end or start a process is backed
+        // by an intent a user (or a policy, after a recorded exit) made, never
+        // by the input at hand; a connection fact or a failed call can at
+        // most let an already recorded intent proceed.
+        for call in support::calls(&actions) {
+            let view = call.container_id().and_then(|id| self.core.container(id));
+            let justified = match (&call, view) {
+                (Call::Kill { .. }, Some(c)) => {
+                    let i = &c.record.intents;
+                    i.stop.is_some() || !i.kills.is_empty() || i.remove
+                }
+                (Call::CreateTask { .. } | Call::StartTask { .. }, Some(c)) => {
+                    c.record.intents.start
+                }
+                (Call::DeleteTask { .. }, Some(c)) => {
+                    c.current_exit().is_some()
+                        || matches!(c.task, TaskState::Created { .. }) && !c.record.intents.start
+                }
+                (Call::DeleteContainer { .. }, Some(c)) => c.record.intents.remove,
+                // Invisible: a discarded create being rolled back.
+                (Call::DeleteContainer { .. }, None) => true,
+                (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
+                (_, None) => false,
+            };
+            prop_assert!(
+                justified,
+                "{input:?} issued {call:?} with no intent behind it"
+            );
+            if matches!(
+                input,
+                Input::Connection(
+                    ConnectionFact::StreamBroken(..) | ConnectionFact::Unreachable(_)
+                )
+            ) {
+                prop_assert!(false, "{input:?} issued {call:?}");
             }
         }
         // Property 2.
@@ -214,9 +219,7 @@ impl Harness {
             }
         }
         // Property 3: a reconnect's relist just completed.
-        if let Input::Relist(_, RelistPart::End) = input
-            && self.core.connection() == ConnectionState::Ready
-        {
+        if was_relisting && self.core.connection() == ConnectionState::Ready {
             for c in self.core.containers() {
                 if !c.confirmed {
                     continue;
@@ -621,7 +624,12 @@ impl Harness {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        // PROPTEST_CASES runs more; CI runs the default.
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(512),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/properties.txt"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn properties_hold_over_arbitrary_interleavings(steps in proptest::collection::vec(step(), 1..120)) {
