@@ -1,0 +1,393 @@
+//! The invariants, checked against the fake containerd's ground truth after
+//! every step, and the convergence that the liveness phase must reach.
+
+use crate::model::Containerd;
+use holdfast_core::{
+    Action, Answer, Call, Command, ConnectionState, ContainerConfig, ContainerId, Core, CoreConfig,
+    ExitRecord, Instant, Presence, RequestId, RestartPolicy, Status, UserEventKind, WaitCondition,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserKind {
+    Create,
+    Start,
+    Stop,
+    Kill,
+    Restart,
+    Remove,
+    Wait(WaitCondition),
+}
+
+#[derive(Debug)]
+struct Request {
+    kind: UserKind,
+    container: ContainerId,
+    issued: Instant,
+    /// When it must have been answered by (none for a wait).
+    bound: Option<Duration>,
+}
+
+/// What the user asked of a container, which is what may cause a kill,
+/// delete or start.
+#[derive(Debug, Default)]
+struct Asked {
+    /// Last stop, kill, restart or remove.
+    kill_at: Option<Instant>,
+    start: bool,
+    remove: bool,
+    create_done: bool,
+    config: Option<ContainerConfig>,
+}
+
+#[derive(Debug)]
+pub struct Checker {
+    config: CoreConfig,
+    pub checks: u64,
+    outstanding: BTreeMap<RequestId, Request>,
+    asked: BTreeMap<ContainerId, Asked>,
+    exits: BTreeMap<(ContainerId, u32), ExitRecord>,
+    dies: BTreeMap<(ContainerId, u32), u32>,
+}
+
+impl Checker {
+    pub fn new(config: CoreConfig) -> Checker {
+        Checker {
+            config,
+            checks: 0,
+            outstanding: BTreeMap::new(),
+            asked: BTreeMap::new(),
+            exits: BTreeMap::new(),
+            dies: BTreeMap::new(),
+        }
+    }
+
+    pub fn daemon_started(&mut self) {}
+
+    /// Requests waiting on a crashed daemon die with it (the client sees
+    /// its connection reset): by design, not a lost request.
+    pub fn daemon_crashed(&mut self) {
+        self.outstanding.clear();
+    }
+
+    pub fn command(&mut self, req: RequestId, command: &Command, now: Instant) {
+        let id = command.container_id().clone();
+        let asked = self.asked.entry(id.clone()).or_default();
+        let grace = |timeout: Option<Duration>| {
+            let own = asked.config.as_ref().and_then(|c| c.stop_timeout);
+            timeout.or(own).unwrap_or(self.config.default_stop_timeout)
+        };
+        let slack = Duration::from_secs(1);
+        let bound = match command {
+            Command::Create { config, .. } => {
+                asked.config = Some(config.clone());
+                Some(self.config.request_answer_bound + slack)
+            }
+            Command::Stop { timeout, .. } => {
+                Some(grace(*timeout) + self.config.stop_answer_slack + slack)
+            }
+            Command::Restart { timeout, .. } => Some(
+                self.config.request_answer_bound
+                    + grace(*timeout)
+                    + self.config.stop_answer_slack
+                    + slack,
+            ),
+            Command::Wait { .. } => None,
+            _ => Some(self.config.request_answer_bound + slack),
+        };
+        match command {
+            Command::Stop { .. } | Command::Kill { .. } => asked.kill_at = Some(now),
+            Command::Restart { .. } => {
+                asked.kill_at = Some(now);
+                asked.start = true;
+            }
+            Command::Remove { .. } => {
+                asked.kill_at = Some(now);
+                asked.remove = true;
+            }
+            Command::Start { .. } => asked.start = true,
+            Command::Create { .. } | Command::Wait { .. } => {}
+        }
+        let kind = crate::sim::user_kind(command);
+        self.outstanding.insert(
+            req,
+            Request {
+                kind,
+                container: id,
+                issued: now,
+                bound,
+            },
+        );
+    }
+
+    /// Checks one action as the core emits it.
+    pub fn action(
+        &mut self,
+        action: &Action,
+        core: Option<&Core>,
+        cd: &Containerd,
+        now: Instant,
+    ) -> Result<(), String> {
+        match action {
+            Action::Call { op, call } => self.call(*op, call, cd),
+            Action::Answer(req, answer) => {
+                let Some(request) = self.outstanding.remove(req) else {
+                    return Err(format!(
+                        "{req} answered ({answer:?}) but nothing waits for it: answered twice or never asked"
+                    ));
+                };
+                let id = &request.container;
+                if request.kind == UserKind::Create && *answer == Answer::Done {
+                    self.asked.entry(id.clone()).or_default().create_done = true;
+                }
+                if request.kind == UserKind::Stop && *answer == Answer::Done {
+                    let pid = core
+                        .and_then(|c| c.container(id))
+                        .and_then(|v| v.record.pid);
+                    if let Some(pid) = pid
+                        && cd
+                            .truth
+                            .get(&pid)
+                            .is_some_and(|t| t.exit.is_none() && !t.shim_died && !t.deleted)
+                    {
+                        return Err(format!(
+                            "stop of {id} answered done while its pid {pid} still runs"
+                        ));
+                    }
+                }
+                let _ = now;
+                Ok(())
+            }
+            Action::Publish(event) => {
+                if let UserEventKind::Die { .. } = event.kind {
+                    let pid = core
+                        .and_then(|c| c.container(&event.container))
+                        .and_then(|v| v.record.pid);
+                    let Some(pid) = pid else {
+                        return Err(format!(
+                            "die of {} published with no pid recorded",
+                            event.container
+                        ));
+                    };
+                    let n = self.dies.entry((event.container.clone(), pid)).or_insert(0);
+                    *n += 1;
+                    if *n > 1 {
+                        return Err(format!(
+                            "exit of {} pid {pid} recorded {n} times",
+                            event.container
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Action::Persist(_) | Action::Unpersist(_) => Ok(()),
+        }
+    }
+
+    fn call(&self, op: holdfast_core::OpId, call: &Call, cd: &Containerd) -> Result<(), String> {
+        let none = Asked::default();
+        let id = match call.container_id() {
+            Some(id) => id,
+            None => return Ok(()),
+        };
+        let asked = self.asked.get(id).unwrap_or(&none);
+        let policy = asked
+            .config
+            .as_ref()
+            .map_or(RestartPolicy::No, |c| c.restart_policy);
+        let auto_remove = asked.config.as_ref().is_some_and(|c| c.auto_remove);
+        match call {
+            Call::Kill { signal, .. } => {
+                let Some(pid) = cd.live_pid(id) else {
+                    return Ok(());
+                };
+                let created = cd.truth.get(&pid).map_or(Instant::ZERO, |t| t.created_at);
+                if asked.kill_at.is_none_or(|at| at < created) {
+                    return Err(format!(
+                        "{op}: kill {signal} of {id} (pid {pid}, created {created:?}) that no user asked for (last stop/kill/remove: {:?})",
+                        asked.kill_at
+                    ));
+                }
+            }
+            Call::DeleteTask { .. } => {
+                if let Some(task) = cd.tasks.get(id)
+                    && task.status == holdfast_core::TaskStatus::Running
+                {
+                    return Err(format!(
+                        "{op}: delete of the running task of {id} (pid {})",
+                        task.pid
+                    ));
+                }
+            }
+            Call::DeleteContainer { .. } if asked.create_done && !asked.remove && !auto_remove => {
+                return Err(format!(
+                    "{op}: delete of container {id} that no user asked to remove"
+                ));
+            }
+            Call::CreateTask { .. } | Call::StartTask { .. } => {
+                let ran_before = cd.truth.values().any(|t| &t.container == id && t.started);
+                let policy_may = policy != RestartPolicy::No && ran_before;
+                if !asked.start && !policy_may {
+                    return Err(format!(
+                        "{op}: start of {id} that neither a user nor its restart policy asked for"
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// After every step: the core's books match the world's, and every
+    /// recorded exit is the truth, recorded once.
+    pub fn after_step(
+        &mut self,
+        core: Option<&Core>,
+        cd: &Containerd,
+        world_calls: usize,
+        now: Instant,
+    ) -> Result<(), String> {
+        self.checks += 1;
+        let Some(core) = core else { return Ok(()) };
+        if core.calls_in_flight() != world_calls {
+            return Err(format!(
+                "the core waits on {} calls, the world has {world_calls} unanswered: an action left without a result",
+                core.calls_in_flight()
+            ));
+        }
+        if core.requests_pending() != self.outstanding.len() {
+            return Err(format!(
+                "the core holds {} requests, {} are unanswered: a request lost",
+                core.requests_pending(),
+                self.outstanding.len()
+            ));
+        }
+        for (req, r) in &self.outstanding {
+            if let Some(bound) = r.bound
+                && now.saturating_since(r.issued) > bound
+            {
+                return Err(format!(
+                    "{req} ({:?} of {}) unanswered after {bound:?}",
+                    r.kind, r.container
+                ));
+            }
+        }
+        for view in core.containers() {
+            let Some(exit) = view.current_exit() else {
+                continue;
+            };
+            let id = &view.record.id;
+            let Some(pid) = view.record.pid else {
+                return Err(format!("{id} has an exit recorded with no pid: {exit:?}"));
+            };
+            let key = (id.clone(), pid);
+            if let Some(first) = self.exits.get(&key) {
+                if first != exit {
+                    return Err(format!(
+                        "the exit of {id} pid {pid} changed from {first:?} to {exit:?}"
+                    ));
+                }
+                continue;
+            }
+            let Some(truth) = cd.truth.get(&pid) else {
+                return Err(format!(
+                    "{id} has an exit for pid {pid}, which containerd never had"
+                ));
+            };
+            let real = truth.exit.is_some_and(|(status, at)| {
+                i64::from(status) == i64::from(exit.exit_code)
+                    && at == exit.finished_at
+                    && exit.error.is_none()
+            });
+            let vanished = truth.shim_died && exit.exit_code == 255 && exit.error.is_some();
+            if !(real || vanished) || (exit.oom_killed && !truth.oom) {
+                return Err(format!(
+                    "{id} recorded exit {exit:?} for pid {pid}, but the truth is {truth:?}"
+                ));
+            }
+            self.exits.insert(key, exit.clone());
+        }
+        Ok(())
+    }
+
+    /// Why the world has not converged yet; `None` once it has.
+    pub fn converged(
+        &self,
+        core: Option<&Core>,
+        cd: &Containerd,
+        world_calls: usize,
+        _stream: Option<holdfast_core::OpId>,
+    ) -> Option<String> {
+        let Some(core) = core else {
+            return Some("holdfastd is down".into());
+        };
+        if !cd.up {
+            return Some("containerd is down".into());
+        }
+        if core.connection() != ConnectionState::Ready {
+            return Some(format!("connection is {:?}", core.connection()));
+        }
+        if world_calls > 0 || core.calls_in_flight() > 0 {
+            return Some(format!("{world_calls} calls in flight"));
+        }
+        for (req, r) in &self.outstanding {
+            let view = core.container(&r.container);
+            let due = match r.kind {
+                UserKind::Wait(WaitCondition::NotRunning) => {
+                    view.is_none_or(|v| v.status != Status::Running)
+                }
+                UserKind::Wait(_) => view.is_none(),
+                _ => true,
+            };
+            if due {
+                return Some(format!(
+                    "{req} ({:?} of {}) is not answered",
+                    r.kind, r.container
+                ));
+            }
+        }
+        for view in core.containers() {
+            let id = &view.record.id;
+            let intents = &view.record.intents;
+            if view.record.presence != Presence::Created {
+                return Some(format!("{id} is {:?}", view.record.presence));
+            }
+            if intents.start
+                || intents.stop.is_some()
+                || !intents.kills.is_empty()
+                || intents.remove
+            {
+                return Some(format!("{id} still has intents {intents:?}"));
+            }
+            if !cd.containers.contains(id) {
+                return Some(format!("holdfast shows {id}, containerd does not have it"));
+            }
+            let live = cd.live_pid(id);
+            let running = view.status == Status::Running;
+            if running != live.is_some() || (running && view.record.pid != live) {
+                return Some(format!(
+                    "{id}: holdfast says {:?} pid {:?}, containerd's task is {:?}",
+                    view.status,
+                    view.record.pid,
+                    cd.tasks.get(id).map(|t| (t.pid, t.status))
+                ));
+            }
+            if cd
+                .tasks
+                .get(id)
+                .is_some_and(|t| t.status == holdfast_core::TaskStatus::Stopped)
+            {
+                return Some(format!("{id}: a stopped task is left in containerd"));
+            }
+        }
+        for id in &cd.containers {
+            if core.container(id).is_none() {
+                return Some(format!(
+                    "containerd has {id}, holdfast does not show it (left behind)"
+                ));
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,306 @@
+//! The fake containerd: a reference model of containerd 1.6 as measured in
+//! `reference/containerd-notes.md`, plus the ground truth of every process
+//! it ever ran. It only changes state and reports what follows (events to
+//! publish, exits to schedule); the simulator schedules those in time.
+
+use holdfast_core::{
+    ContainerId, ContainerdEvent, Done, Failure, FailureKind, Instant, Signal, TaskInfo,
+    TaskStatus, WallTime,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// What a process does on SIGTERM (or SIGINT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnTerm {
+    /// PID 1 without a handler: SIGTERM does nothing.
+    Ignore,
+    /// Exits `after` the signal with `status` (a slow exit when `after` is long).
+    Exit { after: Duration, status: u32 },
+}
+
+/// How the init process of a task behaves, drawn when it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Behavior {
+    /// Exits by itself after this long, with `status`.
+    pub lifetime: Option<(Duration, u32)>,
+    /// OOM-killed after this long (exit 137, after a TaskOOM event).
+    pub oom_after: Option<Duration>,
+    pub on_term: OnTerm,
+    /// Exec processes started in the container, each running this long.
+    pub execs: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Task {
+    pub pid: u32,
+    pub status: TaskStatus,
+    pub exit_status: u32,
+    pub exited_at: Option<WallTime>,
+    pub behavior: Behavior,
+}
+
+/// The truth about one pid, kept forever (pids are never reused).
+#[derive(Clone, Debug)]
+pub struct PidTruth {
+    pub container: ContainerId,
+    pub created_at: Instant,
+    pub started: bool,
+    /// The real exit status and time, once the process exited.
+    pub exit: Option<(u32, WallTime)>,
+    pub oom: bool,
+    /// The shim died: containerd lost the task (and whatever it knew).
+    pub shim_died: bool,
+    /// The task was deleted from containerd.
+    pub deleted: bool,
+}
+
+/// What a state change means for the rest of the world.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    Publish(ContainerdEvent),
+    /// The init process `pid` will exit after `after`.
+    Exit {
+        pid: u32,
+        after: Duration,
+        status: u32,
+        oom: bool,
+    },
+    /// A task started: the simulator draws its behaviour.
+    Started {
+        container: ContainerId,
+        pid: u32,
+    },
+}
+
+#[derive(Debug, Default)]
+pub struct Containerd {
+    pub up: bool,
+    pub containers: BTreeSet<ContainerId>,
+    pub tasks: BTreeMap<ContainerId, Task>,
+    pub truth: BTreeMap<u32, PidTruth>,
+    last_pid: u32,
+}
+
+fn fail(kind: FailureKind, message: &str) -> Result<Done, Failure> {
+    Err(Failure::new(kind, message))
+}
+
+impl Containerd {
+    pub fn new() -> Containerd {
+        Containerd {
+            up: true,
+            last_pid: 100,
+            ..Containerd::default()
+        }
+    }
+
+    /// A fresh pid, never reused.
+    pub fn new_pid(&mut self) -> u32 {
+        self.last_pid += 1;
+        self.last_pid
+    }
+
+    pub fn relist(&self) -> Vec<TaskInfo> {
+        self.tasks
+            .iter()
+            .map(|(id, t)| TaskInfo {
+                container: id.clone(),
+                pid: t.pid,
+                status: t.status,
+                exit_status: t.exit_status,
+                exited_at: t.exited_at,
+            })
+            .collect()
+    }
+
+    pub fn create_container(&mut self, id: &ContainerId) -> Result<Done, Failure> {
+        if !self.containers.insert(id.clone()) {
+            return fail(FailureKind::AlreadyExists, "container already exists");
+        }
+        Ok(Done::Ok)
+    }
+
+    pub fn create_task(
+        &mut self,
+        id: &ContainerId,
+        now: Instant,
+        fx: &mut Vec<Effect>,
+    ) -> Result<Done, Failure> {
+        if !self.containers.contains(id) {
+            return fail(FailureKind::NotFound, "container not found");
+        }
+        if self.tasks.contains_key(id) {
+            return fail(FailureKind::AlreadyExists, "task already exists");
+        }
+        let pid = self.new_pid();
+        let behavior = Behavior {
+            lifetime: None,
+            oom_after: None,
+            on_term: OnTerm::Ignore,
+            execs: 0,
+        };
+        self.tasks.insert(
+            id.clone(),
+            Task {
+                pid,
+                status: TaskStatus::Created,
+                exit_status: 0,
+                exited_at: None,
+                behavior,
+            },
+        );
+        let truth = PidTruth {
+            container: id.clone(),
+            created_at: now,
+            started: false,
+            exit: None,
+            oom: false,
+            shim_died: false,
+            deleted: false,
+        };
+        self.truth.insert(pid, truth);
+        fx.push(Effect::Publish(ContainerdEvent::TaskCreate {
+            container: id.clone(),
+            pid,
+        }));
+        Ok(Done::TaskCreated { pid })
+    }
+
+    pub fn start_task(&mut self, id: &ContainerId, fx: &mut Vec<Effect>) -> Result<Done, Failure> {
+        let Some(task) = self.tasks.get_mut(id) else {
+            return fail(FailureKind::NotFound, "task not found");
+        };
+        if task.status != TaskStatus::Created {
+            return fail(
+                FailureKind::FailedPrecondition,
+                "task is not in created state",
+            );
+        }
+        task.status = TaskStatus::Running;
+        let pid = task.pid;
+        if let Some(t) = self.truth.get_mut(&pid) {
+            t.started = true;
+        }
+        fx.push(Effect::Publish(ContainerdEvent::TaskStart {
+            container: id.clone(),
+            pid,
+        }));
+        fx.push(Effect::Started {
+            container: id.clone(),
+            pid,
+        });
+        Ok(Done::Ok)
+    }
+
+    pub fn kill(
+        &mut self,
+        id: &ContainerId,
+        signal: Signal,
+        kill_ms: Duration,
+        fx: &mut Vec<Effect>,
+    ) -> Result<Done, Failure> {
+        let Some(task) = self.tasks.get(id) else {
+            return fail(FailureKind::NotFound, "task not found");
+        };
+        let pid = task.pid;
+        match task.status {
+            TaskStatus::Stopped => return fail(FailureKind::NotFound, "process already finished"),
+            _ if signal == Signal::SIGKILL => {
+                fx.push(Effect::Exit {
+                    pid,
+                    after: kill_ms,
+                    status: 137,
+                    oom: false,
+                });
+            }
+            TaskStatus::Running if matches!(signal.number(), 2 | 15) => {
+                if let OnTerm::Exit { after, status } = task.behavior.on_term {
+                    fx.push(Effect::Exit {
+                        pid,
+                        after,
+                        status,
+                        oom: false,
+                    });
+                }
+            }
+            // A created process (in runc init) and other signals: nothing.
+            _ => {}
+        }
+        Ok(Done::Ok)
+    }
+
+    pub fn delete_task(&mut self, id: &ContainerId, fx: &mut Vec<Effect>) -> Result<Done, Failure> {
+        let Some(task) = self.tasks.get(id) else {
+            return fail(FailureKind::NotFound, "task not found");
+        };
+        if task.status == TaskStatus::Running {
+            return fail(
+                FailureKind::FailedPrecondition,
+                "cannot delete a running task",
+            );
+        }
+        let pid = task.pid;
+        self.tasks.remove(id);
+        if let Some(t) = self.truth.get_mut(&pid) {
+            t.deleted = true;
+        }
+        fx.push(Effect::Publish(ContainerdEvent::TaskDelete {
+            container: id.clone(),
+            pid,
+        }));
+        Ok(Done::Ok)
+    }
+
+    pub fn delete_container(&mut self, id: &ContainerId) -> Result<Done, Failure> {
+        if !self.containers.contains(id) {
+            return fail(FailureKind::NotFound, "container not found");
+        }
+        if self.tasks.contains_key(id) {
+            return fail(FailureKind::FailedPrecondition, "container has a task");
+        }
+        self.containers.remove(id);
+        Ok(Done::Ok)
+    }
+
+    /// The init process `pid` exits now, if it still runs. Returns the
+    /// container whose task it was.
+    pub fn process_exit(
+        &mut self,
+        pid: u32,
+        status: u32,
+        oom: bool,
+        wall: WallTime,
+    ) -> Option<ContainerId> {
+        let (id, task) = self.tasks.iter_mut().find(|(_, t)| t.pid == pid)?;
+        if task.status == TaskStatus::Stopped {
+            return None;
+        }
+        task.status = TaskStatus::Stopped;
+        task.exit_status = status;
+        task.exited_at = Some(wall);
+        let id = id.clone();
+        if let Some(t) = self.truth.get_mut(&pid) {
+            t.exit = Some((status, wall));
+            t.oom = oom;
+        }
+        Some(id)
+    }
+
+    /// The shim of `id`'s task dies: containerd forgets the task.
+    pub fn shim_dies(&mut self, id: &ContainerId) -> Option<u32> {
+        let task = self.tasks.remove(id)?;
+        if let Some(t) = self.truth.get_mut(&task.pid) {
+            t.shim_died = true;
+        }
+        Some(task.pid)
+    }
+
+    /// Whether the task of `id` currently runs (or is created), by pid.
+    pub fn live_pid(&self, id: &ContainerId) -> Option<u32> {
+        self.tasks
+            .get(id)
+            .filter(|t| t.status != TaskStatus::Stopped)
+            .map(|t| t.pid)
+    }
+}

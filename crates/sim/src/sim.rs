@@ -1,0 +1,1268 @@
+//! One simulated world: the core (as holdfastd runs it), the fake
+//! containerd, users, and faults, on a virtual clock. Every step advances the
+//! clock to the earliest pending thing and feeds the core one input; the
+//! invariants are checked after every step.
+
+use crate::check::{Checker, UserKind};
+use crate::faults::{FaultCounts, FaultKind, Profile};
+use crate::model::{Behavior, Containerd, Effect, OnTerm};
+use crate::rng::Rng;
+use crate::trace::{Trace, TraceItem};
+use holdfast_core::{
+    Action, Call, Command, ConnectionFact, ContainerConfig, ContainerId, ContainerdEvent, Core,
+    CoreConfig, Done, Failure, FailureKind, Input, Instant, Now, OpId, Record, RelistPart,
+    RequestId, RestartPolicy, Signal, TaskInfo, WaitCondition, WallTime,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// The wall clock at simulated time zero.
+const WALL_ZERO_NANOS: i64 = 1_700_000_000_000_000_000;
+
+/// When a shim retries publishing an exit while containerd is away; after
+/// the last attempt (about 21 s) the event is dropped.
+const SHIM_RETRY_SECS: [u64; 6] = [0, 1, 3, 6, 10, 15];
+
+pub fn wall(at: Instant) -> WallTime {
+    WallTime::from_unix_nanos(
+        WALL_ZERO_NANOS.saturating_add(i64::try_from(at.as_nanos()).unwrap_or(i64::MAX)),
+    )
+}
+
+/// How one run is set up.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub core_config: CoreConfig,
+    /// Length of the safety phase (faults on), simulated.
+    pub safety: Duration,
+    /// Bound on converging once faults are healed, simulated.
+    pub liveness_bound: Duration,
+    /// Bound on steps, against a livelock.
+    pub max_steps: u64,
+    /// Hash every action (for the determinism mode).
+    pub hash_trace: bool,
+    /// How many trace lines a failure shows.
+    pub trace_len: usize,
+    /// Print the trace kept at the end of a run that passed, too.
+    pub print_trace: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            core_config: CoreConfig::default(),
+            safety: Duration::from_secs(300),
+            liveness_bound: Duration::from_secs(300),
+            max_steps: 2_000_000,
+            hash_trace: false,
+            trace_len: 60,
+            print_trace: false,
+        }
+    }
+}
+
+/// What one run did.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    pub seed: u64,
+    pub steps: u64,
+    pub sim_time: Duration,
+    pub faults: FaultCounts,
+    pub checks: u64,
+    pub requests: u64,
+    pub containers: u64,
+    pub trace_hash: u64,
+    /// Simulated time from healing to convergence.
+    pub converged_after: Duration,
+}
+
+/// A run that broke an invariant (or did not converge).
+#[derive(Clone, Debug)]
+pub struct SimFailure {
+    pub seed: u64,
+    pub at: Instant,
+    pub message: String,
+    pub trace: String,
+}
+
+impl fmt::Display for SimFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "simulation failed at {:?}: {}", self.at, self.message)?;
+        writeln!(f, "--- last steps (oldest first) ---")?;
+        f.write_str(&self.trace)?;
+        write!(f, "reproduce with SIM_SEED={}", self.seed)
+    }
+}
+
+impl std::error::Error for SimFailure {}
+
+/// A user command, by target index (taken modulo the containers created so
+/// far), as both the random users and the fuzz decoder produce them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserOp {
+    Create {
+        policy: u8,
+        auto_remove: bool,
+        stop_timeout_s: Option<u8>,
+        stop_signal: u8,
+    },
+    Start(u8),
+    Stop(u8, Option<u8>),
+    Kill(u8, u8),
+    Restart(u8),
+    Remove(u8, bool),
+    Wait(u8, u8),
+}
+
+/// One scripted step (from fuzz bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// Let this many milliseconds pass before the next transition.
+    Advance(u32),
+    User(UserOp),
+    /// Inject a fault now; per-call and per-event kinds arm the next one.
+    Fault(FaultKind, u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Safety,
+    Liveness { healed_at: Instant },
+}
+
+#[derive(Clone, Debug)]
+enum Ev {
+    CallArrive {
+        key: (u64, OpId),
+        generation: u32,
+    },
+    CallReply {
+        key: (u64, OpId),
+        generation: u32,
+    },
+    StreamBroken {
+        daemon: u64,
+        op: OpId,
+    },
+    Deliver {
+        target: Option<(u64, OpId)>,
+        event: ContainerdEvent,
+    },
+    ProcessExit {
+        pid: u32,
+        status: u32,
+        oom: bool,
+    },
+    ShimPublish {
+        pid: u32,
+        event: ContainerdEvent,
+        exited: Instant,
+        attempt: usize,
+    },
+    ExecStart {
+        container: ContainerId,
+        init_pid: u32,
+    },
+    ExecExit {
+        container: ContainerId,
+        pid: u32,
+        status: u32,
+    },
+    ContainerdRestart,
+    DaemonRestart,
+    Fault(FaultKind),
+    User,
+    Script(usize),
+}
+
+#[derive(Debug)]
+struct PendingCall {
+    call: Call,
+    generation: u32,
+    /// The daemon that issued it crashed: its effect may still land, its
+    /// result goes nowhere.
+    orphan: bool,
+    result: Option<Result<Done, Failure>>,
+    relist: Option<Vec<TaskInfo>>,
+    /// Deliver part of the relist, then fail it.
+    relist_breaks: bool,
+    /// The reply is already scheduled (a deadline or an early failure).
+    reply_fixed: bool,
+}
+
+#[derive(Debug)]
+pub struct Sim {
+    seed: u64,
+    opts: SimOptions,
+    profile: Profile,
+    now: Instant,
+    seq: u64,
+    queue: BTreeMap<(Instant, u64), Ev>,
+    rng_world: Rng,
+    rng_user: Rng,
+    rng_fault: Rng,
+    cd: Containerd,
+    core: Option<Core>,
+    /// Incarnation of holdfastd; op ids restart with each.
+    daemon: u64,
+    /// The live event stream of the current daemon.
+    stream: Option<OpId>,
+    calls: BTreeMap<(u64, OpId), PendingCall>,
+    records: BTreeMap<ContainerId, Record>,
+    ids: Vec<ContainerId>,
+    next_req: u64,
+    next_container: u64,
+    phase: Phase,
+    script: Vec<(Instant, Transition)>,
+    armed: BTreeMap<FaultKind, u32>,
+    checker: Checker,
+    trace: Trace,
+    stats: RunStats,
+    hash: u64,
+    last_step_at: Instant,
+    steps_at_instant: u64,
+    /// A relist's parts are being fed: its call is still open for the core.
+    mid_relist: bool,
+}
+
+/// Runs one seed: its own fault profile, a safety phase, then a liveness phase.
+pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<RunStats, SimFailure> {
+    let mut rng = Rng::new(seed);
+    let profile = Profile::draw(&mut rng);
+    let mut sim = Sim::new(seed, opts.clone(), profile, rng);
+    sim.run()
+}
+
+/// Runs a scripted sequence of transitions (the fuzz entry), then heals and
+/// checks liveness. `seed` drives what the script leaves open (latencies,
+/// process behaviour).
+pub fn run_script(
+    seed: u64,
+    transitions: &[Transition],
+    opts: &SimOptions,
+) -> Result<RunStats, SimFailure> {
+    let rng = Rng::new(seed);
+    let profile = Profile {
+        outage_max: Duration::from_secs(30),
+        containers_max: 8,
+        ignore_term_permille: 400,
+        immortal_permille: 400,
+        oom_permille: 100,
+        exec_permille: 300,
+        ..Profile::default()
+    };
+    let mut opts = opts.clone();
+    let mut at = Instant::ZERO;
+    let mut script = Vec::with_capacity(transitions.len());
+    for t in transitions {
+        if let Transition::Advance(ms) = t {
+            at = at + Duration::from_millis(u64::from(*ms));
+        } else {
+            script.push((at, *t));
+        }
+    }
+    opts.safety = at.saturating_since(Instant::ZERO) + Duration::from_secs(1);
+    let mut sim = Sim::new(seed, opts, profile, rng);
+    sim.script = script;
+    sim.run()
+}
+
+impl Sim {
+    fn new(seed: u64, opts: SimOptions, profile: Profile, mut rng: Rng) -> Sim {
+        let trace = Trace::new(opts.trace_len);
+        Sim {
+            seed,
+            profile,
+            now: Instant::ZERO,
+            seq: 0,
+            queue: BTreeMap::new(),
+            rng_world: rng.fork(),
+            rng_user: rng.fork(),
+            rng_fault: rng.fork(),
+            cd: Containerd::new(),
+            core: None,
+            daemon: 0,
+            stream: None,
+            calls: BTreeMap::new(),
+            records: BTreeMap::new(),
+            ids: Vec::new(),
+            next_req: 0,
+            next_container: 0,
+            phase: Phase::Safety,
+            script: Vec::new(),
+            armed: BTreeMap::new(),
+            checker: Checker::new(opts.core_config.clone()),
+            trace,
+            stats: RunStats {
+                seed,
+                ..RunStats::default()
+            },
+            hash: 0xcbf2_9ce4_8422_2325,
+            last_step_at: Instant::ZERO,
+            steps_at_instant: 0,
+            mid_relist: false,
+            opts,
+        }
+    }
+
+    fn run(&mut self) -> Result<RunStats, SimFailure> {
+        self.start_daemon();
+        for kind in FaultKind::ALL {
+            self.schedule_fault(kind);
+        }
+        if let Some(every) = self.profile.user_every {
+            let at = self.now + self.rng_user.ms(0, ms_of(every));
+            self.schedule(at, Ev::User);
+        }
+        for i in 0..self.script.len() {
+            let at = self.script[i].0;
+            self.schedule(at, Ev::Script(i));
+        }
+        let safety_end = Instant::ZERO + self.opts.safety;
+        let hard_end = safety_end + self.opts.liveness_bound;
+        loop {
+            if self.stats.steps > self.opts.max_steps {
+                return Err(self.failure(format!(
+                    "more than {} steps: livelock?",
+                    self.opts.max_steps
+                )));
+            }
+            let core_next = self
+                .core
+                .as_ref()
+                .and_then(Core::poll_timeout)
+                .map(|(at, _)| at);
+            let queue_next = self.queue.first_key_value().map(|((at, _), _)| *at);
+            let next = match (core_next, queue_next) {
+                (Some(c), Some(q)) => c.min(q),
+                (Some(c), None) => c,
+                (None, Some(q)) => q,
+                (None, None) => hard_end,
+            };
+            if self.phase == Phase::Safety && next >= safety_end {
+                self.now = self.now.max(safety_end);
+                self.heal();
+                continue;
+            }
+            if let Phase::Liveness { healed_at } = self.phase {
+                if let Some(why) = self.checker.converged(
+                    self.core.as_ref(),
+                    &self.cd,
+                    self.pending_calls(),
+                    self.stream,
+                ) {
+                    if next >= hard_end {
+                        self.now = self.now.max(hard_end);
+                        return Err(self.failure(format!(
+                            "no convergence within {:?} of healing: {why}",
+                            self.opts.liveness_bound
+                        )));
+                    }
+                } else {
+                    self.stats.converged_after = self.now.saturating_since(healed_at);
+                    break;
+                }
+            }
+            self.now = self.now.max(next);
+            self.livelock_guard()?;
+            if core_next.is_some_and(|c| Some(c) <= queue_next || queue_next.is_none()) {
+                self.feed(Input::Timeout)?;
+                continue;
+            }
+            let Some(((_, _), ev)) = self.queue.pop_first() else {
+                continue;
+            };
+            self.handle(ev)?;
+        }
+        if self.opts.print_trace {
+            eprint!("{}", self.trace.render());
+        }
+        self.stats.sim_time = self.now.saturating_since(Instant::ZERO);
+        self.stats.trace_hash = self.hash;
+        self.stats.checks = self.checker.checks;
+        self.stats.requests = self.next_req;
+        self.stats.containers = self.next_container;
+        Ok(self.stats.clone())
+    }
+
+    fn livelock_guard(&mut self) -> Result<(), SimFailure> {
+        if self.now == self.last_step_at {
+            self.steps_at_instant += 1;
+            if self.steps_at_instant > 100_000 {
+                return Err(
+                    self.failure("more than 100000 steps at one instant: livelock".to_owned())
+                );
+            }
+        } else {
+            self.last_step_at = self.now;
+            self.steps_at_instant = 0;
+        }
+        Ok(())
+    }
+
+    fn schedule(&mut self, at: Instant, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at.max(self.now), self.seq), ev);
+    }
+
+    fn schedule_fault(&mut self, kind: FaultKind) {
+        if self.phase != Phase::Safety {
+            return;
+        }
+        if let Some(every) = self.profile.every(kind) {
+            let at = self.now + self.rng_fault.ms(0, 2 * ms_of(every));
+            self.schedule(at, Ev::Fault(kind));
+        }
+    }
+
+    fn failure(&self, message: String) -> SimFailure {
+        SimFailure {
+            seed: self.seed,
+            at: self.now,
+            message,
+            trace: self.trace.render(),
+        }
+    }
+
+    fn note(&mut self, text: impl Into<String>) {
+        self.trace.push(self.now, TraceItem::Note(text.into()));
+    }
+
+    fn pending_calls(&self) -> usize {
+        let open = self
+            .calls
+            .iter()
+            .filter(|((d, _), c)| *d == self.daemon && !c.orphan)
+            .count();
+        open + usize::from(self.mid_relist)
+    }
+
+    /// Faults off, users quiet; containerd and holdfastd come back (their
+    /// restarts are already scheduled).
+    fn heal(&mut self) {
+        self.phase = Phase::Liveness {
+            healed_at: self.now,
+        };
+        self.profile = Profile {
+            outage_max: self.profile.outage_max,
+            ..Profile::default()
+        };
+        self.armed.clear();
+        self.queue
+            .retain(|_, ev| !matches!(ev, Ev::Fault(_) | Ev::User | Ev::Script(_)));
+        self.note("healed: faults off, users quiet");
+    }
+
+    // ---- holdfastd ----
+
+    fn start_daemon(&mut self) {
+        self.daemon += 1;
+        let seed = self.seed ^ self.daemon.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let now = Now::new(self.now, wall(self.now));
+        self.core = Some(Core::new(self.opts.core_config.clone(), seed, now));
+        self.stream = None;
+        self.checker.daemon_started();
+        let records: Vec<Record> = self.records.values().cloned().collect();
+        self.note(format!(
+            "holdfastd #{} starts with {} records",
+            self.daemon,
+            records.len()
+        ));
+        // A failure here is reported by the next step's checks.
+        let _ = self.feed(Input::Restore(records));
+    }
+
+    fn crash_daemon(&mut self) {
+        if self.core.is_none() {
+            return;
+        }
+        self.stats.faults.add(FaultKind::DaemonCrash);
+        self.core = None;
+        self.stream = None;
+        for (key, call) in self.calls.iter_mut() {
+            if key.0 == self.daemon {
+                call.orphan = true;
+            }
+        }
+        self.checker.daemon_crashed();
+        let down = self.rng_fault.ms(50, 5000);
+        self.note(format!("FAULT holdfastd crashes; back in {down:?}"));
+        self.schedule(self.now + down, Ev::DaemonRestart);
+    }
+
+    fn feed(&mut self, input: Input) -> Result<(), SimFailure> {
+        let Some(core) = self.core.as_mut() else {
+            return Ok(());
+        };
+        self.stats.steps += 1;
+        let now = Now::new(self.now, wall(self.now));
+        self.trace.push(self.now, TraceItem::In(input.clone()));
+        core.handle_input(now, input);
+        let actions = core.drain_actions();
+        for action in actions {
+            self.action(action)?;
+        }
+        self.check()
+    }
+
+    fn check(&mut self) -> Result<(), SimFailure> {
+        let pending = self.pending_calls();
+        let result = self
+            .checker
+            .after_step(self.core.as_ref(), &self.cd, pending, self.now);
+        result.map_err(|message| self.failure(message))
+    }
+
+    fn action(&mut self, action: Action) -> Result<(), SimFailure> {
+        if self.opts.hash_trace {
+            self.hash_action(&action);
+        }
+        self.trace.push(self.now, TraceItem::Out(action.clone()));
+        let core = self.core.as_ref();
+        self.checker
+            .action(&action, core, &self.cd, self.now)
+            .map_err(|m| self.failure(m))?;
+        match action {
+            Action::Call { op, call } => self.issue(op, call),
+            Action::Persist(rec) => {
+                self.records.insert(rec.id.clone(), rec);
+            }
+            Action::Unpersist(id) => {
+                self.records.remove(&id);
+            }
+            Action::Answer(..) | Action::Publish(_) => {}
+        }
+        Ok(())
+    }
+
+    fn hash_action(&mut self, action: &Action) {
+        use fmt::Write;
+        struct Fnv<'a>(&'a mut u64);
+        impl fmt::Write for Fnv<'_> {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                for b in s.bytes() {
+                    *self.0 ^= u64::from(b);
+                    *self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+                }
+                Ok(())
+            }
+        }
+        let _ = write!(Fnv(&mut self.hash), "{}|{action:?};", self.now.as_nanos());
+    }
+
+    // ---- calls into the fake containerd ----
+
+    fn take_fault(&mut self, kind: FaultKind) -> bool {
+        if let Some(n) = self.armed.get_mut(&kind)
+            && *n > 0
+        {
+            *n -= 1;
+            self.stats.faults.add(kind);
+            return true;
+        }
+        let hit = self.rng_fault.chance(self.profile.permille(kind));
+        if hit {
+            self.stats.faults.add(kind);
+        }
+        hit
+    }
+
+    fn issue(&mut self, op: OpId, call: Call) {
+        let key = (self.daemon, op);
+        let mut pending = PendingCall {
+            call,
+            generation: 0,
+            orphan: false,
+            result: None,
+            relist: None,
+            relist_breaks: false,
+            reply_fixed: false,
+        };
+        if !self.cd.up {
+            pending.result = Some(Err(Failure::new(
+                FailureKind::Unavailable,
+                "connection refused",
+            )));
+            pending.reply_fixed = true;
+            self.calls.insert(key, pending);
+            self.schedule(self.now, Ev::CallReply { key, generation: 0 });
+            return;
+        }
+        let latency = match pending.call {
+            Call::CreateContainer { .. } => self.rng_world.ms(5, 30),
+            Call::CreateTask { .. } => self.rng_world.ms(35, 58),
+            Call::StartTask { .. } => self.rng_world.ms(6, 9),
+            _ => self.rng_world.ms(0, 3),
+        };
+        if self.take_fault(FaultKind::RpcUnavailable) {
+            if matches!(pending.call, Call::Relist) && self.rng_fault.chance(500) {
+                // Fails midway: part of the list, then the failure.
+                pending.relist_breaks = true;
+                self.calls.insert(key, pending);
+                self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
+                return;
+            }
+            pending.result = Some(Err(Failure::new(
+                FailureKind::Unavailable,
+                "injected: unavailable",
+            )));
+            pending.reply_fixed = true;
+            self.calls.insert(key, pending);
+            let at = self.now + self.rng_world.ms(0, 2);
+            self.schedule(at, Ev::CallReply { key, generation: 0 });
+            return;
+        }
+        if self.take_fault(FaultKind::RpcDeadline) {
+            pending.result = Some(Err(Failure::new(
+                FailureKind::Deadline,
+                "injected: deadline exceeded",
+            )));
+            pending.reply_fixed = true;
+            let takes_effect = self.rng_fault.chance(500);
+            self.calls.insert(key, pending);
+            if takes_effect {
+                self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
+            }
+            let at = self.now + self.rng_fault.ms(2000, 10_000);
+            self.schedule(at, Ev::CallReply { key, generation: 0 });
+            return;
+        }
+        self.calls.insert(key, pending);
+        self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
+    }
+
+    fn call_arrive(&mut self, key: (u64, OpId), generation: u32) {
+        let Some(pending) = self.calls.get(&key) else {
+            return;
+        };
+        if pending.generation != generation || !self.cd.up {
+            return;
+        }
+        let call = pending.call.clone();
+        let mut fx = Vec::new();
+        let result = match &call {
+            Call::Subscribe => Ok(Done::Ok),
+            Call::Relist => {
+                let list = self.cd.relist();
+                if let Some(p) = self.calls.get_mut(&key) {
+                    p.relist = Some(list);
+                }
+                Ok(Done::Ok)
+            }
+            Call::CreateContainer { id, .. } => self.cd.create_container(id),
+            Call::CreateTask { id } => self.cd.create_task(id, self.now, &mut fx),
+            Call::StartTask { id } => self.cd.start_task(id, &mut fx),
+            Call::Kill { id, signal, .. } => {
+                let kill_delay = self.rng_world.ms(5, 15);
+                self.cd.kill(id, *signal, kill_delay, &mut fx)
+            }
+            Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
+            Call::DeleteContainer { id } => self.cd.delete_container(id),
+        };
+        self.effects(fx);
+        let Some(pending) = self.calls.get_mut(&key) else {
+            return;
+        };
+        if pending.reply_fixed {
+            return;
+        }
+        pending.result = Some(result);
+        let delay = match call {
+            // The first event (our ping) arrives ~23 ms after subscribing.
+            Call::Subscribe => self.rng_world.ms(15, 30),
+            _ => self.rng_world.ms(0, 2),
+        };
+        self.schedule(self.now + delay, Ev::CallReply { key, generation });
+    }
+
+    fn call_reply(&mut self, key: (u64, OpId), generation: u32) -> Result<(), SimFailure> {
+        match self.calls.get(&key) {
+            Some(p) if p.generation == generation => {}
+            _ => return Ok(()),
+        }
+        let Some(pending) = self.calls.remove(&key) else {
+            return Ok(());
+        };
+        if pending.orphan || key.0 != self.daemon || self.core.is_none() {
+            return Ok(());
+        }
+        let op = key.1;
+        let Some(result) = pending.result else {
+            return Err(self.failure(format!("simulator bug: {op} replied without a result")));
+        };
+        match (pending.call, result) {
+            (Call::Subscribe, Ok(_)) => {
+                self.stream = Some(op);
+                self.feed(Input::Connection(ConnectionFact::StreamLive(op)))
+            }
+            (Call::Relist, Ok(_)) => {
+                let tasks = pending.relist.unwrap_or_default();
+                self.mid_relist = true;
+                self.feed(Input::Relist(op, RelistPart::Begin))?;
+                let shown = if pending.relist_breaks {
+                    tasks.len() / 2
+                } else {
+                    tasks.len()
+                };
+                for task in tasks.into_iter().take(shown) {
+                    self.feed(Input::Relist(op, RelistPart::Task(task)))?;
+                }
+                self.mid_relist = false;
+                if pending.relist_breaks {
+                    let failure =
+                        Failure::new(FailureKind::Unavailable, "injected: relist broke midway");
+                    self.feed(Input::ActionResult(op, Err(failure)))
+                } else {
+                    self.feed(Input::Relist(op, RelistPart::End))
+                }
+            }
+            (_, result) => self.feed(Input::ActionResult(op, result)),
+        }
+    }
+
+    fn effects(&mut self, fx: Vec<Effect>) {
+        for effect in fx {
+            match effect {
+                Effect::Publish(event) => self.publish(event),
+                Effect::Exit {
+                    pid,
+                    after,
+                    status,
+                    oom,
+                } => {
+                    self.schedule(self.now + after, Ev::ProcessExit { pid, status, oom });
+                }
+                Effect::Started { container, pid } => self.started(container, pid),
+            }
+        }
+    }
+
+    /// A task started: draw how its process behaves.
+    fn started(&mut self, container: ContainerId, pid: u32) {
+        let p = &self.profile;
+        let (ignore, immortal, oom, exec) = (
+            p.ignore_term_permille,
+            p.immortal_permille,
+            p.oom_permille,
+            p.exec_permille,
+        );
+        let r = &mut self.rng_world;
+        let lifetime = (!r.chance(immortal)).then(|| {
+            let after = match r.below(3) {
+                0 => r.ms(50, 2000),
+                1 => r.ms(2000, 30_000),
+                _ => r.ms(30_000, 600_000),
+            };
+            (after, r.pick(&[0, 0, 1, 2, 3, 127]))
+        });
+        let oom_after = r.chance(oom).then(|| r.ms(100, 60_000));
+        let on_term = if r.chance(ignore) {
+            OnTerm::Ignore
+        } else {
+            let after = if r.chance(700) {
+                r.ms(1, 500)
+            } else {
+                r.ms(500, 30_000)
+            };
+            OnTerm::Exit {
+                after,
+                status: r.pick(&[143, 0, 2]),
+            }
+        };
+        let execs = if r.chance(exec) {
+            u32::try_from(1 + r.below(3)).unwrap_or(1)
+        } else {
+            0
+        };
+        let behavior = Behavior {
+            lifetime,
+            oom_after,
+            on_term,
+            execs,
+        };
+        if let Some(task) = self.cd.tasks.get_mut(&container) {
+            task.behavior = behavior;
+        }
+        if let Some((after, status)) = lifetime {
+            self.schedule(
+                self.now + after,
+                Ev::ProcessExit {
+                    pid,
+                    status,
+                    oom: false,
+                },
+            );
+        }
+        if let Some(after) = oom_after {
+            self.schedule(
+                self.now + after,
+                Ev::ProcessExit {
+                    pid,
+                    status: 137,
+                    oom: true,
+                },
+            );
+        }
+        for _ in 0..execs {
+            let at = self.now + self.rng_world.ms(0, 20_000);
+            self.schedule(
+                at,
+                Ev::ExecStart {
+                    container: container.clone(),
+                    init_pid: pid,
+                },
+            );
+        }
+    }
+
+    // ---- the event bus ----
+
+    /// containerd publishes an event to its subscribers.
+    fn publish(&mut self, event: ContainerdEvent) {
+        if !self.cd.up {
+            return;
+        }
+        let Some(op) = self.stream else { return };
+        let target = Some((self.daemon, op));
+        let is_oom = matches!(event, ContainerdEvent::TaskOom { .. });
+        let mut delay = self.rng_world.ms(0, 1).max(Duration::from_micros(300));
+        // An OOM event carries no pid: delayed into a later run it would be
+        // taken for that run's (see the report); keep it in order.
+        if !is_oom && self.take_fault(FaultKind::EventReorder) {
+            delay += self.rng_fault.ms(1, 500);
+        }
+        self.schedule(
+            self.now + delay,
+            Ev::Deliver {
+                target,
+                event: event.clone(),
+            },
+        );
+        if self.take_fault(FaultKind::EventDuplicate) {
+            let again = delay + self.rng_fault.ms(0, 50);
+            self.schedule(
+                self.now + again,
+                Ev::Deliver {
+                    target,
+                    event: event.clone(),
+                },
+            );
+        }
+        if !is_oom && self.take_fault(FaultKind::EventStale) {
+            let later = self.rng_fault.ms(5000, 60_000);
+            self.schedule(
+                self.now + later,
+                Ev::Deliver {
+                    target: None,
+                    event,
+                },
+            );
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        target: Option<(u64, OpId)>,
+        event: ContainerdEvent,
+    ) -> Result<(), SimFailure> {
+        let Some(op) = self.stream else { return Ok(()) };
+        if target.is_some_and(|t| t != (self.daemon, op)) {
+            return Ok(());
+        }
+        self.feed(Input::Event(event))
+    }
+
+    /// The shim publishes through containerd, retrying while it is away.
+    fn shim_publish(&mut self, pid: u32, event: ContainerdEvent, exited: Instant, attempt: usize) {
+        if self.cd.truth.get(&pid).is_some_and(|t| t.shim_died) {
+            return;
+        }
+        if self.cd.up {
+            self.publish(event);
+            return;
+        }
+        match SHIM_RETRY_SECS.get(attempt + 1) {
+            Some(secs) => {
+                let at = exited + Duration::from_secs(*secs);
+                self.schedule(
+                    at,
+                    Ev::ShimPublish {
+                        pid,
+                        event,
+                        exited,
+                        attempt: attempt + 1,
+                    },
+                );
+            }
+            None => self.note(format!("shim of pid {pid} drops {event:?}")),
+        }
+    }
+
+    // ---- scheduled things ----
+
+    fn handle(&mut self, ev: Ev) -> Result<(), SimFailure> {
+        match ev {
+            Ev::CallArrive { key, generation } => {
+                self.call_arrive(key, generation);
+                Ok(())
+            }
+            Ev::CallReply { key, generation } => self.call_reply(key, generation),
+            Ev::StreamBroken { daemon, op } => {
+                if daemon != self.daemon {
+                    return Ok(());
+                }
+                self.feed(Input::Connection(ConnectionFact::StreamBroken(
+                    op,
+                    "error reading from server: EOF".into(),
+                )))
+            }
+            Ev::Deliver { target, event } => self.deliver(target, event),
+            Ev::ProcessExit { pid, status, oom } => {
+                let wall_now = wall(self.now);
+                let Some(container) = self.cd.process_exit(pid, status, oom, wall_now) else {
+                    return Ok(());
+                };
+                if oom {
+                    self.shim_publish(
+                        pid,
+                        ContainerdEvent::TaskOom {
+                            container: container.clone(),
+                        },
+                        self.now,
+                        0,
+                    );
+                }
+                let exec_id = container.as_str().to_owned();
+                let event = ContainerdEvent::TaskExit {
+                    container,
+                    exec_id,
+                    pid,
+                    exit_status: status,
+                    exited_at: wall_now,
+                };
+                self.shim_publish(pid, event, self.now, 0);
+                Ok(())
+            }
+            Ev::ShimPublish {
+                pid,
+                event,
+                exited,
+                attempt,
+            } => {
+                self.shim_publish(pid, event, exited, attempt);
+                Ok(())
+            }
+            Ev::ExecStart {
+                container,
+                init_pid,
+            } => {
+                if self.cd.live_pid(&container) == Some(init_pid) {
+                    let pid = self.cd.new_pid();
+                    let at = self.now + self.rng_world.ms(10, 3000);
+                    let status = self.rng_world.pick(&[0, 1, 137]);
+                    self.schedule(
+                        at,
+                        Ev::ExecExit {
+                            container,
+                            pid,
+                            status,
+                        },
+                    );
+                }
+                Ok(())
+            }
+            Ev::ExecExit {
+                container,
+                pid,
+                status,
+            } => {
+                let exec_id = format!("exec-{pid}");
+                let exited_at = wall(self.now);
+                self.publish(ContainerdEvent::TaskExit {
+                    container,
+                    exec_id,
+                    pid,
+                    exit_status: status,
+                    exited_at,
+                });
+                Ok(())
+            }
+            Ev::ContainerdRestart => {
+                self.cd.up = true;
+                self.note("containerd is back");
+                Ok(())
+            }
+            Ev::DaemonRestart => {
+                if self.core.is_none() {
+                    self.start_daemon();
+                }
+                self.check()
+            }
+            Ev::Fault(kind) => {
+                let arg = u8::try_from(self.rng_fault.below(256)).unwrap_or(0);
+                self.fault(kind, arg)?;
+                self.schedule_fault(kind);
+                Ok(())
+            }
+            Ev::User => {
+                let op = self.random_user_op();
+                self.user(op)?;
+                if let Some(every) = self.profile.user_every {
+                    let at = self.now + self.rng_user.ms(0, 2 * ms_of(every));
+                    self.schedule(at, Ev::User);
+                }
+                Ok(())
+            }
+            Ev::Script(i) => {
+                let Some((_, t)) = self.script.get(i).copied() else {
+                    return Ok(());
+                };
+                match t {
+                    Transition::Advance(_) => Ok(()),
+                    Transition::User(op) => self.user(op),
+                    Transition::Fault(kind, arg) => self.fault(kind, arg),
+                }
+            }
+        }
+    }
+
+    fn fault(&mut self, kind: FaultKind, arg: u8) -> Result<(), SimFailure> {
+        match kind {
+            FaultKind::StreamBreak => {
+                let Some(op) = self.stream.take() else {
+                    return Ok(());
+                };
+                self.stats.faults.add(kind);
+                self.note(format!("FAULT stream {op} breaks"));
+                let daemon = self.daemon;
+                self.schedule(self.now, Ev::StreamBroken { daemon, op });
+            }
+            FaultKind::ContainerdCrash => {
+                if !self.cd.up {
+                    return Ok(());
+                }
+                self.stats.faults.add(kind);
+                self.cd.up = false;
+                let outage_ms = ms_of(self.profile.outage_max).max(100);
+                let outage = Duration::from_millis(50 + u64::from(arg) * outage_ms / 255);
+                self.note(format!("FAULT containerd killed; back in {outage:?}"));
+                let daemon = self.daemon;
+                if let Some(op) = self.stream.take() {
+                    let at = self.now + self.rng_world.ms(0, 2);
+                    self.schedule(at, Ev::StreamBroken { daemon, op });
+                }
+                let keys: Vec<(u64, OpId)> = self.calls.keys().copied().collect();
+                for key in keys {
+                    let Some(p) = self.calls.get_mut(&key) else {
+                        continue;
+                    };
+                    if p.orphan {
+                        self.calls.remove(&key);
+                        continue;
+                    }
+                    p.generation += 1;
+                    p.result = Some(Err(Failure::new(
+                        FailureKind::Unavailable,
+                        "transport is closing",
+                    )));
+                    p.relist = None;
+                    p.relist_breaks = false;
+                    p.reply_fixed = true;
+                    let generation = p.generation;
+                    let at = self.now + self.rng_world.ms(0, 2);
+                    self.schedule(at, Ev::CallReply { key, generation });
+                }
+                self.schedule(self.now + outage, Ev::ContainerdRestart);
+            }
+            FaultKind::ShimDeath => {
+                let n = u64::try_from(self.cd.tasks.len()).unwrap_or(0);
+                if n == 0 {
+                    return Ok(());
+                }
+                let i = usize::try_from(u64::from(arg) % n).unwrap_or(0);
+                let Some(id) = self.cd.tasks.keys().nth(i).cloned() else {
+                    return Ok(());
+                };
+                if let Some(pid) = self.cd.shim_dies(&id) {
+                    self.stats.faults.add(kind);
+                    self.note(format!("FAULT shim of {id} (pid {pid}) dies"));
+                }
+            }
+            FaultKind::DaemonCrash => self.crash_daemon(),
+            FaultKind::RpcUnavailable
+            | FaultKind::RpcDeadline
+            | FaultKind::EventDuplicate
+            | FaultKind::EventReorder
+            | FaultKind::EventStale => {
+                *self.armed.entry(kind).or_insert(0) += 1;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- users ----
+
+    fn random_user_op(&mut self) -> UserOp {
+        let r = &mut self.rng_user;
+        let target = u8::try_from(r.below(256)).unwrap_or(0);
+        let live = self.core.as_ref().map_or(0, |c| c.containers().count());
+        let roll = r.below(100);
+        if self.ids.is_empty() || (roll < 15 && live < self.profile.containers_max) {
+            let stop_timeout_s = r
+                .chance(500)
+                .then(|| u8::try_from(r.below(15)).unwrap_or(0));
+            return UserOp::Create {
+                policy: u8::try_from(r.below(6)).unwrap_or(0),
+                auto_remove: r.chance(100),
+                stop_timeout_s,
+                stop_signal: u8::try_from(r.below(8)).unwrap_or(0),
+            };
+        }
+        let arg = u8::try_from(r.below(256)).unwrap_or(0);
+        match roll {
+            0..=39 => UserOp::Start(target),
+            40..=54 => UserOp::Stop(target, r.chance(500).then_some(arg % 20)),
+            55..=64 => UserOp::Kill(target, arg),
+            65..=74 => UserOp::Restart(target),
+            75..=84 => UserOp::Remove(target, r.chance(500)),
+            _ => UserOp::Wait(target, arg),
+        }
+    }
+
+    fn target(&self, index: u8) -> Option<ContainerId> {
+        if self.ids.is_empty() {
+            return None;
+        }
+        // Prefer recent containers: most old ones are gone.
+        let recent = self.ids.len().min(8);
+        let i = self.ids.len() - recent + usize::from(index) % recent;
+        self.ids.get(i).cloned()
+    }
+
+    fn user(&mut self, op: UserOp) -> Result<(), SimFailure> {
+        if self.core.is_none() {
+            // holdfastd is down: the API socket refuses the user.
+            return Ok(());
+        }
+        let command = match op {
+            UserOp::Create {
+                policy,
+                auto_remove,
+                stop_timeout_s,
+                stop_signal,
+            } => {
+                self.next_container += 1;
+                let n = self.next_container;
+                let id: ContainerId = match format!("c{n}").parse() {
+                    Ok(id) => id,
+                    Err(_) => return Ok(()),
+                };
+                self.ids.push(id.clone());
+                let restart_policy = match policy % 6 {
+                    0 | 1 => RestartPolicy::No,
+                    2 => RestartPolicy::Always,
+                    3 => RestartPolicy::UnlessStopped,
+                    4 => RestartPolicy::OnFailure { max_retries: 3 },
+                    _ => RestartPolicy::OnFailure { max_retries: 0 },
+                };
+                let signal = |n: u32| Signal::try_from(n).ok();
+                let config = ContainerConfig {
+                    image: "busybox".into(),
+                    stop_timeout: stop_timeout_s.map(|s| Duration::from_secs(u64::from(s % 16))),
+                    stop_signal: match stop_signal % 8 {
+                        0 => signal(2),
+                        1 => signal(10),
+                        _ => None,
+                    },
+                    image_stop_signal: if stop_signal % 8 == 2 {
+                        signal(15)
+                    } else {
+                        None
+                    },
+                    restart_policy,
+                    auto_remove,
+                    ..ContainerConfig::default()
+                };
+                Command::Create {
+                    id,
+                    name: format!("name{n}"),
+                    config,
+                }
+            }
+            UserOp::Start(t) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                Command::Start { id }
+            }
+            UserOp::Stop(t, secs) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                Command::Stop {
+                    id,
+                    timeout: secs.map(|s| Duration::from_secs(u64::from(s % 20))),
+                    signal: None,
+                }
+            }
+            UserOp::Kill(t, s) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                let number = [9, 9, 15, 10, 1][usize::from(s) % 5];
+                let Ok(signal) = Signal::try_from(number) else {
+                    return Ok(());
+                };
+                Command::Kill { id, signal }
+            }
+            UserOp::Restart(t) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                Command::Restart {
+                    id,
+                    timeout: Some(Duration::from_secs(2)),
+                    signal: None,
+                }
+            }
+            UserOp::Remove(t, force) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                Command::Remove { id, force }
+            }
+            UserOp::Wait(t, c) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                let condition = [
+                    WaitCondition::NotRunning,
+                    WaitCondition::NextExit,
+                    WaitCondition::Removed,
+                ][usize::from(c) % 3];
+                Command::Wait { id, condition }
+            }
+        };
+        self.next_req += 1;
+        let req = RequestId(self.next_req);
+        self.checker.command(req, &command, self.now);
+        self.feed(Input::Command(req, command))
+    }
+}
+
+pub(crate) fn ms_of(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn user_kind(command: &Command) -> UserKind {
+    match command {
+        Command::Create { .. } => UserKind::Create,
+        Command::Start { .. } => UserKind::Start,
+        Command::Stop { .. } => UserKind::Stop,
+        Command::Kill { .. } => UserKind::Kill,
+        Command::Restart { .. } => UserKind::Restart,
+        Command::Remove { .. } => UserKind::Remove,
+        Command::Wait { condition, .. } => UserKind::Wait(*condition),
+    }
+}
