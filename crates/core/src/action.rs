@@ -6,6 +6,7 @@ use crate::record::Record;
 use crate::signal::Signal;
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Actions are drained with [`crate::Core::poll_action`] and carried out in
 /// order. Persisting comes before the containerd call that depends on it, so
@@ -42,7 +43,7 @@ pub enum Call {
     /// containerd container. On failure the adapter undoes what it did.
     CreateContainer {
         id: ContainerId,
-        config: ContainerConfig,
+        config: Arc<ContainerConfig>,
     },
     /// Create the init task (spawns the shim); answers `Done::TaskCreated`.
     CreateTask {

@@ -8,6 +8,7 @@ use crate::input::{Command, WaitCondition};
 use crate::record::{Intents, Presence, Record, StopIntent};
 use crate::signal::Signal;
 use crate::{Answer, Call, ContainerConfig, Core, ErrorKind, OpOwner, TimerKind, error};
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Core {
@@ -56,7 +57,13 @@ impl Core {
         }
     }
 
-    fn create(&mut self, req: RequestId, id: ContainerId, name: String, config: ContainerConfig) {
+    fn create(
+        &mut self,
+        req: RequestId,
+        id: ContainerId,
+        name: String,
+        config: Arc<ContainerConfig>,
+    ) {
         if let Err(message) = validate_name(&name) {
             self.out.answer_now(req, error(ErrorKind::Invalid, message));
             return;

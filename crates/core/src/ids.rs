@@ -3,13 +3,15 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// A container's id: 1 to 128 characters of `[A-Za-z0-9_.-]`, starting with an
 /// alphanumeric. The daemon generates 64 lowercase hex digits, as dockerd does;
 /// containerd uses the same string for the container and its init task.
+/// Shared, so the many copies in timers, actions and events cost no allocation.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct ContainerId(String);
+pub struct ContainerId(Arc<str>);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid container id {0:?}: want 1 to 128 of [A-Za-z0-9_.-], starting alphanumeric")]
@@ -27,7 +29,7 @@ impl FromStr for ContainerId {
         let valid_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
         let starts_alnum = s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
         if s.len() <= 128 && starts_alnum && s.chars().all(valid_char) {
-            Ok(ContainerId(s.to_owned()))
+            Ok(ContainerId(Arc::from(s)))
         } else {
             Err(InvalidContainerId(s.to_owned()))
         }
@@ -43,7 +45,7 @@ impl TryFrom<String> for ContainerId {
 
 impl From<ContainerId> for String {
     fn from(id: ContainerId) -> String {
-        id.0
+        id.0.to_string()
     }
 }
 

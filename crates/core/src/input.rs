@@ -6,6 +6,7 @@ use crate::record::Record;
 use crate::signal::Signal;
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
@@ -37,7 +38,7 @@ pub enum Command {
     Create {
         id: ContainerId,
         name: String,
-        config: ContainerConfig,
+        config: Arc<ContainerConfig>,
     },
     Start {
         id: ContainerId,

@@ -6,6 +6,7 @@ use crate::ids::ContainerId;
 use crate::signal::Signal;
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
@@ -13,7 +14,8 @@ pub struct Record {
     pub id: ContainerId,
     /// Without the leading `/` that the Docker API shows.
     pub name: String,
-    pub config: ContainerConfig,
+    /// Shared: it never changes after create, and every persist copies the record.
+    pub config: Arc<ContainerConfig>,
     pub created_at: WallTime,
     pub presence: Presence,
     /// How many tasks were created for this container; names the current run.

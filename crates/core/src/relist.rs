@@ -110,72 +110,62 @@ impl Core {
     /// Converges every container to a complete relist. Returns the containers
     /// whose view changed.
     fn apply_relist(&mut self, relist: RelistRun) -> Vec<ContainerId> {
+        let now = self.out.now.wall;
+        let mut exits = Vec::new();
         let mut touched = Vec::new();
-        let ids: Vec<ContainerId> = self.containers.keys().cloned().collect();
-        for id in ids {
-            let Some(c) = self.containers.get_mut(&id) else {
-                continue;
-            };
+        for (id, c) in self.containers.iter_mut() {
             // A call issued after the relist began, or still running, may
             // have changed the task since it was listed: only a stopped task
             // with the current pid is evidence regardless.
             let settled = c.in_flight.is_none() && c.last_op < relist.op;
-            let listed = relist.tasks.get(&id);
             let before = c.task;
-            match listed {
+            match relist.tasks.get(id) {
                 Some(task) if task.status == TaskStatus::Stopped => {
                     let current = c.rec.pid.is_none_or(|pid| pid == task.pid);
                     if current && (settled || c.rec.pid.is_some()) {
                         c.rec.pid = Some(task.pid);
-                        let at = task.exited_at.unwrap_or(self.out.now.wall);
                         let code = i32::try_from(task.exit_status).unwrap_or(i32::MAX);
-                        self.record_exit(&id, code, at, None);
+                        exits.push((id.clone(), code, task.exited_at.unwrap_or(now), None));
                     }
-                    if let Some(c) = self.containers.get_mut(&id)
-                        && settled
-                    {
+                    if settled {
                         c.task = TaskState::Stopped;
                     }
                 }
-                Some(task) => {
-                    // Never resurrect: once this run's exit is recorded, a
-                    // listing that predates it changes nothing.
-                    if settled && c.current_exit().is_none() {
-                        c.rec.pid = Some(task.pid);
-                        c.task = match task.status {
-                            TaskStatus::Created => TaskState::Created { pid: task.pid },
-                            _ => TaskState::Running { pid: task.pid },
-                        };
+                // Never resurrect: once this run's exit is recorded, a
+                // listing that predates it changes nothing.
+                Some(task) if settled && c.current_exit().is_none() => {
+                    c.rec.pid = Some(task.pid);
+                    c.task = match task.status {
+                        TaskStatus::Created => TaskState::Created { pid: task.pid },
+                        _ => TaskState::Running { pid: task.pid },
+                    };
+                }
+                Some(_) => {}
+                None if settled => {
+                    let had_task = c.task != TaskState::Absent
+                        && c.rec.pid.is_some()
+                        && c.current_exit().is_none();
+                    if had_task {
+                        exits.push((
+                            id.clone(),
+                            VANISHED_EXIT_CODE,
+                            now,
+                            Some(VANISHED.to_owned()),
+                        ));
                     }
+                    c.task = TaskState::Absent;
                 }
-                None => {
-                    if settled {
-                        let had_task = !matches!(c.task, TaskState::Absent)
-                            && c.rec.pid.is_some()
-                            && c.current_exit().is_none();
-                        if had_task {
-                            let at = self.out.now.wall;
-                            self.record_exit(
-                                &id,
-                                super::relist::VANISHED_EXIT_CODE,
-                                at,
-                                Some(VANISHED.to_owned()),
-                            );
-                        }
-                        if let Some(c) = self.containers.get_mut(&id) {
-                            c.task = TaskState::Absent;
-                        }
-                    }
-                }
+                None => {}
             }
-            if let Some(c) = self.containers.get_mut(&id) {
-                if settled {
-                    c.confirmed = true;
-                }
-                if c.task != before {
-                    touched.push(id);
-                }
+            if settled {
+                c.confirmed = true;
             }
+            if c.task != before {
+                touched.push(id.clone());
+            }
+        }
+        for (id, code, at, error) in exits {
+            self.record_exit(&id, code, at, error);
         }
         touched
     }

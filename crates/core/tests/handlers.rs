@@ -60,7 +60,7 @@ fn create_persists_before_calling_and_answers_when_created() {
     let (req, actions) = d.command(Command::Create {
         id: cid("c1"),
         name: "web".into(),
-        config: config.clone(),
+        config: config.clone().into(),
     });
     let rec = created_record(&d, "c1");
     assert_eq!(rec.presence, Presence::Creating);
@@ -72,7 +72,7 @@ fn create_persists_before_calling_and_answers_when_created() {
                 op: OpId(3),
                 call: Call::CreateContainer {
                     id: cid("c1"),
-                    config
+                    config: config.into()
                 }
             },
         ]

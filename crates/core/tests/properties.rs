@@ -507,7 +507,7 @@ impl Harness {
                 self.command(Command::Create {
                     id: id(i),
                     name: format!("n{i}"),
-                    config,
+                    config: config.into(),
                 })?;
             }
             Step::Start(i) => {

@@ -107,7 +107,7 @@ impl Driver {
         let (_, actions) = self.command(Command::Create {
             id: cid(id),
             name: format!("n-{id}"),
-            config,
+            config: config.into(),
         });
         let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
         self.ok(op);
