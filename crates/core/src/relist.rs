@@ -132,8 +132,17 @@ impl Core {
                     }
                 }
                 // Never resurrect: once this run's exit is recorded, a
-                // listing that predates it changes nothing.
-                Some(task) if settled && c.current_exit().is_none() => {
+                // listing that predates it changes nothing. Another pid is
+                // a new run (pids are not reused): a task our CreateTask
+                // made although its answer was lost.
+                Some(task)
+                    if settled && (c.current_exit().is_none() || c.rec.pid != Some(task.pid)) =>
+                {
+                    if c.current_exit().is_some() {
+                        c.rec.run += 1;
+                        c.rec.started_at = None;
+                        c.oom = false;
+                    }
                     c.rec.pid = Some(task.pid);
                     c.task = match task.status {
                         TaskStatus::Created => TaskState::Created { pid: task.pid },
