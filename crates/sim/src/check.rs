@@ -81,7 +81,7 @@ impl Checker {
         let slack = Duration::from_secs(1);
         let bound = match command {
             Command::Create { config, .. } => {
-                asked.config = Some(config.clone());
+                asked.config = Some(ContainerConfig::clone(config));
                 Some(self.config.request_answer_bound + slack)
             }
             Command::Stop { timeout, .. } => {

@@ -18,13 +18,14 @@ struct Args {
     safety_secs: Option<u64>,
     determinism: bool,
     quiet: bool,
+    keep_going: bool,
     trace: Option<u64>,
     bug: Option<String>,
 }
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: holdfast-sim [--seed N] [--runs N] [--safety-secs S] [--determinism] [--quiet] [--trace LINES] [--bug NAME]\n\
+        "usage: holdfast-sim [--seed N] [--runs N] [--safety-secs S] [--determinism] [--quiet] [--keep-going] [--trace LINES] [--bug NAME]\n\
          env: SIM_SEED, SIM_RUNS"
     );
     ExitCode::from(2)
@@ -46,6 +47,7 @@ fn parse() -> Result<Args, String> {
         safety_secs: None,
         determinism: false,
         quiet: false,
+        keep_going: false,
         trace: None,
         bug: None,
     };
@@ -61,6 +63,7 @@ fn parse() -> Result<Args, String> {
             "--safety-secs" => args.safety_secs = Some(value("--safety-secs")?),
             "--determinism" => args.determinism = true,
             "--quiet" => args.quiet = true,
+            "--keep-going" => args.keep_going = true,
             "--trace" => args.trace = Some(value("--trace")?),
             "--bug" => args.bug = Some(it.next().ok_or("--bug needs a name")?),
             other => return Err(format!("unknown argument {other}")),
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
     println!("holdfast-sim: {runs} seeds from {first}");
     let started = std::time::Instant::now();
     let mut summary = Summary::default();
+    let mut failed = 0u64;
     for seed in first..first.saturating_add(runs) {
         if args.determinism {
             match check_determinism(seed, &opts) {
@@ -147,6 +151,13 @@ fn main() -> ExitCode {
                 }
                 summary.add(&stats);
             }
+            Err(failure) if args.keep_going => {
+                println!(
+                    "seed {seed}: FAILED at {:?}: {}",
+                    failure.at, failure.message
+                );
+                failed += 1;
+            }
             Err(failure) => {
                 eprintln!("{failure}");
                 return ExitCode::FAILURE;
@@ -155,5 +166,9 @@ fn main() -> ExitCode {
     }
     summary.elapsed = Some(started.elapsed());
     print!("{summary}");
+    if failed > 0 {
+        println!("{failed} seeds failed");
+        return ExitCode::FAILURE;
+    }
     ExitCode::SUCCESS
 }

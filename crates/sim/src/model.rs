@@ -287,13 +287,42 @@ impl Containerd {
         Some(id)
     }
 
-    /// The shim of `id`'s task dies: containerd forgets the task.
-    pub fn shim_dies(&mut self, id: &ContainerId) -> Option<u32> {
+    /// The shim of `id`'s task dies: containerd forgets the task. Like
+    /// containerd 1.6's `cleanupAfterDeadShim`, the shim's `delete` kills
+    /// what still runs (status 128 + SIGKILL) and, if containerd is up,
+    /// TaskExit and TaskDelete are published. Returns the pid and the events.
+    pub fn shim_dies(
+        &mut self,
+        id: &ContainerId,
+        wall: WallTime,
+    ) -> Option<(u32, Vec<ContainerdEvent>)> {
         let task = self.tasks.remove(id)?;
-        if let Some(t) = self.truth.get_mut(&task.pid) {
+        let pid = task.pid;
+        let (status, exited_at) = match task.status {
+            TaskStatus::Stopped => (task.exit_status, task.exited_at.unwrap_or(wall)),
+            _ => (137, wall),
+        };
+        if let Some(t) = self.truth.get_mut(&pid) {
             t.shim_died = true;
+            t.deleted = true;
+            if t.exit.is_none() {
+                t.exit = Some((status, exited_at));
+            }
         }
-        Some(task.pid)
+        let events = vec![
+            ContainerdEvent::TaskExit {
+                container: id.clone(),
+                exec_id: id.as_str().to_owned(),
+                pid,
+                exit_status: status,
+                exited_at,
+            },
+            ContainerdEvent::TaskDelete {
+                container: id.clone(),
+                pid,
+            },
+        ];
+        Some((pid, events))
     }
 
     /// Whether the task of `id` currently runs (or is created), by pid.

@@ -1084,9 +1084,13 @@ impl Sim {
                 let Some(id) = self.cd.tasks.keys().nth(i).cloned() else {
                     return Ok(());
                 };
-                if let Some(pid) = self.cd.shim_dies(&id) {
+                if let Some((pid, events)) = self.cd.shim_dies(&id, wall(self.now)) {
                     self.stats.faults.add(kind);
                     self.note(format!("FAULT shim of {id} (pid {pid}) dies"));
+                    // containerd cleans up after the dead shim (when it is up).
+                    for event in events {
+                        self.publish(event);
+                    }
                 }
             }
             FaultKind::DaemonCrash => self.crash_daemon(),
@@ -1187,7 +1191,7 @@ impl Sim {
                 Command::Create {
                     id,
                     name: format!("name{n}"),
-                    config,
+                    config: config.into(),
                 }
             }
             UserOp::Start(t) => {
