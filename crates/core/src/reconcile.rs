@@ -109,6 +109,7 @@ impl Core {
     }
 
     pub(crate) fn restore(&mut self, records: Vec<Record>) {
+        let restored_any = !records.is_empty();
         for mut rec in records {
             if self.containers.contains_key(&rec.id) {
                 continue;
@@ -129,6 +130,10 @@ impl Core {
                 );
             }
             self.containers.insert(id, c);
+        }
+        // Restored late, while connected: their tasks are unknown until a relist.
+        if restored_any && self.conn.is_ready() {
+            self.request_refresh();
         }
     }
 

@@ -829,3 +829,19 @@ fn reconnect_backoff_grows_is_capped_and_jittered_by_the_seed() {
         "same seed, same delays"
     );
 }
+
+#[test]
+fn records_restored_while_connected_are_relisted() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let mut rec = created_record(&d, "c1");
+    rec.id = cid("c2");
+    rec.name = "late".into();
+    let actions = d.feed(Input::Restore(vec![rec]));
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    d.relist(relist, vec![running("c1", 42), running("c2", 42)]);
+    let c2 = d.core.container(&cid("c2")).expect("restored");
+    assert_eq!(
+        (c2.task, c2.confirmed),
+        (TaskState::Running { pid: 42 }, true)
+    );
+}
