@@ -127,6 +127,8 @@ pub enum ErrorKind {
     Unavailable,
     /// 500
     Internal,
+    /// The requester cancelled (went away); nobody reads this answer.
+    Cancelled,
 }
 
 /// `docker events`, in dockerd's vocabulary.

@@ -369,6 +369,25 @@ impl Core {
         self.add_pending(id, req, Pending::Wait(condition), None);
     }
 
+    pub(crate) fn cancel(&mut self, req: RequestId) {
+        let Some(id) = self.out.request_owner.get(&req).cloned() else {
+            return;
+        };
+        let Some(c) = self.containers.get_mut(&id) else {
+            return;
+        };
+        let Some(pos) = c
+            .requests
+            .iter()
+            .position(|(r, p)| *r == req && matches!(p, Pending::Wait(_)))
+        else {
+            return;
+        };
+        c.requests.remove(pos);
+        let answer = error(ErrorKind::Cancelled, "the requester went away");
+        self.out.answer_pending(req, answer);
+    }
+
     pub(crate) fn add_pending(
         &mut self,
         id: &ContainerId,

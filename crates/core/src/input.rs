@@ -29,6 +29,10 @@ pub enum Input {
     ActionResult(OpId, Result<Done, Failure>),
     /// The deadline given by [`crate::Core::poll_timeout`] has come.
     Timeout,
+    /// The requester went away (the CLI drops `wait` after `run -d` starts the
+    /// container). A pending wait is answered `Cancelled` and forgotten; any
+    /// other request goes on, because what it asked for was recorded.
+    Cancel(RequestId),
 }
 
 /// User commands, addressed by resolved container id (the API layer resolves

@@ -207,6 +207,7 @@ impl Core {
             Input::Relist(op, part) => self.relist_part(op, part),
             Input::ActionResult(op, result) => self.action_result(op, result),
             Input::Timeout => self.timeout(),
+            Input::Cancel(req) => self.cancel(req),
         }
     }
 

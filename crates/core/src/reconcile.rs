@@ -287,7 +287,9 @@ impl Core {
                 // relist decides what is still to do.
                 self.lose_connection();
             }
-            (_, K::Deadline | K::AlreadyExists) => {
+            // A start refused as "not in created state" follows a start
+            // whose answer was lost: the task may run. Look, do not give up.
+            (_, K::Deadline | K::AlreadyExists) | (Step::StartTask, K::FailedPrecondition) => {
                 // The call may have taken effect: look before trying again.
                 self.request_refresh();
                 self.schedule_retry(id);

@@ -3,10 +3,10 @@
 //! what it shows stopped is stopped, and what it does not show is gone.
 
 use crate::connection::Phase;
-use crate::container::TaskState;
+use crate::container::{Pending, TaskState};
 use crate::ids::{ContainerId, OpId};
 use crate::input::{RelistPart, TaskInfo, TaskStatus};
-use crate::{Core, Map};
+use crate::{Answer, Core, Map, UserEventKind};
 
 #[derive(Debug)]
 pub(crate) struct RelistRun {
@@ -113,6 +113,7 @@ impl Core {
         let now = self.out.now.wall;
         let mut exits = Vec::new();
         let mut touched = Vec::new();
+        let mut started = Vec::new();
         for (id, c) in self.containers.iter_mut() {
             // A call issued after the relist began, or still running, may
             // have changed the task since it was listed: only a stopped task
@@ -148,6 +149,12 @@ impl Core {
                         TaskStatus::Created => TaskState::Created { pid: task.pid },
                         _ => TaskState::Running { pid: task.pid },
                     };
+                    // A start whose answer was lost took effect.
+                    let intents = &c.rec.intents;
+                    if task.status == TaskStatus::Running && intents.start && intents.stop.is_none()
+                    {
+                        started.push(id.clone());
+                    }
                 }
                 Some(_) => {}
                 None if settled => {
@@ -175,6 +182,20 @@ impl Core {
         }
         for (id, code, at, error) in exits {
             self.record_exit(&id, code, at, error);
+        }
+        for id in started {
+            let Some(c) = self.containers.get_mut(&id) else {
+                continue;
+            };
+            c.rec.intents.start = false;
+            c.rec.started_at.get_or_insert(now);
+            self.out.persist(&c.rec);
+            self.out.publish(&id, UserEventKind::Start);
+            self.answer_pending_where(
+                &id,
+                |p| matches!(p, Pending::Start | Pending::Restart),
+                || Answer::Done,
+            );
         }
         touched
     }

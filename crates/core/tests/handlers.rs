@@ -845,3 +845,29 @@ fn records_restored_while_connected_are_relisted() {
         (TaskState::Running { pid: 42 }, true)
     );
 }
+
+#[test]
+fn a_cancelled_wait_is_forgotten_and_other_requests_go_on() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (wait, _) = d.command(Command::Wait {
+        id: cid("c1"),
+        condition: WaitCondition::NextExit,
+    });
+    let (stop, _) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert_eq!(d.core.requests_pending(), 2);
+    let actions = d.feed(Input::Cancel(wait));
+    assert!(
+        matches!(&actions[..], [Action::Answer(r, Answer::Error(e))] if *r == wait && e.kind == ErrorKind::Cancelled)
+    );
+    assert_eq!(d.feed(Input::Cancel(stop)), vec![], "the stop goes on");
+    assert_eq!(d.core.requests_pending(), 1);
+    assert_eq!(
+        d.feed(Input::Cancel(wait)),
+        vec![],
+        "cancelling twice does nothing"
+    );
+}
