@@ -93,7 +93,7 @@ pub use timers::TimerKind;
 pub use config::DeliberateBug;
 
 use connection::Connection;
-use container::Container;
+use container::{Container, Pending};
 use rng::Rng;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
@@ -298,7 +298,8 @@ impl Core {
         while let Some(kind) = self.out.timers.pop_due(self.out.now.at) {
             match kind {
                 TimerKind::Reconnect => self.reconnect_due(),
-                TimerKind::StopDeadline(id) | TimerKind::Retry(id) => {
+                TimerKind::StopDeadline(id) => self.reconcile(&id),
+                TimerKind::Retry(id) => {
                     if let Some(c) = self.containers.get_mut(&id) {
                         c.retry_waiting = false;
                     }
@@ -323,13 +324,19 @@ impl Core {
             return;
         };
         let (_, pending) = c.requests.remove(pos);
+        if pending == Pending::Create {
+            // The user is told it failed, so it must not appear later.
+            self.discard(&id);
+        }
         let why = if self.conn.is_ready() {
             "it has not completed yet"
         } else {
             "containerd is unreachable"
         };
         let message = match pending {
-            Pending::Create => format!("create of {id} did not complete: {why}"),
+            Pending::Create => {
+                format!("create of {id} did not complete ({why}): it is rolled back")
+            }
             _ => format!(
                 "{why}: the request for container {id} is recorded and will be carried out when possible"
             ),
@@ -342,5 +349,3 @@ impl Core {
         self.out.answer_pending(req, error(kind, message));
     }
 }
-
-use container::Pending;

@@ -176,6 +176,8 @@ impl Core {
         };
         let now = self.out.now;
         match step {
+            // Given up on at its answer bound: the rollback goes on.
+            Step::CreateContainer if c.rec.presence == Presence::Discarding => {}
             Step::CreateContainer => {
                 c.rec.presence = Presence::Created;
                 self.out.persist(&c.rec);
@@ -267,11 +269,7 @@ impl Core {
                     K::Unavailable => ErrorKind::Unavailable,
                     K::FailedPrecondition | K::Deadline | K::Other => ErrorKind::Internal,
                 };
-                c.rec.presence = Presence::Discarding;
-                self.out.persist(&c.rec);
-                if self.names.get(&c.rec.name) == Some(id) {
-                    self.names.remove(&c.rec.name);
-                }
+                self.discard(id);
                 let message = failure.message.clone();
                 self.answer_pending_where(
                     id,
@@ -348,6 +346,19 @@ impl Core {
                 self.request_refresh();
                 self.schedule_retry(id);
             }
+        }
+    }
+
+    /// Rolls a create back: whatever containerd may have made is deleted,
+    /// then the record. The name is free at once.
+    pub(crate) fn discard(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        c.rec.presence = Presence::Discarding;
+        self.out.persist(&c.rec);
+        if self.names.get(&c.rec.name) == Some(id) {
+            self.names.remove(&c.rec.name);
         }
     }
 

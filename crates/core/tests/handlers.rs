@@ -871,3 +871,34 @@ fn a_cancelled_wait_is_forgotten_and_other_requests_go_on() {
         "cancelling twice does nothing"
     );
 }
+
+#[test]
+fn a_create_past_its_bound_is_rolled_back_even_if_it_succeeds_later() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let (req, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: Default::default(),
+    });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::AnswerBound(req));
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Internal)
+    );
+    assert!(
+        d.core.resolve("web").is_err(),
+        "the user was told it failed"
+    );
+    let actions = d.ok(create);
+    assert_eq!(
+        events(&actions),
+        vec![],
+        "no create event for a container the user never got"
+    );
+    assert_eq!(
+        calls(&actions),
+        vec![Call::DeleteContainer { id: cid("c1") }]
+    );
+}
