@@ -34,6 +34,12 @@ impl Core {
                 let Some(c) = self.containers.get_mut(&container) else {
                     return;
                 };
+                // A shim publishes TaskOOM (which names no pid) just before
+                // its TaskExit, in order, also when retrying late: an OOM
+                // followed by an older run's exit was that run's.
+                if c.rec.pid != Some(pid) && c.current_exit().is_none() {
+                    c.oom = false;
+                }
                 // Evidence only for the current run's init pid; a stale or
                 // unknown pid proves nothing about this run.
                 if c.rec.pid != Some(pid)
