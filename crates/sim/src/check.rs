@@ -39,6 +39,12 @@ struct Asked {
     remove: bool,
     create_done: bool,
     config: Option<ContainerConfig>,
+    /// Last user SIGKILL or remove: a SIGKILL without a grace period.
+    sigkill_at: Option<Instant>,
+    /// The shortest grace period of the stops asked for since the last exit.
+    stop_grace: Option<Duration>,
+    /// When the first signal other than SIGKILL went out after that stop.
+    stop_signal_sent: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -74,10 +80,9 @@ impl Checker {
     pub fn command(&mut self, req: RequestId, command: &Command, now: Instant) {
         let id = command.container_id().clone();
         let asked = self.asked.entry(id.clone()).or_default();
-        let grace = |timeout: Option<Duration>| {
-            let own = asked.config.as_ref().and_then(|c| c.stop_timeout);
-            timeout.or(own).unwrap_or(self.config.default_stop_timeout)
-        };
+        let own = asked.config.as_ref().and_then(|c| c.stop_timeout);
+        let default_grace = self.config.default_stop_timeout;
+        let grace = |timeout: Option<Duration>| timeout.or(own).unwrap_or(default_grace);
         let slack = Duration::from_secs(1);
         let bound = match command {
             Command::Create { config, .. } => {
@@ -97,13 +102,26 @@ impl Checker {
             _ => Some(self.config.request_answer_bound + slack),
         };
         match command {
-            Command::Stop { .. } | Command::Kill { .. } => asked.kill_at = Some(now),
-            Command::Restart { .. } => {
+            Command::Stop { timeout, .. } => {
+                asked.kill_at = Some(now);
+                let g = grace(*timeout);
+                asked.stop_grace = Some(asked.stop_grace.map_or(g, |earlier| earlier.min(g)));
+            }
+            Command::Kill { signal, .. } => {
+                asked.kill_at = Some(now);
+                if *signal == holdfast_core::Signal::SIGKILL {
+                    asked.sigkill_at = Some(now);
+                }
+            }
+            Command::Restart { timeout, .. } => {
                 asked.kill_at = Some(now);
                 asked.start = true;
+                let g = grace(*timeout);
+                asked.stop_grace = Some(asked.stop_grace.map_or(g, |earlier| earlier.min(g)));
             }
             Command::Remove { .. } => {
                 asked.kill_at = Some(now);
+                asked.sigkill_at = Some(now);
                 asked.remove = true;
             }
             Command::Start { .. } => asked.start = true,
@@ -130,7 +148,7 @@ impl Checker {
         now: Instant,
     ) -> Result<(), String> {
         match action {
-            Action::Call { op, call } => self.call(*op, call, cd),
+            Action::Call { op, call } => self.call(*op, call, cd, now),
             Action::Answer(req, answer) => {
                 let Some(request) = self.outstanding.remove(req) else {
                     return Err(format!(
@@ -185,13 +203,18 @@ impl Checker {
         }
     }
 
-    fn call(&self, op: holdfast_core::OpId, call: &Call, cd: &Containerd) -> Result<(), String> {
-        let none = Asked::default();
+    fn call(
+        &mut self,
+        op: holdfast_core::OpId,
+        call: &Call,
+        cd: &Containerd,
+        now: Instant,
+    ) -> Result<(), String> {
         let id = match call.container_id() {
             Some(id) => id,
             None => return Ok(()),
         };
-        let asked = self.asked.get(id).unwrap_or(&none);
+        let asked = self.asked.entry(id.clone()).or_default();
         let policy = asked
             .config
             .as_ref()
@@ -208,6 +231,28 @@ impl Checker {
                         "{op}: kill {signal} of {id} (pid {pid}, created {created:?}) that no user asked for (last stop/kill/remove: {:?})",
                         asked.kill_at
                     ));
+                }
+                if *signal != holdfast_core::Signal::SIGKILL {
+                    if asked.stop_grace.is_some() && asked.stop_signal_sent.is_none() {
+                        asked.stop_signal_sent = Some(now);
+                    }
+                } else if asked.sigkill_at.is_none_or(|at| at < created) {
+                    // An escalation: only once the grace period has passed.
+                    let due = match (asked.stop_grace, asked.stop_signal_sent) {
+                        (Some(grace), Some(sent)) => Some(sent + grace),
+                        (Some(_), None) => None,
+                        (None, _) => None,
+                    };
+                    let early = match due {
+                        Some(due) => now < due,
+                        None => asked.stop_grace.is_none_or(|g| !g.is_zero()),
+                    };
+                    if early {
+                        return Err(format!(
+                            "{op}: SIGKILL of {id} (pid {pid}) before its stop's grace period ended (grace {:?}, stop signal sent {:?})",
+                            asked.stop_grace, asked.stop_signal_sent
+                        ));
+                    }
                 }
             }
             Call::DeleteTask { .. } => {
@@ -307,6 +352,10 @@ impl Checker {
                 ));
             }
             self.exits.insert(key, exit.clone());
+            if let Some(asked) = self.asked.get_mut(id) {
+                asked.stop_grace = None;
+                asked.stop_signal_sent = None;
+            }
         }
         Ok(())
     }

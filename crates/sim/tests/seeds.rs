@@ -1,0 +1,121 @@
+//! The simulator in CI: a few hundred seeds, each a safety phase with its own
+//! fault profile and a liveness phase; determinism; and proof that the
+//! simulator has teeth (each deliberate core bug is found).
+//!
+//! `SIM_SEED` and `SIM_RUNS` pick other seeds for `many_seeds_hold_every_invariant`.
+
+use holdfast_core::{CoreConfig, DeliberateBug};
+use holdfast_sim::{SimOptions, Summary, check_determinism, run_seed};
+
+/// Seeds run by default; a slow two-core CI machine takes seconds.
+const SEEDS_DEFAULT: u64 = 500;
+
+/// Each deliberate bug must be found within this many seeds.
+const SEEDS_TO_FIND_A_BUG: u64 = 200;
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn many_seeds_hold_every_invariant() {
+    let first = env_u64("SIM_SEED").unwrap_or(0);
+    let runs = env_u64("SIM_RUNS").unwrap_or(if env_u64("SIM_SEED").is_some() {
+        1
+    } else {
+        SEEDS_DEFAULT
+    });
+    let opts = SimOptions::default();
+    let mut summary = Summary::default();
+    for seed in first..first + runs {
+        match run_seed(seed, &opts) {
+            Ok(stats) => summary.add(&stats),
+            Err(failure) => panic!("{failure}"),
+        }
+    }
+    println!("{summary}");
+    assert_eq!(summary.seeds, runs);
+    assert!(
+        summary.faults.total() > runs,
+        "the seeds injected too few faults: {summary}"
+    );
+    for kind in holdfast_sim::FaultKind::ALL {
+        assert!(
+            summary.faults.get(kind) > 0 || runs < 50,
+            "no {kind} fault in {runs} seeds"
+        );
+    }
+}
+
+#[test]
+fn a_seed_replays_bit_for_bit() {
+    let opts = SimOptions::default();
+    for seed in 0..10 {
+        if let Err(message) = check_determinism(seed, &opts) {
+            panic!("{message}");
+        }
+    }
+}
+
+#[test]
+fn different_seeds_differ() {
+    let opts = SimOptions {
+        hash_trace: true,
+        ..SimOptions::default()
+    };
+    let a = run_seed(1, &opts).map(|s| s.trace_hash);
+    let b = run_seed(2, &opts).map(|s| s.trace_hash);
+    assert!(a.is_ok() && b.is_ok());
+    assert_ne!(a.ok(), b.ok(), "two seeds gave the same action trace");
+}
+
+/// Runs seeds with `bug` switched on until one fails; returns that seed and
+/// the failure's message.
+fn first_failure(bug: DeliberateBug) -> Option<(u64, String)> {
+    let core_config = CoreConfig {
+        deliberate_bug: Some(bug),
+        ..CoreConfig::default()
+    };
+    let opts = SimOptions {
+        core_config,
+        ..SimOptions::default()
+    };
+    (0..SEEDS_TO_FIND_A_BUG)
+        .find_map(|seed| run_seed(seed, &opts).err().map(|f| (seed, f.to_string())))
+}
+
+fn assert_found(bug: DeliberateBug) {
+    match first_failure(bug) {
+        Some((seed, message)) => {
+            assert!(
+                message.contains(&format!("reproduce with SIM_SEED={seed}")),
+                "{message}"
+            );
+            println!(
+                "{bug:?} found by seed {seed}:\n{}",
+                message.lines().next().unwrap_or("")
+            );
+        }
+        None => panic!("{bug:?} went unnoticed for {SEEDS_TO_FIND_A_BUG} seeds"),
+    }
+}
+
+#[test]
+fn finds_stream_error_taken_as_exit() {
+    assert_found(DeliberateBug::StreamErrorIsExit);
+}
+
+#[test]
+fn finds_late_exit_overwriting_the_first() {
+    assert_found(DeliberateBug::LateExitOverwrites);
+}
+
+#[test]
+fn finds_skipped_relist_after_reconnect() {
+    assert_found(DeliberateBug::SkipRelistAfterReconnect);
+}
+
+#[test]
+fn finds_kill_before_stop_deadline() {
+    assert_found(DeliberateBug::KillBeforeStopDeadline);
+}
