@@ -1,0 +1,341 @@
+//! The adapter handle: a lazy channel, the namespace header, deadlines, and
+//! the dispatch of core calls.
+
+use crate::error::AdapterError;
+use containerd_client::services::v1::{
+    containers_client::ContainersClient, content_client::ContentClient, diff_client::DiffClient,
+    events_client::EventsClient, images_client::ImagesClient, leases_client::LeasesClient,
+    snapshots::snapshots_client::SnapshotsClient, tasks_client::TasksClient,
+    version_client::VersionClient,
+};
+use containerd_client::tonic::metadata::AsciiMetadataValue;
+use containerd_client::tonic::transport::{Channel, Endpoint};
+use containerd_client::tonic::{self, Request};
+use holdfast_core::{Call, ConnectionFact, ContainerId, Done, Failure, Input, OpId};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tracing::Instrument as _;
+
+/// Where the adapter's inputs go: the daemon's loop that owns the core.
+pub trait InputSink: Clone + Send + Sync + 'static {
+    fn send(&self, input: Input);
+}
+
+impl InputSink for tokio::sync::mpsc::UnboundedSender<Input> {
+    fn send(&self, input: Input) {
+        // The loop is gone only when the daemon is shutting down.
+        if tokio::sync::mpsc::UnboundedSender::send(self, input).is_err() {
+            tracing::debug!("input sink closed; dropping input");
+        }
+    }
+}
+
+/// How to reach containerd and where task output goes.
+#[derive(Clone, Debug)]
+pub struct AdapterConfig {
+    /// containerd's gRPC socket.
+    pub socket: PathBuf,
+    /// The containerd namespace holdfast keeps its containers in.
+    pub namespace: String,
+    /// The program containerd's shim starts as the `binary://` logger of each
+    /// task (the daemon passes itself; it must call [`crate::logger::run_logger`]).
+    pub logger_binary: PathBuf,
+    /// Where the logger writes `<container id>.log`.
+    pub log_dir: PathBuf,
+    /// Deadline of every ordinary RPC.
+    pub call_timeout: Duration,
+    /// Deadline of each RPC of an image import (unpacking a big layer takes long).
+    pub import_call_timeout: Duration,
+    pub snapshotter: String,
+    /// The OCI runtime containerd runs tasks with.
+    pub runtime: String,
+}
+
+impl AdapterConfig {
+    pub fn new(
+        socket: impl Into<PathBuf>,
+        namespace: impl Into<String>,
+        logger_binary: impl Into<PathBuf>,
+        log_dir: impl Into<PathBuf>,
+    ) -> AdapterConfig {
+        AdapterConfig {
+            socket: socket.into(),
+            namespace: namespace.into(),
+            logger_binary: logger_binary.into(),
+            log_dir: log_dir.into(),
+            call_timeout: Duration::from_secs(10),
+            import_call_timeout: Duration::from_secs(600),
+            snapshotter: "overlayfs".to_owned(),
+            runtime: "io.containerd.runc.v2".to_owned(),
+        }
+    }
+}
+
+/// What the adapter last saw of containerd's reachability.
+const REACH_UNKNOWN: u8 = 0;
+const REACH_OK: u8 = 1;
+const REACH_DOWN: u8 = 2;
+
+/// A cheap, cloneable handle. Create it inside a tokio runtime.
+#[derive(Clone, Debug)]
+pub struct Adapter {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) config: AdapterConfig,
+    channel: Channel,
+    namespace: AsciiMetadataValue,
+    reach: AtomicU8,
+    /// Cancels the current subscription when dropped or replaced.
+    pub(crate) subscription: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Adapter {
+    /// Builds the adapter with a lazy channel: nothing is dialled until the
+    /// first call, a refused dial fails that call only, and the same channel
+    /// reconnects after containerd restarts.
+    pub fn new(config: AdapterConfig) -> Result<Adapter, AdapterError> {
+        let namespace: AsciiMetadataValue = config.namespace.parse().map_err(|_| {
+            AdapterError::Invalid(format!("invalid namespace {:?}", config.namespace))
+        })?;
+        let socket = config.socket.clone();
+        // The URI is required by tonic and ignored: the connector dials the socket.
+        let endpoint = Endpoint::from_static("http://[::]:50051")
+            .connect_timeout(config.call_timeout)
+            .tcp_nodelay(true);
+        let channel = endpoint.connect_with_connector_lazy(tower::service_fn(move |_| {
+            let socket = socket.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }));
+        Ok(Adapter {
+            inner: Arc::new(Inner {
+                config,
+                channel,
+                namespace,
+                reach: AtomicU8::new(REACH_UNKNOWN),
+                subscription: Mutex::new(None),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &AdapterConfig {
+        &self.inner.config
+    }
+
+    /// Where a container's init process logs (see [`crate::logger`]).
+    pub fn log_path(&self, id: &ContainerId) -> PathBuf {
+        self.inner.config.log_dir.join(format!("{id}.log"))
+    }
+
+    /// Carries out one call of the core; every input it produces goes to
+    /// `sink`, ending with exactly one result for `op` (see the crate docs).
+    /// The future is `'static`: spawn it. For `Subscribe` it runs as long as
+    /// the stream does.
+    pub fn execute<S: InputSink>(
+        &self,
+        op: OpId,
+        call: Call,
+        sink: S,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let this = self.clone();
+        let container_id = call
+            .container_id()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let span = tracing::info_span!("containerd_call", op_id = %op, container_id = %container_id, call = call_name(&call));
+        async move {
+            match call {
+                Call::Subscribe => this.subscribe(op, sink).await,
+                Call::Relist => this.relist(op, sink).await,
+                call => {
+                    let result = this.ordinary(call).await;
+                    let result = this.settle(result, &sink);
+                    if let Err(failure) = &result {
+                        tracing::debug!(kind = ?failure.kind, message = %failure.message, "call failed");
+                    }
+                    sink.send(Input::ActionResult(op, result));
+                }
+            }
+        }
+        .instrument(span)
+    }
+
+    async fn ordinary(&self, call: Call) -> Result<Done, AdapterError> {
+        match call {
+            Call::CreateContainer { id, config } => {
+                self.create_container(&id, &config).await.map(|()| Done::Ok)
+            }
+            Call::CreateTask { id } => self
+                .create_task(&id)
+                .await
+                .map(|pid| Done::TaskCreated { pid }),
+            Call::StartTask { id } => self.start_task(&id).await.map(|_pid| Done::Ok),
+            Call::Kill { id, signal, all } => self
+                .kill(&id, "", signal.number(), all)
+                .await
+                .map(|()| Done::Ok),
+            Call::DeleteTask { id } => self.delete_task(&id).await.map(|_| Done::Ok),
+            Call::DeleteContainer { id } => self.delete_container(&id).await.map(|()| Done::Ok),
+            Call::Subscribe | Call::Relist => {
+                Err(AdapterError::Invalid("not an ordinary call".into()))
+            }
+        }
+    }
+
+    /// Turns a call's outcome into the core's result and reports what it
+    /// showed about reachability.
+    pub(crate) fn settle<T, S: InputSink>(
+        &self,
+        result: Result<T, AdapterError>,
+        sink: &S,
+    ) -> Result<T, Failure> {
+        match result {
+            Ok(v) => {
+                self.note_reachable(sink);
+                Ok(v)
+            }
+            Err(e) => {
+                if e.is_unreachable() {
+                    self.note_unreachable(sink, e.to_string());
+                } else if !matches!(e, AdapterError::Deadline { .. }) {
+                    // containerd answered, even if with an error.
+                    self.note_reachable(sink);
+                }
+                Err(e.to_failure())
+            }
+        }
+    }
+
+    pub(crate) fn note_reachable<S: InputSink>(&self, sink: &S) {
+        if self.inner.reach.swap(REACH_OK, Ordering::AcqRel) != REACH_OK {
+            sink.send(Input::Connection(ConnectionFact::Connected));
+        }
+    }
+
+    pub(crate) fn note_unreachable<S: InputSink>(&self, sink: &S, reason: String) {
+        self.inner.reach.store(REACH_DOWN, Ordering::Release);
+        tracing::info!(%reason, "containerd unreachable");
+        sink.send(Input::Connection(ConnectionFact::Unreachable(reason)));
+    }
+
+    /// Asks containerd for its version: used after a stream broke to learn
+    /// whether containerd itself is gone.
+    pub(crate) async fn probe<S: InputSink>(&self, sink: &S) {
+        let mut client = VersionClient::new(self.inner.channel.clone());
+        let result = self
+            .rpc("Version.Version", client.version(Request::new(())))
+            .await;
+        let _ = self.settle(result, sink);
+    }
+
+    // ---- plumbing shared by the service modules ----
+
+    /// A namespaced request with the call deadline.
+    pub(crate) fn req<T>(&self, message: T) -> Request<T> {
+        let mut req = Request::new(message);
+        req.metadata_mut()
+            .insert("containerd-namespace", self.inner.namespace.clone());
+        req.set_timeout(self.inner.config.call_timeout);
+        req
+    }
+
+    /// A namespaced request that holds `lease` (resources it creates are kept
+    /// from garbage collection until the lease is deleted).
+    pub(crate) fn leased<T>(
+        &self,
+        message: T,
+        lease: &str,
+        timeout: Duration,
+    ) -> Result<Request<T>, AdapterError> {
+        let mut req = self.req(message);
+        let value: AsciiMetadataValue = lease
+            .parse()
+            .map_err(|_| AdapterError::Invalid(format!("invalid lease id {lease:?}")))?;
+        req.metadata_mut().insert("containerd-lease", value);
+        req.set_timeout(timeout);
+        Ok(req)
+    }
+
+    /// Runs one unary RPC under the call deadline.
+    pub(crate) async fn rpc<T>(
+        &self,
+        what: &'static str,
+        fut: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, AdapterError> {
+        self.rpc_within(what, self.inner.config.call_timeout, fut)
+            .await
+    }
+
+    pub(crate) async fn rpc_within<T>(
+        &self,
+        what: &'static str,
+        timeout: Duration,
+        fut: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, AdapterError> {
+        match tokio::time::timeout(timeout, fut).await {
+            Err(_) => Err(AdapterError::Deadline { what, timeout }),
+            Ok(Err(status)) if status.code() == tonic::Code::DeadlineExceeded => {
+                Err(AdapterError::Deadline { what, timeout })
+            }
+            Ok(Err(status)) => Err(AdapterError::rpc(what)(status)),
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
+        }
+    }
+
+    pub(crate) fn namespace(&self) -> &str {
+        &self.inner.config.namespace
+    }
+    pub(crate) fn snapshotter(&self) -> &str {
+        &self.inner.config.snapshotter
+    }
+    pub(crate) fn logger_binary(&self) -> &Path {
+        &self.inner.config.logger_binary
+    }
+
+    pub(crate) fn containers(&self) -> ContainersClient<Channel> {
+        ContainersClient::new(self.inner.channel.clone())
+    }
+    pub(crate) fn content(&self) -> ContentClient<Channel> {
+        ContentClient::new(self.inner.channel.clone())
+    }
+    pub(crate) fn diff(&self) -> DiffClient<Channel> {
+        DiffClient::new(self.inner.channel.clone())
+    }
+    pub(crate) fn events(&self) -> EventsClient<Channel> {
+        EventsClient::new(self.inner.channel.clone())
+    }
+    pub(crate) fn images(&self) -> ImagesClient<Channel> {
+        ImagesClient::new(self.inner.channel.clone())
+    }
+    pub(crate) fn leases(&self) -> LeasesClient<Channel> {
+        LeasesClient::new(self.inner.channel.clone())
+    }
+    pub(crate) fn snapshots(&self) -> SnapshotsClient<Channel> {
+        SnapshotsClient::new(self.inner.channel.clone())
+    }
+    pub(crate) fn tasks(&self) -> TasksClient<Channel> {
+        TasksClient::new(self.inner.channel.clone())
+    }
+}
+
+fn call_name(call: &Call) -> &'static str {
+    match call {
+        Call::Subscribe => "subscribe",
+        Call::Relist => "relist",
+        Call::CreateContainer { .. } => "create_container",
+        Call::CreateTask { .. } => "create_task",
+        Call::StartTask { .. } => "start_task",
+        Call::Kill { .. } => "kill",
+        Call::DeleteTask { .. } => "delete_task",
+        Call::DeleteContainer { .. } => "delete_container",
+    }
+}

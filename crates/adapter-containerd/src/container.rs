@@ -1,0 +1,352 @@
+//! Containers and their init tasks: create from an image (undone on
+//! failure), task create/start/kill/delete, and removal with the snapshot.
+
+use crate::client::Adapter;
+use crate::error::AdapterError;
+use crate::image::ResolvedImage;
+use crate::logger::binary_uri;
+use crate::spec::{SPEC_TYPE_URL, build_spec, resolve_user};
+use containerd_client::services::v1::container::Runtime;
+use containerd_client::services::v1::snapshots::{
+    MountsRequest, PrepareSnapshotRequest, RemoveSnapshotRequest,
+};
+use containerd_client::services::v1::{
+    Container, CreateContainerRequest, CreateRequest as CreateLeaseRequest, CreateTaskRequest,
+    DeleteContainerRequest, DeleteRequest as DeleteLeaseRequest, DeleteTaskRequest,
+    GetContainerRequest, KillRequest, StartRequest,
+};
+use containerd_client::tonic::Code;
+use containerd_client::types::Mount;
+use holdfast_core::{ContainerConfig, ContainerId};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// A lease that is not deleted (holdfast crashed) expires after this.
+const LEASE_EXPIRE: &str = "24h";
+
+pub(crate) fn is_code(e: &AdapterError, code: Code) -> bool {
+    matches!(e, AdapterError::Rpc { status, .. } if status.code() == code)
+}
+
+impl Adapter {
+    /// Resolves the image, prepares the rootfs snapshot under a lease and
+    /// creates the containerd container. On failure everything this call
+    /// made is removed again before it answers.
+    pub(crate) async fn create_container(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+    ) -> Result<(), AdapterError> {
+        let image = self.resolve_image(&config.image).await?;
+        let lease = format!("holdfast-create-{id}");
+        self.create_lease(&lease).await?;
+        let result = self
+            .create_container_leased(id, config, &image, &lease)
+            .await;
+        if let Err(e) = &result
+            && !is_code(e, Code::AlreadyExists)
+        {
+            self.undo_create(id).await;
+        }
+        if let Err(e) = self.delete_lease(&lease).await {
+            tracing::warn!(error = %e, %lease, "lease not deleted; it expires by itself");
+        }
+        result
+    }
+
+    async fn create_container_leased(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+        image: &ResolvedImage,
+        lease: &str,
+    ) -> Result<(), AdapterError> {
+        let mut snapshots = self.snapshots();
+        let prepare = PrepareSnapshotRequest {
+            snapshotter: self.snapshotter().to_owned(),
+            key: id.to_string(),
+            parent: image.chain_id.clone(),
+            labels: HashMap::new(),
+        };
+        let timeout = self.config().call_timeout;
+        let prepared = self
+            .rpc(
+                "Snapshots.Prepare",
+                snapshots.prepare(self.leased(prepare, lease, timeout)?),
+            )
+            .await;
+        let mounts = match prepared {
+            Ok(p) => p.mounts,
+            // An earlier attempt prepared it: reuse it.
+            Err(e) if is_code(&e, Code::AlreadyExists) => {
+                self.snapshot_mounts(&id.to_string()).await?
+            }
+            Err(e) if is_code(&e, Code::NotFound) => {
+                return Err(AdapterError::Image(format!(
+                    "image {} is not unpacked: {e}",
+                    image.name
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        let user_spec = config
+            .user
+            .clone()
+            .or_else(|| image.config.user.clone())
+            .unwrap_or_default();
+        let user = if user_spec.is_empty() || user_spec.split(':').all(|p| p.parse::<u32>().is_ok())
+        {
+            resolve_user(&user_spec, None, None)?
+        } else {
+            let passwd = read_rootfs_file(&mounts, "etc/passwd");
+            let group = read_rootfs_file(&mounts, "etc/group");
+            resolve_user(&user_spec, passwd.as_deref(), group.as_deref())?
+        };
+        let spec = build_spec(id, self.namespace(), config, &image.config, &user)?;
+        let spec =
+            serde_json::to_vec(&spec).map_err(|e| AdapterError::Invalid(format!("spec: {e}")))?;
+        let container = Container {
+            id: id.to_string(),
+            labels: config
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            image: image.name.clone(),
+            runtime: Some(Runtime {
+                name: self.config().runtime.clone(),
+                options: None,
+            }),
+            spec: Some(prost_types::Any {
+                type_url: SPEC_TYPE_URL.to_owned(),
+                value: spec,
+            }),
+            snapshotter: self.snapshotter().to_owned(),
+            snapshot_key: id.to_string(),
+            ..Default::default()
+        };
+        let mut containers = self.containers();
+        let req = self.req(CreateContainerRequest {
+            container: Some(container),
+        });
+        self.rpc("Containers.Create", containers.create(req))
+            .await?;
+        Ok(())
+    }
+
+    /// Removes the snapshot of a create that failed, unless a container with
+    /// this id exists (then the snapshot is that container's).
+    async fn undo_create(&self, id: &ContainerId) {
+        let mut containers = self.containers();
+        let got = self
+            .rpc(
+                "Containers.Get",
+                containers.get(self.req(GetContainerRequest { id: id.to_string() })),
+            )
+            .await;
+        match got {
+            Err(e) if is_code(&e, Code::NotFound) => {}
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell whether the container exists; snapshot left for removal");
+                return;
+            }
+        }
+        match self.remove_snapshot(&id.to_string()).await {
+            Ok(()) => tracing::debug!("failed create undone"),
+            Err(e) if is_code(&e, Code::NotFound) => {}
+            Err(e) => tracing::warn!(error = %e, "snapshot of a failed create not removed"),
+        }
+    }
+
+    pub(crate) async fn create_lease(&self, lease: &str) -> Result<(), AdapterError> {
+        let mut leases = self.leases();
+        let labels = HashMap::from([(
+            "containerd.io/gc.expire".to_owned(),
+            expire_at(LEASE_EXPIRE),
+        )]);
+        let req = self.req(CreateLeaseRequest {
+            id: lease.to_owned(),
+            labels,
+        });
+        match self.rpc("Leases.Create", leases.create(req)).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_code(&e, Code::AlreadyExists) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) async fn delete_lease(&self, lease: &str) -> Result<(), AdapterError> {
+        let mut leases = self.leases();
+        let req = self.req(DeleteLeaseRequest {
+            id: lease.to_owned(),
+            sync: false,
+        });
+        match self.rpc("Leases.Delete", leases.delete(req)).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_code(&e, Code::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) async fn snapshot_mounts(&self, key: &str) -> Result<Vec<Mount>, AdapterError> {
+        let mut snapshots = self.snapshots();
+        let req = self.req(MountsRequest {
+            snapshotter: self.snapshotter().to_owned(),
+            key: key.to_owned(),
+        });
+        Ok(self
+            .rpc("Snapshots.Mounts", snapshots.mounts(req))
+            .await?
+            .mounts)
+    }
+
+    pub(crate) async fn remove_snapshot(&self, key: &str) -> Result<(), AdapterError> {
+        let mut snapshots = self.snapshots();
+        let req = self.req(RemoveSnapshotRequest {
+            snapshotter: self.snapshotter().to_owned(),
+            key: key.to_owned(),
+        });
+        self.rpc("Snapshots.Remove", snapshots.remove(req))
+            .await
+            .map(|_| ())
+    }
+
+    pub(crate) async fn get_container(&self, id: &ContainerId) -> Result<Container, AdapterError> {
+        let mut containers = self.containers();
+        let got = self
+            .rpc(
+                "Containers.Get",
+                containers.get(self.req(GetContainerRequest { id: id.to_string() })),
+            )
+            .await?;
+        got.container
+            .ok_or_else(|| AdapterError::Invalid(format!("containerd returned no container {id}")))
+    }
+
+    /// Creates the init task on the container's snapshot, with stdout and
+    /// stderr going to the logger. Returns the init pid.
+    pub(crate) async fn create_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
+        let container = self.get_container(id).await?;
+        let mounts = self.snapshot_mounts(&container.snapshot_key).await?;
+        let uri = binary_uri(self.logger_binary(), &self.log_path(id));
+        let mut tasks = self.tasks();
+        let req = self.req(CreateTaskRequest {
+            container_id: id.to_string(),
+            rootfs: mounts,
+            stdout: uri.clone(),
+            stderr: uri,
+            terminal: false,
+            ..Default::default()
+        });
+        Ok(self.rpc("Tasks.Create", tasks.create(req)).await?.pid)
+    }
+
+    pub(crate) async fn start_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
+        self.start_process(id, "").await
+    }
+
+    pub(crate) async fn start_process(
+        &self,
+        id: &ContainerId,
+        exec_id: &str,
+    ) -> Result<u32, AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(StartRequest {
+            container_id: id.to_string(),
+            exec_id: exec_id.to_owned(),
+        });
+        Ok(self.rpc("Tasks.Start", tasks.start(req)).await?.pid)
+    }
+
+    pub(crate) async fn kill(
+        &self,
+        id: &ContainerId,
+        exec_id: &str,
+        signal: u32,
+        all: bool,
+    ) -> Result<(), AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(KillRequest {
+            container_id: id.to_string(),
+            exec_id: exec_id.to_owned(),
+            signal,
+            all,
+        });
+        self.rpc("Tasks.Kill", tasks.kill(req)).await.map(|_| ())
+    }
+
+    /// Deletes the stopped init task; returns its exit status.
+    pub(crate) async fn delete_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(DeleteTaskRequest {
+            container_id: id.to_string(),
+        });
+        Ok(self
+            .rpc("Tasks.Delete", tasks.delete(req))
+            .await?
+            .exit_status)
+    }
+
+    /// Deletes the container and its snapshot. NotFound only when neither existed.
+    pub(crate) async fn delete_container(&self, id: &ContainerId) -> Result<(), AdapterError> {
+        let (snapshot_key, container_found) = match self.get_container(id).await {
+            Ok(c) => (
+                if c.snapshot_key.is_empty() {
+                    id.to_string()
+                } else {
+                    c.snapshot_key
+                },
+                true,
+            ),
+            Err(e) if is_code(&e, Code::NotFound) => (id.to_string(), false),
+            Err(e) => return Err(e),
+        };
+        if container_found {
+            let mut containers = self.containers();
+            let req = self.req(DeleteContainerRequest { id: id.to_string() });
+            match self.rpc("Containers.Delete", containers.delete(req)).await {
+                Ok(_) => {}
+                Err(e) if is_code(&e, Code::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match self.remove_snapshot(&snapshot_key).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_code(&e, Code::NotFound) && container_found => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// RFC 3339 time `duration` (like `24h`) from now, for `containerd.io/gc.expire`.
+fn expire_at(duration: &str) -> String {
+    let hours: u64 = duration.trim_end_matches('h').parse().unwrap_or(24);
+    let at = std::time::SystemTime::now() + std::time::Duration::from_secs(hours * 3600);
+    let secs = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    crate::logger::rfc3339_secs(secs as i64)
+}
+
+/// Reads a file of the rootfs described by snapshot mounts without mounting
+/// them: the overlay's upper dir first, then its lower dirs in order, or the
+/// bind source.
+pub(crate) fn read_rootfs_file(mounts: &[Mount], relative: &str) -> Option<String> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for m in mounts {
+        if m.r#type == "bind" {
+            dirs.push(PathBuf::from(&m.source));
+        }
+        for opt in &m.options {
+            if let Some(upper) = opt.strip_prefix("upperdir=") {
+                dirs.insert(0, PathBuf::from(upper));
+            } else if let Some(lower) = opt.strip_prefix("lowerdir=") {
+                dirs.extend(lower.split(':').map(PathBuf::from));
+            }
+        }
+    }
+    dirs.iter()
+        .find_map(|d| std::fs::read_to_string(d.join(relative)).ok())
+}

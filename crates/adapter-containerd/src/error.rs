@@ -1,0 +1,185 @@
+//! The adapter's errors and their classification into the core's failure kinds.
+
+use containerd_client::tonic::{Code, Status};
+use holdfast_core::{Failure, FailureKind};
+use std::time::Duration;
+
+/// Everything that can go wrong in the adapter.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    /// containerd (or the transport to it) answered a call with an error.
+    #[error("{what}: {}", .status.message())]
+    Rpc {
+        what: &'static str,
+        #[source]
+        status: Box<Status>,
+    },
+    /// No answer within the call deadline: the call may or may not have taken effect.
+    #[error("{what}: no answer within {timeout:?}")]
+    Deadline {
+        what: &'static str,
+        timeout: Duration,
+    },
+    /// The image is not in containerd's image store.
+    #[error("No such image: {0}")]
+    ImageNotFound(String),
+    /// The image or a tarball is malformed or unsupported.
+    #[error("image: {0}")]
+    Image(String),
+    /// A request the adapter cannot carry out (bad user, bad spec, ...).
+    #[error("{0}")]
+    Invalid(String),
+    /// The event stream ended or failed.
+    #[error("event stream: {0}")]
+    Stream(String),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl AdapterError {
+    pub(crate) fn rpc(what: &'static str) -> impl FnOnce(Status) -> AdapterError {
+        move |status| AdapterError::Rpc {
+            what,
+            status: Box::new(status),
+        }
+    }
+
+    /// The kind of failure, as the core understands it.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            AdapterError::Rpc { status, .. } => classify_status(status),
+            AdapterError::Deadline { .. } => FailureKind::Deadline,
+            AdapterError::ImageNotFound(_) | AdapterError::Image(_) | AdapterError::Invalid(_) => {
+                FailureKind::Invalid
+            }
+            AdapterError::Stream(_) => FailureKind::Unavailable,
+            AdapterError::Io(_) => FailureKind::Other,
+        }
+    }
+
+    /// Whether this error shows that containerd cannot be reached.
+    pub fn is_unreachable(&self) -> bool {
+        self.kind() == FailureKind::Unavailable
+    }
+
+    pub fn to_failure(&self) -> Failure {
+        Failure::new(self.kind(), self.to_string())
+    }
+}
+
+/// Classifies a gRPC status. containerd maps its errdefs onto gRPC codes;
+/// transport failures arrive as `Unavailable` (connection refused) or as
+/// `Unknown` carrying a transport error (a connection that broke mid-call).
+pub fn classify_status(status: &Status) -> FailureKind {
+    match status.code() {
+        Code::NotFound => FailureKind::NotFound,
+        Code::AlreadyExists => FailureKind::AlreadyExists,
+        Code::Unavailable => FailureKind::Unavailable,
+        Code::FailedPrecondition => FailureKind::FailedPrecondition,
+        Code::DeadlineExceeded => FailureKind::Deadline,
+        Code::InvalidArgument | Code::OutOfRange | Code::Unimplemented => FailureKind::Invalid,
+        Code::Unknown | Code::Internal | Code::Cancelled if is_transport_failure(status) => {
+            FailureKind::Unavailable
+        }
+        _ => FailureKind::Other,
+    }
+}
+
+/// Whether a status was produced by the transport rather than by containerd:
+/// it carries an error source (containerd's own errors never do), or its
+/// message is one tonic/hyper use for a broken connection.
+fn is_transport_failure(status: &Status) -> bool {
+    if std::error::Error::source(status).is_some() {
+        return true;
+    }
+    let message = status.message().to_ascii_lowercase();
+    [
+        "transport error",
+        "transport is closing",
+        "error reading a body from connection",
+        "connection reset",
+        "broken pipe",
+        "connection refused",
+        "h2 protocol error",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn containerd_errdefs_map_onto_failure_kinds() {
+        let cases = [
+            (
+                Code::NotFound,
+                "container \"x\" in namespace \"n\": not found",
+                FailureKind::NotFound,
+            ),
+            (
+                Code::AlreadyExists,
+                "id x: already exists",
+                FailureKind::AlreadyExists,
+            ),
+            (
+                Code::Unavailable,
+                "connection refused",
+                FailureKind::Unavailable,
+            ),
+            (
+                Code::FailedPrecondition,
+                "namespace is required",
+                FailureKind::FailedPrecondition,
+            ),
+            (Code::DeadlineExceeded, "deadline", FailureKind::Deadline),
+            (Code::InvalidArgument, "bad spec", FailureKind::Invalid),
+            (
+                Code::Unknown,
+                "runc create failed: something",
+                FailureKind::Other,
+            ),
+            (Code::Internal, "oops", FailureKind::Other),
+        ];
+        for (code, message, want) in cases {
+            assert_eq!(
+                classify_status(&Status::new(code, message)),
+                want,
+                "{code:?} {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_broken_connection_is_unavailable_never_an_answer() {
+        // What a pending call or stream gets when containerd is SIGKILLed.
+        let broken = Status::new(Code::Unknown, "error reading a body from connection");
+        assert_eq!(classify_status(&broken), FailureKind::Unavailable);
+        let wait = Status::new(Code::Unknown, "transport error");
+        assert_eq!(classify_status(&wait), FailureKind::Unavailable);
+        // A status whose source is an I/O error came from the transport.
+        let io = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "pipe");
+        let with_source = Status::from_error(Box::new(io));
+        assert_eq!(classify_status(&with_source), FailureKind::Unavailable);
+    }
+
+    #[test]
+    fn adapter_errors_classify() {
+        let deadline = AdapterError::Deadline {
+            what: "Tasks.Kill",
+            timeout: Duration::from_secs(1),
+        };
+        assert_eq!(deadline.to_failure().kind, FailureKind::Deadline);
+        assert_eq!(
+            AdapterError::ImageNotFound("busybox".into()).kind(),
+            FailureKind::Invalid
+        );
+        let rpc = AdapterError::rpc("Tasks.Start")(Status::new(Code::NotFound, "no task"));
+        assert_eq!(
+            rpc.to_failure(),
+            Failure::new(FailureKind::NotFound, "Tasks.Start: no task")
+        );
+        assert!(AdapterError::rpc("x")(Status::unavailable("down")).is_unreachable());
+    }
+}

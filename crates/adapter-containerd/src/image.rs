@@ -1,0 +1,383 @@
+//! Images in containerd's image store: references, resolution to the
+//! linux/amd64 manifest and config, chain ids.
+
+use crate::client::Adapter;
+use crate::error::AdapterError;
+use containerd_client::services::v1::{GetImageRequest, ListImagesRequest, ReadContentRequest};
+use containerd_client::tonic::Code;
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// Largest manifest, index or config the adapter reads into memory.
+const MAX_JSON_BYTES: usize = 8 << 20;
+const MAX_INDEX_DEPTH: usize = 4;
+
+/// The parts of an image config that shape a container (Docker's names).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ImageConfig {
+    #[serde(default)]
+    pub env: Option<Vec<String>>,
+    #[serde(default)]
+    pub cmd: Option<Vec<String>>,
+    #[serde(default)]
+    pub entrypoint: Option<Vec<String>>,
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub stop_signal: Option<String>,
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ConfigFile {
+    #[serde(default)]
+    config: Option<ImageConfig>,
+    rootfs: RootFs,
+}
+
+#[derive(Debug, Deserialize)]
+struct RootFs {
+    #[serde(default)]
+    diff_ids: Vec<String>,
+}
+
+/// An image as a container is made from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedImage {
+    /// The name in containerd's image store.
+    pub name: String,
+    /// The image's target (an index or a manifest).
+    pub target_digest: String,
+    /// The linux/amd64 manifest.
+    pub manifest_digest: String,
+    pub config_digest: String,
+    pub config: ImageConfig,
+    pub diff_ids: Vec<String>,
+    /// The chain id of the top layer: the snapshot a container's rootfs is
+    /// prepared from.
+    pub chain_id: String,
+}
+
+/// One image of [`Adapter::list_images`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageSummary {
+    pub name: String,
+    pub target_digest: String,
+    pub target_media_type: String,
+    pub target_size: i64,
+}
+
+/// A layer of a manifest: what the importer and unpacker need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Descriptor {
+    pub media_type: String,
+    pub digest: String,
+    pub size: i64,
+}
+
+impl Descriptor {
+    pub(crate) fn from_json(v: &Value) -> Result<Descriptor, AdapterError> {
+        let digest = v["digest"]
+            .as_str()
+            .ok_or_else(|| bad("descriptor without digest"))?;
+        Ok(Descriptor {
+            media_type: v["mediaType"].as_str().unwrap_or_default().to_owned(),
+            digest: digest.to_owned(),
+            size: v["size"].as_i64().unwrap_or(0),
+        })
+    }
+
+    pub(crate) fn to_proto(&self) -> containerd_client::types::Descriptor {
+        containerd_client::types::Descriptor {
+            media_type: self.media_type.clone(),
+            digest: self.digest.clone(),
+            size: self.size,
+            annotations: Default::default(),
+        }
+    }
+}
+
+pub(crate) fn bad(message: impl Into<String>) -> AdapterError {
+    AdapterError::Image(message.into())
+}
+
+/// Docker's reference normalization: `busybox` is
+/// `docker.io/library/busybox:latest`, `me/app:1` is `docker.io/me/app:1`, a
+/// first component with a `.` or `:` (or `localhost`) is a registry.
+pub fn normalize_reference(reference: &str) -> String {
+    let (name, digest) = match reference.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (reference, None),
+    };
+    let (first, rest) = name.split_once('/').unwrap_or(("", name));
+    let has_domain =
+        !first.is_empty() && (first.contains('.') || first.contains(':') || first == "localhost");
+    let mut full = if has_domain {
+        name.to_owned()
+    } else if first.is_empty() {
+        format!("docker.io/library/{rest}")
+    } else {
+        format!("docker.io/{name}")
+    };
+    if let Some(d) = digest {
+        full.push('@');
+        full.push_str(d);
+        return full;
+    }
+    let last = full.rsplit('/').next().unwrap_or_default();
+    if !last.contains(':') {
+        full.push_str(":latest");
+    }
+    full
+}
+
+/// The OCI chain id of a layer stack: `chain(0) = diff(0)`,
+/// `chain(n) = sha256(chain(n-1) + " " + diff(n))`. `None` for no layers.
+pub fn chain_id(diff_ids: &[String]) -> Option<String> {
+    let mut layers = diff_ids.iter();
+    let mut chain = layers.next()?.clone();
+    for diff in layers {
+        let sum = Sha256::digest(format!("{chain} {diff}").as_bytes());
+        chain = format!("sha256:{}", hex::encode(sum));
+    }
+    Some(chain)
+}
+
+pub(crate) fn is_index(media_type: &str, doc: &Value) -> bool {
+    media_type.contains("image.index")
+        || media_type.contains("manifest.list")
+        || doc.get("manifests").is_some()
+}
+
+/// Picks the linux/amd64 entry of an index's `manifests` (an entry without a
+/// platform counts when it is the only one).
+pub(crate) fn pick_platform(index: &Value) -> Result<Descriptor, AdapterError> {
+    let manifests = index["manifests"]
+        .as_array()
+        .ok_or_else(|| bad("index without manifests"))?;
+    let found = manifests.iter().find(|m| {
+        m["platform"]["os"].as_str() == Some("linux")
+            && m["platform"]["architecture"].as_str() == Some("amd64")
+    });
+    let chosen = match (found, manifests.as_slice()) {
+        (Some(m), _) => m,
+        (None, [only]) if only.get("platform").is_none() => only,
+        _ => return Err(bad("no linux/amd64 manifest in the image index")),
+    };
+    Descriptor::from_json(chosen)
+}
+
+impl Adapter {
+    /// Looks an image up in containerd's image store and reads what a
+    /// container needs of it. A missing image is [`AdapterError::ImageNotFound`]
+    /// (the API's "No such image").
+    pub async fn resolve_image(&self, reference: &str) -> Result<ResolvedImage, AdapterError> {
+        let name = normalize_reference(reference);
+        let mut images = self.images();
+        let got = self
+            .rpc(
+                "Images.Get",
+                images.get(self.req(GetImageRequest { name: name.clone() })),
+            )
+            .await;
+        let image = match got {
+            Err(AdapterError::Rpc { status, .. }) if status.code() == Code::NotFound => {
+                return Err(AdapterError::ImageNotFound(reference.to_owned()));
+            }
+            other => other?
+                .image
+                .ok_or_else(|| AdapterError::ImageNotFound(reference.to_owned()))?,
+        };
+        let target = image
+            .target
+            .ok_or_else(|| bad(format!("image {name} has no target")))?;
+        let (manifest_digest, manifest) = self
+            .find_manifest(&target.media_type, &target.digest)
+            .await?;
+        let config_desc = Descriptor::from_json(&manifest["config"])?;
+        let config_bytes = self.read_blob(&config_desc.digest).await?;
+        let file: ConfigFile = serde_json::from_slice(&config_bytes)
+            .map_err(|e| bad(format!("config {}: {e}", config_desc.digest)))?;
+        let chain_id = chain_id(&file.rootfs.diff_ids)
+            .ok_or_else(|| bad(format!("image {name} has no layers")))?;
+        Ok(ResolvedImage {
+            name,
+            target_digest: target.digest,
+            manifest_digest,
+            config_digest: config_desc.digest,
+            config: file.config.unwrap_or_default(),
+            diff_ids: file.rootfs.diff_ids,
+            chain_id,
+        })
+    }
+
+    /// Follows indexes down to the linux/amd64 manifest.
+    pub(crate) async fn find_manifest(
+        &self,
+        media_type: &str,
+        digest: &str,
+    ) -> Result<(String, Value), AdapterError> {
+        let mut media_type = media_type.to_owned();
+        let mut digest = digest.to_owned();
+        for _ in 0..MAX_INDEX_DEPTH {
+            let bytes = self.read_blob(&digest).await?;
+            let doc: Value =
+                serde_json::from_slice(&bytes).map_err(|e| bad(format!("{digest}: {e}")))?;
+            if !is_index(&media_type, &doc) {
+                return Ok((digest, doc));
+            }
+            let next = pick_platform(&doc)?;
+            media_type = next.media_type;
+            digest = next.digest;
+        }
+        Err(bad("image indexes nested too deeply"))
+    }
+
+    /// Reads a whole (small) blob from the content store and checks its digest.
+    pub(crate) async fn read_blob(&self, digest: &str) -> Result<Vec<u8>, AdapterError> {
+        let mut content = self.content();
+        let req = self.req(ReadContentRequest {
+            digest: digest.to_owned(),
+            offset: 0,
+            size: 0,
+        });
+        let mut stream = self.rpc("Content.Read", content.read(req)).await?;
+        let mut out = Vec::new();
+        loop {
+            let next = tokio::time::timeout(self.config().call_timeout, stream.message()).await;
+            match next {
+                Err(_) => {
+                    return Err(AdapterError::Deadline {
+                        what: "Content.Read",
+                        timeout: self.config().call_timeout,
+                    });
+                }
+                Ok(Err(status)) => return Err(AdapterError::rpc("Content.Read")(status)),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(chunk))) => {
+                    out.extend_from_slice(&chunk.data);
+                    if out.len() > MAX_JSON_BYTES {
+                        return Err(bad(format!(
+                            "{digest} is larger than {MAX_JSON_BYTES} bytes"
+                        )));
+                    }
+                }
+            }
+        }
+        let got = format!("sha256:{}", hex::encode(Sha256::digest(&out)));
+        if got != digest {
+            return Err(bad(format!("content {digest} reads as {got}")));
+        }
+        Ok(out)
+    }
+
+    /// Every image in the namespace.
+    pub async fn list_images(&self) -> Result<Vec<ImageSummary>, AdapterError> {
+        let mut images = self.images();
+        let listed = self
+            .rpc(
+                "Images.List",
+                images.list(self.req(ListImagesRequest {
+                    filters: Vec::new(),
+                })),
+            )
+            .await?;
+        Ok(listed
+            .images
+            .into_iter()
+            .map(|i| {
+                let target = i.target.unwrap_or_default();
+                ImageSummary {
+                    name: i.name,
+                    target_digest: target.digest,
+                    target_media_type: target.media_type,
+                    target_size: target.size,
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn references_normalize_like_docker() {
+        assert_eq!(
+            normalize_reference("busybox"),
+            "docker.io/library/busybox:latest"
+        );
+        assert_eq!(
+            normalize_reference("busybox:1.36"),
+            "docker.io/library/busybox:1.36"
+        );
+        assert_eq!(normalize_reference("me/app"), "docker.io/me/app:latest");
+        assert_eq!(
+            normalize_reference("localhost:5000/app"),
+            "localhost:5000/app:latest"
+        );
+        assert_eq!(normalize_reference("localhost/app:2"), "localhost/app:2");
+        assert_eq!(normalize_reference("quay.io/a/b:c"), "quay.io/a/b:c");
+        assert_eq!(
+            normalize_reference("busybox@sha256:ab"),
+            "docker.io/library/busybox@sha256:ab"
+        );
+        assert_eq!(
+            normalize_reference("docker.io/library/busybox:latest"),
+            "docker.io/library/busybox:latest"
+        );
+    }
+
+    #[test]
+    fn chain_ids_follow_the_oci_definition() {
+        assert_eq!(chain_id(&[]), None);
+        let one = vec!["sha256:aaa".to_owned()];
+        assert_eq!(chain_id(&one).as_deref(), Some("sha256:aaa"));
+        let two = vec!["sha256:aaa".to_owned(), "sha256:bbb".to_owned()];
+        let want = format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(b"sha256:aaa sha256:bbb"))
+        );
+        assert_eq!(chain_id(&two), Some(want));
+    }
+
+    #[test]
+    fn platform_is_picked_from_an_index() {
+        let index = json!({ "manifests": [
+            { "digest": "sha256:arm", "mediaType": "m", "size": 1, "platform": { "os": "linux", "architecture": "arm64" } },
+            { "digest": "sha256:amd", "mediaType": "m", "size": 2, "platform": { "os": "linux", "architecture": "amd64" } },
+        ]});
+        assert_eq!(
+            pick_platform(&index).map(|d| d.digest).ok().as_deref(),
+            Some("sha256:amd")
+        );
+        let arm_only = json!({ "manifests": [
+            { "digest": "sha256:arm", "platform": { "os": "linux", "architecture": "arm64" } },
+        ]});
+        assert!(pick_platform(&arm_only).is_err());
+        let bare = json!({ "manifests": [ { "digest": "sha256:x" } ] });
+        assert_eq!(
+            pick_platform(&bare).map(|d| d.digest).ok().as_deref(),
+            Some("sha256:x")
+        );
+    }
+
+    #[test]
+    fn image_config_parses_docker_names() {
+        let c: ImageConfig = serde_json::from_value(json!({
+            "Env": ["PATH=/bin"], "Cmd": ["sh"], "StopSignal": "SIGQUIT", "WorkingDir": "/w", "User": "1:2"
+        }))
+        .expect("parses");
+        assert_eq!(c.stop_signal.as_deref(), Some("SIGQUIT"));
+        assert_eq!(c.cmd, Some(vec!["sh".to_owned()]));
+        assert_eq!(c.user.as_deref(), Some("1:2"));
+    }
+}

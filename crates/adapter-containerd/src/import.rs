@@ -1,0 +1,628 @@
+//! Image import (`docker load`): a docker-archive or OCI-layout tarball into
+//! the content store, an image record per name, and the layers unpacked into
+//! the snapshotter. Everything is done under a lease so that nothing is
+//! garbage-collected halfway; the image record and gc labels hold it after.
+
+use crate::client::Adapter;
+use crate::container::is_code;
+use crate::error::AdapterError;
+use crate::image::{Descriptor, bad, chain_id, is_index, normalize_reference};
+use containerd_client::services::v1::images_client::ImagesClient;
+use containerd_client::services::v1::snapshots::{
+    CommitSnapshotRequest, PrepareSnapshotRequest, StatSnapshotRequest,
+};
+use containerd_client::services::v1::{
+    ApplyRequest, CreateImageRequest, Image, Info, InfoRequest, UpdateImageRequest, UpdateRequest,
+    WriteAction, WriteContentRequest,
+};
+use containerd_client::tonic::Code;
+use containerd_client::tonic::transport::Channel;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Files up to this size are also kept in memory (manifests, configs, indexes).
+const KEEP_BYTES: usize = 8 << 20;
+const WRITE_CHUNK: usize = 1 << 20;
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+const DOCKER_LAYER: &str = "application/vnd.docker.image.rootfs.diff.tar";
+const DOCKER_LAYER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gzip";
+
+/// One image registered by an import.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedImage {
+    pub name: String,
+    pub target_digest: String,
+}
+
+/// A file of the tarball as stored in the content store.
+#[derive(Clone, Debug)]
+struct Stored {
+    digest: String,
+    size: i64,
+    gzip: bool,
+    bytes: Option<Vec<u8>>,
+}
+
+/// Everything read from a tarball.
+#[derive(Debug, Default)]
+struct Tarball {
+    files: HashMap<String, Stored>,
+    links: HashMap<String, String>,
+}
+
+impl Tarball {
+    fn get(&self, path: &str) -> Option<&Stored> {
+        let mut path = clean(path);
+        for _ in 0..8 {
+            if let Some(s) = self.files.get(&path) {
+                return Some(s);
+            }
+            path = self.links.get(&path)?.clone();
+        }
+        None
+    }
+
+    fn json(&self, path: &str) -> Result<Value, AdapterError> {
+        let stored = self
+            .get(path)
+            .ok_or_else(|| bad(format!("{path} missing from the tarball")))?;
+        let bytes = stored
+            .bytes
+            .as_ref()
+            .ok_or_else(|| bad(format!("{path} is too large")))?;
+        serde_json::from_slice(bytes).map_err(|e| bad(format!("{path}: {e}")))
+    }
+}
+
+fn clean(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+enum TarItem {
+    File(String, Vec<u8>),
+    Link(String, String),
+}
+
+impl Adapter {
+    /// Imports every named image of a docker-archive or OCI-layout tarball
+    /// (the format is detected), and unpacks the linux/amd64 variant.
+    pub async fn import_image(&self, tarball: &Path) -> Result<Vec<ImportedImage>, AdapterError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let lease = format!("holdfast-import-{nanos}");
+        self.create_lease(&lease).await?;
+        let result = self.import_leased(tarball, &lease).await;
+        if let Err(e) = self.delete_lease(&lease).await {
+            tracing::warn!(error = %e, %lease, "import lease not deleted; it expires by itself");
+        }
+        result
+    }
+
+    async fn import_leased(
+        &self,
+        tarball: &Path,
+        lease: &str,
+    ) -> Result<Vec<ImportedImage>, AdapterError> {
+        let tar = self.store_tarball(tarball, lease).await?;
+        let mut images = Vec::new();
+        if tar.get("index.json").is_some() && tar.get("oci-layout").is_some() {
+            let index = tar.json("index.json")?;
+            for m in index["manifests"].as_array().into_iter().flatten() {
+                let annotations = &m["annotations"];
+                let name = annotations["io.containerd.image.name"]
+                    .as_str()
+                    .or_else(|| {
+                        annotations["org.opencontainers.image.ref.name"]
+                            .as_str()
+                            .filter(|r| r.contains(':') || r.contains('/'))
+                    })
+                    .map(normalize_reference);
+                let Some(name) = name else {
+                    tracing::warn!(digest = ?m["digest"], "unnamed image in OCI layout skipped");
+                    continue;
+                };
+                images.push((name, Descriptor::from_json(m)?));
+            }
+        } else if tar.get("manifest.json").is_some() {
+            let manifest = tar.json("manifest.json")?;
+            for entry in manifest.as_array().into_iter().flatten() {
+                let target = self.docker_manifest(&tar, entry, lease).await?;
+                for tag in entry["RepoTags"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
+                    images.push((normalize_reference(tag), target.clone()));
+                }
+            }
+        } else {
+            return Err(bad(
+                "neither an OCI layout (index.json, oci-layout) nor a docker archive (manifest.json)",
+            ));
+        }
+        if images.is_empty() {
+            return Err(bad("the tarball names no image"));
+        }
+        let mut out = Vec::new();
+        for (name, target) in images {
+            self.label_tree(&target, lease).await?;
+            self.unpack(&target, lease).await?;
+            self.put_image(&name, &target).await?;
+            out.push(ImportedImage {
+                name,
+                target_digest: target.digest.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Reads the tarball entry by entry (in a blocking thread) and writes
+    /// every file into the content store.
+    async fn store_tarball(&self, tarball: &Path, lease: &str) -> Result<Tarball, AdapterError> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<TarItem>>(1);
+        let path: PathBuf = tarball.to_owned();
+        let reader = tokio::task::spawn_blocking(move || {
+            let send = |item| tx.blocking_send(item).is_ok();
+            let file = match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) => return send(Err(e)),
+            };
+            let mut archive = tar::Archive::new(file);
+            let entries = match archive.entries() {
+                Ok(e) => e,
+                Err(e) => return send(Err(e)),
+            };
+            for entry in entries {
+                let item = entry.and_then(|mut e| {
+                    let name = clean(&e.path()?.to_string_lossy());
+                    let kind = e.header().entry_type();
+                    if kind.is_symlink() {
+                        let target = e
+                            .link_name()?
+                            .map(|t| t.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        let base = Path::new(&name)
+                            .parent()
+                            .map(|p| p.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        return Ok(Some(TarItem::Link(
+                            name,
+                            clean(&format!("{base}/{target}")),
+                        )));
+                    }
+                    if !kind.is_file() {
+                        return Ok(None);
+                    }
+                    let mut data = Vec::with_capacity(usize::try_from(e.size()).unwrap_or(0));
+                    e.read_to_end(&mut data)?;
+                    Ok(Some(TarItem::File(name, data)))
+                });
+                match item {
+                    Ok(None) => {}
+                    Ok(Some(item)) => {
+                        if !send(Ok(item)) {
+                            return false;
+                        }
+                    }
+                    Err(e) => return send(Err(e)),
+                }
+            }
+            true
+        });
+        let mut tar = Tarball::default();
+        while let Some(item) = rx.recv().await {
+            match item? {
+                TarItem::Link(from, to) => {
+                    tar.links.insert(from, to);
+                }
+                TarItem::File(name, data) => {
+                    let digest = sha256(&data);
+                    if let Some(hex) = name.strip_prefix("blobs/sha256/")
+                        && digest != format!("sha256:{hex}")
+                    {
+                        return Err(bad(format!("{name} does not match its digest ({digest})")));
+                    }
+                    self.write_blob(&data, &digest, lease).await?;
+                    let stored = Stored {
+                        digest,
+                        size: data.len() as i64,
+                        gzip: data.starts_with(&[0x1f, 0x8b]),
+                        bytes: (data.len() <= KEEP_BYTES).then_some(data),
+                    };
+                    tar.files.insert(name, stored);
+                }
+            }
+        }
+        reader.await.map_err(|e| bad(format!("tar reader: {e}")))?;
+        Ok(tar)
+    }
+
+    /// Writes one blob into the content store (nothing if it is there).
+    async fn write_blob(&self, data: &[u8], digest: &str, lease: &str) -> Result<(), AdapterError> {
+        let timeout = self.config().import_call_timeout;
+        let mut content = self.content();
+        let info = content.info(self.leased(
+            InfoRequest {
+                digest: digest.to_owned(),
+            },
+            lease,
+            timeout,
+        )?);
+        match self.rpc("Content.Info", info).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_code(&e, Code::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+        let total = data.len() as i64;
+        let r#ref = format!("holdfast-import-{digest}");
+        let mut messages: Vec<WriteContentRequest> = data
+            .chunks(WRITE_CHUNK)
+            .enumerate()
+            .map(|(i, chunk)| WriteContentRequest {
+                action: WriteAction::Write as i32,
+                r#ref: r#ref.clone(),
+                total,
+                expected: digest.to_owned(),
+                offset: (i * WRITE_CHUNK) as i64,
+                data: chunk.to_vec(),
+                labels: HashMap::new(),
+            })
+            .collect();
+        messages.push(WriteContentRequest {
+            action: WriteAction::Commit as i32,
+            r#ref,
+            total,
+            expected: digest.to_owned(),
+            offset: total,
+            data: Vec::new(),
+            labels: HashMap::new(),
+        });
+        let request = self.leased(tokio_stream::iter(messages), lease, timeout)?;
+        let mut responses = match self
+            .rpc_within("Content.Write", timeout, content.write(request))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) if is_code(&e, Code::AlreadyExists) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        loop {
+            match tokio::time::timeout(timeout, responses.message()).await {
+                Err(_) => {
+                    return Err(AdapterError::Deadline {
+                        what: "Content.Write",
+                        timeout,
+                    });
+                }
+                Ok(Ok(Some(_))) => {}
+                Ok(Ok(None)) => return Ok(()),
+                Ok(Err(status)) if status.code() == Code::AlreadyExists => return Ok(()),
+                Ok(Err(status)) => return Err(AdapterError::rpc("Content.Write")(status)),
+            }
+        }
+    }
+
+    /// Writes the schema 2 manifest a docker-archive entry stands for.
+    async fn docker_manifest(
+        &self,
+        tar: &Tarball,
+        entry: &Value,
+        lease: &str,
+    ) -> Result<Descriptor, AdapterError> {
+        let config_path = entry["Config"]
+            .as_str()
+            .ok_or_else(|| bad("manifest.json entry without Config"))?;
+        let config = tar
+            .get(config_path)
+            .ok_or_else(|| bad(format!("{config_path} missing")))?;
+        let mut layers = Vec::new();
+        for path in entry["Layers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            let layer = tar
+                .get(path)
+                .ok_or_else(|| bad(format!("{path} missing")))?;
+            let media_type = if layer.gzip {
+                DOCKER_LAYER_GZIP
+            } else {
+                DOCKER_LAYER
+            };
+            layers.push(
+                json!({ "mediaType": media_type, "digest": layer.digest, "size": layer.size }),
+            );
+        }
+        let manifest = serde_json::to_vec(&json!({
+            "schemaVersion": 2,
+            "mediaType": DOCKER_MANIFEST,
+            "config": { "mediaType": DOCKER_CONFIG, "digest": config.digest, "size": config.size },
+            "layers": layers,
+        }))
+        .map_err(|e| bad(e.to_string()))?;
+        let digest = sha256(&manifest);
+        self.write_blob(&manifest, &digest, lease).await?;
+        Ok(Descriptor {
+            media_type: DOCKER_MANIFEST.to_owned(),
+            digest,
+            size: manifest.len() as i64,
+        })
+    }
+
+    /// Labels indexes and manifests with `containerd.io/gc.ref.content.*` so
+    /// the image record keeps all of its content alive.
+    async fn label_tree(&self, target: &Descriptor, lease: &str) -> Result<(), AdapterError> {
+        let mut pending = vec![target.clone()];
+        let mut seen = 0;
+        while let Some(desc) = pending.pop() {
+            seen += 1;
+            if seen > 64 {
+                return Err(bad("image index too large or cyclic"));
+            }
+            let doc: Value = serde_json::from_slice(&self.read_blob(&desc.digest).await?)
+                .map_err(|e| bad(format!("{}: {e}", desc.digest)))?;
+            let mut labels = BTreeMap::new();
+            if is_index(&desc.media_type, &doc) {
+                for (i, m) in doc["manifests"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    let child = Descriptor::from_json(m)?;
+                    labels.insert(
+                        format!("containerd.io/gc.ref.content.m.{i}"),
+                        child.digest.clone(),
+                    );
+                    pending.push(child);
+                }
+            } else {
+                let config = Descriptor::from_json(&doc["config"])?;
+                labels.insert(
+                    "containerd.io/gc.ref.content.config".to_owned(),
+                    config.digest,
+                );
+                for (i, l) in doc["layers"].as_array().into_iter().flatten().enumerate() {
+                    labels.insert(
+                        format!("containerd.io/gc.ref.content.l.{i}"),
+                        Descriptor::from_json(l)?.digest,
+                    );
+                }
+            }
+            self.set_labels(&desc.digest, labels, lease).await?;
+        }
+        Ok(())
+    }
+
+    async fn set_labels(
+        &self,
+        digest: &str,
+        labels: BTreeMap<String, String>,
+        lease: &str,
+    ) -> Result<(), AdapterError> {
+        let paths = labels.keys().map(|k| format!("labels.{k}")).collect();
+        let info = Info {
+            digest: digest.to_owned(),
+            labels: labels.into_iter().collect(),
+            ..Default::default()
+        };
+        let req = UpdateRequest {
+            info: Some(info),
+            update_mask: Some(prost_types::FieldMask { paths }),
+        };
+        let mut content = self.content();
+        let timeout = self.config().call_timeout;
+        self.rpc(
+            "Content.Update",
+            content.update(self.leased(req, lease, timeout)?),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Applies the linux/amd64 manifest's layers into committed snapshots
+    /// named by their chain ids, skipping those that exist.
+    async fn unpack(&self, target: &Descriptor, lease: &str) -> Result<(), AdapterError> {
+        let (_, manifest) = self
+            .find_manifest(&target.media_type, &target.digest)
+            .await?;
+        let config_desc = Descriptor::from_json(&manifest["config"])?;
+        let config: Value = serde_json::from_slice(&self.read_blob(&config_desc.digest).await?)
+            .map_err(|e| bad(format!("config: {e}")))?;
+        let diff_ids: Vec<String> = config["rootfs"]["diff_ids"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.as_str().map(str::to_owned))
+            .collect();
+        let layers: Vec<Descriptor> = manifest["layers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(Descriptor::from_json)
+            .collect::<Result<_, _>>()?;
+        if layers.len() != diff_ids.len() || layers.is_empty() {
+            return Err(bad(format!(
+                "{} layers but {} diff ids",
+                layers.len(),
+                diff_ids.len()
+            )));
+        }
+        let timeout = self.config().import_call_timeout;
+        let snapshotter = self.snapshotter().to_owned();
+        let mut parent = String::new();
+        for (i, layer) in layers.iter().enumerate() {
+            let chain = chain_id(&diff_ids[..=i]).ok_or_else(|| bad("no layers"))?;
+            let mut snapshots = self.snapshots();
+            let stat = StatSnapshotRequest {
+                snapshotter: snapshotter.clone(),
+                key: chain.clone(),
+            };
+            match self
+                .rpc("Snapshots.Stat", snapshots.stat(self.req(stat)))
+                .await
+            {
+                Ok(_) => {
+                    parent = chain;
+                    continue;
+                }
+                Err(e) if is_code(&e, Code::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos();
+            let key = format!("holdfast-unpack-{nanos}-{i}");
+            let prepare = PrepareSnapshotRequest {
+                snapshotter: snapshotter.clone(),
+                key: key.clone(),
+                parent: parent.clone(),
+                labels: HashMap::new(),
+            };
+            let mounts = self
+                .rpc(
+                    "Snapshots.Prepare",
+                    snapshots.prepare(self.leased(prepare, lease, timeout)?),
+                )
+                .await?
+                .mounts;
+            let apply = ApplyRequest {
+                diff: Some(layer.to_proto()),
+                mounts,
+                payloads: HashMap::new(),
+                sync_fs: false,
+            };
+            let mut diff = self.diff();
+            let applied = self
+                .rpc_within(
+                    "Diff.Apply",
+                    timeout,
+                    diff.apply(self.leased(apply, lease, timeout)?),
+                )
+                .await;
+            let applied = match applied {
+                Ok(a) => a.applied.map(|d| d.digest).unwrap_or_default(),
+                Err(e) => {
+                    let _ = self.remove_snapshot(&key).await;
+                    return Err(e);
+                }
+            };
+            if applied != diff_ids[i] {
+                let _ = self.remove_snapshot(&key).await;
+                return Err(bad(format!(
+                    "layer {} unpacks to {applied}, config says {}",
+                    layer.digest, diff_ids[i]
+                )));
+            }
+            let commit = CommitSnapshotRequest {
+                snapshotter: snapshotter.clone(),
+                name: chain.clone(),
+                key: key.clone(),
+                labels: HashMap::new(),
+            };
+            match self
+                .rpc(
+                    "Snapshots.Commit",
+                    snapshots.commit(self.leased(commit, lease, timeout)?),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_code(&e, Code::AlreadyExists) => {
+                    let _ = self.remove_snapshot(&key).await;
+                }
+                Err(e) => return Err(e),
+            }
+            parent = chain;
+        }
+        // The config keeps the unpacked snapshots alive (as containerd's unpacker does).
+        let label = BTreeMap::from([(
+            format!("containerd.io/gc.ref.snapshot.{snapshotter}"),
+            parent,
+        )]);
+        self.set_labels(&config_desc.digest, label, lease).await
+    }
+
+    /// Creates the image record, or points an existing one at the new target.
+    async fn put_image(&self, name: &str, target: &Descriptor) -> Result<(), AdapterError> {
+        let image = Image {
+            name: name.to_owned(),
+            target: Some(target.to_proto()),
+            ..Default::default()
+        };
+        let mut images: ImagesClient<Channel> = self.images();
+        let req = self.req(CreateImageRequest {
+            image: Some(image.clone()),
+            source_date_epoch: None,
+        });
+        match self.rpc("Images.Create", images.create(req)).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_code(&e, Code::AlreadyExists) => {
+                let req = self.req(UpdateImageRequest {
+                    image: Some(image),
+                    update_mask: None,
+                    source_date_epoch: None,
+                });
+                self.rpc("Images.Update", images.update(req))
+                    .await
+                    .map(|_| ())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tar_paths_are_cleaned() {
+        assert_eq!(clean("./blobs/sha256/ab"), "blobs/sha256/ab");
+        assert_eq!(clean("a/../b/./c"), "b/c");
+        assert_eq!(clean("../../x"), "x");
+    }
+
+    #[test]
+    fn symlinked_layers_resolve() {
+        let mut t = Tarball::default();
+        t.files.insert(
+            "a/layer.tar".into(),
+            Stored {
+                digest: "sha256:a".into(),
+                size: 1,
+                gzip: false,
+                bytes: None,
+            },
+        );
+        t.links.insert("b/layer.tar".into(), "a/layer.tar".into());
+        assert_eq!(
+            t.get("./b/layer.tar").map(|s| s.digest.as_str()),
+            Some("sha256:a")
+        );
+        assert!(t.get("c").is_none());
+    }
+}

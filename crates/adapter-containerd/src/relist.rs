@@ -1,0 +1,62 @@
+//! Relist: every task in the namespace, as begin / items / end.
+
+use crate::client::{Adapter, InputSink};
+use crate::decode::wall_time;
+use containerd_client::services::v1::ListTasksRequest;
+use containerd_client::types::v1::Status;
+use holdfast_core::{ContainerId, Input, OpId, RelistPart, TaskInfo, TaskStatus};
+
+impl Adapter {
+    pub(crate) async fn relist<S: InputSink>(&self, op: OpId, sink: S) {
+        let mut client = self.tasks();
+        let req = self.req(ListTasksRequest {
+            filter: String::new(),
+        });
+        let listed = self.rpc("Tasks.List", client.list(req)).await;
+        let tasks = match self.settle(listed, &sink) {
+            Ok(listed) => listed.tasks,
+            Err(failure) => {
+                sink.send(Input::ActionResult(op, Err(failure)));
+                return;
+            }
+        };
+        sink.send(Input::Relist(op, RelistPart::Begin));
+        let mut count = 0usize;
+        for p in tasks {
+            // Tasks.List fills `id` (the task's, i.e. the container's id) and
+            // leaves `container_id` empty.
+            let id = if p.container_id.is_empty() {
+                &p.id
+            } else {
+                &p.container_id
+            };
+            let Ok(container) = id.parse::<ContainerId>() else {
+                tracing::warn!(task = %id, "task with an id holdfast cannot hold; not ours");
+                continue;
+            };
+            count += 1;
+            sink.send(Input::Relist(
+                op,
+                RelistPart::Task(TaskInfo {
+                    container,
+                    pid: p.pid,
+                    status: task_status(p.status),
+                    exit_status: p.exit_status,
+                    exited_at: wall_time(p.exited_at.as_ref()),
+                }),
+            ));
+        }
+        tracing::debug!(tasks = count, "relist complete");
+        sink.send(Input::Relist(op, RelistPart::End));
+    }
+}
+
+pub(crate) fn task_status(status: i32) -> TaskStatus {
+    match Status::try_from(status) {
+        Ok(Status::Created) => TaskStatus::Created,
+        Ok(Status::Running) => TaskStatus::Running,
+        Ok(Status::Stopped) => TaskStatus::Stopped,
+        Ok(Status::Paused | Status::Pausing) => TaskStatus::Paused,
+        Ok(Status::Unknown) | Err(_) => TaskStatus::Unknown,
+    }
+}

@@ -1,0 +1,114 @@
+//! containerd SIGKILLed under running tasks and an open stream: the adapter
+//! reports a broken stream and unreachability, never an exit; after the
+//! restart the stream is live again and a relist shows the truth, including
+//! a task that died while containerd was down for longer than the shim keeps
+//! retrying its exit event.
+
+mod common;
+
+use common::{Env, cid};
+use holdfast_core::{
+    Call, ConnectionFact, ContainerdEvent, Done, Input, RelistPart, Signal, TaskStatus,
+};
+use std::time::Duration;
+
+/// Longer than the shim's ~21 s of exit event retries.
+const OUTAGE: Duration = Duration::from_secs(26);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_crash_is_never_an_exit() {
+    let mut env = Env::start().await;
+    let stream = env.subscribe().await;
+    let survivor = cid("survivor");
+    let victim = cid("victim");
+    let survivor_pid = env.run(&survivor, &["sleep", "1000"]).await;
+    let victim_pid = env.run(&victim, &["sleep", "1000"]).await;
+
+    env.ctrd.kill();
+    env.wait_for(
+        |i| matches!(i, Input::Connection(ConnectionFact::StreamBroken(op, _)) if *op == stream),
+    )
+    .await;
+    env.wait_for(|i| matches!(i, Input::Connection(ConnectionFact::Unreachable(_))))
+        .await;
+
+    // While down: calls fail as Unavailable and report unreachability.
+    let r = env
+        .call(Call::Kill {
+            id: survivor.clone(),
+            signal: Signal::SIGTERM,
+            all: false,
+        })
+        .await;
+    assert_eq!(
+        r.map_err(|f| f.kind),
+        Err(holdfast_core::FailureKind::Unavailable)
+    );
+
+    // A task dies from the host while containerd is down.
+    holdfast_testkit::sigkill(victim_pid);
+    tokio::time::sleep(OUTAGE).await;
+    env.ctrd.restart();
+
+    let stream2 = env.subscribe().await;
+    assert_ne!(stream, stream2);
+    assert!(
+        env.seen
+            .iter()
+            .any(|i| matches!(i, Input::Connection(ConnectionFact::Connected))),
+        "a successful call after the outage reports Connected"
+    );
+    let relist = env.op();
+    tokio::spawn(env.adapter.execute(relist, Call::Relist, env.sink.clone()));
+    env.wait_for(|i| matches!(i, Input::Relist(op, RelistPart::End) if *op == relist))
+        .await;
+    let tasks: Vec<_> = env
+        .seen
+        .iter()
+        .filter_map(|i| match i {
+            Input::Relist(op, RelistPart::Task(t)) if *op == relist => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        env.seen
+            .iter()
+            .any(|i| matches!(i, Input::Relist(op, RelistPart::Begin) if *op == relist))
+    );
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    let s = tasks
+        .iter()
+        .find(|t| t.container == survivor)
+        .expect("survivor listed");
+    assert_eq!(
+        (s.status, s.pid, s.exited_at),
+        (TaskStatus::Running, survivor_pid, None)
+    );
+    let v = tasks
+        .iter()
+        .find(|t| t.container == victim)
+        .expect("victim listed");
+    assert_eq!(
+        (v.status, v.pid, v.exit_status),
+        (TaskStatus::Stopped, victim_pid, 137)
+    );
+    assert!(v.exited_at.is_some(), "a stopped task has its exit time");
+
+    // Nothing about the outage was ever reported as the survivor's exit.
+    assert!(
+        !env.seen.iter().any(|i| matches!(i, Input::Event(ContainerdEvent::TaskExit { container, .. }) if *container == survivor)),
+        "no exit for the survivor: {:#?}",
+        env.seen
+    );
+
+    // The new stream delivers events.
+    let kill = Call::Kill {
+        id: survivor.clone(),
+        signal: Signal::SIGKILL,
+        all: false,
+    };
+    assert_eq!(env.call(kill).await, Ok(Done::Ok));
+    assert_eq!(env.exit_of(&survivor).await, 137);
+    env.remove(&survivor).await;
+    env.remove(&victim).await;
+}
