@@ -253,7 +253,8 @@ pub fn run_script(
         ..Profile::default()
     };
     let mut opts = opts.clone();
-    let mut at = Instant::ZERO;
+    // The daemon connects first; the script starts a second in.
+    let mut at = Instant::ZERO + Duration::from_secs(1);
     let mut script = Vec::with_capacity(transitions.len());
     for t in transitions {
         if let Transition::Advance(ms) = t {
