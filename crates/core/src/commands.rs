@@ -246,6 +246,17 @@ impl Core {
                     )
                 },
             );
+            // Nothing runs and nothing will start: a wait for "not running"
+            // that waited on the cancelled start is met now.
+            let exit_code = self.containers.get(id).map_or(0, Container::last_exit_code);
+            self.answer_pending_where(
+                id,
+                |p| p == Pending::Wait(WaitCondition::NotRunning),
+                || Answer::Waited {
+                    exit_code,
+                    error: None,
+                },
+            );
             self.out.answer_now(req, Answer::NotModified);
             return;
         }
