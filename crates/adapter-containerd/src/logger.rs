@@ -85,6 +85,11 @@ pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerEr
     if let Some(dir) = log_file.parent() {
         std::fs::create_dir_all(dir).map_err(io_err(format!("create {}", dir.display())))?;
     }
+    // The shim sends SIGTERM as soon as the container's output is closed, to
+    // let the logger flush: note it instead of dying, and drain to EOF.
+    let terminated = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
+        .map_err(io_err("handle SIGTERM"))?;
     let out = OpenOptions::new()
         .create(true)
         .append(true)

@@ -1,0 +1,143 @@
+//! Output through the binary:// logger, kept apart by stream, and exec of an
+//! extra process reported without touching the container.
+
+mod common;
+
+use common::{Env, cid};
+use holdfast_adapter_containerd::ExecRequest;
+use holdfast_adapter_containerd::logger::{LogRecord, LogStream, read_log};
+use holdfast_core::{Call, ContainerdEvent, Done, Input, RelistPart, Signal, TaskStatus};
+use std::path::Path;
+use std::time::Duration;
+
+/// The logger finishes writing shortly after the process exits.
+async fn wait_for_records(path: &Path, count: usize) -> Vec<LogRecord> {
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    loop {
+        let records = read_log(path).unwrap_or_default();
+        if records.len() >= count || tokio::time::Instant::now() > deadline {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn lines(records: &[LogRecord], stream: LogStream) -> Vec<&str> {
+    records
+        .iter()
+        .filter(|r| r.stream == stream)
+        .map(|r| r.log.as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdout_and_stderr_are_logged_apart() {
+    let mut env = Env::start().await;
+    env.subscribe().await;
+    let id = cid("talker");
+    env.run(
+        &id,
+        &[
+            "sh",
+            "-c",
+            "echo to-out; echo to-err >&2; echo more-out; printf partial",
+        ],
+    )
+    .await;
+    assert_eq!(env.exit_of(&id).await, 0);
+    let records = wait_for_records(&env.adapter.log_path(&id), 3).await;
+    assert_eq!(
+        lines(&records, LogStream::Stdout),
+        vec!["to-out\n", "more-out\n"],
+        "{records:?}"
+    );
+    assert_eq!(
+        lines(&records, LogStream::Stderr),
+        vec!["to-err\n"],
+        "{records:?}"
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r.time.ends_with('Z') && r.time.len() == 30),
+        "{records:?}"
+    );
+    // The shim holds the pipes open until the task is deleted: only then does
+    // the logger see EOF and write the unterminated last line.
+    env.remove(&id).await;
+    let records = wait_for_records(&env.adapter.log_path(&id), 4).await;
+    assert_eq!(
+        lines(&records, LogStream::Stdout),
+        vec!["to-out\n", "more-out\n", "partial"],
+        "{records:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_exit_is_reported_apart_from_the_container() {
+    let mut env = Env::start().await;
+    env.subscribe().await;
+    let id = cid("host");
+    let init_pid = env.run(&id, &["sleep", "1000"]).await;
+
+    let request = ExecRequest {
+        exec_id: "e1".into(),
+        args: vec![
+            "sh".into(),
+            "-c".into(),
+            "echo $FOO; echo oops >&2; exit 5".into(),
+        ],
+        env: vec!["FOO=from-exec".into()],
+        ..Default::default()
+    };
+    let exec_pid = env.adapter.exec(&id, &request).await.expect("exec");
+    assert_ne!(exec_pid, init_pid);
+    let exit = env
+        .wait_for(|i| matches!(i, Input::Event(ContainerdEvent::TaskExit { exec_id, .. }) if exec_id == "e1"))
+        .await;
+    let Input::Event(ContainerdEvent::TaskExit {
+        container,
+        exit_status,
+        pid,
+        ..
+    }) = exit
+    else {
+        unreachable!()
+    };
+    assert_eq!((container, exit_status, pid), (id.clone(), 5, exec_pid));
+    assert_eq!(
+        env.adapter
+            .delete_exec(&id, "e1")
+            .await
+            .expect("delete exec"),
+        5
+    );
+
+    let records = wait_for_records(&env.adapter.exec_log_path(&id, "e1"), 2).await;
+    assert_eq!(lines(&records, LogStream::Stdout), vec!["from-exec\n"]);
+    assert_eq!(lines(&records, LogStream::Stderr), vec!["oops\n"]);
+
+    // The container itself still runs, with its own pid.
+    let relist = env.op();
+    tokio::spawn(env.adapter.execute(relist, Call::Relist, env.sink.clone()));
+    let task = env
+        .wait_for(|i| matches!(i, Input::Relist(op, RelistPart::Task(_)) if *op == relist))
+        .await;
+    let Input::Relist(_, RelistPart::Task(task)) = task else {
+        unreachable!()
+    };
+    assert_eq!((task.status, task.pid), (TaskStatus::Running, init_pid));
+    assert!(
+        !env.seen.iter().any(|i| matches!(i, Input::Event(ContainerdEvent::TaskExit { exec_id, .. }) if exec_id == id.as_str())),
+        "no init exit"
+    );
+
+    let kill = Call::Kill {
+        id: id.clone(),
+        signal: Signal::SIGKILL,
+        all: false,
+    };
+    assert_eq!(env.call(kill).await, Ok(Done::Ok));
+    assert_eq!(env.exit_of(&id).await, 137);
+    env.remove(&id).await;
+}
