@@ -81,6 +81,50 @@ impl Core {
         }
     }
 
+    /// The current run is over: it exited with `exit_code`, or it never ran
+    /// (`None`: created, then gone before it started). The stop is done, the
+    /// undelivered signals have nothing left to signal, and what waited for
+    /// the run is answered. Returns whether the user had asked it to stop.
+    pub(crate) fn run_over(&mut self, id: &ContainerId, exit_code: Option<i32>) -> bool {
+        let Some(c) = self.containers.get_mut(id) else {
+            return false;
+        };
+        let stopped_by_user = c.rec.intents.stop.take().is_some();
+        c.stop_deadline = None;
+        c.stop_escalated = false;
+        c.rec.intents.kills.clear();
+        self.out.timers.cancel(&TimerKind::StopDeadline(id.clone()));
+        if stopped_by_user && exit_code.is_some() {
+            self.out.publish(id, UserEventKind::Stop);
+        }
+        let last_exit_code = c.last_exit_code();
+        let mut answers = Vec::new();
+        c.requests.retain(|(req, pending)| {
+            let answer = match (pending, exit_code) {
+                (Pending::Stop, _) => Answer::Done,
+                (Pending::Kill(_), _) => error(
+                    ErrorKind::Conflict,
+                    format!("Container {id} is not running"),
+                ),
+                (Pending::Wait(WaitCondition::NotRunning), _) => Answer::Waited {
+                    exit_code: exit_code.unwrap_or(last_exit_code),
+                    error: None,
+                },
+                (Pending::Wait(WaitCondition::NextExit), Some(exit_code)) => Answer::Waited {
+                    exit_code,
+                    error: None,
+                },
+                _ => return true,
+            };
+            answers.push((*req, answer));
+            false
+        });
+        for (req, answer) in answers {
+            self.out.answer_pending(req, answer);
+        }
+        stopped_by_user
+    }
+
     /// Records the exit of the current run, once: the first evidence wins.
     /// Answers what waited for it and decides what comes next (policy
     /// restart, auto-remove). Reconciling is left to the caller.
@@ -106,38 +150,10 @@ impl Core {
         });
         self.out.publish(id, UserEventKind::Die { exit_code });
 
-        let stopped_by_user = c.rec.intents.stop.take().is_some();
-        c.stop_deadline = None;
-        c.stop_escalated = false;
-        self.out.timers.cancel(&TimerKind::StopDeadline(id.clone()));
-        if stopped_by_user {
-            self.out.publish(id, UserEventKind::Stop);
-        }
-        // Signals not delivered before the exit have nothing left to signal.
-        c.rec.intents.kills.clear();
-
-        let mut answers = Vec::new();
-        c.requests.retain(|(req, pending)| {
-            let answer = match pending {
-                Pending::Stop => Answer::Done,
-                Pending::Kill(_) => error(
-                    ErrorKind::Conflict,
-                    format!("Container {id} is not running"),
-                ),
-                Pending::Wait(WaitCondition::NotRunning | WaitCondition::NextExit) => {
-                    Answer::Waited {
-                        exit_code,
-                        error: None,
-                    }
-                }
-                _ => return true,
-            };
-            answers.push((*req, answer));
-            false
-        });
-        for (req, answer) in answers {
-            self.out.answer_pending(req, answer);
-        }
+        let stopped_by_user = self.run_over(id, Some(exit_code));
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
 
         // What comes next: the user's restart or remove, else auto-remove,
         // else the restart policy (never after a user stop).

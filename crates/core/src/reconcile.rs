@@ -244,7 +244,10 @@ impl Core {
                 if c.current_exit().is_none() {
                     // The task never ran (its start failed or was cancelled).
                     c.rec.pid = None;
-                    self.out.persist(&c.rec);
+                    self.run_over(id, None);
+                    if let Some(c) = self.containers.get(id) {
+                        self.out.persist(&c.rec);
+                    }
                 }
             }
             Step::DeleteContainer => self.finish_removal(id),

@@ -112,6 +112,7 @@ impl Core {
     fn apply_relist(&mut self, relist: RelistRun) -> Vec<ContainerId> {
         let now = self.out.now.wall;
         let mut exits = Vec::new();
+        let mut never_ran = Vec::new();
         let mut touched = Vec::new();
         let mut started = Vec::new();
         for (id, c) in self.containers.iter_mut() {
@@ -158,16 +159,20 @@ impl Core {
                 }
                 Some(_) => {}
                 None if settled => {
-                    let had_task = c.task != TaskState::Absent
-                        && c.rec.pid.is_some()
-                        && c.current_exit().is_none();
-                    if had_task {
+                    let unexited = c.rec.pid.is_some() && c.current_exit().is_none();
+                    if unexited && c.rec.started_at.is_some() {
+                        // It ran and is gone: an exit, status unknown.
                         exits.push((
                             id.clone(),
                             VANISHED_EXIT_CODE,
                             now,
                             Some(VANISHED.to_owned()),
                         ));
+                    } else if unexited {
+                        // Created, never known to start, now gone (we deleted
+                        // it and lost the answer, or crashed): no run, no exit.
+                        c.rec.pid = None;
+                        never_ran.push(id.clone());
                     }
                     c.task = TaskState::Absent;
                 }
@@ -182,6 +187,12 @@ impl Core {
         }
         for (id, code, at, error) in exits {
             self.record_exit(&id, code, at, error);
+        }
+        for id in never_ran {
+            self.run_over(&id, None);
+            if let Some(c) = self.containers.get(&id) {
+                self.out.persist(&c.rec);
+            }
         }
         for id in started {
             let Some(c) = self.containers.get_mut(&id) else {
