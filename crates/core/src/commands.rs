@@ -117,7 +117,7 @@ impl Core {
             },
         );
         c.in_flight = Some((op, crate::container::Step::CreateContainer));
-        c.last_op = op;
+        c.last_activity = op;
         self.containers.insert(id.clone(), c);
         self.names.insert(name, id.clone());
         self.add_pending(

@@ -68,9 +68,10 @@ pub(crate) struct Container {
     pub(crate) rec: Record,
     pub(crate) task: TaskState,
     pub(crate) in_flight: Option<(OpId, Step)>,
-    /// The last op issued for this container; a relist begun before it may
-    /// not show its effect.
-    pub(crate) last_op: OpId,
+    /// The newest op id at the last call issued for this container or the
+    /// last result received for it. A relist issued before then may predate
+    /// that call's effect, so it proves nothing about this container.
+    pub(crate) last_activity: OpId,
     /// Consecutive failed attempts of the current step.
     pub(crate) attempts: u32,
     /// A retry timer is armed; do not issue until it fires (or we reconnect).
@@ -93,7 +94,7 @@ impl Container {
             rec,
             task,
             in_flight: None,
-            last_op: OpId(0),
+            last_activity: OpId(0),
             attempts: 0,
             retry_waiting: false,
             restart_delay,

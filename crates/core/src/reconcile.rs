@@ -95,7 +95,7 @@ impl Core {
         }
         let op = self.out.call(OpOwner::Container(id.clone()), call);
         c.in_flight = Some((op, step));
-        c.last_op = op;
+        c.last_activity = op;
     }
 
     pub(crate) fn reconcile_all(&mut self) {
@@ -160,6 +160,7 @@ impl Core {
             return;
         }
         c.in_flight = None;
+        c.last_activity = OpId(self.out.last_op);
         match result {
             Ok(done) => {
                 c.attempts = 0;

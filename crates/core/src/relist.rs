@@ -116,10 +116,10 @@ impl Core {
         let mut touched = Vec::new();
         let mut started = Vec::new();
         for (id, c) in self.containers.iter_mut() {
-            // A call issued after the relist began, or still running, may
-            // have changed the task since it was listed: only a stopped task
-            // with the current pid is evidence regardless.
-            let settled = c.in_flight.is_none() && c.last_op < relist.op;
+            // A call that was running at any time since the relist was
+            // issued may have changed the task after it was listed: only a
+            // stopped task with the current pid is evidence regardless.
+            let settled = c.in_flight.is_none() && c.last_activity < relist.op;
             let before = c.task;
             match relist.tasks.get(id) {
                 Some(task) if task.status == TaskStatus::Stopped => {
