@@ -15,7 +15,6 @@ use crate::record::{Presence, Record};
 use crate::signal::Signal;
 use crate::time::Instant;
 use crate::{Answer, Call, Core, ErrorKind, OpOwner, TimerKind, UserEventKind, error};
-use std::time::Duration;
 
 /// The next call for `c`, if any. Pure: a function of the container and `now`.
 fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
@@ -225,7 +224,12 @@ impl Core {
                     self.answer_first_kill(id, signal, Answer::Done);
                 }
                 KillPurpose::Stop => {
-                    let grace = c.rec.intents.stop.map_or(Duration::ZERO, |s| s.grace);
+                    // The exit may have been observed before this answer: the
+                    // stop is over, and no deadline may outlive it.
+                    let Some(stop) = c.rec.intents.stop else {
+                        return;
+                    };
+                    let grace = stop.grace;
                     let grace = if bug!(self.config, KillBeforeStopDeadline) {
                         grace / 2
                     } else {

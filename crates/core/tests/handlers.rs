@@ -902,3 +902,48 @@ fn a_create_past_its_bound_is_rolled_back_even_if_it_succeeds_later() {
         vec![Call::DeleteContainer { id: cid("c1") }]
     );
 }
+
+#[test]
+fn a_stop_signal_answered_after_the_exit_leaves_no_deadline_behind() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(8)),
+        signal: None,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    // The exit is seen before the kill's answer.
+    d.exit("c1", 42, 143);
+    assert_eq!(
+        d.ok(kill),
+        vec![Action::Call {
+            op: OpId(7),
+            call: Call::DeleteTask { id: cid("c1") }
+        }]
+    );
+    d.ok(OpId(7));
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let start = only_call(
+        &d.feed(Input::ActionResult(
+            create,
+            Ok(Done::TaskCreated { pid: 43 }),
+        )),
+        |c| matches!(c, Call::StartTask { .. }),
+    );
+    d.ok(start);
+    // A new stop starts with its signal and a full grace period, not SIGKILL.
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(8)),
+        signal: None,
+    });
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Kill {
+            id: cid("c1"),
+            signal: Signal::SIGTERM,
+            all: false
+        }]
+    );
+}
