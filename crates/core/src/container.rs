@@ -114,10 +114,13 @@ impl Container {
     /// Whether a process of this container may be running: what stop and
     /// kill act on. An unconfirmed container counts by its record.
     pub(crate) fn is_running(&self) -> bool {
+        if self.current_exit().is_some() {
+            return false;
+        }
         match self.task {
             TaskState::Created { .. } | TaskState::Running { .. } => true,
             TaskState::Absent | TaskState::Stopped => false,
-            TaskState::Unknown => self.rec.pid.is_some() && self.current_exit().is_none(),
+            TaskState::Unknown => self.rec.pid.is_some(),
         }
     }
 

@@ -129,7 +129,7 @@ impl Core {
                         let code = i32::try_from(task.exit_status).unwrap_or(i32::MAX);
                         exits.push((id.clone(), code, task.exited_at.unwrap_or(now), None));
                     }
-                    if settled {
+                    if settled || current {
                         c.task = TaskState::Stopped;
                     }
                 }
