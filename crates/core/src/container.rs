@@ -83,6 +83,8 @@ pub(crate) struct Container {
     pub(crate) stop_escalated: bool,
     /// An OOM event was seen during the current run.
     pub(crate) oom: bool,
+    /// We delivered SIGKILL to the current run.
+    pub(crate) sigkill_sent: bool,
     /// The view was confirmed by a relist since the last (re)connect.
     pub(crate) confirmed: bool,
     pub(crate) requests: Vec<(RequestId, Pending)>,
@@ -101,9 +103,29 @@ impl Container {
             stop_deadline: None,
             stop_escalated: false,
             oom: false,
+            sigkill_sent: false,
             confirmed: false,
             requests: Vec::new(),
         }
+    }
+
+    /// A new run begins: its task was created with `pid`.
+    pub(crate) fn begin_run(&mut self, pid: u32) {
+        self.rec.run += 1;
+        self.rec.pid = Some(pid);
+        self.rec.started_at = None;
+        self.oom = false;
+        self.sigkill_sent = false;
+    }
+
+    /// Whether an exit with `exit_code` ends this run by the OOM killer.
+    /// `TaskOOM` carries no pid, and after an outage the shim retries events
+    /// out of order, so an OOM event may belong to an earlier run. The OOM
+    /// killer's SIGKILL is the corroboration: the exit must be 137, and not
+    /// one our own SIGKILL explains. (This misses an OOM-killed child whose
+    /// init exited otherwise; a wrong OOMKilled would be worse.)
+    pub(crate) fn oom_killed(&self, exit_code: i32) -> bool {
+        self.oom && exit_code == 137 && !self.sigkill_sent
     }
 
     /// The exit of the current run, if recorded.

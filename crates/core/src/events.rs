@@ -145,7 +145,7 @@ impl Core {
             run: c.rec.run,
             exit_code,
             finished_at,
-            oom_killed: c.oom,
+            oom_killed: c.oom_killed(exit_code),
             error: error_text,
         });
         self.out.publish(id, UserEventKind::Die { exit_code });

@@ -190,11 +190,8 @@ impl Core {
                         Failure::new(FailureKind::Other, "create task answered without a pid");
                     return self.step_failed(id, step, failure);
                 };
-                c.rec.run += 1;
-                c.rec.pid = Some(pid);
-                c.rec.started_at = None;
+                c.begin_run(pid);
                 c.task = TaskState::Created { pid };
-                c.oom = false;
                 self.out.persist(&c.rec);
             }
             Step::StartTask => {
@@ -214,6 +211,11 @@ impl Core {
                     |p| matches!(p, Pending::Start | Pending::Restart),
                     || Answer::Done,
                 );
+            }
+            Step::Kill { signal, .. } if signal == Signal::SIGKILL && !c.sigkill_sent => {
+                // Noted first, then handled as any kill.
+                c.sigkill_sent = true;
+                self.step_done(id, step, done);
             }
             Step::Kill { signal, purpose } => match purpose {
                 KillPurpose::User => {

@@ -141,9 +141,7 @@ impl Core {
                     if settled && (c.current_exit().is_none() || c.rec.pid != Some(task.pid)) =>
                 {
                     if c.current_exit().is_some() {
-                        c.rec.run += 1;
-                        c.rec.started_at = None;
-                        c.oom = false;
+                        c.begin_run(task.pid);
                     }
                     c.rec.pid = Some(task.pid);
                     c.task = match task.status {
