@@ -153,6 +153,7 @@ impl Core {
         }
         c.rec.intents.start = true;
         c.rec.intents.user_stopped = false;
+        c.rec.intents.exit_on_next = false;
         c.cancel_policy_restart(&mut self.out.timers);
         self.out.persist(&c.rec);
         self.add_pending(
@@ -216,7 +217,7 @@ impl Core {
         }
         c.rec.intents.stop = Some(intent);
         c.rec.intents.start = false;
-        intent.grace + self.config.stop_answer_slack
+        intent.grace.saturating_add(self.config.stop_answer_slack)
     }
 
     fn stop(
@@ -232,7 +233,8 @@ impl Core {
         c.rec.intents.user_stopped = true;
         if !c.is_running() {
             // Nothing runs; cancel what would start it (a policy restart or a
-            // pending start) and say nothing was changed.
+            // pending start). Only that is a change.
+            let cancelled = c.rec.intents.start || c.rec.intents.policy_restart;
             c.rec.intents.start = false;
             c.cancel_policy_restart(&mut self.out.timers);
             self.out.persist(&c.rec);
@@ -257,7 +259,12 @@ impl Core {
                     error: None,
                 },
             );
-            self.out.answer_now(req, Answer::NotModified);
+            let answer = if cancelled {
+                Answer::Done
+            } else {
+                Answer::NotModified
+            };
+            self.out.answer_now(req, answer);
             return;
         }
         let bound = self.record_stop(id, timeout, signal);
@@ -282,8 +289,19 @@ impl Core {
             );
             return;
         }
-        c.rec.intents.kills.push(signal);
+        // One pending delivery per signal: kills repeated during an outage
+        // are one signal when containerd returns, not a burst.
+        if !c.rec.intents.kills.contains(&signal) {
+            c.rec.intents.kills.push(signal);
+        }
         c.rec.intents.user_stopped = true;
+        // dockerd's rule: SIGKILL, the stop signal, or any signal when none
+        // is configured, means the user wants it to stay down.
+        let config = &c.rec.config;
+        let stop_signal = config.stop_signal.or(config.image_stop_signal);
+        if signal == Signal::SIGKILL || stop_signal.is_none_or(|s| s == signal) {
+            c.rec.intents.exit_on_next = true;
+        }
         self.out.persist(&c.rec);
         self.add_pending(
             id,
@@ -312,13 +330,14 @@ impl Core {
         }
         let mut bound = self.config.request_answer_bound;
         if c.is_running() {
-            bound += self.record_stop(id, timeout, signal);
+            bound = bound.saturating_add(self.record_stop(id, timeout, signal));
         }
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
         c.rec.intents.start = true;
         c.rec.intents.user_stopped = false;
+        c.rec.intents.exit_on_next = false;
         c.cancel_policy_restart(&mut self.out.timers);
         self.out.persist(&c.rec);
         self.add_pending(id, req, Pending::Restart, Some(bound));
@@ -329,6 +348,14 @@ impl Core {
         let Some(c) = self.containers.get(id) else {
             return;
         };
+        if c.rec.intents.policy_restart && !force {
+            let message = format!(
+                "You cannot remove a restarting container {id}. Stop the container before attempting removal or force remove"
+            );
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
         if c.is_running() && !c.rec.intents.remove {
             if !force {
                 let message = format!(

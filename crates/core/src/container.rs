@@ -83,6 +83,8 @@ pub(crate) struct Container {
     pub(crate) stop_escalated: bool,
     /// An OOM event was seen during the current run.
     pub(crate) oom: bool,
+    /// The kill being delivered was announced as a `kill` event.
+    pub(crate) kill_announced: Option<Signal>,
     /// We delivered SIGKILL to the current run.
     pub(crate) sigkill_sent: bool,
     /// The view was confirmed by a relist since the last (re)connect.
@@ -104,6 +106,7 @@ impl Container {
             stop_escalated: false,
             oom: false,
             sigkill_sent: false,
+            kill_announced: None,
             confirmed: false,
             requests: Vec::new(),
         }
@@ -116,6 +119,9 @@ impl Container {
         self.rec.started_at = None;
         self.oom = false;
         self.sigkill_sent = false;
+        self.stop_deadline = None;
+        self.stop_escalated = false;
+        self.kill_announced = None;
     }
 
     /// Whether an exit with `exit_code` ends this run by the OOM killer.

@@ -1,7 +1,7 @@
 //! containerd's events, and recording an exit: the one place a container
 //! becomes exited, whatever the evidence was.
 
-use crate::container::{Pending, TaskState};
+use crate::container::{KillPurpose, Pending, Step, TaskState};
 use crate::ids::ContainerId;
 use crate::input::{ContainerdEvent, WaitCondition};
 use crate::record::ExitRecord;
@@ -89,19 +89,34 @@ impl Core {
         let Some(c) = self.containers.get_mut(id) else {
             return false;
         };
-        let stopped_by_user = c.rec.intents.stop.take().is_some();
+        let stopped = c.rec.intents.stop.take().is_some();
+        let stopped_by_user = stopped | std::mem::take(&mut c.rec.intents.exit_on_next);
         c.stop_deadline = None;
         c.stop_escalated = false;
         c.rec.intents.kills.clear();
+        c.kill_announced = None;
         self.out.timers.cancel(&TimerKind::StopDeadline(id.clone()));
-        if stopped_by_user && exit_code.is_some() {
+        if stopped && exit_code.is_some() {
             self.out.publish(id, UserEventKind::Stop);
         }
         let last_exit_code = c.last_exit_code();
+        // A user's signal in flight when the run ended reached it (or found it
+        // gone): dockerd answers such a kill with success.
+        let delivering = match c.in_flight {
+            Some((
+                _,
+                Step::Kill {
+                    signal,
+                    purpose: KillPurpose::User,
+                },
+            )) => Some(signal),
+            _ => None,
+        };
         let mut answers = Vec::new();
         c.requests.retain(|(req, pending)| {
             let answer = match (pending, exit_code) {
                 (Pending::Stop, _) => Answer::Done,
+                (Pending::Kill(s), _) if Some(*s) == delivering => Answer::Done,
                 (Pending::Kill(_), _) => error(
                     ErrorKind::Conflict,
                     format!("Container {id} is not running"),
@@ -141,6 +156,13 @@ impl Core {
         if c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites) {
             return;
         }
+        if matches!(c.in_flight, Some((_, Step::StartTask))) {
+            // The exit overtook the start's answer: the start took effect.
+            self.start_took_effect(id);
+        }
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         c.rec.exit = Some(ExitRecord {
             run: c.rec.run,
             exit_code,
@@ -171,7 +193,7 @@ impl Core {
                         c.restart_delay = self.config.restart_initial;
                     }
                     let delay = c.restart_delay;
-                    c.restart_delay = (delay * 2).min(self.config.restart_max);
+                    c.restart_delay = delay.saturating_mul(2).min(self.config.restart_max);
                     intents.policy_restart = true;
                     self.out.timers.set(
                         TimerKind::RestartBackoff(id.clone()),

@@ -96,13 +96,12 @@ use connection::Connection;
 use container::{Container, Pending};
 use rng::Rng;
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
 use timers::Timers;
 
-/// A hasher with fixed keys: lookups stay fast and iteration order depends
-/// only on the inputs, never on process randomness.
-type FixedState = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
-type Map<K, V> = HashMap<K, V, FixedState>;
+/// Maps with a fixed, documented hash function (FxHash): lookups stay fast,
+/// and iteration order depends only on the inputs, never on process
+/// randomness or the toolchain, so a simulator seed replays anywhere.
+pub(crate) type Map<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// The state machine. See the crate documentation for the loop that drives it.
 #[derive(Debug)]

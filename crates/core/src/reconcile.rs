@@ -89,7 +89,12 @@ impl Core {
         let Some((call, step)) = next_step(c, self.out.now.at) else {
             return;
         };
-        if let Step::Kill { signal, .. } = step {
+        if let Step::Kill { signal, .. } = step
+            && c.kill_announced != Some(signal)
+        {
+            // Announced when first sent (dockerd's order: kill, die, stop),
+            // not again for each retry of the same delivery.
+            c.kill_announced = Some(signal);
             self.out.publish(id, UserEventKind::Kill { signal });
         }
         let op = self.out.call(OpOwner::Container(id.clone()), call);
@@ -174,7 +179,6 @@ impl Core {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
-        let now = self.out.now;
         match step {
             // Given up on at its answer bound: the rollback goes on.
             Step::CreateContainer if c.rec.presence == Presence::Discarding => {}
@@ -194,58 +198,12 @@ impl Core {
                 c.task = TaskState::Created { pid };
                 self.out.persist(&c.rec);
             }
-            Step::StartTask => {
-                let TaskState::Created { pid } = c.task else {
-                    return;
-                };
-                c.task = TaskState::Running { pid };
-                c.rec.started_at = Some(now.wall);
-                c.rec.intents.start = false;
-                self.out.persist(&c.rec);
-                self.out.publish(id, UserEventKind::Start);
-                if c.requests.iter().any(|(_, p)| *p == Pending::Restart) {
-                    self.out.publish(id, UserEventKind::Restart);
-                }
-                self.answer_pending_where(
-                    id,
-                    |p| matches!(p, Pending::Start | Pending::Restart),
-                    || Answer::Done,
-                );
+            // Already handled if the exit overtook this answer.
+            Step::StartTask => self.start_took_effect(id),
+            Step::Kill { signal, purpose } => {
+                c.kill_announced = None;
+                self.kill_delivered(id, signal, purpose);
             }
-            Step::Kill { signal, .. } if signal == Signal::SIGKILL && !c.sigkill_sent => {
-                // Noted first, then handled as any kill.
-                c.sigkill_sent = true;
-                self.step_done(id, step, done);
-            }
-            Step::Kill { signal, purpose } => match purpose {
-                KillPurpose::User => {
-                    if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
-                        c.rec.intents.kills.remove(pos);
-                    }
-                    self.out.persist(&c.rec);
-                    self.answer_first_kill(id, signal, Answer::Done);
-                }
-                KillPurpose::Stop => {
-                    // The exit may have been observed before this answer: the
-                    // stop is over, and no deadline may outlive it.
-                    let Some(stop) = c.rec.intents.stop else {
-                        return;
-                    };
-                    let grace = stop.grace;
-                    let grace = if bug!(self.config, KillBeforeStopDeadline) {
-                        grace / 2
-                    } else {
-                        grace
-                    };
-                    let deadline = now.at + grace;
-                    c.stop_deadline = Some(deadline);
-                    c.stop_escalated = signal == Signal::SIGKILL;
-                    self.out
-                        .timers
-                        .set(TimerKind::StopDeadline(id.clone()), deadline);
-                }
-                KillPurpose::Escalate => c.stop_escalated = true,
-            },
             Step::DeleteTask => {
                 c.task = TaskState::Absent;
                 if c.current_exit().is_none() {
@@ -258,6 +216,44 @@ impl Core {
                 }
             }
             Step::DeleteContainer => self.finish_removal(id),
+        }
+    }
+
+    fn kill_delivered(&mut self, id: &ContainerId, signal: Signal, purpose: KillPurpose) {
+        let now = self.out.now;
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        if signal == Signal::SIGKILL {
+            c.sigkill_sent = true;
+        }
+        match purpose {
+            KillPurpose::User => {
+                if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
+                    c.rec.intents.kills.remove(pos);
+                }
+                self.out.persist(&c.rec);
+                self.answer_kills(id, signal, Answer::Done);
+            }
+            KillPurpose::Stop => {
+                // The exit may have been observed before this answer: the
+                // stop is over, and no deadline may outlive it.
+                let Some(stop) = c.rec.intents.stop else {
+                    return;
+                };
+                let grace = if bug!(self.config, KillBeforeStopDeadline) {
+                    stop.grace / 2
+                } else {
+                    stop.grace
+                };
+                let deadline = now.at + grace;
+                c.stop_deadline = Some(deadline);
+                c.stop_escalated = signal == Signal::SIGKILL;
+                self.out
+                    .timers
+                    .set(TimerKind::StopDeadline(id.clone()), deadline);
+            }
+            KillPurpose::Escalate => c.stop_escalated = c.current_exit().is_none(),
         }
     }
 
@@ -304,9 +300,22 @@ impl Core {
             }
             (Step::CreateTask | Step::StartTask, _) => {
                 // Starting cannot succeed by retrying (a bad command, a
-                // missing binary): drop the start and say why.
+                // missing binary): drop the start and say why. An auto-remove
+                // container goes, as with dockerd.
                 c.rec.intents.start = false;
+                if c.rec.config.auto_remove {
+                    c.rec.intents.remove = true;
+                }
                 self.out.persist(&c.rec);
+                let exit_code = c.last_exit_code();
+                self.answer_pending_where(
+                    id,
+                    |p| p == Pending::Wait(WaitCondition::NotRunning),
+                    || Answer::Waited {
+                        exit_code,
+                        error: None,
+                    },
+                );
                 let message = format!("failed to start container {id}: {}", failure.message);
                 let kind = if failure.kind == K::Invalid {
                     ErrorKind::Invalid
@@ -338,7 +347,7 @@ impl Core {
                         ErrorKind::Internal,
                         format!("cannot kill container {id}: {}", failure.message),
                     );
-                    self.answer_first_kill(id, signal, answer);
+                    self.answer_kills(id, signal, answer);
                 } else {
                     self.schedule_retry(id);
                 }
@@ -357,6 +366,32 @@ impl Core {
                 self.schedule_retry(id);
             }
         }
+    }
+
+    /// The task's start took effect (its answer, an exit that overtook it,
+    /// or a relist showing it running): the start is done and answered.
+    pub(crate) fn start_took_effect(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        if !c.rec.intents.start {
+            return;
+        }
+        c.rec.intents.start = false;
+        c.rec.started_at.get_or_insert(self.out.now.wall);
+        if let TaskState::Created { pid } = c.task {
+            c.task = TaskState::Running { pid };
+        }
+        self.out.persist(&c.rec);
+        self.out.publish(id, UserEventKind::Start);
+        if c.requests.iter().any(|(_, p)| *p == Pending::Restart) {
+            self.out.publish(id, UserEventKind::Restart);
+        }
+        self.answer_pending_where(
+            id,
+            |p| matches!(p, Pending::Start | Pending::Restart),
+            || Answer::Done,
+        );
     }
 
     /// Rolls a create back: whatever containerd may have made is deleted,
@@ -389,19 +424,9 @@ impl Core {
             .set(TimerKind::Retry(id.clone()), self.out.now.at + delay);
     }
 
-    fn answer_first_kill(&mut self, id: &ContainerId, signal: Signal, answer: Answer) {
-        let Some(c) = self.containers.get_mut(id) else {
-            return;
-        };
-        let Some(pos) = c
-            .requests
-            .iter()
-            .position(|(_, p)| *p == Pending::Kill(signal))
-        else {
-            return;
-        };
-        let (req, _) = c.requests.remove(pos);
-        self.out.answer_pending(req, answer);
+    /// Answers every pending kill with `signal`: they share one delivery.
+    fn answer_kills(&mut self, id: &ContainerId, signal: Signal, answer: Answer) {
+        self.answer_pending_where(id, |p| p == Pending::Kill(signal), || answer.clone());
     }
 
     /// containerd has nothing of the container any more: forget it.

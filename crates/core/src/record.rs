@@ -66,6 +66,9 @@ pub struct Intents {
     pub kills: Vec<Signal>,
     /// Remove the container (after killing it, for a forced remove).
     pub remove: bool,
+    /// The next exit is the user's doing (a kill with SIGKILL or the stop
+    /// signal, as dockerd decides): no policy restart after it.
+    pub exit_on_next: bool,
     /// The restart policy wants a start once its backoff has passed.
     pub policy_restart: bool,
     /// The user stopped or killed this container (`unless-stopped` heeds it).

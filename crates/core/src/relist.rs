@@ -3,10 +3,10 @@
 //! what it shows stopped is stopped, and what it does not show is gone.
 
 use crate::connection::Phase;
-use crate::container::{Pending, TaskState};
+use crate::container::TaskState;
 use crate::ids::{ContainerId, OpId};
 use crate::input::{RelistPart, TaskInfo, TaskStatus};
-use crate::{Answer, Core, Map, UserEventKind};
+use crate::{Core, Map};
 
 #[derive(Debug)]
 pub(crate) struct RelistRun {
@@ -193,18 +193,7 @@ impl Core {
             }
         }
         for id in started {
-            let Some(c) = self.containers.get_mut(&id) else {
-                continue;
-            };
-            c.rec.intents.start = false;
-            c.rec.started_at.get_or_insert(now);
-            self.out.persist(&c.rec);
-            self.out.publish(&id, UserEventKind::Start);
-            self.answer_pending_where(
-                &id,
-                |p| matches!(p, Pending::Start | Pending::Restart),
-                || Answer::Done,
-            );
+            self.start_took_effect(&id);
         }
         touched
     }

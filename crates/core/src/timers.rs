@@ -1,8 +1,9 @@
 //! Every timer of the core in one table; the next deadline is its minimum.
 
+use crate::Map;
 use crate::ids::{ContainerId, RequestId};
 use crate::time::Instant;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// Why the core wants to be woken. Returned with the deadline by
 /// [`crate::Core::poll_timeout`] so a caller can log the reason.
@@ -23,7 +24,7 @@ pub enum TimerKind {
 #[derive(Debug, Default)]
 pub(crate) struct Timers {
     by_deadline: BTreeSet<(Instant, TimerKind)>,
-    by_kind: HashMap<TimerKind, Instant>,
+    by_kind: Map<TimerKind, Instant>,
 }
 
 impl Timers {

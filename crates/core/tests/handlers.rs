@@ -947,3 +947,246 @@ fn a_stop_signal_answered_after_the_exit_leaves_no_deadline_behind() {
         }]
     );
 }
+
+fn started_until_start_call(
+    d: &mut Driver,
+    id: &str,
+    config: ContainerConfig,
+    pid: u32,
+) -> (RequestId, OpId) {
+    let (_, actions) = d.command(Command::Create {
+        id: cid(id),
+        name: format!("n-{id}"),
+        config: config.into(),
+    });
+    d.ok(only_call(&actions, |c| {
+        matches!(c, Call::CreateContainer { .. })
+    }));
+    let (req, actions) = d.command(Command::Start { id: cid(id) });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(create, Ok(Done::TaskCreated { pid })));
+    (
+        req,
+        only_call(&actions, |c| matches!(c, Call::StartTask { .. })),
+    )
+}
+
+#[test]
+fn an_exit_that_overtakes_the_start_answer_is_one_run_and_honours_auto_remove() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let config = ContainerConfig {
+        auto_remove: true,
+        ..Default::default()
+    };
+    let (start_req, start) = started_until_start_call(&mut d, "c1", config, 42);
+    // `docker run --rm busybox true`: the exit comes before the start's answer.
+    let actions = d.exit("c1", 42, 0);
+    assert_eq!(
+        events(&actions),
+        vec![UserEventKind::Start, UserEventKind::Die { exit_code: 0 }]
+    );
+    assert_eq!(answers(&actions), vec![(start_req, Answer::Done)]);
+    assert_eq!(
+        d.ok(start),
+        vec![Action::Call {
+            op: OpId(6),
+            call: Call::DeleteTask { id: cid("c1") }
+        }]
+    );
+    let actions = d.ok(OpId(6));
+    assert_eq!(
+        calls(&actions),
+        vec![Call::DeleteContainer { id: cid("c1") }],
+        "removed, not started again"
+    );
+}
+
+#[test]
+fn a_kill_whose_exit_wins_the_race_is_answered_done() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (req, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.exit("c1", 42, 137);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    d.ok(kill);
+    assert_eq!(d.core.requests_pending(), 0);
+}
+
+#[test]
+fn a_failed_start_answers_not_running_waits_and_removes_an_auto_remove_container() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let config = ContainerConfig {
+        auto_remove: true,
+        ..Default::default()
+    };
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "x1".into(),
+        config: config.into(),
+    });
+    d.ok(only_call(&actions, |c| {
+        matches!(c, Call::CreateContainer { .. })
+    }));
+    let (removed, _) = d.command(Command::Wait {
+        id: cid("c1"),
+        condition: WaitCondition::Removed,
+    });
+    let (start, actions) = d.command(Command::Start { id: cid("c1") });
+    let (not_running, _) = d.command(Command::Wait {
+        id: cid("c1"),
+        condition: WaitCondition::NotRunning,
+    });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.fail(create, FailureKind::Invalid);
+    let got = answers(&actions);
+    assert!(
+        got.iter()
+            .any(|(r, a)| *r == start
+                && matches!(a, Answer::Error(e) if e.kind == ErrorKind::Invalid))
+    );
+    assert!(got.contains(&(
+        not_running,
+        Answer::Waited {
+            exit_code: 0,
+            error: None
+        }
+    )));
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    assert!(answers(&d.ok(delete)).contains(&(
+        removed,
+        Answer::Waited {
+            exit_code: 0,
+            error: None
+        }
+    )));
+}
+
+#[test]
+fn docker_kill_with_sigkill_or_the_stop_signal_keeps_an_always_container_down() {
+    let always = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", always.clone(), 42);
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    d.ok(only_call(&actions, |c| matches!(c, Call::Kill { .. })));
+    d.exit("c1", 42, 137);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+
+    // A signal other than the configured stop signal: the policy restarts it.
+    let config = ContainerConfig {
+        stop_signal: Some(Signal::SIGTERM),
+        ..always
+    };
+    let mut d = ready_with_running("c2", config, 43);
+    let hup = Signal::try_from(1).expect("valid");
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c2"),
+        signal: hup,
+    });
+    d.ok(only_call(&actions, |c| matches!(c, Call::Kill { .. })));
+    d.exit("c2", 43, 129);
+    assert_eq!(
+        d.core.container(&cid("c2")).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+}
+
+#[test]
+fn huge_stop_timeouts_do_not_overflow() {
+    let config = ContainerConfig {
+        stop_timeout: Some(Duration::MAX),
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let (_, actions) = d.command(Command::Restart {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Kill {
+            id: cid("c1"),
+            signal: Signal::SIGTERM,
+            all: false
+        }]
+    );
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: Some(Duration::MAX),
+        signal: None,
+    });
+    assert!(answers(&actions).is_empty());
+}
+
+#[test]
+fn kills_repeated_during_an_outage_are_one_delivery() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    let hup = Signal::try_from(1).expect("valid");
+    let reqs: Vec<RequestId> = (0..5)
+        .map(|_| {
+            d.command(Command::Kill {
+                id: cid("c1"),
+                signal: hup,
+            })
+            .0
+        })
+        .collect();
+    assert_eq!(created_record(&d, "c1").intents.kills, vec![hup]);
+    let (_, actions) = d.fire_timer();
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    let relist = only_call(
+        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
+        |c| matches!(c, Call::Relist),
+    );
+    let actions = d.relist(relist, vec![running("c1", 42)]);
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let answered: Vec<RequestId> = answers(&d.ok(kill)).into_iter().map(|(r, _)| r).collect();
+    assert_eq!(answered, reqs);
+}
+
+#[test]
+fn a_restarting_container_needs_force_to_remove_and_stop_cancels_the_restart() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    d.exit("c1", 42, 1);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+    let (req, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: false,
+    });
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Conflict)
+    );
+    let (req, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+}
