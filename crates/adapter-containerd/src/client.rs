@@ -241,10 +241,18 @@ impl Adapter {
 
     /// A namespaced request with the call deadline.
     pub(crate) fn req<T>(&self, message: T) -> Request<T> {
+        let mut req = self.stream_req(message);
+        req.set_timeout(self.inner.config.call_timeout);
+        req
+    }
+
+    /// A namespaced request without a deadline: for the event stream, which
+    /// must live until containerd or the adapter ends it (a `grpc-timeout`
+    /// makes containerd cancel it).
+    pub(crate) fn stream_req<T>(&self, message: T) -> Request<T> {
         let mut req = Request::new(message);
         req.metadata_mut()
             .insert("containerd-namespace", self.inner.namespace.clone());
-        req.set_timeout(self.inner.config.call_timeout);
         req
     }
 

@@ -5,7 +5,7 @@ use crate::client::{Adapter, InputSink};
 use crate::decode::decode_event;
 use crate::error::AdapterError;
 use containerd_client::services::v1::{PublishRequest, SubscribeRequest};
-use containerd_client::tonic::{Request, Streaming};
+use containerd_client::tonic::Streaming;
 use containerd_client::types::Envelope;
 use holdfast_core::{ConnectionFact, Input, OpId};
 use std::time::Duration;
@@ -28,8 +28,7 @@ impl Adapter {
             format!("namespace=={ns},topic==\"{ping_topic}\""),
         ];
         // No deadline on the stream itself: it lives until containerd or we end it.
-        let mut request = Request::new(SubscribeRequest { filters });
-        request.metadata_mut().clone_from(self.req(()).metadata());
+        let request = self.stream_req(SubscribeRequest { filters });
         let mut client = self.events();
         let subscribing = client.subscribe(request);
         tokio::pin!(subscribing);

@@ -4,13 +4,25 @@
 mod common;
 
 use common::{Env, busybox, cid};
-use holdfast_core::{Call, ContainerdEvent, Done, FailureKind, Input, Signal};
+use holdfast_core::{Call, ConnectionFact, ContainerdEvent, Done, FailureKind, Input, Signal};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_from_image_to_nothing_left() {
     let mut env = Env::start().await;
-    env.subscribe().await;
+    // A new subscription replaces the previous one, which reports itself broken.
+    let first = env.subscribe().await;
+    let second = env.subscribe().await;
+    let first_broken = |i: &Input| matches!(i, Input::Connection(ConnectionFact::StreamBroken(op, _)) if *op == first);
+    if !env.seen.iter().any(first_broken) {
+        env.wait_for(first_broken).await;
+    }
+    assert!(
+        !env.seen.iter().any(
+            |i| matches!(i, Input::Connection(ConnectionFact::StreamBroken(op, _)) if *op == second)
+        ),
+        "the newer stream stays open"
+    );
 
     // Exit code observed.
     let exits = cid("exits3");
