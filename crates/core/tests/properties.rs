@@ -29,7 +29,8 @@ enum Step {
     Restart(usize),
     Remove(usize, bool),
     Wait(usize, u8),
-    /// Resolve the n-th outstanding call: 0 = succeed, else a failure kind.
+    /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
+    /// world's reaction (an exit) seen before the answer, else a failure kind.
     Resolve(usize, u8),
     /// A running task exits on its own in the world; the event may be lost.
     WorldExit(usize, u8, bool),
@@ -54,7 +55,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => idx.clone().prop_map(Step::Restart),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Remove(i, f)),
         1 => (idx.clone(), 0..3u8).prop_map(|(i, c)| Step::Wait(i, c)),
-        4 => (0..8usize, prop_oneof![4 => Just(0u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
+        4 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => (0..8usize).prop_map(Step::ReplayEvent),
         1 => idx.clone().prop_map(Step::ExecExit),
@@ -99,6 +100,9 @@ struct Harness {
     /// Stop requests: when they are due at the latest.
     stop_bounds: BTreeMap<RequestId, Instant>,
     answered: BTreeMap<RequestId, Instant>,
+    /// Stop signals in flight, and when each container's was delivered.
+    stop_signal_ops: BTreeMap<OpId, (ContainerId, Duration)>,
+    grace_ends: BTreeMap<ContainerId, Instant>,
     slack: Duration,
 }
 
@@ -124,6 +128,8 @@ impl Harness {
             world_exits: BTreeMap::new(),
             stop_bounds: BTreeMap::new(),
             answered: BTreeMap::new(),
+            stop_signal_ops: BTreeMap::new(),
+            grace_ends: BTreeMap::new(),
             slack,
         }
     }
@@ -135,7 +141,10 @@ impl Harness {
         let actions = self.core.drain_actions();
         for action in &actions {
             match action {
-                Action::Call { op, call } => self.outstanding.push((*op, call.clone())),
+                Action::Call { op, call } => {
+                    self.outstanding.push((*op, call.clone()));
+                    self.check_escalation(*op, call)?;
+                }
                 Action::Answer(req, _) => {
                     prop_assert!(
                         self.answered.insert(*req, self.now.at).is_none(),
@@ -250,6 +259,35 @@ impl Harness {
         Ok(())
     }
 
+    /// Property 4b: SIGKILL for a stop comes no earlier than the grace
+    /// period after its signal was delivered.
+    fn check_escalation(&mut self, op: OpId, call: &Call) -> Result<(), TestCaseError> {
+        let Call::Kill { id, signal, .. } = call else {
+            return Ok(());
+        };
+        let Some(c) = self.core.container(id) else {
+            return Ok(());
+        };
+        let intents = &c.record.intents;
+        let Some(stop) = intents.stop else {
+            self.grace_ends.remove(id);
+            return Ok(());
+        };
+        if *signal == stop.signal && stop.signal != Signal::SIGKILL {
+            self.stop_signal_ops.insert(op, (id.clone(), stop.grace));
+        } else if *signal == Signal::SIGKILL && intents.kills.is_empty() && !intents.remove {
+            let grace_end = self.grace_ends.get(id);
+            prop_assert!(
+                grace_end.is_some_and(|end| *end <= self.now.at),
+                "SIGKILL of {} at {:?} before its grace period ended ({:?})",
+                id,
+                self.now.at,
+                grace_end
+            );
+        }
+        Ok(())
+    }
+
     fn req(&mut self) -> RequestId {
         self.next_req += 1;
         RequestId(self.next_req)
@@ -304,9 +342,15 @@ impl Harness {
             return Ok(());
         }
         let (op, call) = self.outstanding.remove(n % self.outstanding.len());
+        if let Some((id, grace)) = self.stop_signal_ops.remove(&op)
+            && self.world.up
+            && matches!(failure, 0 | 7)
+        {
+            self.grace_ends.insert(id, self.now.at + grace);
+        }
         let kind = match failure {
             _ if !self.world.up => Some(FailureKind::Unavailable),
-            0 => None,
+            0 | 7 => None,
             1 => Some(FailureKind::Unavailable),
             2 => Some(FailureKind::Deadline),
             3 => Some(FailureKind::NotFound),
@@ -391,9 +435,15 @@ impl Harness {
             },
             Call::Kill { id, signal, .. } => match self.world.tasks.get(&id).cloned() {
                 Some(WorldTask::Running(pid)) | Some(WorldTask::Created(pid)) => {
-                    if signal == Signal::SIGKILL || signal == Signal::SIGTERM {
-                        self.feed(Input::ActionResult(op, Ok(Done::Ok)))?;
+                    // Every other run is PID 1 without a handler: it ignores SIGTERM.
+                    let ignores_term = pid % 2 == 1;
+                    if signal == Signal::SIGKILL || signal == Signal::SIGTERM && !ignores_term {
                         let status = 128 + signal.number();
+                        if failure == 7 {
+                            self.world_exit(&id, pid, status, false)?;
+                            return self.feed(Input::ActionResult(op, Ok(Done::Ok)));
+                        }
+                        self.feed(Input::ActionResult(op, Ok(Done::Ok)))?;
                         return self.world_exit(&id, pid, status, false);
                     }
                     Done::Ok
