@@ -374,7 +374,8 @@ impl Core {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
-        if !c.rec.intents.start {
+        // A stop may have cancelled the start meanwhile; the task runs anyway.
+        if !c.rec.intents.start && !matches!(c.task, TaskState::Created { .. }) {
             return;
         }
         c.rec.intents.start = false;

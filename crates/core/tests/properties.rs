@@ -101,8 +101,8 @@ struct Harness {
     stop_bounds: BTreeMap<RequestId, Instant>,
     answered: BTreeMap<RequestId, Instant>,
     /// Stop signals in flight, and when each container's was delivered.
-    stop_signal_ops: BTreeMap<OpId, (ContainerId, Duration)>,
-    grace_ends: BTreeMap<ContainerId, Instant>,
+    stop_signal_ops: BTreeMap<OpId, ContainerId>,
+    signal_delivered: BTreeMap<ContainerId, Instant>,
     slack: Duration,
 }
 
@@ -129,7 +129,7 @@ impl Harness {
             stop_bounds: BTreeMap::new(),
             answered: BTreeMap::new(),
             stop_signal_ops: BTreeMap::new(),
-            grace_ends: BTreeMap::new(),
+            signal_delivered: BTreeMap::new(),
             slack,
         }
     }
@@ -270,15 +270,16 @@ impl Harness {
         };
         let intents = &c.record.intents;
         let Some(stop) = intents.stop else {
-            self.grace_ends.remove(id);
+            self.signal_delivered.remove(id);
             return Ok(());
         };
         if *signal == stop.signal && stop.signal != Signal::SIGKILL {
-            self.stop_signal_ops.insert(op, (id.clone(), stop.grace));
+            self.stop_signal_ops.insert(op, id.clone());
         } else if *signal == Signal::SIGKILL && intents.kills.is_empty() && !intents.remove {
-            let grace_end = self.grace_ends.get(id);
+            // A later stop may have shortened the grace: the one in force counts.
+            let grace_end = self.signal_delivered.get(id).map(|at| *at + stop.grace);
             prop_assert!(
-                grace_end.is_some_and(|end| *end <= self.now.at),
+                grace_end.is_some_and(|end| end <= self.now.at),
                 "SIGKILL of {} at {:?} before its grace period ended ({:?})",
                 id,
                 self.now.at,
@@ -342,11 +343,11 @@ impl Harness {
             return Ok(());
         }
         let (op, call) = self.outstanding.remove(n % self.outstanding.len());
-        if let Some((id, grace)) = self.stop_signal_ops.remove(&op)
+        if let Some(id) = self.stop_signal_ops.remove(&op)
             && self.world.up
             && matches!(failure, 0 | 7)
         {
-            self.grace_ends.insert(id, self.now.at + grace);
+            self.signal_delivered.insert(id, self.now.at);
         }
         let kind = match failure {
             _ if !self.world.up => Some(FailureKind::Unavailable),
