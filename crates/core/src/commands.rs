@@ -238,27 +238,11 @@ impl Core {
             c.rec.intents.start = false;
             c.cancel_policy_restart(&mut self.out.timers);
             self.out.persist(&c.rec);
-            self.answer_pending_where(
-                id,
-                |p| matches!(p, Pending::Start | Pending::Restart),
-                || {
-                    error(
-                        ErrorKind::Conflict,
-                        "the container was stopped before it started",
-                    )
-                },
+            let why = error(
+                ErrorKind::Conflict,
+                "the container was stopped before it started",
             );
-            // Nothing runs and nothing will start: a wait for "not running"
-            // that waited on the cancelled start is met now.
-            let exit_code = self.containers.get(id).map_or(0, Container::last_exit_code);
-            self.answer_pending_where(
-                id,
-                |p| p == Pending::Wait(WaitCondition::NotRunning),
-                || Answer::Waited {
-                    exit_code,
-                    error: None,
-                },
-            );
+            self.start_abandoned(id, why);
             let answer = if cancelled {
                 Answer::Done
             } else {
@@ -424,6 +408,26 @@ impl Core {
         c.requests.remove(pos);
         let answer = error(ErrorKind::Cancelled, "the requester went away");
         self.out.answer_pending(req, answer);
+    }
+
+    /// A start will not happen (a stop cancelled it, or it failed): its
+    /// requests get `why`, and waits for "not running" are met.
+    pub(crate) fn start_abandoned(&mut self, id: &ContainerId, why: Answer) {
+        self.answer_pending_where(
+            id,
+            |p| matches!(p, Pending::Start | Pending::Restart),
+            || why.clone(),
+        );
+        let exit_code = self.containers.get(id).map_or(0, Container::last_exit_code);
+        let waited = Answer::Waited {
+            exit_code,
+            error: None,
+        };
+        self.answer_pending_where(
+            id,
+            |p| p == Pending::Wait(WaitCondition::NotRunning),
+            || waited.clone(),
+        );
     }
 
     pub(crate) fn add_pending(

@@ -307,26 +307,13 @@ impl Core {
                     c.rec.intents.remove = true;
                 }
                 self.out.persist(&c.rec);
-                let exit_code = c.last_exit_code();
-                self.answer_pending_where(
-                    id,
-                    |p| p == Pending::Wait(WaitCondition::NotRunning),
-                    || Answer::Waited {
-                        exit_code,
-                        error: None,
-                    },
-                );
                 let message = format!("failed to start container {id}: {}", failure.message);
                 let kind = if failure.kind == K::Invalid {
                     ErrorKind::Invalid
                 } else {
                     ErrorKind::Internal
                 };
-                self.answer_pending_where(
-                    id,
-                    |p| matches!(p, Pending::Start | Pending::Restart),
-                    || error(kind, message.clone()),
-                );
+                self.start_abandoned(id, error(kind, message));
             }
             (
                 Step::Kill {

@@ -14,6 +14,15 @@ fn created_record(d: &Driver, id: &str) -> Record {
         .clone()
 }
 
+fn assert_no_restart_pending(d: &Driver) {
+    let next = d.core.poll_timeout();
+    assert!(
+        next.as_ref()
+            .is_none_or(|(_, k)| !matches!(k, TimerKind::RestartBackoff(_))),
+        "{next:?}"
+    );
+}
+
 fn ready_with_running(id: &str, config: ContainerConfig, pid: u32) -> Driver {
     let mut d = Driver::new();
     assert_eq!(d.connect(vec![]), vec![]);
@@ -528,11 +537,7 @@ fn restart_policy_restarts_after_an_observed_exit_with_backoff() {
         d.core.container(&cid("c1")).map(|c| c.status),
         Some(Status::Exited)
     );
-    assert!(
-        d.core
-            .poll_timeout()
-            .is_none_or(|(_, k)| !matches!(k, TimerKind::RestartBackoff(_)))
-    );
+    assert_no_restart_pending(&d);
 }
 
 #[test]
@@ -553,11 +558,7 @@ fn a_user_stop_suppresses_the_restart_policy() {
         d.core.container(&cid("c1")).map(|c| c.status),
         Some(Status::Exited)
     );
-    assert!(
-        d.core
-            .poll_timeout()
-            .is_none_or(|(_, k)| !matches!(k, TimerKind::RestartBackoff(_)))
-    );
+    assert_no_restart_pending(&d);
 }
 
 #[test]
