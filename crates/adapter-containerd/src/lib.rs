@@ -57,7 +57,7 @@ mod relist;
 mod spec;
 
 pub use client::{Adapter, AdapterConfig, InputSink};
-pub use decode::{DecodeError, decode_event, wall_time};
+pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
 pub use error::{AdapterError, classify_status};
 pub use exec::ExecRequest;
 pub use image::{ImageConfig, ImageSummary, ResolvedImage, chain_id, normalize_reference};
