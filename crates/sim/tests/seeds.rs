@@ -8,7 +8,7 @@ use holdfast_core::{CoreConfig, DeliberateBug};
 use holdfast_sim::{SimOptions, Summary, check_determinism, run_seed};
 
 /// Seeds run by default; a slow two-core CI machine takes seconds.
-const SEEDS_DEFAULT: u64 = 500;
+const SEEDS_DEFAULT: u64 = 2_000;
 
 /// Each deliberate bug must be found within this many seeds.
 const SEEDS_TO_FIND_A_BUG: u64 = 200;
