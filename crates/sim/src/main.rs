@@ -92,6 +92,10 @@ fn set_bug(_opts: &mut SimOptions, _name: &str) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().skip(1).any(|a| a == "--help" || a == "-h") {
+        usage();
+        return ExitCode::SUCCESS;
+    }
     let args = match parse() {
         Ok(args) => args,
         Err(message) => {
