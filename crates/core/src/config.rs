@@ -109,6 +109,10 @@ pub struct CoreConfig {
     pub reconnect_jitter_percent: u32,
     /// A connection that stayed healthy this long resets the reconnect backoff.
     pub reconnect_reset_after: Duration,
+    /// While connected, relist this often anyway: a safety net that converges
+    /// to containerd's truth even if an event went missing on a live stream.
+    /// `None` relists only after (re)connecting and when a call surprises.
+    pub relist_interval: Option<Duration>,
     /// Backoff of a retried action on one container.
     pub retry_initial: Duration,
     pub retry_max: Duration,
@@ -160,6 +164,7 @@ impl Default for CoreConfig {
             reconnect_max: Duration::from_secs(2),
             reconnect_jitter_percent: 20,
             reconnect_reset_after: Duration::from_secs(30),
+            relist_interval: Some(Duration::from_secs(300)),
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_secs(5),
             retry_attempts_max: 5,

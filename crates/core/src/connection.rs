@@ -198,7 +198,23 @@ impl Core {
             refresh: None,
             refresh_again: false,
         };
+        self.arm_periodic_relist();
         self.reconcile_all();
+    }
+
+    fn arm_periodic_relist(&mut self) {
+        if let Some(interval) = self.config.relist_interval {
+            let at = self.out.now.at + interval;
+            self.out.timers.set(TimerKind::PeriodicRelist, at);
+        }
+    }
+
+    pub(crate) fn periodic_relist_due(&mut self) {
+        // Down, the reconnect relists anyway; it re-arms this when ready.
+        if self.conn.is_ready() {
+            self.request_refresh();
+            self.arm_periodic_relist();
+        }
     }
 
     /// A failed subscribe or relist call.

@@ -297,6 +297,7 @@ impl Core {
         while let Some(kind) = self.out.timers.pop_due(self.out.now.at) {
             match kind {
                 TimerKind::Reconnect => self.reconnect_due(),
+                TimerKind::PeriodicRelist => self.periodic_relist_due(),
                 TimerKind::StopDeadline(id) => self.reconcile(&id),
                 TimerKind::Retry(id) => {
                     if let Some(c) = self.containers.get_mut(&id) {

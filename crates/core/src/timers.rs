@@ -11,6 +11,8 @@ use std::collections::BTreeSet;
 pub enum TimerKind {
     /// Try to (re)connect: subscribe, then relist.
     Reconnect,
+    /// The periodic relist while connected is due.
+    PeriodicRelist,
     /// A stop's grace period ends: SIGKILL if the exit was not observed.
     StopDeadline(ContainerId),
     /// A restart policy's backoff ends: start the container again.

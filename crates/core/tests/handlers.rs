@@ -1191,3 +1191,19 @@ fn a_restarting_container_needs_force_to_remove_and_stop_cancels_the_restart() {
         Some(Status::Exited)
     );
 }
+
+#[test]
+fn a_periodic_relist_catches_an_exit_lost_on_a_live_stream() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::PeriodicRelist);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let at = d.now.wall;
+    let actions = d.relist(relist, vec![stopped("c1", 42, 3, at)]);
+    assert_eq!(events(&actions), vec![UserEventKind::Die { exit_code: 3 }]);
+    assert_eq!(
+        d.core.poll_timeout().map(|(_, k)| k),
+        Some(TimerKind::PeriodicRelist),
+        "re-armed"
+    );
+}
