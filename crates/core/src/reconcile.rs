@@ -5,8 +5,8 @@
 //! This is the only place calls on a container are issued, and it issues
 //! them only while the connection is ready. A kill here always has a user's
 //! kill, stop or remove (or a passed stop deadline) behind it; a task delete
-//! always has a recorded exit; a start always has a user's start or a policy
-//! restart after a recorded exit.
+//! always has a recorded exit, or a task that never started; a start always
+//! has a user's start or a policy restart after a recorded exit.
 
 use crate::container::{Container, KillPurpose, Pending, Step, TaskState};
 use crate::ids::{ContainerId, OpId};
