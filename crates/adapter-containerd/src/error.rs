@@ -49,9 +49,9 @@ impl AdapterError {
         match self {
             AdapterError::Rpc { status, .. } => classify_status(status),
             AdapterError::Deadline { .. } => FailureKind::Deadline,
-            AdapterError::ImageNotFound(_) | AdapterError::Image(_) | AdapterError::Invalid(_) => {
-                FailureKind::Invalid
-            }
+            // The Docker API's 404 "No such image", not a bad request.
+            AdapterError::ImageNotFound(_) => FailureKind::NotFound,
+            AdapterError::Image(_) | AdapterError::Invalid(_) => FailureKind::Invalid,
             AdapterError::Stream(_) => FailureKind::Unavailable,
             AdapterError::Io(_) => FailureKind::Other,
         }
@@ -173,7 +173,7 @@ mod tests {
         assert_eq!(deadline.to_failure().kind, FailureKind::Deadline);
         assert_eq!(
             AdapterError::ImageNotFound("busybox".into()).kind(),
-            FailureKind::Invalid
+            FailureKind::NotFound
         );
         let rpc = AdapterError::rpc("Tasks.Start")(Status::new(Code::NotFound, "no task"));
         assert_eq!(

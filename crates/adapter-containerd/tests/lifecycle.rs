@@ -103,7 +103,7 @@ async fn lifecycle_from_image_to_nothing_left() {
 async fn failed_creates_leave_nothing_behind() {
     let mut env = Env::start().await;
 
-    // No such image: invalid, nothing made.
+    // No such image: not found (the API's 404), nothing made.
     let mut config = busybox(&["true"]);
     config.image = "nosuch:1".into();
     let r = env
@@ -114,7 +114,7 @@ async fn failed_creates_leave_nothing_behind() {
         .await;
     assert_eq!(
         r.as_ref().map_err(|f| f.kind),
-        Err(FailureKind::Invalid),
+        Err(FailureKind::NotFound),
         "{r:?}"
     );
     assert!(r.err().is_some_and(|f| f.message.contains("No such image")));
