@@ -1207,3 +1207,35 @@ fn a_periodic_relist_catches_an_exit_lost_on_a_live_stream() {
         "re-armed"
     );
 }
+
+#[test]
+fn reconnect_backoff_resets_after_a_healthy_period() {
+    let mut d = Driver::new();
+    // Fail five attempts: the backoff grows.
+    for _ in 0..5 {
+        let (_, actions) = d.fire_timer();
+        d.fail(
+            only_call(&actions, |c| matches!(c, Call::Subscribe)),
+            FailureKind::Unavailable,
+        );
+    }
+    let grown = d
+        .core
+        .poll_timeout()
+        .map(|(at, _)| at - d.now.at)
+        .expect("retry armed");
+    d.connect(vec![]);
+    // Healthy for longer than reconnect_reset_after, then the stream breaks.
+    d.advance(CoreConfig::default().reconnect_reset_after + Duration::from_secs(1));
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "connection refused".into(),
+    )));
+    let (at, kind) = d.core.poll_timeout().expect("retry armed");
+    assert_eq!(kind, TimerKind::Reconnect);
+    let delay = at - d.now.at;
+    assert!(
+        delay <= CoreConfig::default().reconnect_initial * 6 / 5,
+        "reset: {delay:?} (was {grown:?})"
+    );
+    assert!(grown > delay * 4, "it had grown: {grown:?}");
+}
