@@ -291,7 +291,10 @@ impl Adapter {
     ) -> Result<T, AdapterError> {
         match tokio::time::timeout(timeout, fut).await {
             Err(_) => Err(AdapterError::Deadline { what, timeout }),
-            Ok(Err(status)) if status.code() == tonic::Code::DeadlineExceeded => {
+            Ok(Err(status))
+                if status.code() == tonic::Code::DeadlineExceeded
+                    || crate::error::is_client_timeout(&status) =>
+            {
                 Err(AdapterError::Deadline { what, timeout })
             }
             Ok(Err(status)) => Err(AdapterError::rpc(what)(status)),

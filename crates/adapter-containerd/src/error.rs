@@ -71,6 +71,9 @@ impl AdapterError {
 /// transport failures arrive as `Unavailable` (connection refused) or as
 /// `Unknown` carrying a transport error (a connection that broke mid-call).
 pub fn classify_status(status: &Status) -> FailureKind {
+    if is_client_timeout(status) {
+        return FailureKind::Deadline;
+    }
     match status.code() {
         Code::NotFound => FailureKind::NotFound,
         Code::AlreadyExists => FailureKind::AlreadyExists,
@@ -85,9 +88,26 @@ pub fn classify_status(status: &Status) -> FailureKind {
     }
 }
 
+/// Whether tonic gave up waiting (the request's `grpc-timeout` expired on
+/// our side): the call may or may not have taken effect, and containerd may
+/// be merely slow, so this is a deadline, never unreachability.
+pub(crate) fn is_client_timeout(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.is::<containerd_client::tonic::TimeoutExpired>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
 /// Whether a status was produced by the transport rather than by containerd:
-/// it carries an error source (containerd's own errors never do), or its
-/// message is one tonic/hyper use for a broken connection.
+/// it carries an error source (statuses that come off the wire never do), or
+/// its message is one tonic and hyper use for a broken connection. Messages
+/// that containerd or runc also produce ("broken pipe" from runc's init,
+/// "connection refused" from a shim dial) are containerd's answers, not a
+/// sign that containerd is away.
 fn is_transport_failure(status: &Status) -> bool {
     if std::error::Error::source(status).is_some() {
         return true;
@@ -97,9 +117,6 @@ fn is_transport_failure(status: &Status) -> bool {
         "transport error",
         "transport is closing",
         "error reading a body from connection",
-        "connection reset",
-        "broken pipe",
-        "connection refused",
         "h2 protocol error",
     ]
     .iter()
@@ -162,6 +179,29 @@ mod tests {
         let io = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "pipe");
         let with_source = Status::from_error(Box::new(io));
         assert_eq!(classify_status(&with_source), FailureKind::Unavailable);
+    }
+
+    #[test]
+    fn containerd_errors_that_mention_pipes_are_answers_not_outages() {
+        let runc = Status::new(
+            Code::Unknown,
+            "OCI runtime create failed: runc create failed: unable to start container process: error during container init: write init-p: broken pipe: unknown",
+        );
+        assert_eq!(classify_status(&runc), FailureKind::Other);
+        let shim = Status::new(
+            Code::Unknown,
+            "dial unix /run/x.sock: connect: connection refused",
+        );
+        assert_eq!(classify_status(&shim), FailureKind::Other);
+    }
+
+    #[test]
+    fn a_client_side_timeout_is_a_deadline_not_an_outage() {
+        let timeout = Status::from_error(Box::new(containerd_client::tonic::TimeoutExpired(())));
+        assert_eq!(classify_status(&timeout), FailureKind::Deadline);
+        let error = AdapterError::rpc("Tasks.Kill")(timeout);
+        assert_eq!(error.kind(), FailureKind::Deadline);
+        assert!(!error.is_unreachable());
     }
 
     #[test]

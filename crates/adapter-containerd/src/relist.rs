@@ -20,6 +20,23 @@ impl Adapter {
                 return;
             }
         };
+        // containerd lists a task whose shim did not answer in time as
+        // UNKNOWN with pid 0: that is no fact about it, and a relist that
+        // cannot vouch for every task proves nothing. Fail it (as a timeout:
+        // the core looks again later) rather than pass a placeholder on.
+        if let Some(p) = tasks
+            .iter()
+            .find(|p| p.pid == 0 || task_status(p.status) == TaskStatus::Unknown)
+        {
+            let message = format!(
+                "Tasks.List: task {} is in an unknown state (its shim did not answer)",
+                p.id
+            );
+            let failure =
+                holdfast_core::Failure::new(holdfast_core::FailureKind::Deadline, message);
+            sink.send(Input::ActionResult(op, Err(failure)));
+            return;
+        }
         sink.send(Input::Relist(op, RelistPart::Begin));
         let mut count = 0usize;
         for p in tasks {

@@ -119,9 +119,13 @@ impl Core {
             // A call that was running at any time since the relist was
             // issued may have changed the task after it was listed: only a
             // stopped task with the current pid is evidence regardless.
-            let settled = c.in_flight.is_none() && c.last_activity < relist.op;
+            let listed = relist.tasks.get(id);
+            // A placeholder for a task whose shim did not answer (status
+            // unknown, pid 0) is no fact about it.
+            let placeholder = listed.is_some_and(|t| t.status == TaskStatus::Unknown || t.pid == 0);
+            let settled = c.in_flight.is_none() && c.last_activity < relist.op && !placeholder;
             let before = c.task;
-            match relist.tasks.get(id) {
+            match listed.filter(|_| !placeholder) {
                 Some(task) if task.status == TaskStatus::Stopped => {
                     let current = c.rec.pid.is_none_or(|pid| pid == task.pid);
                     if current && (settled || c.rec.pid.is_some()) {

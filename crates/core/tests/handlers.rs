@@ -1239,3 +1239,35 @@ fn reconnect_backoff_resets_after_a_healthy_period() {
     );
     assert!(grown > delay * 4, "it had grown: {grown:?}");
 }
+
+#[test]
+fn a_placeholder_for_a_task_whose_shim_did_not_answer_proves_nothing() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    let (_, actions) = d.fire_timer();
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    let relist = only_call(
+        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
+        |c| matches!(c, Call::Relist),
+    );
+    let placeholder = TaskInfo {
+        container: cid("c1"),
+        pid: 0,
+        status: TaskStatus::Unknown,
+        exit_status: 0,
+        exited_at: None,
+    };
+    assert_eq!(d.relist(relist, vec![placeholder]), vec![]);
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!(
+        (c1.task, c1.confirmed, c1.record.pid),
+        (TaskState::Running { pid: 42 }, false, Some(42))
+    );
+    // The real exit still counts.
+    assert_eq!(
+        events(&d.exit("c1", 42, 0)),
+        vec![UserEventKind::Die { exit_code: 0 }]
+    );
+}
