@@ -347,6 +347,118 @@ pub(crate) fn read_rootfs_file(mounts: &[Mount], relative: &str) -> Option<Strin
             }
         }
     }
-    dirs.iter()
-        .find_map(|d| std::fs::read_to_string(d.join(relative)).ok())
+    for dir in &dirs {
+        match read_layer_file(dir, relative) {
+            LayerFile::Found(text) => return Some(text),
+            LayerFile::Absent => continue,
+            LayerFile::Refused => return None,
+        }
+    }
+    None
+}
+
+/// What one layer directory holds at a path.
+enum LayerFile {
+    Found(String),
+    /// Not in this layer: look in the one below.
+    Absent,
+    /// Deleted here (a whiteout), or not something we read: a symlink (it
+    /// would resolve on the host, not in the container), a device or a FIFO
+    /// (which could block or never end), or a file over 1 MiB.
+    Refused,
+}
+
+fn read_layer_file(dir: &std::path::Path, relative: &str) -> LayerFile {
+    use std::io::Read as _;
+    use std::os::unix::fs::FileTypeExt as _;
+    const LIMIT_BYTES: u64 = 1 << 20;
+    let mut path = dir.to_path_buf();
+    for part in relative.split('/').filter(|p| !p.is_empty()) {
+        path.push(part);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            return LayerFile::Absent;
+        };
+        let kind = meta.file_type();
+        // overlayfs marks a deleted entry with a 0/0 character device.
+        if kind.is_char_device() || kind.is_symlink() || kind.is_fifo() || kind.is_socket() {
+            return LayerFile::Refused;
+        }
+    }
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return LayerFile::Absent;
+    };
+    if !meta.file_type().is_file() || meta.len() > LIMIT_BYTES {
+        return LayerFile::Refused;
+    }
+    let mut text = String::new();
+    match std::fs::File::open(&path).and_then(|f| f.take(LIMIT_BYTES).read_to_string(&mut text)) {
+        Ok(_) => LayerFile::Found(text),
+        Err(_) => LayerFile::Refused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overlay(upper: &std::path::Path, lowers: &[&std::path::Path]) -> Vec<Mount> {
+        let lower = lowers
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":");
+        vec![Mount {
+            r#type: "overlay".into(),
+            source: "overlay".into(),
+            options: vec![
+                format!("upperdir={}", upper.display()),
+                format!("lowerdir={lower}"),
+            ],
+            ..Default::default()
+        }]
+    }
+
+    #[test]
+    fn rootfs_files_are_read_from_the_top_layer_that_has_them() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (upper, top, bottom) = (
+            tmp.path().join("u"),
+            tmp.path().join("l1"),
+            tmp.path().join("l2"),
+        );
+        for dir in [&upper, &top, &bottom] {
+            std::fs::create_dir_all(dir.join("etc")).expect("mkdir");
+        }
+        std::fs::write(bottom.join("etc/passwd"), "old:x:1:1::/:/bin/sh\n").expect("write");
+        std::fs::write(top.join("etc/passwd"), "app:x:1000:1000::/:/bin/sh\n").expect("write");
+        let mounts = overlay(&upper, &[&top, &bottom]);
+        assert_eq!(
+            read_rootfs_file(&mounts, "etc/passwd").as_deref(),
+            Some("app:x:1000:1000::/:/bin/sh\n")
+        );
+    }
+
+    #[test]
+    fn rootfs_files_never_follow_symlinks_or_open_fifos() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (upper, layer) = (tmp.path().join("u"), tmp.path().join("l1"));
+        std::fs::create_dir_all(upper.join("etc")).expect("mkdir");
+        std::fs::create_dir_all(&layer).expect("mkdir");
+        // `etc -> /etc` would read the host's passwd.
+        std::os::unix::fs::symlink("/etc", layer.join("etc")).expect("symlink");
+        assert_eq!(
+            read_rootfs_file(&overlay(&upper, &[&layer]), "etc/passwd"),
+            None
+        );
+        // A FIFO would block the call for ever.
+        let status = std::process::Command::new("mkfifo")
+            .arg(upper.join("etc/passwd"))
+            .status()
+            .expect("mkfifo runs");
+        assert!(status.success());
+        assert_eq!(
+            read_rootfs_file(&overlay(&upper, &[&layer]), "etc/passwd"),
+            None
+        );
+    }
 }

@@ -39,6 +39,14 @@ impl Adapter {
         if request.args.is_empty() {
             return Err(AdapterError::Invalid("exec needs a command".into()));
         }
+        // The exec id names a log file and, in TaskExit events, the process:
+        // it must be a plain identifier, and never the init's (the container id).
+        if request.exec_id.parse::<ContainerId>().is_err() || request.exec_id == id.as_str() {
+            return Err(AdapterError::Invalid(format!(
+                "invalid exec id {:?}",
+                request.exec_id
+            )));
+        }
         let container = self.get_container(id).await?;
         let spec: Value = container
             .spec
@@ -46,6 +54,11 @@ impl Adapter {
             .and_then(|any| serde_json::from_slice(&any.value).ok())
             .ok_or_else(|| AdapterError::Invalid(format!("container {id} has no readable spec")))?;
         let mut process = spec["process"].clone();
+        if !process.is_object() {
+            return Err(AdapterError::Invalid(format!(
+                "container {id} has no process in its spec"
+            )));
+        }
         process["args"] = json!(request.args);
         process["terminal"] = json!(false);
         if let Some(cwd) = &request.working_dir {

@@ -29,7 +29,7 @@ const CAPABILITIES: [&str; 14] = [
     "CAP_AUDIT_WRITE",
 ];
 
-const MASKED_PATHS: [&str; 9] = [
+const MASKED_PATHS: [&str; 11] = [
     "/proc/asound",
     "/proc/acpi",
     "/proc/kcore",
@@ -39,6 +39,8 @@ const MASKED_PATHS: [&str; 9] = [
     "/proc/timer_stats",
     "/proc/sched_debug",
     "/sys/firmware",
+    "/proc/scsi",
+    "/sys/devices/virtual/powercap",
 ];
 
 const READONLY_PATHS: [&str; 6] = [
@@ -210,11 +212,10 @@ pub(crate) fn build_spec(
         json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]}),
         json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]}),
     ];
-    match config.network {
-        // Without its own network namespace a container may not mount a new sysfs.
-        NetworkMode::Host => mounts.push(json!({"destination": "/sys", "type": "bind", "source": "/sys", "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]})),
-        NetworkMode::None => mounts.push(json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]})),
-    }
+    // A fresh, read-only sysfs in both modes, as dockerd does. (A bind of the
+    // host's /sys would leave its submounts, such as /sys/fs/bpf or
+    // /sys/kernel/debug, writable: `ro` does not recurse.)
+    mounts.push(json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}));
     mounts.push(json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}));
     if config.network == NetworkMode::Host {
         for file in ["/etc/hosts", "/etc/resolv.conf"] {

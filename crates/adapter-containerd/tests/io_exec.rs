@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Env, cid};
+use common::{Env, busybox, cid};
 use holdfast_adapter_containerd::ExecRequest;
 use holdfast_adapter_containerd::logger::{LogRecord, LogStream, read_log};
 use holdfast_core::{Call, ContainerdEvent, Done, Input, RelistPart, Signal, TaskStatus};
@@ -90,6 +90,15 @@ async fn exec_exit_is_reported_apart_from_the_container() {
         env: vec!["FOO=from-exec".into()],
         ..Default::default()
     };
+    // An exec may not pose as the init process, nor name a path.
+    for bad in [id.as_str(), "../e1", ""] {
+        let bad_request = ExecRequest {
+            exec_id: bad.into(),
+            ..request.clone()
+        };
+        let refused = env.adapter.exec(&id, &bad_request).await;
+        assert!(refused.is_err(), "exec id {bad:?} accepted: {refused:?}");
+    }
     let exec_pid = env.adapter.exec(&id, &request).await.expect("exec");
     assert_ne!(exec_pid, init_pid);
     let exit = env
@@ -139,5 +148,33 @@ async fn exec_exit_is_reported_apart_from_the_container() {
     };
     assert_eq!(env.call(kill).await, Ok(Done::Ok));
     assert_eq!(env.exit_of(&id).await, 137);
+    env.remove(&id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_network_sees_the_hosts_interfaces_through_a_read_only_sys() {
+    let mut env = Env::start().await;
+    env.subscribe().await;
+    let mut host: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .expect("the host's interfaces")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    host.sort();
+    let script = format!(
+        "test \"$(ls /sys/class/net | sort | tr '\\n' ' ')\" = '{} ' && ! touch /sys/probe 2>/dev/null",
+        host.join(" ")
+    );
+    let id = cid("hostnet");
+    let mut config = busybox(&["sh", "-c", &script]);
+    config.network = holdfast_core::NetworkMode::Host;
+    env.run_with(&id, config).await;
+    assert_eq!(env.exit_of(&id).await, 0, "{script}");
+    env.remove(&id).await;
+
+    // Without host networking only loopback is there.
+    let id = cid("nonet");
+    env.run(&id, &["sh", "-c", "test \"$(ls /sys/class/net)\" = lo"])
+        .await;
+    assert_eq!(env.exit_of(&id).await, 0);
     env.remove(&id).await;
 }

@@ -162,7 +162,11 @@ impl Env {
 
     /// Creates, creates the task and starts a container running `cmd`; returns the pid.
     pub async fn run(&mut self, id: &ContainerId, cmd: &[&str]) -> u32 {
-        let config = busybox(cmd);
+        self.run_with(id, busybox(cmd)).await
+    }
+
+    /// As [`Env::run`], with a config of the test's own.
+    pub async fn run_with(&mut self, id: &ContainerId, config: ContainerConfig) -> u32 {
         assert_eq!(
             self.call(Call::CreateContainer {
                 id: id.clone(),
