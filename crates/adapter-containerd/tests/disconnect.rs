@@ -45,6 +45,22 @@ async fn containerd_crash_is_never_an_exit() {
         Err(holdfast_core::FailureKind::Unavailable)
     );
 
+    // A subscription asked for while down gets one result, a failure, and is
+    // never reported live.
+    let op = env.op();
+    tokio::spawn(env.adapter.execute(op, Call::Subscribe, env.sink.clone()));
+    let this_op = move |i: &Input| match i {
+        Input::ActionResult(o, _) | Input::Connection(ConnectionFact::StreamLive(o)) => *o == op,
+        _ => false,
+    };
+    let first = env.wait_for(this_op).await;
+    assert!(
+        matches!(&first, Input::ActionResult(_, Err(f)) if f.kind == holdfast_core::FailureKind::Unavailable),
+        "{first:?}"
+    );
+    let second = env.wait_for_within(Duration::from_secs(1), this_op).await;
+    assert!(second.is_none(), "a second result for one call: {second:?}");
+
     // A task dies from the host while containerd is down.
     holdfast_testkit::sigkill(victim_pid);
     tokio::time::sleep(OUTAGE).await;

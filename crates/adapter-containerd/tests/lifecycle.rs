@@ -17,12 +17,15 @@ async fn lifecycle_from_image_to_nothing_left() {
     if !env.seen.iter().any(first_broken) {
         env.wait_for(first_broken).await;
     }
+    let second_broken = |i: &Input| matches!(i, Input::Connection(ConnectionFact::StreamBroken(op, _)) if *op == second);
     assert!(
-        !env.seen.iter().any(
-            |i| matches!(i, Input::Connection(ConnectionFact::StreamBroken(op, _)) if *op == second)
-        ),
+        !env.seen.iter().any(second_broken),
         "the newer stream stays open"
     );
+    let late = env
+        .wait_for_within(Duration::from_secs(1), second_broken)
+        .await;
+    assert!(late.is_none(), "the newer stream broke: {late:?}");
 
     // Exit code observed.
     let exits = cid("exits3");
