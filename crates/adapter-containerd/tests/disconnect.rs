@@ -128,3 +128,62 @@ async fn containerd_crash_is_never_an_exit() {
     env.remove(&survivor).await;
     env.remove(&victim).await;
 }
+
+/// The shim of a task: the parent of its init process.
+fn parent_of(pid: u32) -> u32 {
+    let stat =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the task's /proc entry");
+    let after_name = stat.rsplit(')').next().expect("a stat line");
+    after_name
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("a parent pid")
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shim_that_does_not_answer_fails_the_relist_rather_than_faking_a_task() {
+    let mut env = Env::start().await;
+    env.subscribe().await;
+    let id = cid("frozen");
+    let pid = env.run(&id, &["sleep", "1000"]).await;
+    let shim = parent_of(pid);
+
+    // containerd lists a task whose shim does not answer as UNKNOWN, pid 0.
+    signal(shim, "STOP");
+    let op = env.op();
+    tokio::spawn(env.adapter.execute(op, Call::Relist, env.sink.clone()));
+    let got = env
+        .wait_for(|i| match i {
+            Input::ActionResult(o, _) | Input::Relist(o, RelistPart::Begin) => *o == op,
+            _ => false,
+        })
+        .await;
+    signal(shim, "CONT");
+    assert!(
+        matches!(&got, Input::ActionResult(_, Err(f)) if f.kind == holdfast_core::FailureKind::Deadline),
+        "{got:?}"
+    );
+
+    // Answering again, it is listed as it is.
+    let op = env.op();
+    tokio::spawn(env.adapter.execute(op, Call::Relist, env.sink.clone()));
+    let task = env
+        .wait_for(|i| matches!(i, Input::Relist(o, RelistPart::Task(_)) if *o == op))
+        .await;
+    assert!(
+        matches!(&task, Input::Relist(_, RelistPart::Task(t)) if t.pid == pid && t.status == TaskStatus::Running),
+        "{task:?}"
+    );
+    holdfast_testkit::sigkill(pid);
+    env.exit_of(&id).await;
+    env.remove(&id).await;
+}
