@@ -113,20 +113,78 @@ fn read_entry<R: std::io::Read>(e: &mut tar::Entry<R>) -> std::io::Result<Option
     if !kind.is_file() {
         return Ok(None);
     }
-    // The header's size is a claim, not a fact: allocate for what is read,
-    // never for what a crafted header says (an abort cannot be caught).
-    let claimed = usize::try_from(e.size()).unwrap_or(usize::MAX);
-    let mut data = Vec::with_capacity(claimed.min(KEEP_BYTES));
-    e.read_to_end(&mut data)?;
-    Ok(Some(TarItem::File(name, data)))
+    Ok(Some(TarItem::File(name, Entry::read(e)?)))
+}
+
+/// A file of the tarball, read once and hashed on the way: kept in memory
+/// when small, spooled to an anonymous temporary file when not, so a
+/// multi-GB layer costs disk, not memory.
+struct Entry {
+    digest: String,
+    size: u64,
+    gzip: bool,
+    bytes: Option<Vec<u8>>,
+    spool: Option<std::fs::File>,
+}
+
+impl Entry {
+    fn read(source: &mut impl Read) -> std::io::Result<Entry> {
+        use std::io::Write as _;
+        let mut hasher = Sha256::new();
+        // Never allocate for what a header claims (an abort cannot be caught):
+        // read up to the in-memory limit, then spool the rest.
+        let mut head = Vec::new();
+        source
+            .by_ref()
+            .take(KEEP_BYTES as u64 + 1)
+            .read_to_end(&mut head)?;
+        hasher.update(&head);
+        let gzip = head.starts_with(&[0x1f, 0x8b]);
+        if head.len() <= KEEP_BYTES {
+            return Ok(Entry {
+                digest: format!("sha256:{}", hex::encode(hasher.finalize())),
+                size: head.len() as u64,
+                gzip,
+                bytes: Some(head),
+                spool: None,
+            });
+        }
+        let mut spool = tempfile::tempfile()?;
+        spool.write_all(&head)?;
+        let mut size = head.len() as u64;
+        drop(head);
+        let mut buf = vec![0u8; WRITE_CHUNK];
+        loop {
+            let n = source.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            spool.write_all(&buf[..n])?;
+            size += n as u64;
+        }
+        Ok(Entry {
+            digest: format!("sha256:{}", hex::encode(hasher.finalize())),
+            size,
+            gzip,
+            bytes: None,
+            spool: Some(spool),
+        })
+    }
 }
 
 fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
+/// Where a blob's bytes are.
+enum BlobSource {
+    Memory(Vec<u8>),
+    File(std::fs::File),
+}
+
 enum TarItem {
-    File(String, Vec<u8>),
+    File(String, Entry),
     Link(String, String),
 }
 
@@ -242,19 +300,25 @@ impl Adapter {
                 TarItem::Link(from, to) => {
                     tar.links.insert(from, to);
                 }
-                TarItem::File(name, data) => {
-                    let digest = sha256(&data);
+                TarItem::File(name, entry) => {
+                    let digest = entry.digest.clone();
                     if let Some(hex) = name.strip_prefix("blobs/sha256/")
                         && digest != format!("sha256:{hex}")
                     {
                         return Err(bad(format!("{name} does not match its digest ({digest})")));
                     }
-                    self.write_blob(&data, &digest, lease).await?;
+                    let size = i64::try_from(entry.size)
+                        .map_err(|_| bad(format!("{name} is too large")))?;
+                    let source = match entry.spool {
+                        Some(file) => BlobSource::File(file),
+                        None => BlobSource::Memory(entry.bytes.clone().unwrap_or_default()),
+                    };
+                    self.write_blob(source, size, &digest, lease).await?;
                     let stored = Stored {
                         digest,
-                        size: data.len() as i64,
-                        gzip: data.starts_with(&[0x1f, 0x8b]),
-                        bytes: (data.len() <= KEEP_BYTES).then_some(data),
+                        size,
+                        gzip: entry.gzip,
+                        bytes: entry.bytes,
                     };
                     tar.files.insert(name, stored);
                 }
@@ -264,8 +328,15 @@ impl Adapter {
         Ok(tar)
     }
 
-    /// Writes one blob into the content store (nothing if it is there).
-    async fn write_blob(&self, data: &[u8], digest: &str, lease: &str) -> Result<(), AdapterError> {
+    /// Writes one blob into the content store (nothing if it is there),
+    /// streaming it in chunks: a spooled layer never sits in memory whole.
+    async fn write_blob(
+        &self,
+        source: BlobSource,
+        total: i64,
+        digest: &str,
+        lease: &str,
+    ) -> Result<(), AdapterError> {
         let timeout = self.config().import_call_timeout;
         let mut content = self.content();
         let info = content.info(self.leased(
@@ -280,31 +351,77 @@ impl Adapter {
             Err(e) if is_code(&e, Code::NotFound) => {}
             Err(e) => return Err(e),
         }
-        let total = data.len() as i64;
-        let r#ref = format!("holdfast-import-{digest}");
-        let mut messages: Vec<WriteContentRequest> = data
-            .chunks(WRITE_CHUNK)
-            .enumerate()
-            .map(|(i, chunk)| WriteContentRequest {
-                action: WriteAction::Write as i32,
+        let message = {
+            let r#ref = format!("holdfast-import-{digest}");
+            let expected = digest.to_owned();
+            move |action: WriteAction, offset: i64, data: Vec<u8>| WriteContentRequest {
+                action: action as i32,
                 r#ref: r#ref.clone(),
                 total,
-                expected: digest.to_owned(),
-                offset: (i * WRITE_CHUNK) as i64,
-                data: chunk.to_vec(),
+                expected: expected.clone(),
+                offset,
+                data,
                 labels: HashMap::new(),
-            })
-            .collect();
-        messages.push(WriteContentRequest {
-            action: WriteAction::Commit as i32,
-            r#ref,
-            total,
-            expected: digest.to_owned(),
-            offset: total,
-            data: Vec::new(),
-            labels: HashMap::new(),
+            }
+        };
+        // The chunks come from a blocking reader through a small channel; the
+        // commit is sent only after every byte was read, so a read error can
+        // never commit a short blob.
+        let (tx, rx) = tokio::sync::mpsc::channel::<WriteContentRequest>(2);
+        let producer = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            let mut reader: Box<dyn Read> = match source {
+                BlobSource::Memory(bytes) => Box::new(std::io::Cursor::new(bytes)),
+                BlobSource::File(mut file) => {
+                    use std::io::Seek as _;
+                    file.seek(std::io::SeekFrom::Start(0))?;
+                    Box::new(file)
+                }
+            };
+            let mut offset = 0i64;
+            loop {
+                let mut chunk = Vec::with_capacity(WRITE_CHUNK);
+                reader
+                    .by_ref()
+                    .take(WRITE_CHUNK as u64)
+                    .read_to_end(&mut chunk)?;
+                if chunk.is_empty() {
+                    break;
+                }
+                let len = chunk.len() as i64;
+                if tx
+                    .blocking_send(message(WriteAction::Write, offset, chunk))
+                    .is_err()
+                {
+                    return Ok(());
+                }
+                offset += len;
+            }
+            let _ = tx.blocking_send(message(WriteAction::Commit, offset, Vec::new()));
+            Ok(())
         });
-        let request = self.leased(tokio_stream::iter(messages), lease, timeout)?;
+        let request = self.leased(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+            lease,
+            timeout,
+        )?;
+        let written = self.await_write(&mut content, request, timeout).await;
+        let read = producer
+            .await
+            .map_err(|e| bad(format!("blob reader: {e}")))?;
+        read?;
+        written
+    }
+
+    async fn await_write(
+        &self,
+        content: &mut containerd_client::services::v1::content_client::ContentClient<
+            containerd_client::tonic::transport::Channel,
+        >,
+        request: containerd_client::tonic::Request<
+            tokio_stream::wrappers::ReceiverStream<WriteContentRequest>,
+        >,
+        timeout: std::time::Duration,
+    ) -> Result<(), AdapterError> {
         let mut responses = match self
             .rpc_within("Content.Write", timeout, content.write(request))
             .await
@@ -369,7 +486,9 @@ impl Adapter {
         }))
         .map_err(|e| bad(e.to_string()))?;
         let digest = sha256(&manifest);
-        self.write_blob(&manifest, &digest, lease).await?;
+        let size = manifest.len() as i64;
+        self.write_blob(BlobSource::Memory(manifest.clone()), size, &digest, lease)
+            .await?;
         Ok(Descriptor {
             media_type: DOCKER_MANIFEST.to_owned(),
             digest,
@@ -606,6 +725,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn large_entries_are_spooled_to_disk_and_hashed_whole() {
+        use std::io::Read as _;
+        let data: Vec<u8> = (0..KEEP_BYTES + 3 * WRITE_CHUNK + 7)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let entry = Entry::read(&mut data.as_slice()).expect("read");
+        assert_eq!(entry.digest, sha256(&data));
+        assert_eq!(entry.size, data.len() as u64);
+        assert!(entry.bytes.is_none(), "not kept in memory");
+        let mut spooled = Vec::new();
+        let mut file = entry.spool.expect("spooled");
+        use std::io::Seek as _;
+        file.seek(std::io::SeekFrom::Start(0)).expect("seek");
+        file.read_to_end(&mut spooled).expect("read back");
+        assert!(spooled == data, "the spool holds the entry");
+
+        let small = Entry::read(&mut &b"\x1f\x8bsmall"[..]).expect("read");
+        assert_eq!(
+            (small.size, small.gzip, small.bytes.as_deref()),
+            (7, true, Some(&b"\x1f\x8bsmall"[..]))
+        );
+        assert!(small.spool.is_none());
+    }
+
+    #[test]
     fn a_tar_header_claiming_terabytes_does_not_abort() {
         let mut header = tar::Header::new_gnu();
         header.set_path("huge").expect("a short path");
@@ -620,7 +764,7 @@ mod tests {
         // (whose digest then fails to match the manifest).
         match read_entry(&mut entry) {
             Err(_) => {}
-            Ok(Some(TarItem::File(_, data))) => assert!(data.len() <= 1024, "{}", data.len()),
+            Ok(Some(TarItem::File(_, entry))) => assert!(entry.size <= 1024, "{}", entry.size),
             Ok(_) => panic!("a regular file entry"),
         }
     }

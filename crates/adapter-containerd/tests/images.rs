@@ -1,5 +1,5 @@
-//! Image import of both tarball formats, resolution, and a container run
-//! from each.
+//! Image import of both tarball formats (with a layer too big to hold in
+//! memory), resolution, and a container run from each.
 
 mod common;
 
@@ -14,7 +14,15 @@ async fn imports_docker_archive_and_oci_layout() {
     init_tracing();
     let ctrd = Containerd::start();
     let dir = tempfile::tempdir().expect("tempdir");
-    let image = BusyboxImage::build(&dir.path().join("img"), "busybox:1.0", Some("SIGQUIT"));
+    // A 12 MiB ballast makes the layer bigger than what the importer keeps in
+    // memory, so both formats go through the spooled path.
+    const BALLAST_BYTES: usize = 12 << 20;
+    let image = BusyboxImage::build_with_ballast(
+        &dir.path().join("img"),
+        "busybox:1.0",
+        Some("SIGQUIT"),
+        BALLAST_BYTES,
+    );
 
     for format in [ImageFormat::DockerArchive, ImageFormat::OciLayout] {
         let ns = unique_namespace("hf-img");
@@ -59,7 +67,10 @@ async fn imports_docker_archive_and_oci_layout() {
         let (sink, mut rx) = unbounded_channel::<Input>();
         tokio::spawn(adapter.execute(holdfast_core::OpId(1), Call::Subscribe, sink.clone()));
         let id = cid("fromimage");
-        let mut config = busybox(&["sh", "-c", "test -x /bin/busybox && exit 4"]);
+        let script = format!(
+            "test -x /bin/busybox && test $(wc -c < /ballast.bin) -eq {BALLAST_BYTES} && exit 4"
+        );
+        let mut config = busybox(&["sh", "-c", &script]);
         config.image = "busybox:1.0".into();
         let calls = [
             Call::CreateContainer {

@@ -42,13 +42,24 @@ impl BusyboxImage {
     /// Builds both tarballs into `dir`. `reference` is `repo:tag` (a Docker
     /// Hub short name); `stop_signal` goes into the config's `StopSignal`.
     pub fn build(dir: &Path, reference: &str, stop_signal: Option<&str>) -> BusyboxImage {
+        BusyboxImage::build_with_ballast(dir, reference, stop_signal, 0)
+    }
+
+    /// As [`BusyboxImage::build`], with `/ballast.bin`: `ballast_bytes` of
+    /// incompressible bytes, for testing layers too big to hold in memory.
+    pub fn build_with_ballast(
+        dir: &Path,
+        reference: &str,
+        stop_signal: Option<&str>,
+        ballast_bytes: usize,
+    ) -> BusyboxImage {
         let (repo, tag) = reference.rsplit_once(':').unwrap_or((reference, "latest"));
         let containerd_name = if repo.contains('/') {
             format!("docker.io/{repo}:{tag}")
         } else {
             format!("docker.io/library/{repo}:{tag}")
         };
-        let layer = layer_tar();
+        let layer = layer_tar(ballast_bytes);
         let diff_id = digest(&layer);
         let config_amd64 = config_json("amd64", &diff_id, stop_signal);
         let config_digest = digest(&config_amd64);
@@ -184,7 +195,7 @@ enum Entry {
 
 /// The root filesystem: `/bin/busybox` plus one symlink per applet, the usual
 /// empty directories, and `/etc/passwd` and `/etc/group`.
-fn layer_tar() -> Vec<u8> {
+fn layer_tar(ballast_bytes: usize) -> Vec<u8> {
     let busybox_path = crate::which("busybox");
     let busybox = fs::read(&busybox_path).expect("read the static busybox");
     let list = Command::new(&busybox_path)
@@ -210,6 +221,19 @@ fn layer_tar() -> Vec<u8> {
         ("sys/".into(), Entry::Dir(0o755)),
         ("tmp/".into(), Entry::Dir(0o1777)),
     ];
+    if ballast_bytes > 0 {
+        // A xorshift stream: reproducible, and gzip cannot shrink it.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let ballast = (0..ballast_bytes)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        entries.push(("ballast.bin".into(), Entry::File(0o644, ballast)));
+    }
     for applet in String::from_utf8_lossy(&list.stdout).lines() {
         let applet = applet.trim();
         if applet.is_empty() || applet == "busybox" || applet.contains('/') {
