@@ -229,7 +229,22 @@ impl Adapter {
     pub(crate) async fn create_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
         let container = self.get_container(id).await?;
         let mounts = self.snapshot_mounts(&container.snapshot_key).await?;
-        let uri = binary_uri(self.logger_binary(), &self.log_path(id));
+        // The logger opens this file after the shim starts it; if it cannot,
+        // containerd still starts the task, with nobody reading its output.
+        // Find out here, while the start can still fail with the reason.
+        let log_path = self.log_path(id);
+        let with_path = |e: std::io::Error| {
+            std::io::Error::new(e.kind(), format!("log {}: {e}", log_path.display()))
+        };
+        if let Some(dir) = log_path.parent() {
+            std::fs::create_dir_all(dir).map_err(with_path)?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(with_path)?;
+        let uri = binary_uri(self.logger_binary(), &log_path);
         let mut tasks = self.tasks();
         let req = self.req(CreateTaskRequest {
             container_id: id.to_string(),

@@ -91,7 +91,13 @@ impl Adapter {
             }),
             exec_id: request.exec_id.clone(),
         });
-        self.rpc("Tasks.Exec", tasks.exec(req)).await?;
+        if let Err(e) = self.rpc("Tasks.Exec", tasks.exec(req)).await {
+            // A timed-out Exec may have taken effect: release the exec id.
+            if e.kind() == holdfast_core::FailureKind::Deadline {
+                let _ = self.delete_exec(id, &request.exec_id).await;
+            }
+            return Err(e);
+        }
         match self.start_process(id, &request.exec_id).await {
             Ok(pid) => Ok(pid),
             Err(e) => {

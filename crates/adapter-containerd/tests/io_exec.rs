@@ -6,7 +6,9 @@ mod common;
 use common::{Env, busybox, cid};
 use holdfast_adapter_containerd::ExecRequest;
 use holdfast_adapter_containerd::logger::{LogRecord, LogStream, read_log};
-use holdfast_core::{Call, ContainerdEvent, Done, Input, RelistPart, Signal, TaskStatus};
+use holdfast_core::{
+    Call, ContainerdEvent, Done, FailureKind, Input, RelistPart, Signal, TaskStatus,
+};
 use std::path::Path;
 use std::time::Duration;
 
@@ -177,4 +179,35 @@ async fn host_network_sees_the_hosts_interfaces_through_a_read_only_sys() {
         .await;
     assert_eq!(env.exit_of(&id).await, 0);
     env.remove(&id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_cannot_be_written_fails_the_start_with_the_reason() {
+    let mut env = Env::start().await;
+    let id = cid("nolog");
+    let config = busybox(&["echo", "lost"]);
+    assert_eq!(
+        env.call(Call::CreateContainer {
+            id: id.clone(),
+            config: config.into()
+        })
+        .await,
+        Ok(Done::Ok)
+    );
+    // A directory where the log file should be: the logger could not open it.
+    std::fs::create_dir_all(env.adapter.log_path(&id)).expect("mkdir");
+    let created = env.call(Call::CreateTask { id: id.clone() }).await;
+    assert!(
+        matches!(&created, Err(f) if f.kind == FailureKind::Other && f.message.contains("nolog.log")),
+        "{created:?}"
+    );
+    assert_eq!(
+        env.call(Call::DeleteContainer { id: id.clone() }).await,
+        Ok(Done::Ok)
+    );
+    let (containers, tasks, snapshots) = env.leftovers().await;
+    assert!(
+        containers.is_empty() && tasks.is_empty() && snapshots.is_empty(),
+        "{containers:?} {tasks:?} {snapshots:?}"
+    );
 }
