@@ -263,28 +263,36 @@ impl Core {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
-        if !c.is_running() {
-            self.out.answer_now(
-                req,
-                error(
-                    ErrorKind::Conflict,
-                    format!("Container {id} is not running"),
-                ),
-            );
+        let restarting = c.rec.intents.policy_restart;
+        if !c.is_running() && !restarting {
+            let message = format!("Container {id} is not running");
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
             return;
-        }
-        // One pending delivery per signal: kills repeated during an outage
-        // are one signal when containerd returns, not a burst.
-        if !c.rec.intents.kills.contains(&signal) {
-            c.rec.intents.kills.push(signal);
         }
         c.rec.intents.user_stopped = true;
         // dockerd's rule: SIGKILL, the stop signal, or any signal when none
         // is configured, means the user wants it to stay down.
         let config = &c.rec.config;
         let stop_signal = config.stop_signal.or(config.image_stop_signal);
-        if signal == Signal::SIGKILL || stop_signal.is_none_or(|s| s == signal) {
+        let stay_down = signal == Signal::SIGKILL || stop_signal.is_none_or(|s| s == signal);
+        if restarting {
+            // Between runs there is no process to signal; as with dockerd,
+            // a kill that means "stay down" cancels the coming restart.
+            if stay_down {
+                c.cancel_policy_restart(&mut self.out.timers);
+            }
+            self.out.persist(&c.rec);
+            self.out.answer_now(req, Answer::Done);
+            return;
+        }
+        if stay_down {
             c.rec.intents.exit_on_next = true;
+        }
+        // One pending delivery per signal: kills repeated during an outage
+        // are one signal when containerd returns, not a burst.
+        if !c.rec.intents.kills.contains(&signal) {
+            c.rec.intents.kills.push(signal);
         }
         self.out.persist(&c.rec);
         self.add_pending(

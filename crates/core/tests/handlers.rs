@@ -1271,3 +1271,28 @@ fn a_placeholder_for_a_task_whose_shim_did_not_answer_proves_nothing() {
         vec![UserEventKind::Die { exit_code: 0 }]
     );
 }
+
+#[test]
+fn killing_a_restarting_container_cancels_the_restart() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    d.exit("c1", 42, 1);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+    let (req, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert_eq!(calls(&actions), vec![], "no process to signal between runs");
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+    assert_no_restart_pending(&d);
+}
