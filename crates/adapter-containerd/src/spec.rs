@@ -286,8 +286,84 @@ pub(crate) fn build_spec(
             "namespaces": namespaces,
             "maskedPaths": MASKED_PATHS,
             "readonlyPaths": READONLY_PATHS,
+            "seccomp": seccomp_profile(),
         },
     }))
+}
+
+/// System calls a container is refused (EPERM), as dockerd's default profile
+/// refuses them to a container without extra capabilities. Most already need
+/// a capability the container does not have; the filter matters for those
+/// that do not: kernel keyrings (not namespaced), user namespaces and
+/// unprivileged BPF (the usual roads to kernel bugs), userfaultfd,
+/// perf_event_open, and reading other processes' memory. A denylist, not
+/// dockerd's allowlist: it stops the known-dangerous without breaking what
+/// the allowlist would have to foresee.
+const SECCOMP_DENIED: [&str; 51] = [
+    "_sysctl",
+    "acct",
+    "add_key",
+    "bpf",
+    "clock_adjtime",
+    "clock_settime",
+    "create_module",
+    "delete_module",
+    "finit_module",
+    "fsconfig",
+    "fsmount",
+    "fsopen",
+    "fspick",
+    "get_kernel_syms",
+    "init_module",
+    "ioperm",
+    "iopl",
+    "kcmp",
+    "kexec_file_load",
+    "kexec_load",
+    "keyctl",
+    "lookup_dcookie",
+    "mount",
+    "mount_setattr",
+    "move_mount",
+    "name_to_handle_at",
+    "nfsservctl",
+    "open_by_handle_at",
+    "open_tree",
+    "perf_event_open",
+    "pivot_root",
+    "process_vm_readv",
+    "process_vm_writev",
+    "query_module",
+    "quotactl",
+    "reboot",
+    "request_key",
+    "setns",
+    "settimeofday",
+    "stime",
+    "swapoff",
+    "swapon",
+    "sysfs",
+    "umount",
+    "umount2",
+    "unshare",
+    "uselib",
+    "userfaultfd",
+    "ustat",
+    "vm86",
+    "vm86old",
+];
+
+fn seccomp_profile() -> Value {
+    // runc skips names the architecture does not have.
+    let architectures: &[&str] = match std::env::consts::ARCH {
+        "aarch64" => &["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+        _ => &["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+    };
+    json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": architectures,
+        "syscalls": [{ "names": SECCOMP_DENIED.as_slice(), "action": "SCMP_ACT_ERRNO", "errnoRet": 1 }],
+    })
 }
 
 #[cfg(test)]

@@ -211,3 +211,32 @@ async fn a_log_that_cannot_be_written_fails_the_start_with_the_reason() {
         "{containers:?} {tasks:?} {snapshots:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seccomp_filter_refuses_user_namespaces() {
+    let mut env = Env::start().await;
+    env.subscribe().await;
+    // Root in the container, no extra capabilities: without the filter both
+    // would succeed (on the host `busybox unshare -U true` does).
+    let id = cid("seccomp");
+    env.run(
+        &id,
+        &["sh", "-c", "unshare -U true && exit 10; echo ok; exit 3"],
+    )
+    .await;
+    assert_eq!(env.exit_of(&id).await, 3, "unshare -U must be refused");
+    env.remove(&id).await;
+    // Everyday system calls still work.
+    let id = cid("everyday");
+    env.run(
+        &id,
+        &[
+            "sh",
+            "-c",
+            "ls / >/dev/null && date >/dev/null && sleep 0 && exit 5",
+        ],
+    )
+    .await;
+    assert_eq!(env.exit_of(&id).await, 5);
+    env.remove(&id).await;
+}
