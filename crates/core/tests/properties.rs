@@ -8,6 +8,7 @@
 //! 3. After a reconnect's complete relist, every settled container matches the world.
 //! 4. Every stop request is answered within grace + slack.
 //! 5. The same inputs give the same actions.
+//! 6. No request is lost: all but waits are answered once the world heals.
 
 mod support;
 
@@ -103,6 +104,8 @@ struct Harness {
     /// Stop signals in flight, and when each container's was delivered.
     stop_signal_ops: BTreeMap<OpId, ContainerId>,
     signal_delivered: BTreeMap<ContainerId, Instant>,
+    /// Every request but a wait, which may rightly wait for ever.
+    must_answer: Vec<RequestId>,
     slack: Duration,
 }
 
@@ -130,6 +133,7 @@ impl Harness {
             answered: BTreeMap::new(),
             stop_signal_ops: BTreeMap::new(),
             signal_delivered: BTreeMap::new(),
+            must_answer: Vec::new(),
             slack,
         }
     }
@@ -296,6 +300,9 @@ impl Harness {
 
     fn command(&mut self, command: Command) -> Result<RequestId, TestCaseError> {
         let req = self.req();
+        if !matches!(command, Command::Wait { .. }) {
+            self.must_answer.push(req);
+        }
         self.feed(Input::Command(req, command))?;
         Ok(req)
     }
@@ -539,6 +546,14 @@ impl Harness {
             }
         }
         prop_assert_eq!(self.core.calls_in_flight(), 0);
+        // No request is lost: everything but a wait is answered by now.
+        for req in &self.must_answer {
+            prop_assert!(
+                self.answered.contains_key(req),
+                "{} was never answered",
+                req
+            );
+        }
         Ok(())
     }
 
