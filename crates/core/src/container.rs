@@ -117,6 +117,7 @@ impl Container {
         self.rec.run += 1;
         self.rec.pid = Some(pid);
         self.rec.started_at = None;
+        self.rec.start_sent = false;
         self.oom = false;
         self.sigkill_sent = false;
         self.stop_deadline = None;

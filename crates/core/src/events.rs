@@ -75,9 +75,19 @@ impl Core {
                     self.request_refresh();
                 }
             }
+            // The current run's process started: evidence even when the
+            // start's own answer is lost.
+            ContainerdEvent::TaskStart { container, pid } => {
+                let Some(c) = self.containers.get(&container) else {
+                    return;
+                };
+                if c.rec.pid == Some(pid) && matches!(c.task, TaskState::Created { .. }) {
+                    self.start_took_effect(&container);
+                }
+            }
             // Pids are learned from our own CreateTask result and relists; a
-            // late create or start event of an earlier run must not set them.
-            ContainerdEvent::TaskCreate { .. } | ContainerdEvent::TaskStart { .. } => {}
+            // late create event of an earlier run must not set them.
+            ContainerdEvent::TaskCreate { .. } => {}
         }
     }
 

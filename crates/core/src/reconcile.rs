@@ -97,6 +97,17 @@ impl Core {
             c.kill_announced = Some(signal);
             self.out.publish(id, UserEventKind::Kill { signal });
         }
+        match step {
+            Step::StartTask => {
+                c.rec.start_sent = true;
+                self.out.persist(&c.rec);
+            }
+            // Only a task believed never started is deleted while created.
+            Step::DeleteTask if matches!(c.task, TaskState::Created { .. }) => {
+                c.rec.start_sent = false;
+            }
+            _ => {}
+        }
         let op = self.out.call(OpOwner::Container(id.clone()), call);
         c.in_flight = Some((op, step));
         c.last_activity = op;
@@ -303,6 +314,7 @@ impl Core {
                 // missing binary): drop the start and say why. An auto-remove
                 // container goes, as with dockerd.
                 c.rec.intents.start = false;
+                c.rec.start_sent = false;
                 if c.rec.config.auto_remove {
                     c.rec.intents.remove = true;
                 }

@@ -162,8 +162,9 @@ impl Core {
                 Some(_) => {}
                 None if settled => {
                     let unexited = c.rec.pid.is_some() && c.current_exit().is_none();
-                    if unexited && c.rec.started_at.is_some() {
-                        // It ran and is gone: an exit, status unknown.
+                    // It ran (or its start was sent and may have taken
+                    // effect) and is gone: an exit, status unknown.
+                    if unexited && (c.rec.started_at.is_some() || c.rec.start_sent) {
                         exits.push((
                             id.clone(),
                             VANISHED_EXIT_CODE,

@@ -187,8 +187,11 @@ fn start_creates_then_starts_the_task() {
         Ok(Done::TaskCreated { pid: 42 }),
     ));
     assert!(matches!(&actions[0], Action::Persist(r) if r.pid == Some(42) && r.run == 1));
+    // The start is recorded as sent before it is sent: if its answer is
+    // lost, the run may have started.
+    assert!(matches!(&actions[1], Action::Persist(r) if r.start_sent));
     assert_eq!(
-        actions[1],
+        actions[2],
         Action::Call {
             op: OpId(5),
             call: Call::StartTask { id: cid("c1") }
@@ -1295,4 +1298,36 @@ fn killing_a_restarting_container_cancels_the_restart() {
         Some(Status::Exited)
     );
     assert_no_restart_pending(&d);
+}
+
+#[test]
+fn a_start_event_is_evidence_when_the_start_answer_is_lost() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let (start_req, start) = started_until_start_call(&mut d, "c1", ContainerConfig::default(), 42);
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskStart {
+        container: cid("c1"),
+        pid: 42,
+    }));
+    assert_eq!(events(&actions), vec![UserEventKind::Start]);
+    assert_eq!(answers(&actions), vec![(start_req, Answer::Done)]);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.task),
+        Some(TaskState::Running { pid: 42 })
+    );
+    // The answer is lost; the task later vanishes with its shim: an exit, unknown.
+    d.fail(start, FailureKind::Unavailable);
+    let (_, actions) = d.fire_timer();
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    let relist = only_call(
+        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
+        |c| matches!(c, Call::Relist),
+    );
+    d.relist(relist, vec![]);
+    let exit = d
+        .core
+        .container(&cid("c1"))
+        .and_then(|c| c.current_exit().cloned())
+        .expect("an exit");
+    assert_eq!((exit.exit_code, exit.error.is_some()), (255, true));
 }
