@@ -55,7 +55,16 @@ pub struct Checker {
     asked: BTreeMap<ContainerId, Asked>,
     exits: BTreeMap<(ContainerId, u32), ExitRecord>,
     dies: BTreeMap<(ContainerId, u32), u32>,
+    /// Since when the core has been connected without a break.
+    ready_since: Option<Instant>,
 }
+
+/// How long, once connected, a container may still be shown running after
+/// its process exited: an event arrives in milliseconds; an exit missed in
+/// an outage needs the reconnect's relist, which an injected deadline can
+/// delay by a retry. Measured: no false alarm in 10,000 seeds at 12 s; 2 s
+/// was too tight (a relist hit by an injected deadline).
+const STALE_VIEW_BOUND: Duration = Duration::from_secs(12);
 
 impl Checker {
     pub fn new(config: CoreConfig) -> Checker {
@@ -66,6 +75,7 @@ impl Checker {
             asked: BTreeMap::new(),
             exits: BTreeMap::new(),
             dies: BTreeMap::new(),
+            ready_since: None,
         }
     }
 
@@ -74,6 +84,7 @@ impl Checker {
     /// Requests waiting on a crashed daemon die with it (the client sees
     /// its connection reset): by design, not a lost request.
     pub fn daemon_crashed(&mut self) {
+        self.ready_since = None;
         self.outstanding.clear();
     }
 
@@ -318,6 +329,28 @@ impl Checker {
                 ));
             }
         }
+        // Safety, not just liveness: a connected core does not go on showing
+        // a dead process as running (the bug dockerd 20.10 shipped).
+        if core.connection() == ConnectionState::Ready {
+            let since = *self.ready_since.get_or_insert(now);
+            for view in core.containers() {
+                let (Status::Running, Some(pid)) = (view.status, view.record.pid) else {
+                    continue;
+                };
+                let Some((_, exited_at)) = cd.truth.get(&pid).and_then(|t| t.exit) else {
+                    continue;
+                };
+                let known_since = crate::sim::wall(since).max(exited_at);
+                if crate::sim::wall(now).saturating_since(known_since) > STALE_VIEW_BOUND {
+                    return Err(format!(
+                        "{} shown running (pid {pid}) although it exited at {exited_at:?}; connected since {since:?}",
+                        view.record.id
+                    ));
+                }
+            }
+        } else {
+            self.ready_since = None;
+        }
         for view in core.containers() {
             let Some(exit) = view.current_exit() else {
                 continue;
@@ -403,6 +436,7 @@ impl Checker {
                 return Some(format!("{id} is {:?}", view.record.presence));
             }
             if intents.start
+                || intents.policy_restart
                 || intents.stop.is_some()
                 || !intents.kills.is_empty()
                 || intents.remove
@@ -428,6 +462,20 @@ impl Checker {
                 .is_some_and(|t| t.status == holdfast_core::TaskStatus::Stopped)
             {
                 return Some(format!("{id}: a stopped task is left in containerd"));
+            }
+        }
+        // Every process that ran and exited in a container still shown had
+        // its exit recorded: none was lost, whatever the events did.
+        for (pid, truth) in &cd.truth {
+            if truth.started
+                && truth.exit.is_some()
+                && core.container(&truth.container).is_some()
+                && !self.exits.contains_key(&(truth.container.clone(), *pid))
+            {
+                return Some(format!(
+                    "{}: the exit of pid {pid} ({:?}) was never recorded",
+                    truth.container, truth.exit
+                ));
             }
         }
         for id in &cd.containers {

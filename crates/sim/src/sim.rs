@@ -609,7 +609,14 @@ impl Sim {
                 "injected: unavailable",
             )));
             pending.reply_fixed = true;
+            // Half the time the call reached containerd before the
+            // connection broke: it takes effect, and the caller only hears
+            // that containerd went away.
+            let takes_effect = self.rng_fault.chance(500);
             self.calls.insert(key, pending);
+            if takes_effect {
+                self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
+            }
             let at = self.now + self.rng_world.ms(0, 2);
             self.schedule(at, Ev::CallReply { key, generation: 0 });
             return;
