@@ -69,9 +69,10 @@ fn different_seeds_differ() {
     assert_ne!(a.ok(), b.ok(), "two seeds gave the same action trace");
 }
 
-/// Runs seeds with `bug` switched on until one fails; returns that seed and
-/// the failure's message.
-fn first_failure(bug: DeliberateBug) -> Option<(u64, String)> {
+/// Runs seeds with `bug` switched on until one fails with a message of the
+/// expected class (so the bug is found by the invariant it breaks, not by
+/// some unrelated failure); returns that seed and the failure's message.
+fn first_failure(bug: DeliberateBug, classes: &[&str]) -> Option<(u64, String)> {
     let core_config = CoreConfig {
         deliberate_bug: Some(bug),
         ..CoreConfig::default()
@@ -80,12 +81,17 @@ fn first_failure(bug: DeliberateBug) -> Option<(u64, String)> {
         core_config,
         ..SimOptions::default()
     };
-    (0..SEEDS_TO_FIND_A_BUG)
-        .find_map(|seed| run_seed(seed, &opts).err().map(|f| (seed, f.to_string())))
+    (0..SEEDS_TO_FIND_A_BUG).find_map(|seed| {
+        let message = run_seed(seed, &opts).err()?.to_string();
+        classes
+            .iter()
+            .any(|class| message.contains(class))
+            .then_some((seed, message))
+    })
 }
 
-fn assert_found(bug: DeliberateBug) {
-    match first_failure(bug) {
+fn assert_found(bug: DeliberateBug, classes: &[&str]) {
+    match first_failure(bug, classes) {
         Some((seed, message)) => {
             assert!(
                 message.contains(&format!("reproduce with SIM_SEED={seed}")),
@@ -96,26 +102,35 @@ fn assert_found(bug: DeliberateBug) {
                 message.lines().next().unwrap_or("")
             );
         }
-        None => panic!("{bug:?} went unnoticed for {SEEDS_TO_FIND_A_BUG} seeds"),
+        None => panic!("{bug:?} went unnoticed by {classes:?} for {SEEDS_TO_FIND_A_BUG} seeds"),
     }
 }
 
 #[test]
 fn finds_stream_error_taken_as_exit() {
-    assert_found(DeliberateBug::StreamErrorIsExit);
+    assert_found(DeliberateBug::StreamErrorIsExit, &["but the truth is"]);
 }
 
 #[test]
 fn finds_late_exit_overwriting_the_first() {
-    assert_found(DeliberateBug::LateExitOverwrites);
+    assert_found(
+        DeliberateBug::LateExitOverwrites,
+        &["recorded 2 times", "changed from"],
+    );
 }
 
 #[test]
 fn finds_skipped_relist_after_reconnect() {
-    assert_found(DeliberateBug::SkipRelistAfterReconnect);
+    assert_found(
+        DeliberateBug::SkipRelistAfterReconnect,
+        &["shown running", "was never recorded"],
+    );
 }
 
 #[test]
 fn finds_kill_before_stop_deadline() {
-    assert_found(DeliberateBug::KillBeforeStopDeadline);
+    assert_found(
+        DeliberateBug::KillBeforeStopDeadline,
+        &["before its stop's grace period ended"],
+    );
 }
