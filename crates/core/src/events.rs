@@ -166,8 +166,12 @@ impl Core {
         if c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites) {
             return;
         }
-        if matches!(c.in_flight, Some((_, Step::StartTask))) {
-            // The exit overtook the start's answer: the start took effect.
+        if matches!(c.in_flight, Some((_, Step::StartTask)))
+            || c.rec.intents.start && c.rec.start_sent
+        {
+            // The exit overtook the start's answer, or the answer was lost:
+            // the start was carried out on this run, which is now over. A
+            // start asked for is not a promise to start again.
             self.start_took_effect(id);
         }
         let Some(c) = self.containers.get_mut(id) else {

@@ -378,6 +378,7 @@ impl Core {
             return;
         }
         c.rec.intents.start = false;
+        c.rec.start_sent = false;
         c.rec.started_at.get_or_insert(self.out.now.wall);
         if let TaskState::Created { pid } = c.task {
             c.task = TaskState::Running { pid };

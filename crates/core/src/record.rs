@@ -23,8 +23,9 @@ pub struct Record {
     /// The init pid of the current run, once known.
     pub pid: Option<u32>,
     pub started_at: Option<WallTime>,
-    /// A StartTask was sent for the current run and not refused: it may have
-    /// started even if no answer said so (the answer can be lost).
+    /// A StartTask was sent for the current run, and neither confirmed nor
+    /// refused: it may have started even if no answer said so (the answer
+    /// can be lost).
     #[serde(default)]
     pub start_sent: bool,
     /// The recorded exit of run `exit.run`. Written once per run, from evidence.

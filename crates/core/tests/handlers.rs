@@ -1331,3 +1331,31 @@ fn a_start_event_is_evidence_when_the_start_answer_is_lost() {
         .expect("an exit");
     assert_eq!((exit.exit_code, exit.error.is_some()), (255, true));
 }
+
+#[test]
+fn a_start_carried_out_on_a_run_that_then_dies_is_not_repeated() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let (start_req, start) = started_until_start_call(&mut d, "c1", ContainerConfig::default(), 42);
+    // The start's answer is lost; the process is killed from outside.
+    d.fail(start, FailureKind::Unavailable);
+    let (_, actions) = d.fire_timer();
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    let relist = only_call(
+        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
+        |c| matches!(c, Call::Relist),
+    );
+    let at = d.now.wall;
+    let actions = d.relist(relist, vec![stopped("c1", 42, 137, at)]);
+    assert_eq!(
+        events(&actions),
+        vec![UserEventKind::Start, UserEventKind::Die { exit_code: 137 }]
+    );
+    assert_eq!(answers(&actions), vec![(start_req, Answer::Done)]);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    assert_eq!(d.ok(delete), vec![], "not started a second time");
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+}
