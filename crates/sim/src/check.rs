@@ -45,6 +45,13 @@ struct Asked {
     stop_grace: Option<Duration>,
     /// When the first signal other than SIGKILL went out after that stop.
     stop_signal_sent: Option<Instant>,
+    /// A stop (or a kill that means "stay down", by dockerd's rule) came
+    /// after the last user start: no restart policy may start it again.
+    stayed_down: bool,
+    /// A user start or restart not yet carried out (no task created since).
+    start_wanted: bool,
+    /// The kill that set `stayed_down`: refused (not running), it did not.
+    stayed_down_by: Option<RequestId>,
 }
 
 #[derive(Debug)]
@@ -91,6 +98,9 @@ impl Checker {
     pub fn command(&mut self, req: RequestId, command: &Command, now: Instant) {
         let id = command.container_id().clone();
         let asked = self.asked.entry(id.clone()).or_default();
+        // A kill does not cancel a start or restart still to be carried out
+        // (as with dockerd; it survives a daemon crash); a stop does.
+        let start_in_progress = asked.start_wanted;
         let own = asked.config.as_ref().and_then(|c| c.stop_timeout);
         let default_grace = self.config.default_stop_timeout;
         let grace = |timeout: Option<Duration>| timeout.or(own).unwrap_or(default_grace);
@@ -114,11 +124,26 @@ impl Checker {
         };
         match command {
             Command::Stop { timeout, .. } => {
+                asked.stayed_down = true;
+                asked.stayed_down_by = None;
+                asked.start_wanted = false;
                 asked.kill_at = Some(now);
                 let g = grace(*timeout);
                 asked.stop_grace = Some(asked.stop_grace.map_or(g, |earlier| earlier.min(g)));
             }
             Command::Kill { signal, .. } => {
+                let stop_signal = asked
+                    .config
+                    .as_ref()
+                    .and_then(|c| c.stop_signal.or(c.image_stop_signal));
+                if (*signal == holdfast_core::Signal::SIGKILL
+                    || stop_signal.is_none_or(|s| s == *signal))
+                    && !start_in_progress
+                    && !asked.stayed_down
+                {
+                    asked.stayed_down = true;
+                    asked.stayed_down_by = Some(req);
+                }
                 asked.kill_at = Some(now);
                 if *signal == holdfast_core::Signal::SIGKILL {
                     asked.sigkill_at = Some(now);
@@ -127,6 +152,8 @@ impl Checker {
             Command::Restart { timeout, .. } => {
                 asked.kill_at = Some(now);
                 asked.start = true;
+                asked.stayed_down = false;
+                asked.start_wanted = true;
                 let g = grace(*timeout);
                 asked.stop_grace = Some(asked.stop_grace.map_or(g, |earlier| earlier.min(g)));
             }
@@ -135,7 +162,11 @@ impl Checker {
                 asked.sigkill_at = Some(now);
                 asked.remove = true;
             }
-            Command::Start { .. } => asked.start = true,
+            Command::Start { .. } => {
+                asked.start = true;
+                asked.stayed_down = false;
+                asked.start_wanted = true;
+            }
             Command::Create { .. } | Command::Wait { .. } => {}
         }
         let kind = crate::sim::user_kind(command);
@@ -167,6 +198,18 @@ impl Checker {
                     ));
                 };
                 let id = &request.container;
+                if request.kind == UserKind::Kill
+                    && matches!(answer, Answer::Error(e) if e.kind == holdfast_core::ErrorKind::Conflict)
+                {
+                    let asked = self.asked.entry(id.clone()).or_default();
+                    if asked.stayed_down_by == Some(*req) {
+                        asked.stayed_down = false;
+                        asked.stayed_down_by = None;
+                    }
+                }
+                if request.kind == UserKind::Start && *answer == Answer::NotModified {
+                    self.asked.entry(id.clone()).or_default().start_wanted = false;
+                }
                 if request.kind == UserKind::Create && *answer == Answer::Done {
                     self.asked.entry(id.clone()).or_default().create_done = true;
                 }
@@ -281,7 +324,15 @@ impl Checker {
                     "{op}: delete of container {id} that no user asked to remove"
                 ));
             }
+            Call::CreateTask { .. } if asked.stayed_down && !asked.start_wanted => {
+                return Err(format!(
+                    "{op}: start of {id} after a user stop or kill, with no user start since (a policy restart the user ruled out)"
+                ));
+            }
             Call::CreateTask { .. } | Call::StartTask { .. } => {
+                if matches!(call, Call::CreateTask { .. }) {
+                    asked.start_wanted = false;
+                }
                 let ran_before = cd.truth.values().any(|t| &t.container == id && t.started);
                 let policy_may = policy != RestartPolicy::No && ran_before;
                 if !asked.start && !policy_may {
