@@ -91,13 +91,14 @@ impl Core {
         }
     }
 
-    /// The current run is over: it exited with `exit_code`, or it never ran
-    /// (`None`: created, then gone before it started). The stop is done, the
-    /// undelivered signals have nothing left to signal, and what waited for
-    /// the run is answered. Returns whether the user had asked it to stop.
-    pub(crate) fn run_over(&mut self, id: &ContainerId, exit_code: Option<i32>) -> bool {
+    /// The current run is over: the stop is done, the undelivered signals
+    /// have nothing left to signal. State only: the caller persists, then
+    /// publishes and answers ([`Core::answer_run_over`]), so that a crash in
+    /// between can lose an event but never record an exit twice. Returns
+    /// whether a stop was pending, and whether the user wanted it down.
+    fn end_run(&mut self, id: &ContainerId) -> (bool, bool) {
         let Some(c) = self.containers.get_mut(id) else {
-            return false;
+            return (false, false);
         };
         let stopped = c.rec.intents.stop.take().is_some();
         let stopped_by_user = stopped | std::mem::take(&mut c.rec.intents.exit_on_next);
@@ -106,9 +107,15 @@ impl Core {
         c.rec.intents.kills.clear();
         c.kill_announced = None;
         self.out.timers.cancel(&TimerKind::StopDeadline(id.clone()));
-        if stopped && exit_code.is_some() {
-            self.out.publish(id, UserEventKind::Stop);
-        }
+        (stopped, stopped_by_user)
+    }
+
+    /// Answers what waited for the run that just ended: it exited with
+    /// `exit_code`, or (`None`) it never ran.
+    fn answer_run_over(&mut self, id: &ContainerId, exit_code: Option<i32>) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
         let last_exit_code = c.last_exit_code();
         // A user's signal in flight when the run ended reached it (or found it
         // gone): dockerd answers such a kill with success.
@@ -147,12 +154,24 @@ impl Core {
         for (req, answer) in answers {
             self.out.answer_pending(req, answer);
         }
-        stopped_by_user
+    }
+
+    /// The current run never started (created, then gone or deleted before
+    /// any start took effect): no exit, and nothing of it remains to do.
+    pub(crate) fn never_ran(&mut self, id: &ContainerId) {
+        if let Some(c) = self.containers.get_mut(id) {
+            c.rec.pid = None;
+        }
+        self.end_run(id);
+        if let Some(c) = self.containers.get(id) {
+            self.out.persist(&c.rec);
+        }
+        self.answer_run_over(id, None);
     }
 
     /// Records the exit of the current run, once: the first evidence wins.
-    /// Answers what waited for it and decides what comes next (policy
-    /// restart, auto-remove). Reconciling is left to the caller.
+    /// Decides what comes next (policy restart, auto-remove), persists, and
+    /// only then publishes and answers. Reconciling is left to the caller.
     pub(crate) fn record_exit(
         &mut self,
         id: &ContainerId,
@@ -184,9 +203,7 @@ impl Core {
             oom_killed: c.oom_killed(exit_code),
             error: error_text,
         });
-        self.out.publish(id, UserEventKind::Die { exit_code });
-
-        let stopped_by_user = self.run_over(id, Some(exit_code));
+        let (stopped, stopped_by_user) = self.end_run(id);
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
@@ -217,6 +234,11 @@ impl Core {
             }
         }
         self.out.persist(&c.rec);
+        self.out.publish(id, UserEventKind::Die { exit_code });
+        if stopped {
+            self.out.publish(id, UserEventKind::Stop);
+        }
+        self.answer_run_over(id, Some(exit_code));
     }
 
     /// A restart policy's backoff has passed: start again.

@@ -219,11 +219,7 @@ impl Core {
                 c.task = TaskState::Absent;
                 if c.current_exit().is_none() {
                     // The task never ran (its start failed or was cancelled).
-                    c.rec.pid = None;
-                    self.run_over(id, None);
-                    if let Some(c) = self.containers.get(id) {
-                        self.out.persist(&c.rec);
-                    }
+                    self.never_ran(id);
                 }
             }
             Step::DeleteContainer => self.finish_removal(id),

@@ -174,7 +174,6 @@ impl Core {
                     } else if unexited {
                         // Created, never known to start, now gone (we deleted
                         // it and lost the answer, or crashed): no run, no exit.
-                        c.rec.pid = None;
                         never_ran.push(id.clone());
                     }
                     c.task = TaskState::Absent;
@@ -192,10 +191,7 @@ impl Core {
             self.record_exit(&id, code, at, error);
         }
         for id in never_ran {
-            self.run_over(&id, None);
-            if let Some(c) = self.containers.get(&id) {
-                self.out.persist(&c.rec);
-            }
+            self.never_ran(&id);
         }
         for id in started {
             self.start_took_effect(&id);

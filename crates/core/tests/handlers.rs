@@ -224,15 +224,17 @@ fn exit_of_the_init_process_is_recorded_once_and_the_task_deleted() {
             error: None
         })
     );
+    // Persisted first: a crash before the event may lose the event, never
+    // record the exit twice.
     assert_eq!(
         actions,
         vec![
+            Action::Persist(rec.clone()),
             Action::Publish(UserEvent {
                 container: cid("c1"),
                 kind: UserEventKind::Die { exit_code: 3 },
                 at
             }),
-            Action::Persist(rec.clone()),
             Action::Call {
                 op: OpId(6),
                 call: Call::DeleteTask { id: cid("c1") }
