@@ -48,7 +48,7 @@ struct Asked {
     /// A stop (or a kill that means "stay down", by dockerd's rule) came
     /// after the last user start: no restart policy may start it again.
     stayed_down: bool,
-    /// A user start or restart not yet carried out (no task created since).
+    /// A user start or restart not yet carried out (no start sent since).
     start_wanted: bool,
     /// The kill that set `stayed_down`: refused (not running), it did not.
     stayed_down_by: Option<RequestId>,
@@ -207,9 +207,6 @@ impl Checker {
                         asked.stayed_down_by = None;
                     }
                 }
-                if request.kind == UserKind::Start && *answer == Answer::NotModified {
-                    self.asked.entry(id.clone()).or_default().start_wanted = false;
-                }
                 if request.kind == UserKind::Create && *answer == Answer::Done {
                     self.asked.entry(id.clone()).or_default().create_done = true;
                 }
@@ -330,7 +327,9 @@ impl Checker {
                 ));
             }
             Call::CreateTask { .. } | Call::StartTask { .. } => {
-                if matches!(call, Call::CreateTask { .. }) {
+                // Carried out once the start is sent (a created task a kill
+                // ends before it starts does not settle it).
+                if matches!(call, Call::StartTask { .. }) {
                     asked.start_wanted = false;
                 }
                 let ran_before = cd.truth.values().any(|t| &t.container == id && t.started);

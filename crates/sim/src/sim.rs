@@ -499,9 +499,27 @@ impl Sim {
         self.stats.steps += 1;
         let now = Now::new(self.now, wall(self.now));
         self.trace.push(self.now, TraceItem::In(input.clone()));
+        // (A user command cut short by a crash is a request the client saw
+        // fail; the checker would have to unlearn it, so commands are spared.)
+        let is_command = matches!(input, Input::Command(..));
         core.handle_input(now, input);
         let actions = core.drain_actions();
-        for action in actions {
+        // Now and then holdfastd dies halfway through carrying out what one
+        // input asked for: some actions done, the rest never. Persisting
+        // before calling is what makes that safe; this is how it is tested.
+        let crash_after = (self.profile.daemon_crash_every.is_some()
+            && !is_command
+            && actions.len() > 1
+            && self.rng_fault.chance(2))
+        .then(|| usize::try_from(self.rng_fault.below(actions.len() as u64)).unwrap_or(0));
+        for (n, action) in actions.into_iter().enumerate() {
+            if crash_after == Some(n) {
+                self.note(format!(
+                    "FAULT holdfastd crashes after {n} of this input's actions"
+                ));
+                self.crash_daemon();
+                return self.check();
+            }
             self.action(action)?;
         }
         self.check()
