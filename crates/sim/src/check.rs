@@ -52,6 +52,11 @@ struct Asked {
     start_wanted: bool,
     /// The kill that set `stayed_down`: refused (not running), it did not.
     stayed_down_by: Option<RequestId>,
+    /// Signals the user asked for and the current run has not ended: each
+    /// with the request that asked (a refused request takes its permit
+    /// back). A stop permits its resolved signal and SIGKILL after the grace
+    /// period; a forced remove, SIGKILL.
+    permits: Vec<(RequestId, holdfast_core::Signal, Instant)>,
 }
 
 #[derive(Debug)]
@@ -122,6 +127,25 @@ impl Checker {
             Command::Wait { .. } => None,
             _ => Some(self.config.request_answer_bound + slack),
         };
+        let stop_signal = |requested: Option<holdfast_core::Signal>| {
+            let config = asked.config.as_ref();
+            requested
+                .or(config.and_then(|c| c.stop_signal))
+                .or(config.and_then(|c| c.image_stop_signal))
+                .unwrap_or(holdfast_core::Signal::SIGTERM)
+        };
+        let sigkill = holdfast_core::Signal::SIGKILL;
+        let new_permits: Vec<holdfast_core::Signal> = match command {
+            Command::Stop { signal, .. } | Command::Restart { signal, .. } => {
+                vec![stop_signal(*signal), sigkill]
+            }
+            Command::Kill { signal, .. } => vec![*signal],
+            Command::Remove { .. } => vec![sigkill],
+            _ => Vec::new(),
+        };
+        asked
+            .permits
+            .extend(new_permits.into_iter().map(|s| (req, s, now)));
         match command {
             Command::Stop { timeout, .. } => {
                 asked.stayed_down = true;
@@ -198,6 +222,21 @@ impl Checker {
                     ));
                 };
                 let id = &request.container;
+                if let Answer::Error(e) = answer
+                    && request.issued == now
+                    && matches!(
+                        e.kind,
+                        holdfast_core::ErrorKind::Conflict
+                            | holdfast_core::ErrorKind::NotFound
+                            | holdfast_core::ErrorKind::Invalid
+                    )
+                {
+                    // Refused at once: it asked for nothing. (An error
+                    // later, e.g. a restart overtaken by a remove, leaves
+                    // what it recorded in force.)
+                    let asked = self.asked.entry(id.clone()).or_default();
+                    asked.permits.retain(|(r, _, _)| r != req);
+                }
                 if request.kind == UserKind::Kill
                     && matches!(answer, Answer::Error(e) if e.kind == holdfast_core::ErrorKind::Conflict)
                 {
@@ -281,6 +320,18 @@ impl Checker {
                     return Err(format!(
                         "{op}: kill {signal} of {id} (pid {pid}, created {created:?}) that no user asked for (last stop/kill/remove: {:?})",
                         asked.kill_at
+                    ));
+                }
+                // The signal itself must be one a request still standing asked
+                // for, and asked for while this process existed.
+                if !asked
+                    .permits
+                    .iter()
+                    .any(|(_, s, at)| s == signal && *at >= created)
+                {
+                    return Err(format!(
+                        "{op}: kill {signal} of {id} (pid {pid}, created {created:?}) that no standing request asked for (asked: {:?})",
+                        asked.permits
                     ));
                 }
                 if *signal != holdfast_core::Signal::SIGKILL {
@@ -438,6 +489,7 @@ impl Checker {
             if let Some(asked) = self.asked.get_mut(id) {
                 asked.stop_grace = None;
                 asked.stop_signal_sent = None;
+                asked.permits.clear();
             }
         }
         Ok(())
