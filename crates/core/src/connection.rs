@@ -12,6 +12,9 @@ use crate::time::Instant;
 use crate::{Call, Core, OpOwner, TimerKind};
 use std::time::Duration;
 
+/// How soon to relist again after a relist that could not vouch for a task.
+const RELIST_SOON: Duration = Duration::from_secs(1);
+
 /// The connection as a user (or a test) sees it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ConnectionState {
@@ -207,6 +210,13 @@ impl Core {
             let at = self.out.now.at + interval;
             self.out.timers.set(TimerKind::PeriodicRelist, at);
         }
+    }
+
+    /// A relist left something unknown (a shim that did not answer): look
+    /// again shortly, not only at the next periodic relist.
+    pub(crate) fn relist_soon(&mut self) {
+        let at = self.out.now.at + RELIST_SOON;
+        self.out.timers.set(TimerKind::PeriodicRelist, at);
     }
 
     pub(crate) fn periodic_relist_due(&mut self) {

@@ -23,6 +23,16 @@ impl RelistRun {
             tasks: Map::default(),
         }
     }
+
+    /// Whether a task was listed as a placeholder (its shim did not answer:
+    /// status unknown, pid 0): the relist says nothing about it.
+    fn has_placeholders(&self) -> bool {
+        self.tasks.values().any(is_placeholder)
+    }
+}
+
+fn is_placeholder(task: &TaskInfo) -> bool {
+    task.status == TaskStatus::Unknown || task.pid == 0
 }
 
 /// The message a recorded exit carries when the task vanished without one.
@@ -71,8 +81,12 @@ impl Core {
                             subscription,
                             relist: RelistRun::new(op),
                         };
+                        let placeholders = relist.has_placeholders();
                         self.apply_relist(relist);
                         self.become_ready(subscription);
+                        if placeholders {
+                            self.relist_soon();
+                        }
                         return;
                     }
                     Phase::Ready {
@@ -98,6 +112,9 @@ impl Core {
                     }
                 };
                 if let Some(relist) = relist {
+                    if relist.has_placeholders() {
+                        self.relist_soon();
+                    }
                     let touched = self.apply_relist(relist);
                     for id in touched {
                         self.reconcile(&id);
@@ -122,7 +139,7 @@ impl Core {
             let listed = relist.tasks.get(id);
             // A placeholder for a task whose shim did not answer (status
             // unknown, pid 0) is no fact about it.
-            let placeholder = listed.is_some_and(|t| t.status == TaskStatus::Unknown || t.pid == 0);
+            let placeholder = listed.is_some_and(is_placeholder);
             let settled = c.in_flight.is_none() && c.last_activity < relist.op && !placeholder;
             let before = c.task;
             match listed.filter(|_| !placeholder) {

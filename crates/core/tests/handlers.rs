@@ -1361,3 +1361,36 @@ fn a_start_carried_out_on_a_run_that_then_dies_is_not_repeated() {
         Some(Status::Exited)
     );
 }
+
+#[test]
+fn a_relist_with_a_placeholder_is_followed_by_another_soon() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    let (_, actions) = d.fire_timer();
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    let relist = only_call(
+        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
+        |c| matches!(c, Call::Relist),
+    );
+    let placeholder = TaskInfo {
+        container: cid("c1"),
+        pid: 0,
+        status: TaskStatus::Unknown,
+        exit_status: 0,
+        exited_at: None,
+    };
+    d.relist(relist, vec![placeholder]);
+    let (at, kind) = d.core.poll_timeout().expect("armed");
+    assert_eq!(kind, TimerKind::PeriodicRelist);
+    assert!(
+        at - d.now.at <= Duration::from_secs(1),
+        "soon, not in minutes"
+    );
+    let (_, actions) = d.fire_timer();
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let at = d.now.wall;
+    let actions = d.relist(relist, vec![stopped("c1", 42, 2, at)]);
+    assert_eq!(events(&actions), vec![UserEventKind::Die { exit_code: 2 }]);
+}
