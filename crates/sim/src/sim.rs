@@ -731,7 +731,16 @@ impl Sim {
                 } else {
                     tasks.len()
                 };
-                for task in tasks.into_iter().take(shown) {
+                for mut task in tasks.into_iter().take(shown) {
+                    // A shim that does not answer in time: containerd lists
+                    // its task as UNKNOWN with pid 0, a placeholder that
+                    // proves nothing.
+                    if self.rng_fault.chance(5) {
+                        task.pid = 0;
+                        task.status = holdfast_core::TaskStatus::Unknown;
+                        task.exit_status = 0;
+                        task.exited_at = None;
+                    }
                     self.feed(Input::Relist(op, RelistPart::Task(task)))?;
                 }
                 self.mid_relist = false;
@@ -1276,8 +1285,14 @@ impl Sim {
         };
         self.next_req += 1;
         let req = RequestId(self.next_req);
+        let is_wait = matches!(command, Command::Wait { .. });
         self.checker.command(req, &command, self.now);
-        self.feed(Input::Command(req, command))
+        self.feed(Input::Command(req, command))?;
+        // `docker run -d` drops its wait once the container started.
+        if is_wait && self.rng_world.chance(300) {
+            self.feed(Input::Cancel(req))?;
+        }
+        Ok(())
     }
 }
 
