@@ -359,6 +359,14 @@ impl Core {
                 return;
             }
             self.record_stop(id, Some(Duration::ZERO), Some(Signal::SIGKILL));
+            // `rm -f` is SIGKILL, as with dockerd, even over an earlier
+            // stop's signal that has not gone out yet.
+            if let Some(c) = self.containers.get_mut(id)
+                && c.stop_deadline.is_none()
+                && let Some(stop) = c.rec.intents.stop.as_mut()
+            {
+                stop.signal = Signal::SIGKILL;
+            }
         }
         let Some(c) = self.containers.get_mut(id) else {
             return;

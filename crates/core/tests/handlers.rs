@@ -1394,3 +1394,35 @@ fn a_relist_with_a_placeholder_is_followed_by_another_soon() {
     let actions = d.relist(relist, vec![stopped("c1", 42, 2, at)]);
     assert_eq!(events(&actions), vec![UserEventKind::Die { exit_code: 2 }]);
 }
+
+#[test]
+fn a_forced_remove_sends_sigkill_even_over_a_pending_stop() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(30)),
+        signal: None,
+    });
+    d.command(Command::Remove {
+        id: cid("c1"),
+        force: true,
+    });
+    let (_, actions) = d.fire_timer();
+    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+    let relist = only_call(
+        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
+        |c| matches!(c, Call::Relist),
+    );
+    let actions = d.relist(relist, vec![running("c1", 42)]);
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Kill {
+            id: cid("c1"),
+            signal: Signal::SIGKILL,
+            all: true
+        }]
+    );
+}
