@@ -460,12 +460,7 @@ fn a_relist_records_exits_missed_while_disconnected() {
         "eof".into(),
     )));
     let exited_at = WallTime::from_unix_nanos(WALL0 + 5);
-    let (_, actions) = d.fire_timer();
-    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
-    let relist = only_call(
-        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
-        |c| matches!(c, Call::Relist),
-    );
+    let relist = d.resubscribe();
     let actions = d.relist(
         relist,
         vec![running("c1", 41), stopped("c2", 42, 7, exited_at)],
@@ -494,12 +489,7 @@ fn a_relist_never_resurrects_a_recorded_exit() {
         OpId(1),
         "eof".into(),
     )));
-    let (_, actions) = d.fire_timer();
-    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
-    let relist = only_call(
-        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
-        |c| matches!(c, Call::Relist),
-    );
+    let relist = d.resubscribe();
     d.feed(Input::Relist(relist, RelistPart::Begin));
     d.feed(Input::Relist(relist, RelistPart::Task(running("c1", 42))));
     // The exit arrives on the new stream between the listing and its end.
@@ -1154,12 +1144,7 @@ fn kills_repeated_during_an_outage_are_one_delivery() {
         })
         .collect();
     assert_eq!(created_record(&d, "c1").intents.kills, vec![hup]);
-    let (_, actions) = d.fire_timer();
-    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
-    let relist = only_call(
-        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
-        |c| matches!(c, Call::Relist),
-    );
+    let relist = d.resubscribe();
     let actions = d.relist(relist, vec![running("c1", 42)]);
     let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
     let answered: Vec<RequestId> = answers(&d.ok(kill)).into_iter().map(|(r, _)| r).collect();
@@ -1251,19 +1236,8 @@ fn a_placeholder_for_a_task_whose_shim_did_not_answer_proves_nothing() {
     d.feed(Input::Connection(ConnectionFact::Unreachable(
         "down".into(),
     )));
-    let (_, actions) = d.fire_timer();
-    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
-    let relist = only_call(
-        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
-        |c| matches!(c, Call::Relist),
-    );
-    let placeholder = TaskInfo {
-        container: cid("c1"),
-        pid: 0,
-        status: TaskStatus::Unknown,
-        exit_status: 0,
-        exited_at: None,
-    };
+    let relist = d.resubscribe();
+    let placeholder = placeholder("c1");
     assert_eq!(d.relist(relist, vec![placeholder]), vec![]);
     let c1 = d.core.container(&cid("c1")).expect("c1");
     assert_eq!(
@@ -1319,12 +1293,7 @@ fn a_start_event_is_evidence_when_the_start_answer_is_lost() {
     );
     // The answer is lost; the task later vanishes with its shim: an exit, unknown.
     d.fail(start, FailureKind::Unavailable);
-    let (_, actions) = d.fire_timer();
-    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
-    let relist = only_call(
-        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
-        |c| matches!(c, Call::Relist),
-    );
+    let relist = d.resubscribe();
     d.relist(relist, vec![]);
     let exit = d
         .core
@@ -1341,12 +1310,7 @@ fn a_start_carried_out_on_a_run_that_then_dies_is_not_repeated() {
     let (start_req, start) = started_until_start_call(&mut d, "c1", ContainerConfig::default(), 42);
     // The start's answer is lost; the process is killed from outside.
     d.fail(start, FailureKind::Unavailable);
-    let (_, actions) = d.fire_timer();
-    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
-    let relist = only_call(
-        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
-        |c| matches!(c, Call::Relist),
-    );
+    let relist = d.resubscribe();
     let at = d.now.wall;
     let actions = d.relist(relist, vec![stopped("c1", 42, 137, at)]);
     assert_eq!(
@@ -1368,19 +1332,8 @@ fn a_relist_with_a_placeholder_is_followed_by_another_soon() {
     d.feed(Input::Connection(ConnectionFact::Unreachable(
         "down".into(),
     )));
-    let (_, actions) = d.fire_timer();
-    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
-    let relist = only_call(
-        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
-        |c| matches!(c, Call::Relist),
-    );
-    let placeholder = TaskInfo {
-        container: cid("c1"),
-        pid: 0,
-        status: TaskStatus::Unknown,
-        exit_status: 0,
-        exited_at: None,
-    };
+    let relist = d.resubscribe();
+    let placeholder = placeholder("c1");
     d.relist(relist, vec![placeholder]);
     let (at, kind) = d.core.poll_timeout().expect("armed");
     assert_eq!(kind, TimerKind::PeriodicRelist);
@@ -1410,12 +1363,7 @@ fn a_forced_remove_sends_sigkill_even_over_a_pending_stop() {
         id: cid("c1"),
         force: true,
     });
-    let (_, actions) = d.fire_timer();
-    let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
-    let relist = only_call(
-        &d.feed(Input::Connection(ConnectionFact::StreamLive(sub))),
-        |c| matches!(c, Call::Relist),
-    );
+    let relist = d.resubscribe();
     let actions = d.relist(relist, vec![running("c1", 42)]);
     assert_eq!(
         calls(&actions),

@@ -74,6 +74,16 @@ impl Driver {
         self.relist(relist, tasks)
     }
 
+    /// After the connection was lost: the reconnect is due, the new stream
+    /// goes live; returns the op of the relist that follows.
+    pub fn resubscribe(&mut self) -> OpId {
+        let (kind, actions) = self.fire_timer();
+        assert_eq!(kind, TimerKind::Reconnect);
+        let sub = only_call(&actions, |c| matches!(c, Call::Subscribe));
+        let actions = self.feed(Input::Connection(ConnectionFact::StreamLive(sub)));
+        only_call(&actions, |c| matches!(c, Call::Relist))
+    }
+
     pub fn relist(&mut self, op: OpId, tasks: Vec<TaskInfo>) -> Vec<Action> {
         let mut out = self.feed(Input::Relist(op, RelistPart::Begin));
         for task in tasks {
@@ -187,5 +197,16 @@ pub fn stopped(id: &str, pid: u32, status: u32, at: WallTime) -> TaskInfo {
         status: TaskStatus::Stopped,
         exit_status: status,
         exited_at: Some(at),
+    }
+}
+
+/// What containerd lists for a task whose shim did not answer in time.
+pub fn placeholder(id: &str) -> TaskInfo {
+    TaskInfo {
+        container: cid(id),
+        pid: 0,
+        status: TaskStatus::Unknown,
+        exit_status: 0,
+        exited_at: None,
     }
 }
