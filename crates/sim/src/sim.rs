@@ -622,40 +622,43 @@ impl Sim {
                 self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
                 return;
             }
-            pending.result = Some(Err(Failure::new(
-                FailureKind::Unavailable,
-                "injected: unavailable",
-            )));
-            pending.reply_fixed = true;
             // Half the time the call reached containerd before the
             // connection broke: it takes effect, and the caller only hears
             // that containerd went away.
-            let takes_effect = self.rng_fault.chance(500);
-            self.calls.insert(key, pending);
-            if takes_effect {
-                self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
-            }
+            let failure = Failure::new(FailureKind::Unavailable, "injected: unavailable");
+            self.fail_maybe_after_effect(key, pending, failure, latency);
             let at = self.now + self.rng_world.ms(0, 2);
             self.schedule(at, Ev::CallReply { key, generation: 0 });
             return;
         }
         if self.take_fault(FaultKind::RpcDeadline) {
-            pending.result = Some(Err(Failure::new(
-                FailureKind::Deadline,
-                "injected: deadline exceeded",
-            )));
-            pending.reply_fixed = true;
-            let takes_effect = self.rng_fault.chance(500);
-            self.calls.insert(key, pending);
-            if takes_effect {
-                self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
-            }
+            let failure = Failure::new(FailureKind::Deadline, "injected: deadline exceeded");
+            self.fail_maybe_after_effect(key, pending, failure, latency);
             let at = self.now + self.rng_fault.ms(2000, 10_000);
             self.schedule(at, Ev::CallReply { key, generation: 0 });
             return;
         }
         self.calls.insert(key, pending);
         self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
+    }
+
+    /// An injected failure whose answer is fixed: half the time the call
+    /// still takes effect (it reached containerd before the failure), the
+    /// caller schedules when the failure is heard.
+    fn fail_maybe_after_effect(
+        &mut self,
+        key: (u64, OpId),
+        mut pending: PendingCall,
+        failure: Failure,
+        latency: Duration,
+    ) {
+        pending.result = Some(Err(failure));
+        pending.reply_fixed = true;
+        let takes_effect = self.rng_fault.chance(500);
+        self.calls.insert(key, pending);
+        if takes_effect {
+            self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
+        }
     }
 
     fn call_arrive(&mut self, key: (u64, OpId), generation: u32) {
