@@ -23,6 +23,21 @@ fn assert_no_restart_pending(d: &Driver) {
     );
 }
 
+/// A `--restart always` container whose process exited: restarting.
+fn restarting_after_exit(id: &str, pid: u32) -> Driver {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running(id, config, pid);
+    d.exit(id, pid, 1);
+    assert_eq!(
+        d.core.container(&cid(id)).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+    d
+}
+
 fn ready_with_running(id: &str, config: ContainerConfig, pid: u32) -> Driver {
     let mut d = Driver::new();
     assert_eq!(d.connect(vec![]), vec![]);
@@ -1153,16 +1168,7 @@ fn kills_repeated_during_an_outage_are_one_delivery() {
 
 #[test]
 fn a_restarting_container_needs_force_to_remove_and_stop_cancels_the_restart() {
-    let config = ContainerConfig {
-        restart_policy: RestartPolicy::Always,
-        ..Default::default()
-    };
-    let mut d = ready_with_running("c1", config, 42);
-    d.exit("c1", 42, 1);
-    assert_eq!(
-        d.core.container(&cid("c1")).map(|c| c.status),
-        Some(Status::Restarting)
-    );
+    let mut d = restarting_after_exit("c1", 42);
     let (req, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
@@ -1253,16 +1259,7 @@ fn a_placeholder_for_a_task_whose_shim_did_not_answer_proves_nothing() {
 
 #[test]
 fn killing_a_restarting_container_cancels_the_restart() {
-    let config = ContainerConfig {
-        restart_policy: RestartPolicy::Always,
-        ..Default::default()
-    };
-    let mut d = ready_with_running("c1", config, 42);
-    d.exit("c1", 42, 1);
-    assert_eq!(
-        d.core.container(&cid("c1")).map(|c| c.status),
-        Some(Status::Restarting)
-    );
+    let mut d = restarting_after_exit("c1", 42);
     let (req, actions) = d.command(Command::Kill {
         id: cid("c1"),
         signal: Signal::SIGKILL,
