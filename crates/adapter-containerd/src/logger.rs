@@ -11,28 +11,87 @@
 //! `{"log": "...\n", "stream": "stdout"|"stderr", "time": "<RFC 3339, ns>"}`,
 //! so the two streams stay apart and in arrival order.
 //!
+//! While it runs, the logger holds an exclusive advisory lock (`flock`) on
+//! the live log file, taken before it signals readiness (so before the
+//! container can write anything). A reader that knows the container exited
+//! waits for the output to be complete by polling a shared lock on the file
+//! at the log path (and checking the path still names the file it locked).
+//!
+//! The file rotates by size like Docker's json-file driver: when a record
+//! would take it past `max-size` bytes, `<log>.N` become `<log>.N+1` (the
+//! oldest beyond `max-file` is removed), the live file becomes `<log>.1`,
+//! and a new, already locked file takes its place at `<log>` (atomically: the
+//! path never goes missing and never names an unlocked file while the logger
+//! runs).
+//!
 //! The daemon passes itself as the logger: when [`is_logger_invocation`] says
 //! so, its `main` calls [`run_logger`] and exits.
 
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The URI argument naming the log file.
 pub const LOG_FILE_ARG: &str = "holdfast-log";
+/// The URI argument bounding one log file's size, in bytes (`0`: unbounded).
+pub const MAX_SIZE_ARG: &str = "max-size";
+/// The URI argument bounding how many log files are kept, the live one included.
+pub const MAX_FILE_ARG: &str = "max-file";
 /// A partial line longer than this is written out as its own record (Docker: 16 KiB).
 const MAX_LINE_BYTES: usize = 16 * 1024;
+/// How long the logger waits for another holder of the log file's lock (a
+/// previous logger still draining, a reader's momentary shared lock) before
+/// carrying on without it: a hung logger would block the container.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
 
-/// The stdout URI that makes the shim run `logger` writing to `log_file`.
+/// When the log file rotates and how many rotated files are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Rotate before a record would take the file past this many bytes;
+    /// `0` never rotates.
+    pub max_size: u64,
+    /// Files kept, the live one included (`1`: the live file is replaced).
+    pub max_files: u32,
+}
+
+impl Default for LogLimits {
+    /// Docker's `local` driver limits: 20 MiB, 5 files.
+    fn default() -> Self {
+        Self {
+            max_size: 20 * 1024 * 1024,
+            max_files: 5,
+        }
+    }
+}
+
+/// The stdout URI that makes the shim run `logger` writing to `log_file`,
+/// rotating with the default [`LogLimits`].
 pub fn binary_uri(logger: &Path, log_file: &Path) -> String {
+    binary_uri_with(logger, log_file, &LogLimits::default())
+}
+
+/// The stdout URI that makes the shim run `logger` writing to `log_file`,
+/// rotating within `limits`.
+pub fn binary_uri_with(logger: &Path, log_file: &Path, limits: &LogLimits) -> String {
     format!(
-        "binary://{}?{LOG_FILE_ARG}={}",
+        "binary://{}?{LOG_FILE_ARG}={}&{MAX_SIZE_ARG}={}&{MAX_FILE_ARG}={}",
         escape(&logger.to_string_lossy(), false),
-        escape(&log_file.to_string_lossy(), true)
+        escape(&log_file.to_string_lossy(), true),
+        limits.max_size,
+        limits.max_files.max(1),
     )
+}
+
+/// `<log>.<n>`: the `n`th most recent rotated file of `log`.
+pub fn rotated_path(log: &Path, n: u32) -> PathBuf {
+    let mut name = OsString::from(log.as_os_str());
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
 }
 
 /// Percent-encodes everything but unreserved characters and `/`.
@@ -71,17 +130,40 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LoggerError {
     move |source| LoggerError::Io { what, source }
 }
 
-/// The logger's whole life: open the log, signal ready, copy both streams
-/// until the container closes them. `args` are the process arguments
-/// without the program name.
-pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerError> {
-    let args: Vec<String> = args.into_iter().collect();
-    let log_file = args
-        .iter()
-        .position(|a| a == LOG_FILE_ARG)
+/// The value following `key` in the shim's `key value` arguments.
+fn arg_value<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == key)
         .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+/// The log file and limits from the logger's arguments. A limit that is
+/// missing or does not parse takes its default: refusing to run would leave
+/// the container writing into pipes nobody reads.
+fn parse_args(args: &[String]) -> Result<(PathBuf, LogLimits), LoggerError> {
+    let log_file = arg_value(args, LOG_FILE_ARG)
         .map(PathBuf::from)
         .ok_or(LoggerError::MissingLogFile)?;
+    let defaults = LogLimits::default();
+    let limits = LogLimits {
+        max_size: arg_value(args, MAX_SIZE_ARG)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(defaults.max_size),
+        max_files: arg_value(args, MAX_FILE_ARG)
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .map(|n| n.max(1))
+            .unwrap_or(defaults.max_files),
+    };
+    Ok((log_file, limits))
+}
+
+/// The logger's whole life: open and lock the log, signal ready, copy both
+/// streams until the container closes them. `args` are the process
+/// arguments without the program name.
+pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerError> {
+    let args: Vec<String> = args.into_iter().collect();
+    let (log_file, limits) = parse_args(&args)?;
     if let Some(dir) = log_file.parent() {
         std::fs::create_dir_all(dir).map_err(io_err(format!("create {}", dir.display())))?;
     }
@@ -90,10 +172,9 @@ pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerEr
     let terminated = Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
         .map_err(io_err("handle SIGTERM"))?;
-    let out = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_file)
+    // Locked before the ready signal: the container cannot have written
+    // anything the lock does not cover.
+    let out = LogWriter::open(&log_file, limits)
         .map_err(io_err(format!("open {}", log_file.display())))?;
     // The descriptors the shim passed, reopened through /proc (no unsafe fd
     // adoption needed): for pipes this opens the same pipe.
@@ -106,46 +187,73 @@ pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerEr
             .map_err(io_err("open wait pipe (fd 5)"))?;
         ready.write_all(b"r").map_err(io_err("signal ready"))?;
     }
-    let out = Arc::new(Mutex::new(out));
-    let copy_err = {
-        let err_out = Arc::clone(&out);
-        let t = std::thread::spawn(move || copy_lines(stderr, LogStream::Stderr, &err_out));
-        let first = copy_lines(stdout, LogStream::Stdout, &out);
-        let second = t
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("stderr copier panicked")));
-        first.and(second)
-    };
-    copy_err.map_err(io_err("copy output"))
+    copy_streams(stdout, stderr, out).map_err(io_err("copy output"))
 }
 
-fn copy_lines(mut from: File, stream: LogStream, out: &Mutex<File>) -> io::Result<()> {
+/// Copies both streams into `out` until both reach EOF (stderr on a thread
+/// of its own), then closes the log, releasing its lock.
+fn copy_streams(
+    stdout: impl Read,
+    stderr: impl Read + Send + 'static,
+    out: LogWriter,
+) -> io::Result<()> {
+    let out = Arc::new(Mutex::new(out));
+    let err_out = Arc::clone(&out);
+    let t = std::thread::spawn(move || copy_lines(stderr, LogStream::Stderr, &err_out));
+    let first = copy_lines(stdout, LogStream::Stdout, &out);
+    let second = t
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("stderr copier panicked")));
+    first.and(second)
+}
+
+/// Copies `from` into `out` as records of `stream`, one per line (or per
+/// [`MAX_LINE_BYTES`] of a longer line), until EOF. When the log cannot be
+/// written it keeps draining `from` (a container blocked on a full pipe is
+/// worse than lost output) and returns the first error at the end.
+fn copy_lines(mut from: impl Read, stream: LogStream, out: &Mutex<LogWriter>) -> io::Result<()> {
     let mut buf = vec![0u8; 32 * 1024];
     let mut pending: Vec<u8> = Vec::new();
+    let mut failed: Option<io::Error> = None;
+    let record = |line: &[u8], failed: &mut Option<io::Error>| {
+        if failed.is_none()
+            && let Err(e) = write_record(out, stream, line)
+        {
+            *failed = Some(e);
+        }
+    };
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(failed.unwrap_or(e)),
         };
         pending.extend_from_slice(&buf[..n]);
-        while let Some(pos) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=pos).collect();
-            write_record(out, stream, &line)?;
+        let mut start = 0;
+        while let Some(pos) = pending[start..].iter().position(|b| *b == b'\n') {
+            // A long line goes out in pieces, whether or not it was read whole.
+            let end = start + (pos + 1).min(MAX_LINE_BYTES);
+            record(&pending[start..end], &mut failed);
+            start = end;
         }
-        if pending.len() >= MAX_LINE_BYTES {
-            let line = std::mem::take(&mut pending);
-            write_record(out, stream, &line)?;
+        pending.drain(..start);
+        while pending.len() >= MAX_LINE_BYTES {
+            let rest = pending.split_off(MAX_LINE_BYTES);
+            record(&pending, &mut failed);
+            pending = rest;
         }
     }
     if !pending.is_empty() {
-        write_record(out, stream, &pending)?;
+        record(&pending, &mut failed);
     }
-    Ok(())
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
-fn write_record(out: &Mutex<File>, stream: LogStream, line: &[u8]) -> io::Result<()> {
+fn write_record(out: &Mutex<LogWriter>, stream: LogStream, line: &[u8]) -> io::Result<()> {
     let record = LogRecord {
         log: String::from_utf8_lossy(line).into_owned(),
         stream,
@@ -153,10 +261,110 @@ fn write_record(out: &Mutex<File>, stream: LogStream, line: &[u8]) -> io::Result
     };
     let mut text = serde_json::to_vec(&record).map_err(io::Error::other)?;
     text.push(b'\n');
-    let mut file = out
+    let mut writer = out
         .lock()
         .map_err(|_| io::Error::other("log file lock poisoned"))?;
-    file.write_all(&text)
+    writer.write(&text)
+}
+
+/// The live log file, exclusively locked, and its rotation.
+#[derive(Debug)]
+struct LogWriter {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    limits: LogLimits,
+}
+
+impl LogWriter {
+    /// Opens (creating) `path` for appending and locks it.
+    fn open(path: &Path, limits: LogLimits) -> io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        lock_exclusive(&file, LOCK_WAIT);
+        let size = file.metadata()?.len();
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            size,
+            limits,
+        })
+    }
+
+    /// Appends one whole record, rotating first if it would not fit. A
+    /// failed rotation leaves the current file in use.
+    fn write(&mut self, text: &[u8]) -> io::Result<()> {
+        let len = text.len() as u64;
+        if self.limits.max_size > 0
+            && self.size > 0
+            && self.size.saturating_add(len) > self.limits.max_size
+        {
+            // Best effort: output goes on into the current file otherwise.
+            let _ = self.rotate();
+        }
+        self.file.write_all(text)?;
+        self.size = self.size.saturating_add(len);
+        Ok(())
+    }
+
+    /// Shifts the rotated files, links the live file as `<log>.1` and
+    /// renames a new, already locked file over `<log>`; then lets go of the
+    /// old file (and its lock).
+    fn rotate(&mut self) -> io::Result<()> {
+        let keep = self.limits.max_files.max(1);
+        let mut staged_name = OsString::from(self.path.as_os_str());
+        staged_name.push(".rotating");
+        let staged = PathBuf::from(staged_name);
+        remove_if_present(&staged)?;
+        let new = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&staged)?;
+        lock_exclusive(&new, Duration::from_millis(100));
+        let installed = (|| {
+            if keep > 1 {
+                remove_if_present(&rotated_path(&self.path, keep - 1))?;
+                for n in (1..keep - 1).rev() {
+                    match std::fs::rename(
+                        rotated_path(&self.path, n),
+                        rotated_path(&self.path, n + 1),
+                    ) {
+                        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
+                }
+                std::fs::hard_link(&self.path, rotated_path(&self.path, 1))?;
+            }
+            std::fs::rename(&staged, &self.path)
+        })();
+        if let Err(e) = installed {
+            let _ = std::fs::remove_file(&staged);
+            return Err(e);
+        }
+        // Dropping the old file releases its lock; the new one already holds.
+        self.file = new;
+        self.size = 0;
+        Ok(())
+    }
+}
+
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Takes `file`'s exclusive lock, waiting at most `wait` for other holders;
+/// gives up silently (after `wait`, or when the file system has no locks).
+fn lock_exclusive(file: &File, wait: Duration) {
+    let deadline = Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) | Err(TryLockError::Error(_)) => return,
+            Err(TryLockError::WouldBlock) if Instant::now() >= deadline => return,
+            Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,18 +382,45 @@ pub struct LogRecord {
     pub time: String,
 }
 
-/// Reads a log file written by [`run_logger`]. A torn last line (the logger
-/// was killed mid-write) is skipped.
+/// Reads a log written by [`run_logger`], its rotated files (`<log>.N` ..
+/// `<log>.1`) first. A torn last line (the logger was killed mid-write) is
+/// skipped.
 pub fn read_log(path: &Path) -> io::Result<Vec<LogRecord>> {
-    let text = std::fs::read_to_string(path)?;
-    Ok(text
-        .lines()
+    let mut seen = Vec::new();
+    let mut texts = Vec::new();
+    let live = std::fs::read_to_string(path)?;
+    if let Ok(m) = std::fs::metadata(path) {
+        seen.push((m.dev(), m.ino()));
+    }
+    let mut n = 1;
+    // The live file is briefly linked as `.1` too while it rotates.
+    while let Ok(m) = std::fs::metadata(rotated_path(path, n)) {
+        if !seen.contains(&(m.dev(), m.ino())) {
+            seen.push((m.dev(), m.ino()));
+            texts.push(std::fs::read_to_string(rotated_path(path, n)).unwrap_or_default());
+        }
+        n += 1;
+    }
+    texts.reverse();
+    texts.push(live);
+    Ok(texts
+        .iter()
+        .flat_map(|t| t.lines())
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect())
 }
 
 pub(crate) fn rfc3339_secs(seconds: i64) -> String {
     rfc3339(seconds, 0)
+}
+
+/// Unix nanoseconds as `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`, the form the
+/// logger writes (and Docker prints with `--timestamps`).
+pub fn rfc3339_nanos(nanos: i64) -> String {
+    rfc3339(
+        nanos.div_euclid(1_000_000_000),
+        nanos.rem_euclid(1_000_000_000) as u32,
+    )
 }
 
 fn rfc3339_now() -> String {
@@ -219,6 +454,7 @@ fn rfc3339(seconds: i64, nanos: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -226,6 +462,11 @@ mod tests {
         assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000000000Z");
         assert_eq!(rfc3339(1_700_000_000, 5), "2023-11-14T22:13:20.000000005Z");
         assert_eq!(rfc3339(951_782_400, 0), "2000-02-29T00:00:00.000000000Z");
+        assert_eq!(
+            rfc3339_nanos(1_700_000_000_000_000_005),
+            "2023-11-14T22:13:20.000000005Z"
+        );
+        assert_eq!(rfc3339_nanos(-1), "1969-12-31T23:59:59.999999999Z");
     }
 
     #[test]
@@ -236,7 +477,162 @@ mod tests {
         );
         assert_eq!(
             uri,
-            "binary:///usr/bin/holdfastd?holdfast-log=/var/log/a%20b%26c.log"
+            "binary:///usr/bin/holdfastd?holdfast-log=/var/log/a%20b%26c.log\
+             &max-size=20971520&max-file=5"
         );
+    }
+
+    /// The shim hands the query over as `key value` arguments.
+    fn shim_args(uri: &str) -> Vec<String> {
+        let query = uri.split_once('?').unwrap().1;
+        query
+            .split('&')
+            .flat_map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap();
+                let v = v.replace("%20", " ").replace("%26", "&");
+                [k.to_owned(), v]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn limits_travel_through_the_uri() {
+        let limits = LogLimits {
+            max_size: 1000,
+            max_files: 2,
+        };
+        let uri = binary_uri_with(Path::new("/l"), Path::new("/x/a b.log"), &limits);
+        let (path, parsed) = parse_args(&shim_args(&uri)).unwrap();
+        assert_eq!(path, Path::new("/x/a b.log"));
+        assert_eq!(parsed, limits);
+
+        let args: Vec<String> = ["max-file", "zero", "holdfast-log", "/a", "max-size", "-3"]
+            .map(String::from)
+            .into();
+        assert_eq!(parse_args(&args).unwrap().1, LogLimits::default());
+        let args: Vec<String> = ["max-file", "0"].map(String::from).into();
+        assert!(matches!(
+            parse_args(&args),
+            Err(LoggerError::MissingLogFile)
+        ));
+    }
+
+    fn locked(path: &Path) -> bool {
+        matches!(
+            File::open(path).unwrap().try_lock_shared(),
+            Err(TryLockError::WouldBlock)
+        )
+    }
+
+    fn lines(path: &Path) -> Vec<String> {
+        read_log(path)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.log.trim_end().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn rotates_by_size_keeping_max_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.log");
+        let limits = LogLimits {
+            max_size: 400,
+            max_files: 3,
+        };
+        let writer = LogWriter::open(&path, limits).unwrap();
+        assert!(locked(&path));
+        let (out_r, mut out_w) = std::io::pipe().unwrap();
+        let (err_r, err_w) = std::io::pipe().unwrap();
+        drop(err_w);
+        let feeder = std::thread::spawn(move || {
+            for i in 0..100 {
+                writeln!(out_w, "line {i:03}").unwrap();
+            }
+        });
+        let out = Mutex::new(writer);
+        copy_lines(out_r, LogStream::Stdout, &out).unwrap();
+        copy_lines(err_r, LogStream::Stderr, &out).unwrap();
+        feeder.join().unwrap();
+
+        // The live file and two rotated ones, each within the limit.
+        for p in [path.clone(), rotated_path(&path, 1), rotated_path(&path, 2)] {
+            let len = std::fs::metadata(&p).unwrap().len();
+            assert!(len > 0 && len <= 400, "{}: {len}", p.display());
+        }
+        assert!(!rotated_path(&path, 3).exists());
+        assert!(!dir.path().join("c.log.rotating").exists());
+        // What is kept is the newest output, whole and in order.
+        let kept = lines(&path);
+        let first: usize = kept[0].trim_start_matches("line ").parse().unwrap();
+        let expected: Vec<String> = (first..100).map(|i| format!("line {i:03}")).collect();
+        assert_eq!(kept, expected);
+        assert!(first > 50, "kept from {first}");
+        // The lock moved to the new file; the rotated ones are free.
+        assert!(locked(&path));
+        assert!(!locked(&rotated_path(&path, 1)));
+        drop(out);
+        assert!(!locked(&path));
+    }
+
+    #[test]
+    fn one_file_means_replacing_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.log");
+        let limits = LogLimits {
+            max_size: 200,
+            max_files: 1,
+        };
+        let out = Mutex::new(LogWriter::open(&path, limits).unwrap());
+        let input: Vec<u8> = (0..20)
+            .flat_map(|i| format!("l{i}\n").into_bytes())
+            .collect();
+        copy_lines(&input[..], LogStream::Stderr, &out).unwrap();
+        assert!(!rotated_path(&path, 1).exists());
+        assert!(std::fs::metadata(&path).unwrap().len() <= 200);
+        assert_eq!(lines(&path).last().map(String::as_str), Some("l19"));
+        assert!(locked(&path));
+    }
+
+    #[test]
+    fn both_streams_are_copied_from_files_and_the_log_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.log");
+        std::fs::write(
+            &path,
+            b"{\"log\":\"old\\n\",\"stream\":\"stdout\",\"time\":\"t\"}\n",
+        )
+        .unwrap();
+        let src_out = dir.path().join("out");
+        let src_err = dir.path().join("err");
+        let long = "x".repeat(MAX_LINE_BYTES + 10);
+        std::fs::write(&src_out, format!("a\n{long}\nb-no-newline")).unwrap();
+        std::fs::write(&src_err, "e\n").unwrap();
+        let writer = LogWriter::open(&path, LogLimits::default()).unwrap();
+        copy_streams(
+            File::open(&src_out).unwrap(),
+            File::open(&src_err).unwrap(),
+            writer,
+        )
+        .unwrap();
+        let records = read_log(&path).unwrap();
+        let out: Vec<&str> = records
+            .iter()
+            .filter(|r| r.stream == LogStream::Stdout)
+            .map(|r| r.log.as_str())
+            .collect();
+        assert_eq!(out.len(), 5);
+        assert_eq!(out[0], "old\n");
+        assert_eq!(out[1], "a\n");
+        assert_eq!(out[2].len(), MAX_LINE_BYTES);
+        assert_eq!(out[3], "x".repeat(10) + "\n");
+        assert_eq!(out[4], "b-no-newline");
+        let err: Vec<&str> = records
+            .iter()
+            .filter(|r| r.stream == LogStream::Stderr)
+            .map(|r| r.log.as_str())
+            .collect();
+        assert_eq!(err, ["e\n"]);
+        assert!(!locked(&path));
     }
 }
