@@ -3,7 +3,10 @@
 
 use crate::client::Adapter;
 use crate::error::AdapterError;
-use containerd_client::services::v1::{GetImageRequest, ListImagesRequest, ReadContentRequest};
+use containerd_client::services::v1::{
+    CreateImageRequest, DeleteImageRequest, GetImageRequest, Image, ListImagesRequest,
+    ReadContentRequest, UpdateImageRequest,
+};
 use containerd_client::tonic::Code;
 use serde::Deserialize;
 use serde_json::Value;
@@ -275,6 +278,87 @@ impl Adapter {
             return Err(bad(format!("content {digest} reads as {got}")));
         }
         Ok(out)
+    }
+
+    /// Gives the image named by `reference` a second name (`docker tag`):
+    /// a new image record with the same target. An existing `new_reference`
+    /// is moved to this image, as `docker tag` does.
+    pub async fn tag_image(
+        &self,
+        reference: &str,
+        new_reference: &str,
+    ) -> Result<String, AdapterError> {
+        let name = normalize_reference(reference);
+        let new_name = normalize_reference(new_reference);
+        let mut images = self.images();
+        let got = self
+            .rpc(
+                "Images.Get",
+                images.get(self.req(GetImageRequest { name: name.clone() })),
+            )
+            .await;
+        let image = match got {
+            Err(AdapterError::Rpc { status, .. }) if status.code() == Code::NotFound => {
+                return Err(AdapterError::ImageNotFound(reference.to_owned()));
+            }
+            other => other?
+                .image
+                .ok_or_else(|| AdapterError::ImageNotFound(reference.to_owned()))?,
+        };
+        let tagged = Image {
+            name: new_name.clone(),
+            labels: image.labels,
+            target: image.target,
+            created_at: None,
+            updated_at: None,
+        };
+        let created = self
+            .rpc(
+                "Images.Create",
+                images.create(self.req(CreateImageRequest {
+                    image: Some(tagged.clone()),
+                    source_date_epoch: None,
+                })),
+            )
+            .await;
+        match created {
+            Ok(_) => Ok(new_name),
+            Err(AdapterError::Rpc { status, .. }) if status.code() == Code::AlreadyExists => {
+                self.rpc(
+                    "Images.Update",
+                    images.update(self.req(UpdateImageRequest {
+                        image: Some(tagged),
+                        update_mask: None,
+                        source_date_epoch: None,
+                    })),
+                )
+                .await?;
+                Ok(new_name)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes one name of an image (its content goes when no name or
+    /// container holds it any more). A missing name is `ImageNotFound`.
+    pub async fn delete_image(&self, name: &str) -> Result<(), AdapterError> {
+        let mut images = self.images();
+        let deleted = self
+            .rpc(
+                "Images.Delete",
+                images.delete(self.req(DeleteImageRequest {
+                    name: name.to_owned(),
+                    sync: false,
+                    target: None,
+                })),
+            )
+            .await;
+        match deleted {
+            Err(AdapterError::Rpc { status, .. }) if status.code() == Code::NotFound => {
+                Err(AdapterError::ImageNotFound(name.to_owned()))
+            }
+            other => other.map(|_| ()),
+        }
     }
 
     /// Every image in the namespace.

@@ -150,8 +150,8 @@ impl Mix {
         self.next += 1;
         let at = now(self.t);
         let id = |i: usize| self.ids[i].clone();
-        let input = if self.next % 2 == 0 {
-            let exec = self.next % 4 == 0;
+        let input = if self.next.is_multiple_of(2) {
+            let exec = self.next.is_multiple_of(4);
             Input::Event(ContainerdEvent::TaskExit {
                 container: id(i),
                 exec_id: if exec {

@@ -16,6 +16,10 @@ use std::time::Duration;
 pub struct ContainerConfig {
     /// The image reference as given (`busybox`, `busybox:latest`).
     pub image: String,
+    /// The image's id (its config digest) when the container was created,
+    /// for `inspect` and `ps`; the core does not read it.
+    #[serde(default)]
+    pub image_id: Option<String>,
     /// Overrides the image's entrypoint when set.
     pub entrypoint: Option<Vec<String>>,
     /// Overrides the image's cmd when set.
