@@ -1,0 +1,1258 @@
+//! `/containers/...`: create, list, inspect, the lifecycle commands, wait and
+//! remove. Translation only: every decision is the core's.
+
+use super::params::{Filters, Params};
+use super::render;
+use super::{ApiError, ApiState};
+use crate::engine::wall_now;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use holdfast_core::{
+    Answer, BindMount, Command, ContainerConfig, ContainerId, NetworkMode, Record, RestartPolicy,
+    Signal, Status, TaskState, WaitCondition,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A container as a read of the core showed it.
+#[derive(Clone, Debug)]
+pub(super) struct Snapshot {
+    pub record: Record,
+    pub status: Status,
+    pub task: TaskState,
+    pub confirmed: bool,
+}
+
+pub(super) async fn snapshot(state: &ApiState, id: ContainerId) -> Result<Snapshot, ApiError> {
+    let wanted = id.clone();
+    state
+        .engine
+        .read(move |v| {
+            v.core.container(&wanted).map(|c| Snapshot {
+                record: c.record.clone(),
+                status: c.status,
+                task: c.task,
+                confirmed: c.confirmed,
+            })
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No such container: {id}")))
+}
+
+async fn resolve(state: &ApiState, reference: &str) -> Result<ContainerId, ApiError> {
+    Ok(state.engine.resolve(reference).await?)
+}
+
+/// Runs a lifecycle command and maps its answer: done 204, nothing to do 304.
+async fn lifecycle(state: &ApiState, command: Command) -> Result<Response, ApiError> {
+    match state.engine.command(command).await {
+        Answer::Done => Ok(StatusCode::NO_CONTENT.into_response()),
+        Answer::NotModified => Ok(StatusCode::NOT_MODIFIED.into_response()),
+        Answer::Waited { .. } => Ok(StatusCode::NO_CONTENT.into_response()),
+        Answer::Error(e) => Err(e.into()),
+    }
+}
+
+pub async fn start(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = resolve(&state, &reference).await?;
+    lifecycle(&state, Command::Start { id }).await
+}
+
+/// `t` (seconds; negative: wait for ever) and `signal`, shared by stop and restart.
+fn stop_options(p: &Params) -> Result<(Option<Duration>, Option<Signal>), ApiError> {
+    let timeout = p.int::<i64>("t")?.map(|t| {
+        u64::try_from(t).map_or(
+            Duration::from_secs(u64::from(u32::MAX)),
+            Duration::from_secs,
+        )
+    });
+    let signal = p
+        .str("signal")
+        .filter(|s| !s.is_empty())
+        .map(parse_signal)
+        .transpose()?;
+    Ok((timeout, signal))
+}
+
+fn parse_signal(s: &str) -> Result<Signal, ApiError> {
+    s.parse::<Signal>()
+        .map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+pub async fn stop(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let (timeout, signal) = stop_options(&Params::parse(&query))?;
+    let id = resolve(&state, &reference).await?;
+    lifecycle(
+        &state,
+        Command::Stop {
+            id,
+            timeout,
+            signal,
+        },
+    )
+    .await
+}
+
+pub async fn restart(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let (timeout, signal) = stop_options(&Params::parse(&query))?;
+    let id = resolve(&state, &reference).await?;
+    lifecycle(
+        &state,
+        Command::Restart {
+            id,
+            timeout,
+            signal,
+        },
+    )
+    .await
+}
+
+pub async fn kill(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let signal = match p.str("signal").filter(|s| !s.is_empty()) {
+        Some(s) => parse_signal(s)?,
+        None => Signal::SIGKILL,
+    };
+    let id = resolve(&state, &reference).await?;
+    lifecycle(&state, Command::Kill { id, signal }).await
+}
+
+pub async fn remove(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    if p.bool("link") {
+        return Err(ApiError::not_implemented(
+            "links are not supported by holdfast",
+        ));
+    }
+    let id = resolve(&state, &reference).await?;
+    lifecycle(
+        &state,
+        Command::Remove {
+            id,
+            force: p.bool("force"),
+        },
+    )
+    .await
+}
+
+pub async fn wait(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let condition = match p.str("condition").unwrap_or("") {
+        "" | "not-running" => WaitCondition::NotRunning,
+        "next-exit" => WaitCondition::NextExit,
+        "removed" => WaitCondition::Removed,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "invalid condition: {other:?}: want not-running, next-exit or removed"
+            )));
+        }
+    };
+    let id = resolve(&state, &reference).await?;
+    // dockerd sends the headers at once and the result when the condition
+    // is met: the CLI starts the container only after the headers came.
+    // If the client goes away, the body is dropped and the wait cancelled.
+    let engine = state.engine.clone();
+    let body = futures_util::stream::once(async move {
+        let result = match engine.command(Command::Wait { id, condition }).await {
+            Answer::Waited { exit_code, error } => json!({
+                "StatusCode": exit_code,
+                "Error": error.map(|m| json!({ "Message": m })),
+            }),
+            Answer::Done | Answer::NotModified => json!({ "StatusCode": 0, "Error": null }),
+            Answer::Error(e) => json!({ "StatusCode": -1, "Error": { "Message": e.message } }),
+        };
+        let mut text = result.to_string();
+        text.push('\n');
+        Ok::<_, std::convert::Infallible>(Bytes::from(text))
+    });
+    let mut r = axum::body::Body::from_stream(body).into_response();
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
+}
+
+/// No TTY yet, so there is nothing to resize; accepted as dockerd accepts it.
+pub async fn resize(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+) -> Result<Response, ApiError> {
+    resolve(&state, &reference).await?;
+    Ok(StatusCode::OK.into_response())
+}
+
+pub async fn unsupported(req: axum::extract::Request) -> ApiError {
+    ApiError::not_implemented(format!(
+        "{} {} is not supported by holdfast yet",
+        req.method(),
+        req.uri().path()
+    ))
+}
+
+// ---- create ----------------------------------------------------------------
+
+/// Docker's `strslice`: a string or a list of strings.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum StrOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StrOrList {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            StrOrList::One(s) => vec![s],
+            StrOrList::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct CreateBody {
+    image: Option<String>,
+    cmd: Option<StrOrList>,
+    entrypoint: Option<StrOrList>,
+    env: Option<Vec<String>>,
+    working_dir: Option<String>,
+    user: Option<String>,
+    hostname: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    stop_signal: Option<String>,
+    stop_timeout: Option<i64>,
+    tty: Option<bool>,
+    open_stdin: Option<bool>,
+    attach_stdin: Option<bool>,
+    volumes: Option<BTreeMap<String, Value>>,
+    healthcheck: Option<Value>,
+    host_config: Option<HostConfigBody>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct HostConfigBody {
+    binds: Option<Vec<String>>,
+    network_mode: Option<String>,
+    restart_policy: Option<RestartPolicyBody>,
+    auto_remove: Option<bool>,
+    memory: Option<i64>,
+    readonly_rootfs: Option<bool>,
+    log_config: Option<LogConfigBody>,
+    // Options that change behaviour and that holdfast cannot honour yet:
+    // refused by name when set, never ignored.
+    privileged: Option<bool>,
+    publish_all_ports: Option<bool>,
+    init: Option<bool>,
+    port_bindings: Option<BTreeMap<String, Value>>,
+    cap_add: Option<Vec<String>>,
+    cap_drop: Option<Vec<String>>,
+    devices: Option<Vec<Value>>,
+    mounts: Option<Vec<Value>>,
+    tmpfs: Option<BTreeMap<String, String>>,
+    volumes_from: Option<Vec<String>>,
+    links: Option<Vec<String>>,
+    dns: Option<Vec<String>>,
+    dns_search: Option<Vec<String>>,
+    extra_hosts: Option<Vec<String>>,
+    security_opt: Option<Vec<String>>,
+    sysctls: Option<BTreeMap<String, String>>,
+    ulimits: Option<Vec<Value>>,
+    group_add: Option<Vec<String>>,
+    pid_mode: Option<String>,
+    ipc_mode: Option<String>,
+    #[serde(rename = "UTSMode")]
+    uts_mode: Option<String>,
+    userns_mode: Option<String>,
+    cgroupns_mode: Option<String>,
+    cgroup_parent: Option<String>,
+    cpu_shares: Option<i64>,
+    nano_cpus: Option<i64>,
+    cpu_quota: Option<i64>,
+    cpu_period: Option<i64>,
+    cpuset_cpus: Option<String>,
+    pids_limit: Option<i64>,
+    memory_reservation: Option<i64>,
+    memory_swap: Option<i64>,
+    shm_size: Option<i64>,
+    oom_kill_disable: Option<bool>,
+    runtime: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct RestartPolicyBody {
+    name: Option<String>,
+    maximum_retry_count: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct LogConfigBody {
+    #[serde(rename = "Type")]
+    kind: Option<String>,
+    config: Option<BTreeMap<String, String>>,
+}
+
+/// A create body as the core will record it, plus the warnings for the client.
+#[derive(Debug)]
+pub(crate) struct CreateRequest {
+    pub config: ContainerConfig,
+    pub warnings: Vec<String>,
+}
+
+/// Decodes and checks a create body. Pure, so it is unit-tested and fuzzed.
+pub fn decode_create(body: &[u8]) -> Result<(ContainerConfig, Vec<String>), ApiError> {
+    let req = parse_create(body)?;
+    Ok((req.config, req.warnings))
+}
+
+pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "config cannot be empty in order to create a container",
+        ));
+    }
+    let b: CreateBody = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON in the request body: {e}")))?;
+    let image = b
+        .image
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| ApiError::bad_request("no image given: config.Image is required"))?;
+    let hc = b.host_config.unwrap_or_default();
+    refuse_unsupported(
+        &b.tty,
+        &b.open_stdin,
+        &b.attach_stdin,
+        &b.healthcheck,
+        &b.volumes,
+        &hc,
+    )?;
+    let mut warnings = Vec::new();
+
+    let network = match hc.network_mode.as_deref().unwrap_or("") {
+        "" | "default" => {
+            warnings.push(
+                "holdfast has no bridge network yet: the container gets only loopback (as with --network none)"
+                    .to_owned(),
+            );
+            NetworkMode::None
+        }
+        "none" => NetworkMode::None,
+        "host" => NetworkMode::Host,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "network mode {other:?} is not supported by holdfast yet: use none or host"
+            )));
+        }
+    };
+    let restart_policy = restart_policy(hc.restart_policy.unwrap_or_default())?;
+    let auto_remove = hc.auto_remove.unwrap_or(false);
+    if auto_remove && restart_policy != RestartPolicy::No {
+        return Err(ApiError::bad_request(
+            "Conflicting options: AutoRemove and restart policy",
+        ));
+    }
+    let stop_signal = b
+        .stop_signal
+        .filter(|s| !s.is_empty())
+        .map(|s| parse_signal(&s))
+        .transpose()?;
+    let stop_timeout = match b.stop_timeout {
+        None => None,
+        Some(t) if t < 0 => Some(Duration::from_secs(u64::from(u32::MAX))),
+        Some(t) => Some(Duration::from_secs(t.unsigned_abs())),
+    };
+    let memory_limit_bytes = match hc.memory.unwrap_or(0) {
+        0 => None,
+        m if m < 6 * 1024 * 1024 => {
+            return Err(ApiError::bad_request("Minimum memory limit allowed is 6MB"));
+        }
+        m => Some(m.unsigned_abs()),
+    };
+    let mounts = hc
+        .binds
+        .unwrap_or_default()
+        .iter()
+        .map(|b| parse_bind(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(env) = &b.env
+        && let Some(bad) = env.iter().find(|e| e.is_empty() || e.starts_with('='))
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid environment variable: {bad:?}"
+        )));
+    }
+    let config = ContainerConfig {
+        image,
+        image_id: None,
+        entrypoint: b.entrypoint.map(StrOrList::into_vec),
+        cmd: b.cmd.map(StrOrList::into_vec),
+        env: b.env.unwrap_or_default(),
+        working_dir: b.working_dir.filter(|w| !w.is_empty()),
+        user: b.user.filter(|u| !u.is_empty()),
+        hostname: b.hostname.filter(|h| !h.is_empty()),
+        labels: b.labels.unwrap_or_default(),
+        mounts,
+        read_only_rootfs: hc.readonly_rootfs.unwrap_or(false),
+        memory_limit_bytes,
+        network,
+        tty: false,
+        stop_signal,
+        stop_timeout,
+        image_stop_signal: None,
+        restart_policy,
+        auto_remove,
+    };
+    if let Some(w) = &config.working_dir
+        && !w.starts_with('/')
+    {
+        return Err(ApiError::bad_request(format!(
+            "the working directory '{w}' is invalid, it needs to be an absolute path"
+        )));
+    }
+    Ok(CreateRequest { config, warnings })
+}
+
+fn restart_policy(p: RestartPolicyBody) -> Result<RestartPolicy, ApiError> {
+    let retries = p.maximum_retry_count.unwrap_or(0);
+    if retries < 0 {
+        return Err(ApiError::bad_request(
+            "maximum retry count cannot be negative",
+        ));
+    }
+    let policy = match p.name.as_deref().unwrap_or("") {
+        "" | "no" => RestartPolicy::No,
+        "always" => RestartPolicy::Always,
+        "unless-stopped" => RestartPolicy::UnlessStopped,
+        "on-failure" => RestartPolicy::OnFailure {
+            max_retries: u32::try_from(retries).unwrap_or(u32::MAX),
+        },
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "invalid restart policy '{other}'"
+            )));
+        }
+    };
+    if retries > 0 && !matches!(policy, RestartPolicy::OnFailure { .. }) {
+        return Err(ApiError::bad_request(
+            "invalid restart policy: maximum retry count can only be used with 'on-failure'",
+        ));
+    }
+    Ok(policy)
+}
+
+/// `/host/path:/container/path[:ro|rw]`. Named volumes come later.
+fn parse_bind(bind: &str) -> Result<BindMount, ApiError> {
+    let parts: Vec<&str> = bind.split(':').collect();
+    let (source, destination, mode) = match parts.as_slice() {
+        [s, d] => (*s, *d, ""),
+        [s, d, m] => (*s, *d, *m),
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "invalid volume specification: '{bind}'"
+            )));
+        }
+    };
+    if !source.starts_with('/') {
+        return Err(ApiError::bad_request(format!(
+            "invalid volume specification: '{bind}': named volumes are not supported by holdfast yet; bind an absolute host path"
+        )));
+    }
+    if !destination.starts_with('/') || destination == "/" {
+        return Err(ApiError::bad_request(format!(
+            "invalid volume specification: '{bind}': the destination must be an absolute path other than /"
+        )));
+    }
+    let read_only = match mode {
+        "" | "rw" => false,
+        "ro" => true,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "invalid volume specification: '{bind}': mode {other:?} is not supported (ro or rw)"
+            )));
+        }
+    };
+    Ok(BindMount {
+        source: source.to_owned(),
+        destination: destination.to_owned(),
+        read_only,
+    })
+}
+
+fn refuse_unsupported(
+    tty: &Option<bool>,
+    open_stdin: &Option<bool>,
+    attach_stdin: &Option<bool>,
+    healthcheck: &Option<Value>,
+    volumes: &Option<BTreeMap<String, Value>>,
+    hc: &HostConfigBody,
+) -> Result<(), ApiError> {
+    let refuse = |option: &str| {
+        Err(ApiError::bad_request(format!(
+            "{option} is not supported by holdfast yet"
+        )))
+    };
+    let set = |b: &Option<bool>| b.unwrap_or(false);
+    let nonzero = |n: &Option<i64>| n.unwrap_or(0) != 0;
+    let nonempty_str = |s: &Option<String>, allowed: &[&str]| {
+        s.as_deref()
+            .is_some_and(|v| !v.is_empty() && !allowed.contains(&v))
+    };
+    if set(tty) {
+        return refuse("Tty (docker run -t)");
+    }
+    if set(open_stdin) || set(attach_stdin) {
+        return refuse("OpenStdin (docker run -i)");
+    }
+    if healthcheck
+        .as_ref()
+        .and_then(|h| h.get("Test"))
+        .is_some_and(|t| {
+            t.as_array()
+                .is_some_and(|a| !a.is_empty() && a[0] != "NONE")
+        })
+    {
+        return refuse("Healthcheck");
+    }
+    if volumes.as_ref().is_some_and(|v| !v.is_empty()) {
+        return refuse("Volumes (anonymous volumes)");
+    }
+    if set(&hc.privileged) {
+        return refuse("HostConfig.Privileged");
+    }
+    if set(&hc.publish_all_ports) || hc.port_bindings.as_ref().is_some_and(|p| !p.is_empty()) {
+        return refuse("HostConfig.PortBindings (published ports come with bridge networks)");
+    }
+    if set(&hc.init) {
+        return refuse("HostConfig.Init");
+    }
+    if set(&hc.oom_kill_disable) {
+        return refuse("HostConfig.OomKillDisable");
+    }
+    let lists: [(&str, bool); 14] = [
+        (
+            "HostConfig.CapAdd",
+            hc.cap_add.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.CapDrop",
+            hc.cap_drop.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.Devices",
+            hc.devices.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.Mounts",
+            hc.mounts.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.Tmpfs",
+            hc.tmpfs.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.VolumesFrom",
+            hc.volumes_from.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.Links",
+            hc.links.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.Dns",
+            hc.dns.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.DnsSearch",
+            hc.dns_search.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.ExtraHosts",
+            hc.extra_hosts.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.SecurityOpt",
+            hc.security_opt.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.Sysctls",
+            hc.sysctls.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.Ulimits",
+            hc.ulimits.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "HostConfig.GroupAdd",
+            hc.group_add.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+    ];
+    if let Some((name, _)) = lists.iter().find(|(_, on)| *on) {
+        return refuse(name);
+    }
+    let modes: [(&str, bool); 7] = [
+        (
+            "HostConfig.PidMode",
+            nonempty_str(&hc.pid_mode, &["private"]),
+        ),
+        (
+            "HostConfig.IpcMode",
+            nonempty_str(&hc.ipc_mode, &["private", "shareable"]),
+        ),
+        (
+            "HostConfig.UTSMode",
+            nonempty_str(&hc.uts_mode, &["private"]),
+        ),
+        (
+            "HostConfig.UsernsMode",
+            nonempty_str(&hc.userns_mode, &["private"]),
+        ),
+        (
+            "HostConfig.CgroupnsMode",
+            nonempty_str(&hc.cgroupns_mode, &["private", "host"]),
+        ),
+        (
+            "HostConfig.CgroupParent",
+            nonempty_str(&hc.cgroup_parent, &[]),
+        ),
+        (
+            "HostConfig.Runtime",
+            nonempty_str(&hc.runtime, &["runc", "io.containerd.runc.v2"]),
+        ),
+    ];
+    if let Some((name, _)) = modes.iter().find(|(_, on)| *on) {
+        return refuse(name);
+    }
+    let numbers: [(&str, bool); 8] = [
+        ("HostConfig.CpuShares", nonzero(&hc.cpu_shares)),
+        ("HostConfig.NanoCpus (--cpus)", nonzero(&hc.nano_cpus)),
+        ("HostConfig.CpuQuota", nonzero(&hc.cpu_quota)),
+        ("HostConfig.CpuPeriod", nonzero(&hc.cpu_period)),
+        ("HostConfig.PidsLimit", hc.pids_limit.unwrap_or(0) > 0),
+        (
+            "HostConfig.MemoryReservation",
+            nonzero(&hc.memory_reservation),
+        ),
+        ("HostConfig.MemorySwap", hc.memory_swap.unwrap_or(0) > 0),
+        ("HostConfig.ShmSize", nonzero(&hc.shm_size)),
+    ];
+    if let Some((name, _)) = numbers.iter().find(|(_, on)| *on) {
+        return refuse(name);
+    }
+    if nonempty_str(&hc.cpuset_cpus, &[]) {
+        return refuse("HostConfig.CpusetCpus");
+    }
+    if let Some(log) = &hc.log_config {
+        if nonempty_str(&log.kind, &["json-file"]) {
+            return refuse("HostConfig.LogConfig.Type other than json-file");
+        }
+        if log.config.as_ref().is_some_and(|c| !c.is_empty()) {
+            return refuse("HostConfig.LogConfig.Config (--log-opt)");
+        }
+    }
+    Ok(())
+}
+
+pub async fn create(
+    State(state): State<ApiState>,
+    query: RawQuery,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let CreateRequest {
+        mut config,
+        warnings,
+    } = parse_create(&body)?;
+    if let Some(platform) = p.str("platform").filter(|s| !s.is_empty())
+        && platform != "linux"
+        && platform != "linux/amd64"
+    {
+        return Err(ApiError::bad_request(format!(
+            "platform {platform:?} is not supported: holdfast runs linux/amd64"
+        )));
+    }
+    let image = state
+        .adapter
+        .resolve_image(&config.image)
+        .await
+        .map_err(|e| super::images::image_error(&config.image, e))?;
+    config.image_id = Some(image.config_digest.clone());
+    config.image_stop_signal = image
+        .config
+        .stop_signal
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .and_then(|s| s.parse().ok());
+    let config = Arc::new(config);
+    let given_name = p.str("name").filter(|n| !n.is_empty());
+    // A generated name that happens to be taken is drawn again.
+    for attempt in 0..8 {
+        let id = new_container_id()?;
+        let name = match given_name {
+            Some(n) => n.strip_prefix('/').unwrap_or(n).to_owned(),
+            None => generated_name(attempt)?,
+        };
+        let answer = state
+            .engine
+            .command(Command::Create {
+                id: id.clone(),
+                name,
+                config: Arc::clone(&config),
+            })
+            .await;
+        match answer {
+            Answer::Done => {
+                return Ok((
+                    StatusCode::CREATED,
+                    Json(json!({ "Id": id.to_string(), "Warnings": warnings })),
+                )
+                    .into_response());
+            }
+            Answer::Error(e)
+                if given_name.is_none() && e.kind == holdfast_core::ErrorKind::Conflict =>
+            {
+                continue;
+            }
+            Answer::Error(e) => return Err(e.into()),
+            other => {
+                return Err(ApiError::internal(format!(
+                    "unexpected answer to create: {other:?}"
+                )));
+            }
+        }
+    }
+    Err(ApiError::conflict(
+        "could not find a free container name; pass --name",
+    ))
+}
+
+/// 64 hex digits from 32 random bytes, as dockerd makes ids.
+fn new_container_id() -> Result<ContainerId, ApiError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| ApiError::internal(format!("no randomness for a container id: {e}")))?;
+    hex::encode(bytes)
+        .parse()
+        .map_err(|e| ApiError::internal(format!("{e}")))
+}
+
+/// dockerd-style `adjective_name` names.
+fn generated_name(attempt: usize) -> Result<String, ApiError> {
+    const LEFT: &[&str] = &[
+        "brave", "calm", "eager", "fervent", "gallant", "happy", "keen", "lucid", "merry",
+        "nimble", "patient", "quiet", "steady", "tender", "upbeat", "vigilant", "wise", "zen",
+    ];
+    const RIGHT: &[&str] = &[
+        "archimedes",
+        "babbage",
+        "curie",
+        "darwin",
+        "euler",
+        "faraday",
+        "gauss",
+        "hopper",
+        "kepler",
+        "lovelace",
+        "noether",
+        "pascal",
+        "ritchie",
+        "shannon",
+        "turing",
+        "wozniak",
+    ];
+    let mut bytes = [0u8; 4];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| ApiError::internal(format!("no randomness for a name: {e}")))?;
+    let n = u32::from_le_bytes(bytes) as usize;
+    let base = format!(
+        "{}_{}",
+        LEFT[n % LEFT.len()],
+        RIGHT[(n / LEFT.len()) % RIGHT.len()]
+    );
+    Ok(if attempt == 0 {
+        base
+    } else {
+        format!("{base}{}", n % 100)
+    })
+}
+
+// ---- inspect and list ------------------------------------------------------
+
+fn running_pid(s: &Snapshot) -> u32 {
+    match (s.status, s.task) {
+        (Status::Running, TaskState::Running { pid } | TaskState::Created { pid }) => pid,
+        (Status::Running, TaskState::Unknown) => s.record.pid.unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn network_mode_name(m: NetworkMode) -> &'static str {
+    match m {
+        NetworkMode::None => "none",
+        NetworkMode::Host => "host",
+    }
+}
+
+fn restart_policy_json(p: RestartPolicy) -> Value {
+    let (name, retries) = match p {
+        RestartPolicy::No => ("no", 0),
+        RestartPolicy::Always => ("always", 0),
+        RestartPolicy::UnlessStopped => ("unless-stopped", 0),
+        RestartPolicy::OnFailure { max_retries } => ("on-failure", max_retries),
+    };
+    json!({ "Name": name, "MaximumRetryCount": retries })
+}
+
+/// The command line `ps` shows and inspect's Path/Args (what was given;
+/// the image's defaults fill in what was not).
+fn command_line(c: &ContainerConfig) -> Vec<String> {
+    let mut v = c.entrypoint.clone().unwrap_or_default();
+    v.extend(c.cmd.clone().unwrap_or_default());
+    v
+}
+
+fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
+    let r = &s.record;
+    let c = &r.config;
+    let running = s.status == Status::Running;
+    let last_exit = r.exit.as_ref();
+    let (exit_code, oom, error) = if running {
+        (0, false, String::new())
+    } else {
+        last_exit.map_or((0, false, String::new()), |e| {
+            (
+                e.exit_code,
+                e.oom_killed,
+                e.error.clone().unwrap_or_default(),
+            )
+        })
+    };
+    let cmdline = command_line(c);
+    let network = network_mode_name(c.network);
+    json!({
+        "Id": r.id.to_string(),
+        "Created": render::time(r.created_at),
+        "Path": cmdline.first().cloned().unwrap_or_default(),
+        "Args": cmdline.iter().skip(1).collect::<Vec<_>>(),
+        "State": {
+            "Status": s.status.as_str(),
+            "Running": running,
+            "Paused": false,
+            "Restarting": s.status == Status::Restarting,
+            "OOMKilled": oom,
+            "Dead": false,
+            "Pid": running_pid(s),
+            "ExitCode": exit_code,
+            "Error": error,
+            "StartedAt": render::time_or_zero(r.started_at),
+            "FinishedAt": render::time_or_zero(last_exit.map(|e| e.finished_at)),
+        },
+        "Image": c.image_id.clone().unwrap_or_default(),
+        "ResolvConfPath": "",
+        "HostnamePath": "",
+        "HostsPath": "",
+        "LogPath": log_path.to_string_lossy(),
+        "Name": format!("/{}", r.name),
+        "RestartCount": r.restart_count,
+        "Driver": "overlayfs",
+        "Platform": "linux",
+        "MountLabel": "",
+        "ProcessLabel": "",
+        "AppArmorProfile": "",
+        "ExecIDs": null,
+        "HostConfig": {
+            "Binds": c.mounts.iter().map(|m| format!("{}:{}{}", m.source, m.destination, if m.read_only { ":ro" } else { "" })).collect::<Vec<_>>(),
+            "NetworkMode": network,
+            "RestartPolicy": restart_policy_json(c.restart_policy),
+            "AutoRemove": c.auto_remove,
+            "Memory": c.memory_limit_bytes.unwrap_or(0),
+            "ReadonlyRootfs": c.read_only_rootfs,
+            "LogConfig": { "Type": "json-file", "Config": {} },
+            "Privileged": false,
+            "PortBindings": {},
+        },
+        "GraphDriver": { "Name": "overlayfs", "Data": null },
+        "SizeRw": 0,
+        "SizeRootFs": 0,
+        "Mounts": c.mounts.iter().map(|m| json!({
+            "Type": "bind", "Source": m.source, "Destination": m.destination,
+            "Mode": if m.read_only { "ro" } else { "" }, "RW": !m.read_only, "Propagation": "rprivate",
+        })).collect::<Vec<_>>(),
+        "Config": {
+            "Hostname": c.hostname.clone().unwrap_or_else(|| r.id.as_str().chars().take(12).collect()),
+            "Domainname": "",
+            "User": c.user.clone().unwrap_or_default(),
+            "AttachStdin": false,
+            "AttachStdout": false,
+            "AttachStderr": false,
+            "Tty": false,
+            "OpenStdin": false,
+            "StdinOnce": false,
+            "Env": c.env,
+            "Cmd": c.cmd,
+            "Image": c.image,
+            "Volumes": null,
+            "WorkingDir": c.working_dir.clone().unwrap_or_default(),
+            "Entrypoint": c.entrypoint,
+            "Labels": c.labels,
+            "StopSignal": c.stop_signal.or(c.image_stop_signal).map(|s| s.to_string()),
+            "StopTimeout": c.stop_timeout.map(|t| t.as_secs()),
+        },
+        "NetworkSettings": {
+            "Bridge": "",
+            "SandboxID": "",
+            "Ports": {},
+            "IPAddress": "",
+            "Gateway": "",
+            "MacAddress": "",
+            "Networks": { network: { "NetworkID": network, "IPAddress": "", "Gateway": "", "MacAddress": "" } },
+        },
+        // holdfast's own truth: whether this view was confirmed by a relist
+        // since containerd was last (re)connected.
+        "Holdfast": {
+            "Confirmed": s.confirmed,
+            "Task": format!("{:?}", s.task),
+            "Run": r.run,
+        },
+    })
+}
+
+pub async fn inspect(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = resolve(&state, &reference).await?;
+    let s = snapshot(&state, id).await?;
+    let log_path = state.adapter.log_path(&s.record.id);
+    Ok(Json(inspect_json(&s, &log_path)).into_response())
+}
+
+/// `docker ps`'s STATUS column, as dockerd words it.
+fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
+    let r = &s.record;
+    match s.status {
+        Status::Running => match r.started_at {
+            Some(at) => format!("Up {}", render::human_duration(now.saturating_since(at))),
+            None => "Up Less than a second".to_owned(),
+        },
+        Status::Restarting => {
+            let code = r.exit.as_ref().map_or(0, |e| e.exit_code);
+            let ago = r
+                .exit
+                .as_ref()
+                .map_or(Duration::ZERO, |e| now.saturating_since(e.finished_at));
+            format!("Restarting ({code}) {} ago", render::human_duration(ago))
+        }
+        Status::Removing => "Removal In Progress".to_owned(),
+        Status::Exited => match &r.exit {
+            Some(e) => format!(
+                "Exited ({}) {} ago",
+                e.exit_code,
+                render::human_duration(now.saturating_since(e.finished_at))
+            ),
+            None => "Exited".to_owned(),
+        },
+        Status::Created => "Created".to_owned(),
+    }
+}
+
+fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
+    let r = &s.record;
+    let c = &r.config;
+    let network = network_mode_name(c.network);
+    json!({
+        "Id": r.id.to_string(),
+        "Names": [format!("/{}", r.name)],
+        "Image": c.image,
+        "ImageID": c.image_id.clone().unwrap_or_default(),
+        "Command": command_line(c).join(" "),
+        "Created": r.created_at.as_unix_nanos().div_euclid(1_000_000_000),
+        "Ports": [],
+        "Labels": c.labels,
+        "State": s.status.as_str(),
+        "Status": status_text(s, now),
+        "HostConfig": { "NetworkMode": network },
+        "NetworkSettings": { "Networks": { network: { "NetworkID": network } } },
+        "Mounts": [],
+    })
+}
+
+fn matches_filters(
+    s: &Snapshot,
+    f: &Filters,
+    all_ids: &[(ContainerId, holdfast_core::WallTime, String)],
+) -> Result<bool, ApiError> {
+    let r = &s.record;
+    if !f.any("id", |v| r.id.as_str().starts_with(v)) {
+        return Ok(false);
+    }
+    if !f.any("name", |v| r.name.contains(v.trim_start_matches('/'))) {
+        return Ok(false);
+    }
+    if !f.any("status", |v| v == s.status.as_str()) {
+        return Ok(false);
+    }
+    for v in f.get("status") {
+        if ![
+            "created",
+            "restarting",
+            "running",
+            "removing",
+            "paused",
+            "exited",
+            "dead",
+        ]
+        .contains(&v.as_str())
+        {
+            return Err(ApiError::bad_request(format!(
+                "invalid filter 'status={v}'"
+            )));
+        }
+    }
+    for label in f.get("label") {
+        let ok = match label.split_once('=') {
+            Some((k, v)) => r.config.labels.get(k).is_some_and(|have| have == v),
+            None => r.config.labels.contains_key(label),
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    let exited = f.get("exited");
+    if !exited.is_empty() {
+        let codes = exited
+            .iter()
+            .map(|v| {
+                v.parse::<i32>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid filter 'exited={v}'")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let code = r.exit.as_ref().map(|e| e.exit_code);
+        if s.status != Status::Exited || !code.is_some_and(|c| codes.contains(&c)) {
+            return Ok(false);
+        }
+    }
+    if !f.any("ancestor", |v| {
+        let image = &r.config.image;
+        image == v
+            || image.strip_suffix(":latest") == Some(v)
+            || v.strip_suffix(":latest") == Some(image.as_str())
+            || r.config.image_id.as_deref().is_some_and(|id| {
+                id == v
+                    || id
+                        .strip_prefix("sha256:")
+                        .is_some_and(|h| h.starts_with(v.trim_start_matches("sha256:")))
+            })
+    }) {
+        return Ok(false);
+    }
+    let created_of = |reference: &str| {
+        all_ids
+            .iter()
+            .find(|(id, _, name)| {
+                id.as_str().starts_with(reference) || name == reference.trim_start_matches('/')
+            })
+            .map(|(_, at, _)| *at)
+            .ok_or_else(|| ApiError::not_found(format!("No such container: {reference}")))
+    };
+    for v in f.get("before") {
+        if r.created_at >= created_of(v)? {
+            return Ok(false);
+        }
+    }
+    for v in f.get("since") {
+        if r.created_at <= created_of(v)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let filters = p.filters()?;
+    filters.only(&[
+        "id", "name", "label", "status", "exited", "ancestor", "before", "since", "network",
+        "volume", "health", "is-task", "publish", "expose",
+    ])?;
+    let all = p.bool("all");
+    let limit: Option<i64> = p.int("limit")?;
+    let mut containers = state
+        .engine
+        .read(|v| {
+            v.core
+                .containers()
+                .map(|c| Snapshot {
+                    record: c.record.clone(),
+                    status: c.status,
+                    task: c.task,
+                    confirmed: c.confirmed,
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
+    containers.sort_by(|a, b| {
+        b.record
+            .created_at
+            .cmp(&a.record.created_at)
+            .then_with(|| a.record.id.cmp(&b.record.id))
+    });
+    let all_ids: Vec<_> = containers
+        .iter()
+        .map(|s| {
+            (
+                s.record.id.clone(),
+                s.record.created_at,
+                s.record.name.clone(),
+            )
+        })
+        .collect();
+    let now = wall_now();
+    let mut out = Vec::new();
+    let implicit_all = all || limit.is_some_and(|l| l > 0) || !filters.get("status").is_empty();
+    for s in &containers {
+        if !implicit_all && !matches!(s.status, Status::Running | Status::Restarting) {
+            continue;
+        }
+        if !matches_filters(s, &filters, &all_ids)? {
+            continue;
+        }
+        out.push(list_json(s, now));
+        if let Some(l) = limit
+            && l > 0
+            && out.len() as i64 >= l
+        {
+            break;
+        }
+    }
+    Ok(Json(Value::Array(out)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clis_create_body_decodes() {
+        let body = include_bytes!("../../tests/data/create-run-d.json");
+        let (config, warnings) = decode_create(body).expect("decodes");
+        assert_eq!(config.image, "busybox");
+        assert_eq!(
+            config.cmd,
+            Some(vec!["sleep".to_owned(), "1000".to_owned()])
+        );
+        assert_eq!(config.network, NetworkMode::None);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+
+    #[test]
+    fn bad_bodies_are_400_naming_the_problem() {
+        for (body, needle) in [
+            (&b"{"[..], "invalid JSON"),
+            (b"", "cannot be empty"),
+            (br#"{"Image": 5}"#, "invalid JSON"),
+            (br#"{"Cmd": ["x"]}"#, "Image"),
+            (br#"{"Image":"b","Tty":true}"#, "Tty"),
+            (br#"{"Image":"b","HostConfig":{"Privileged":true}}"#, "Privileged"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"bridge"}}"#, "bridge"),
+            (br#"{"Image":"b","HostConfig":{"RestartPolicy":{"Name":"sometimes"}}}"#, "sometimes"),
+            (br#"{"Image":"b","HostConfig":{"Binds":["vol:/data"]}}"#, "named volumes"),
+            (br#"{"Image":"b","StopSignal":"SIGNOPE"}"#, "SIGNOPE"),
+            (br#"{"Image":"b","HostConfig":{"AutoRemove":true,"RestartPolicy":{"Name":"always"}}}"#, "Conflicting"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "PortBindings"),
+        ] {
+            let err = decode_create(body).expect_err("refused");
+            assert_eq!(err.status, StatusCode::BAD_REQUEST);
+            assert!(err.message.contains(needle), "{needle}: {}", err.message);
+        }
+    }
+
+    #[test]
+    fn options_reach_the_config() {
+        let body = br#"{"Image":"busybox","Entrypoint":"sh","Cmd":["-c","x"],"Env":["A=1"],
+            "StopSignal":"SIGUSR1","StopTimeout":3,"Labels":{"k":"v"},
+            "HostConfig":{"NetworkMode":"host","Binds":["/tmp:/t:ro"],"Memory":67108864,
+            "RestartPolicy":{"Name":"on-failure","MaximumRetryCount":2},"ReadonlyRootfs":true}}"#;
+        let (c, warnings) = decode_create(body).expect("decodes");
+        assert!(warnings.is_empty());
+        assert_eq!(c.entrypoint, Some(vec!["sh".to_owned()]));
+        assert_eq!(c.network, NetworkMode::Host);
+        assert_eq!(c.stop_signal, "SIGUSR1".parse().ok());
+        assert_eq!(c.stop_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(
+            c.restart_policy,
+            RestartPolicy::OnFailure { max_retries: 2 }
+        );
+        assert_eq!(c.memory_limit_bytes, Some(64 << 20));
+        assert!(c.read_only_rootfs);
+        assert_eq!(c.mounts.len(), 1);
+        assert!(c.mounts[0].read_only);
+    }
+
+    #[test]
+    fn ps_status_words() {
+        let mut s = Snapshot {
+            record: Record {
+                id: "abc".parse().expect("id"),
+                name: "n".to_owned(),
+                config: Arc::new(ContainerConfig::default()),
+                created_at: holdfast_core::WallTime::from_unix_nanos(0),
+                presence: holdfast_core::Presence::Created,
+                run: 1,
+                pid: Some(5),
+                started_at: Some(holdfast_core::WallTime::from_unix_nanos(0)),
+                start_sent: false,
+                exit: None,
+                restart_count: 0,
+                intents: holdfast_core::Intents::default(),
+            },
+            status: Status::Running,
+            task: TaskState::Running { pid: 5 },
+            confirmed: true,
+        };
+        let now = holdfast_core::WallTime::from_unix_nanos(180_000_000_000);
+        assert_eq!(status_text(&s, now), "Up 3 minutes");
+        s.status = Status::Exited;
+        s.record.exit = Some(holdfast_core::ExitRecord {
+            run: 1,
+            exit_code: 7,
+            finished_at: holdfast_core::WallTime::from_unix_nanos(178_000_000_000),
+            oom_killed: false,
+            error: None,
+        });
+        assert_eq!(status_text(&s, now), "Exited (7) 2 seconds ago");
+        s.status = Status::Created;
+        assert_eq!(status_text(&s, now), "Created");
+    }
+}

@@ -1,0 +1,427 @@
+//! `/images/...`: load, list, inspect, tag, remove. Images live in
+//! containerd's image store; these handlers talk to the adapter directly
+//! (no lifecycle decision is involved), and ask the engine only which
+//! containers use an image.
+
+use super::params::Params;
+use super::{ApiError, ApiState};
+use crate::events::EventMessage;
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use holdfast_adapter_containerd::{AdapterError, ResolvedImage, normalize_reference};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use tokio::io::AsyncWriteExt as _;
+
+/// Maps an adapter error about an image onto the API's answer.
+pub(super) fn image_error(reference: &str, e: AdapterError) -> ApiError {
+    match e {
+        AdapterError::ImageNotFound(_) => ApiError::not_found(format!(
+            "No such image: {}",
+            familiar(&normalize_reference(reference))
+        )),
+        AdapterError::Image(m) | AdapterError::Invalid(m) => ApiError::bad_request(m),
+        e if e.is_unreachable() => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("containerd is unreachable: {e}"),
+        ),
+        e => ApiError::internal(e.to_string()),
+    }
+}
+
+/// `docker.io/library/busybox:latest` as Docker shows it: `busybox:latest`.
+fn familiar(name: &str) -> String {
+    name.strip_prefix("docker.io/library/")
+        .or_else(|| name.strip_prefix("docker.io/"))
+        .unwrap_or(name)
+        .to_owned()
+}
+
+/// One image id with every name it has.
+#[derive(Debug)]
+struct LocalImage {
+    names: Vec<String>,
+    resolved: ResolvedImage,
+    size: i64,
+}
+
+async fn local_images(state: &ApiState) -> Result<Vec<LocalImage>, ApiError> {
+    let summaries = state
+        .adapter
+        .list_images()
+        .await
+        .map_err(|e| image_error("", e))?;
+    let mut by_id: BTreeMap<String, LocalImage> = BTreeMap::new();
+    for s in summaries {
+        // An image whose content is incomplete is skipped, not fatal.
+        let Ok(resolved) = state.adapter.resolve_image(&s.name).await else {
+            tracing::debug!(image = %s.name, "image cannot be resolved; not listed");
+            continue;
+        };
+        let entry = by_id
+            .entry(resolved.config_digest.clone())
+            .or_insert_with(|| LocalImage {
+                names: Vec::new(),
+                resolved,
+                size: s.target_size,
+            });
+        entry.names.push(s.name);
+    }
+    Ok(by_id.into_values().collect())
+}
+
+/// Finds an image by name, full id (`sha256:...`) or unique id prefix.
+async fn find_image(state: &ApiState, reference: &str) -> Result<LocalImage, ApiError> {
+    let not_found = || ApiError::not_found(format!("No such image: {reference}"));
+    if reference.is_empty() {
+        return Err(not_found());
+    }
+    let images = local_images(state).await?;
+    let name = normalize_reference(reference);
+    let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
+    let by_id = hex.len() >= 4 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+    let mut found = None;
+    for image in images {
+        if image.names.contains(&name) {
+            return Ok(image);
+        }
+        if by_id
+            && image
+                .resolved
+                .config_digest
+                .strip_prefix("sha256:")
+                .is_some_and(|h| h.starts_with(hex))
+        {
+            if found.is_some() {
+                return Err(not_found());
+            }
+            found = Some(image);
+        }
+    }
+    found.ok_or_else(not_found)
+}
+
+fn publish(state: &ApiState, action: &str, id: &str, name: &str) {
+    state.events.publish(EventMessage {
+        kind: "image",
+        action: action.to_owned(),
+        actor_id: id.to_owned(),
+        from: None,
+        attributes: [("name".to_owned(), name.to_owned())].into(),
+        time_nanos: crate::engine::wall_now().as_unix_nanos(),
+    });
+}
+
+pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let images = local_images(&state).await?;
+    Ok(Json(Value::Array(
+        images
+            .iter()
+            .map(|i| {
+                json!({
+                    "Id": i.resolved.config_digest,
+                    "ParentId": "",
+                    "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
+                    "RepoDigests": [],
+                    "Created": 0,
+                    "Size": i.size,
+                    "SharedSize": -1,
+                    "VirtualSize": i.size,
+                    "Labels": i.resolved.config.labels,
+                    "Containers": -1,
+                })
+            })
+            .collect(),
+    )))
+}
+
+fn inspect_json(i: &LocalImage) -> Value {
+    let c = &i.resolved.config;
+    json!({
+        "Id": i.resolved.config_digest,
+        "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
+        "RepoDigests": [],
+        "Parent": "",
+        "Comment": "",
+        "Created": super::render::ZERO_TIME,
+        "Container": "",
+        "DockerVersion": "",
+        "Author": "",
+        "Config": {
+            "Env": c.env,
+            "Cmd": c.cmd,
+            "Entrypoint": c.entrypoint,
+            "WorkingDir": c.working_dir.clone().unwrap_or_default(),
+            "User": c.user.clone().unwrap_or_default(),
+            "Labels": c.labels,
+            "StopSignal": c.stop_signal,
+        },
+        "Architecture": "amd64",
+        "Os": "linux",
+        "Size": i.size,
+        "VirtualSize": i.size,
+        "GraphDriver": { "Name": "overlayfs", "Data": null },
+        "RootFS": { "Type": "layers", "Layers": i.resolved.diff_ids },
+        "Metadata": { "LastTagTime": super::render::ZERO_TIME },
+    })
+}
+
+/// `GET /images/{name}/json` (names hold slashes, so the tail is parsed here).
+pub async fn by_name_get(
+    State(state): State<ApiState>,
+    Path(rest): Path<String>,
+) -> Result<Response, ApiError> {
+    if let Some(name) = rest.strip_suffix("/json") {
+        let image = find_image(&state, name).await?;
+        return Ok(Json(inspect_json(&image)).into_response());
+    }
+    if rest.ends_with("/history") || rest.ends_with("/get") || rest == "get" {
+        return Err(ApiError::not_implemented(
+            "image history and save are not supported by holdfast yet",
+        ));
+    }
+    Err(ApiError::not_found(format!(
+        "page not found: /images/{rest}"
+    )))
+}
+
+/// `POST /images/{name}/tag` (and `push`, not supported yet).
+pub async fn by_name_post(
+    State(state): State<ApiState>,
+    Path(rest): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    if let Some(name) = rest.strip_suffix("/tag") {
+        let p = Params::parse(&query);
+        let repo = p
+            .str("repo")
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| ApiError::bad_request("repository name (repo) must be given"))?;
+        let tag = p.str("tag").filter(|t| !t.is_empty()).unwrap_or("latest");
+        let new_reference = format!("{repo}:{tag}");
+        validate_reference(&new_reference)?;
+        let image = find_image(&state, name).await?;
+        let source = image
+            .names
+            .first()
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(format!("No such image: {name}")))?;
+        let tagged = state
+            .adapter
+            .tag_image(&source, &new_reference)
+            .await
+            .map_err(|e| image_error(name, e))?;
+        publish(
+            &state,
+            "tag",
+            &image.resolved.config_digest,
+            &familiar(&tagged),
+        );
+        return Ok(StatusCode::CREATED.into_response());
+    }
+    if rest.ends_with("/push") {
+        return Err(ApiError::not_implemented(
+            "docker push is not supported by holdfast yet",
+        ));
+    }
+    Err(ApiError::not_found(format!(
+        "page not found: /images/{rest}"
+    )))
+}
+
+/// Docker's reference grammar, loosely: lowercase repository path
+/// components, an optional registry with a port, a tag of `[\w][\w.-]{0,127}`.
+fn validate_reference(reference: &str) -> Result<(), ApiError> {
+    let bad = || ApiError::bad_request(format!("invalid reference format: {reference:?}"));
+    let (repo, tag) = reference.rsplit_once(':').ok_or_else(bad)?;
+    let tag_ok = !tag.is_empty()
+        && tag.len() <= 128
+        && tag.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    let repo_ok = !repo.is_empty()
+        && repo.len() <= 255
+        && repo.split('/').all(|part| {
+            !part.is_empty()
+                && part.chars().all(|c| {
+                    c.is_ascii_lowercase()
+                        || c.is_ascii_digit()
+                        || matches!(c, '_' | '.' | '-' | ':')
+                })
+        });
+    if tag_ok && repo_ok {
+        Ok(())
+    } else {
+        Err(bad())
+    }
+}
+
+/// `DELETE /images/{name}`: untags; deletes the image when its last name
+/// goes. Refused (409) while a container uses it, unless forced.
+pub async fn remove(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let force = p.bool("force");
+    let image = find_image(&state, &reference).await?;
+    let id = image.resolved.config_digest.clone();
+    let name = normalize_reference(&reference);
+    let by_name = image.names.contains(&name);
+    let doomed: Vec<String> = if by_name {
+        vec![name]
+    } else {
+        image.names.clone()
+    };
+    let last_name_goes = doomed.len() == image.names.len();
+    if !by_name && image.names.len() > 1 && !force {
+        return Err(ApiError::conflict(format!(
+            "conflict: unable to delete {} (must be forced) - image is referenced in multiple repositories",
+            short_id(&id)
+        )));
+    }
+    if last_name_goes && !force {
+        let wanted = id.clone();
+        let user = state
+            .engine
+            .read(move |v| {
+                v.core
+                    .containers()
+                    .find(|c| c.record.config.image_id.as_deref() == Some(wanted.as_str()))
+                    .map(|c| c.record.id.to_string())
+            })
+            .await?;
+        if let Some(container) = user {
+            return Err(ApiError::conflict(format!(
+                "conflict: unable to remove repository reference \"{reference}\" (must force) - container {} is using its referenced image {}",
+                &container[..container.len().min(12)],
+                short_id(&id)
+            )));
+        }
+    }
+    let mut out = Vec::new();
+    for n in &doomed {
+        state
+            .adapter
+            .delete_image(n)
+            .await
+            .map_err(|e| image_error(n, e))?;
+        publish(&state, "untag", &id, &familiar(n));
+        out.push(json!({ "Untagged": familiar(n) }));
+    }
+    if last_name_goes {
+        publish(&state, "delete", &id, &familiar(&doomed.join(",")));
+        out.push(json!({ "Deleted": id }));
+    }
+    Ok(Json(Value::Array(out)).into_response())
+}
+
+fn short_id(id: &str) -> String {
+    id.strip_prefix("sha256:")
+        .unwrap_or(id)
+        .chars()
+        .take(12)
+        .collect()
+}
+
+/// Registry pulls come in a later release; say so instead of pretending.
+pub async fn pull(query: RawQuery) -> ApiError {
+    let p = Params::parse(&query);
+    let what = p.str("fromImage").or(p.str("fromSrc")).unwrap_or("");
+    ApiError::not_implemented(format!(
+        "holdfast cannot pull {what:?} yet: registry pulls are not supported; load images with `docker load -i IMAGE.tar`"
+    ))
+}
+
+/// `POST /images/load`: the tarball (docker-archive or OCI layout) is
+/// streamed to a temporary file, then imported.
+pub async fn load(
+    State(state): State<ApiState>,
+    query: RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let quiet = p.bool("quiet");
+    let dir = tempfile::Builder::new()
+        .prefix("load-")
+        .tempdir_in(&state.settings.data_root)
+        .map_err(|e| ApiError::internal(format!("cannot make room for the upload: {e}")))?;
+    let path = dir.path().join("image.tar");
+    let mut file = tokio::fs::File::create(&path)
+        .await
+        .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
+    let mut stream = body.into_data_stream();
+    let mut total: u64 = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the upload: {e}")))?;
+        total += chunk.len() as u64;
+        file.write_all(&chunk)
+            .await
+            .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
+    }
+    file.flush()
+        .await
+        .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
+    drop(file);
+    if total == 0 {
+        return Err(ApiError::bad_request(
+            "no image tarball in the request body",
+        ));
+    }
+    let imported = state
+        .adapter
+        .import_image(&path)
+        .await
+        .map_err(|e| image_error("", e))?;
+    let mut lines = String::new();
+    for i in &imported {
+        let id = match state.adapter.resolve_image(&i.name).await {
+            Ok(r) => r.config_digest,
+            Err(_) => i.target_digest.clone(),
+        };
+        publish(&state, "load", &id, &familiar(&i.name));
+        let msg = json!({ "stream": format!("Loaded image: {}\n", familiar(&i.name)) });
+        lines.push_str(&msg.to_string());
+        lines.push('\n');
+    }
+    if imported.is_empty() && !quiet {
+        lines.push_str(&json!({ "stream": "No image was named in the tarball\n" }).to_string());
+        lines.push('\n');
+    }
+    let mut r = lines.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn familiar_names() {
+        assert_eq!(
+            familiar("docker.io/library/busybox:latest"),
+            "busybox:latest"
+        );
+        assert_eq!(familiar("docker.io/me/app:1"), "me/app:1");
+        assert_eq!(familiar("localhost:5000/app:1"), "localhost:5000/app:1");
+    }
+
+    #[test]
+    fn references_are_checked() {
+        assert!(validate_reference("mine:1").is_ok());
+        assert!(validate_reference("localhost:5000/a/b:v1.2").is_ok());
+        assert!(validate_reference("Mine:1").is_err());
+        assert!(validate_reference("mine:").is_err());
+        assert!(validate_reference("a//b:1").is_err());
+    }
+}

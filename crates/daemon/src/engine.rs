@@ -1,0 +1,527 @@
+//! The engine: the one task that owns the [`Core`] and is the only reader of
+//! the clock. API handlers reach it through an [`EngineHandle`]: a command
+//! with a oneshot for its answer, or a read run against the core's views
+//! inside the loop (so `ps` and `inspect` never read a copy that can drift).
+//!
+//! The loop feeds one input, then carries out every action in order: a
+//! `Persist` is durable before the next action runs, a `Call` is spawned on
+//! the adapter, an `Answer` goes to its waiting handler, a `Publish` to
+//! `docker events`. Then it sleeps until the next input or the core's next
+//! deadline.
+//!
+//! A record that cannot be written (disk full, read-only) is treated as a
+//! crash of the engine, recovered in-process: nothing after the failed write
+//! is carried out (so containerd is untouched by it), every waiting request is
+//! answered 500, and a fresh core is rebuilt from what is on disk plus a
+//! relist, exactly as after a restart of holdfastd.
+
+use crate::events::{EventLog, EventMessage};
+use crate::store::{Store, StoreError};
+use holdfast_adapter_containerd::Adapter;
+use holdfast_core::{
+    Action, Answer, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input,
+    Instant, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind, WallTime,
+};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// What holdfast knows about its own truth, for `docker info`.
+#[derive(Clone, Debug, Default)]
+pub struct Facts {
+    pub engine_started_at: WallTime,
+    /// When the core last stopped being connected and relisted; `None` while it is.
+    pub unready_since: Option<WallTime>,
+    /// When the last complete relist ended.
+    pub last_relist_at: Option<WallTime>,
+    pub relists: u64,
+    /// Exits learned from a relist (their event was lost or never came).
+    pub exits_from_relists: u64,
+    /// Exits learned from containerd's event stream.
+    pub exits_from_events: u64,
+    /// Times a record could not be written and the engine restarted from the store.
+    pub store_failures: u64,
+}
+
+/// What a read sees: the core and the engine's own facts.
+#[derive(Debug)]
+pub struct View<'a> {
+    pub core: &'a Core,
+    pub facts: &'a Facts,
+}
+
+type ReadFn = Box<dyn FnOnce(&View<'_>) + Send>;
+
+enum Request {
+    Command {
+        req: RequestId,
+        command: Command,
+        reply: oneshot::Sender<Answer>,
+    },
+    Cancel(RequestId),
+    Read(ReadFn),
+    Shutdown,
+}
+
+/// The engine went away (holdfastd is shutting down).
+#[derive(Debug, thiserror::Error)]
+#[error("holdfastd is shutting down")]
+pub struct EngineGone;
+
+/// How API handlers reach the engine. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct EngineHandle {
+    tx: mpsc::UnboundedSender<Request>,
+    next_req: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Request::Command { req, command, .. } => write!(f, "Command({req}, {command:?})"),
+            Request::Cancel(req) => write!(f, "Cancel({req})"),
+            Request::Read(_) => f.write_str("Read"),
+            Request::Shutdown => f.write_str("Shutdown"),
+        }
+    }
+}
+
+impl EngineHandle {
+    /// Sends a command and waits for its answer. If the caller stops waiting
+    /// (the client hung up), the request is cancelled: a wait is dropped, any
+    /// other command goes on, because what it asked for was recorded.
+    pub async fn command(&self, command: Command) -> Answer {
+        let req = RequestId(self.next_req.fetch_add(1, Ordering::Relaxed) + 1);
+        let (reply, answer) = oneshot::channel();
+        let mut guard = CancelOnDrop {
+            tx: self.tx.clone(),
+            req: Some(req),
+        };
+        if self
+            .tx
+            .send(Request::Command {
+                req,
+                command,
+                reply,
+            })
+            .is_err()
+        {
+            guard.req = None;
+            return gone_answer();
+        }
+        let answer = answer.await.unwrap_or_else(|_| gone_answer());
+        guard.req = None;
+        answer
+    }
+
+    /// Runs `read` against the core inside the loop and returns its result.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&View<'_>) -> T + Send + 'static,
+    ) -> Result<T, EngineGone> {
+        let (reply, result) = oneshot::channel();
+        let f: ReadFn = Box::new(move |view| {
+            let _ = reply.send(read(view));
+        });
+        self.tx.send(Request::Read(f)).map_err(|_| EngineGone)?;
+        result.await.map_err(|_| EngineGone)
+    }
+
+    /// Resolves a name, full id or unique id prefix.
+    pub async fn resolve(&self, reference: &str) -> Result<ContainerId, RequestError> {
+        let reference = reference.to_owned();
+        self.read(move |v| v.core.resolve(&reference))
+            .await
+            .map_err(|e| RequestError::new(ErrorKind::Unavailable, e.to_string()))?
+    }
+
+    /// Asks the loop to stop after the input it is handling.
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Request::Shutdown);
+    }
+}
+
+fn gone_answer() -> Answer {
+    Answer::Error(RequestError::new(
+        ErrorKind::Unavailable,
+        "holdfastd is shutting down; what was recorded will be carried out when it is back",
+    ))
+}
+
+/// Cancels a request whose caller stopped waiting before the answer came.
+struct CancelOnDrop {
+    tx: mpsc::UnboundedSender<Request>,
+    req: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(req) = self.req.take() {
+            let _ = self.tx.send(Request::Cancel(req));
+        }
+    }
+}
+
+/// What a container's events say about it besides its id.
+#[derive(Clone, Debug)]
+struct EventActor {
+    name: String,
+    image: String,
+    labels: Vec<(String, String)>,
+}
+
+/// How the engine is built.
+#[derive(Debug)]
+pub struct EngineParts {
+    pub core_config: CoreConfig,
+    pub seed: u64,
+    pub store: Store,
+    pub store_path: PathBuf,
+    pub adapter: Adapter,
+    pub events: Arc<EventLog>,
+}
+
+/// The loop's state. See the module docs.
+pub struct Engine {
+    core: Core,
+    core_config: CoreConfig,
+    seed: u64,
+    store: Option<Store>,
+    store_path: PathBuf,
+    adapter: Adapter,
+    sink: mpsc::UnboundedSender<Input>,
+    inputs: mpsc::UnboundedReceiver<Input>,
+    requests: mpsc::UnboundedReceiver<Request>,
+    replies: HashMap<RequestId, oneshot::Sender<Answer>>,
+    events: Arc<EventLog>,
+    actors: HashMap<ContainerId, EventActor>,
+    facts: Facts,
+    clock_origin: std::time::Instant,
+    last_store_failure: Option<std::time::Instant>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("connection", &self.core.connection())
+            .field("waiting", &self.replies.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Loads the records, restores them into a new core and returns the
+    /// engine with its handle. Nothing runs until [`Engine::run`].
+    pub fn new(parts: EngineParts) -> Result<(Engine, EngineHandle), StoreError> {
+        let records = parts.store.load()?;
+        let clock_origin = std::time::Instant::now();
+        let now = clock(clock_origin);
+        let (sink, inputs) = mpsc::unbounded_channel();
+        let (tx, requests) = mpsc::unbounded_channel();
+        let core = Core::new(parts.core_config.clone(), parts.seed, now);
+        let mut engine = Engine {
+            core,
+            core_config: parts.core_config,
+            seed: parts.seed,
+            store: Some(parts.store),
+            store_path: parts.store_path,
+            adapter: parts.adapter,
+            sink,
+            inputs,
+            requests,
+            replies: HashMap::new(),
+            events: parts.events,
+            actors: HashMap::new(),
+            facts: Facts {
+                engine_started_at: now.wall,
+                unready_since: Some(now.wall),
+                ..Facts::default()
+            },
+            clock_origin,
+            last_store_failure: None,
+        };
+        tracing::info!(containers = records.len(), "restoring records");
+        for rec in &records {
+            engine.remember(rec);
+        }
+        engine.feed(Input::Restore(records));
+        let handle = EngineHandle {
+            tx,
+            next_req: Arc::new(AtomicU64::new(0)),
+        };
+        Ok((engine, handle))
+    }
+
+    /// The loop. Returns when asked to shut down.
+    pub async fn run(mut self) {
+        loop {
+            let wake = self.core.poll_timeout().map(|(at, _)| {
+                tokio::time::Instant::from_std(
+                    self.clock_origin + Duration::from_nanos(at.as_nanos()),
+                )
+            });
+            let sleep = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                input = self.inputs.recv() => {
+                    // The loop holds a sender, so the channel never closes.
+                    if let Some(input) = input {
+                        tracing::trace!(?input, "input");
+                        self.feed(input);
+                    }
+                }
+                request = self.requests.recv() => {
+                    match request {
+                        None | Some(Request::Shutdown) => break,
+                        Some(request) => self.request(request),
+                    }
+                }
+                () = sleep => self.feed(Input::Timeout),
+            }
+            if self.store.is_none() {
+                self.recover_store().await;
+            }
+        }
+        tracing::info!("engine stopped");
+    }
+
+    fn request(&mut self, request: Request) {
+        match request {
+            Request::Command {
+                req,
+                command,
+                reply,
+            } => {
+                self.replies.insert(req, reply);
+                self.feed(Input::Command(req, command));
+            }
+            Request::Cancel(req) => {
+                if self.replies.remove(&req).is_some() {
+                    self.feed(Input::Cancel(req));
+                }
+            }
+            Request::Read(read) => read(&View {
+                core: &self.core,
+                facts: &self.facts,
+            }),
+            Request::Shutdown => {}
+        }
+    }
+
+    fn feed(&mut self, input: Input) {
+        if self.store.is_none() {
+            // Recovering from a failed write: the core is about to be rebuilt.
+            if let Input::Command(req, _) = input {
+                self.answer(req, store_failed_answer("the store is being reopened"));
+            }
+            return;
+        }
+        let relist_end = matches!(input, Input::Relist(_, RelistPart::End));
+        let from_event = matches!(input, Input::Event(_));
+        let now = clock(self.clock_origin);
+        self.core.handle_input(now, input);
+        if relist_end {
+            self.facts.last_relist_at = Some(now.wall);
+            self.facts.relists += 1;
+        }
+        let mut unpersisted = Vec::new();
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Call { op, call } => {
+                    tracing::debug!(%op, ?call, "call");
+                    tokio::spawn(self.adapter.execute(op, call, self.sink.clone()));
+                }
+                Action::Persist(rec) => {
+                    if let Err(e) = self.write(|s| s.put(&rec)) {
+                        return self.store_failed(e);
+                    }
+                    self.remember(&rec);
+                }
+                Action::Unpersist(id) => {
+                    if let Err(e) = self.write(|s| s.delete(&id)) {
+                        return self.store_failed(e);
+                    }
+                    unpersisted.push(id);
+                }
+                Action::Answer(req, answer) => self.answer(req, answer),
+                Action::Publish(event) => {
+                    if let UserEventKind::Die { .. } = event.kind {
+                        if relist_end {
+                            self.facts.exits_from_relists += 1;
+                        } else if from_event {
+                            self.facts.exits_from_events += 1;
+                        }
+                    }
+                    self.publish(event);
+                }
+            }
+        }
+        for id in unpersisted {
+            self.actors.remove(&id);
+        }
+        let ready = self.core.connection() == ConnectionState::Ready;
+        match (ready, self.facts.unready_since) {
+            (true, Some(_)) => self.facts.unready_since = None,
+            (false, None) => self.facts.unready_since = Some(now.wall),
+            _ => {}
+        }
+    }
+
+    fn write(
+        &mut self,
+        op: impl FnOnce(&Store) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        match &self.store {
+            Some(store) => op(store),
+            None => Ok(()),
+        }
+    }
+
+    fn answer(&mut self, req: RequestId, answer: Answer) {
+        match self.replies.remove(&req) {
+            // The handler may have gone (client hung up): nobody to tell.
+            Some(reply) => {
+                let _ = reply.send(answer);
+            }
+            None => tracing::debug!(%req, ?answer, "answer for a request nobody waits on"),
+        }
+    }
+
+    fn remember(&mut self, rec: &Record) {
+        if self.actors.contains_key(&rec.id) {
+            return;
+        }
+        self.actors.insert(
+            rec.id.clone(),
+            EventActor {
+                name: rec.name.clone(),
+                image: rec.config.image.clone(),
+                labels: rec
+                    .config
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+        );
+    }
+
+    fn publish(&mut self, event: UserEvent) {
+        let Some(actor) = self.actors.get(&event.container) else {
+            tracing::debug!(container = %event.container, "event for an unknown container");
+            return;
+        };
+        let mut attributes: Vec<(String, String)> = actor.labels.clone();
+        attributes.push(("image".to_owned(), actor.image.clone()));
+        attributes.push(("name".to_owned(), actor.name.clone()));
+        let action = match &event.kind {
+            UserEventKind::Create => "create".to_owned(),
+            UserEventKind::Start => "start".to_owned(),
+            UserEventKind::Kill { signal } => {
+                attributes.push(("signal".to_owned(), signal.number().to_string()));
+                "kill".to_owned()
+            }
+            UserEventKind::Oom => "oom".to_owned(),
+            UserEventKind::Die { exit_code } => {
+                attributes.push(("exitCode".to_owned(), exit_code.to_string()));
+                "die".to_owned()
+            }
+            UserEventKind::Stop => "stop".to_owned(),
+            UserEventKind::Restart => "restart".to_owned(),
+            UserEventKind::Destroy => "destroy".to_owned(),
+            UserEventKind::ExecDie { exec_id, exit_code } => {
+                attributes.push(("execID".to_owned(), exec_id.clone()));
+                attributes.push(("exitCode".to_owned(), exit_code.to_string()));
+                "exec_die".to_owned()
+            }
+        };
+        self.events.publish(EventMessage {
+            kind: "container",
+            action,
+            actor_id: event.container.to_string(),
+            from: Some(actor.image.clone()),
+            attributes: attributes.into_iter().collect(),
+            time_nanos: event.at.as_unix_nanos(),
+        });
+    }
+
+    /// A write failed: stop carrying out this input's actions, answer every
+    /// waiting request, and rebuild from the store (see the module docs).
+    fn store_failed(&mut self, e: StoreError) {
+        tracing::error!(error = %e, "a record could not be written; restarting the engine from the store");
+        self.facts.store_failures += 1;
+        let message = format!("the store could not be written ({e})");
+        let waiting: Vec<RequestId> = self.replies.keys().copied().collect();
+        for req in waiting {
+            self.answer(req, store_failed_answer(&message));
+        }
+        // Drop the store and every queued action; results of calls already
+        // spawned go to a channel nobody reads any more.
+        self.store = None;
+        while self.core.poll_action().is_some() {}
+    }
+
+    /// Reopens the store and rebuilds the core from it, retrying (at most
+    /// once a second) until the store can be read and written again.
+    async fn recover_store(&mut self) {
+        if let Some(at) = self.last_store_failure
+            && at.elapsed() < Duration::from_secs(1)
+        {
+            tokio::time::sleep(Duration::from_secs(1).saturating_sub(at.elapsed())).await;
+        }
+        self.last_store_failure = Some(std::time::Instant::now());
+        let store = match Store::open(&self.store_path) {
+            Ok(store) => store,
+            Err(e) => {
+                tracing::error!(error = %e, "the store cannot be reopened; retrying");
+                return;
+            }
+        };
+        let records = match store.load() {
+            Ok(records) => records,
+            Err(e) => {
+                tracing::error!(error = %e, "the store cannot be read; retrying");
+                return;
+            }
+        };
+        let now = clock(self.clock_origin);
+        let (sink, inputs) = mpsc::unbounded_channel();
+        self.sink = sink;
+        self.inputs = inputs;
+        self.seed = self.seed.wrapping_add(1);
+        self.core = Core::new(self.core_config.clone(), self.seed, now);
+        self.store = Some(store);
+        self.facts.unready_since = Some(now.wall);
+        tracing::info!(containers = records.len(), "engine rebuilt from the store");
+        self.feed(Input::Restore(records));
+    }
+}
+
+fn store_failed_answer(message: &str) -> Answer {
+    Answer::Error(RequestError::new(
+        ErrorKind::Internal,
+        format!("{message}: nothing more was done; try again"),
+    ))
+}
+
+/// Both clocks, read once: the only clock reads of holdfastd's decisions.
+fn clock(origin: std::time::Instant) -> Now {
+    let mono = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    Now::new(Instant::from_nanos(mono), wall_now())
+}
+
+/// The wall clock as the core and the API show it.
+pub fn wall_now() -> WallTime {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    WallTime::from_unix_nanos(nanos)
+}

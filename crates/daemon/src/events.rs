@@ -1,0 +1,136 @@
+//! `docker events`: a bounded history for `since`, and a broadcast for
+//! subscribers. Subscribing takes the history and the live feed under one
+//! lock, so a subscriber sees every event once, none twice.
+
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+/// How many past events `since` can reach (dockerd keeps 256; memory is cheap).
+const HISTORY_MAX: usize = 1024;
+/// Events a slow subscriber may fall behind before it is cut off.
+const LAG_MAX: usize = 4096;
+
+/// One event as `docker events` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventMessage {
+    /// `container` or `image`.
+    pub kind: &'static str,
+    pub action: String,
+    pub actor_id: String,
+    /// The image of a container event.
+    pub from: Option<String>,
+    pub attributes: BTreeMap<String, String>,
+    pub time_nanos: i64,
+}
+
+impl EventMessage {
+    /// dockerd's JSON shape, including the legacy `status`/`id`/`from`.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "Type": self.kind,
+            "Action": self.action,
+            "Actor": { "ID": self.actor_id, "Attributes": self.attributes },
+            "scope": "local",
+            "time": self.time_nanos.div_euclid(1_000_000_000),
+            "timeNano": self.time_nanos,
+        });
+        if self.kind == "container" {
+            v["status"] = json!(self.action);
+            v["id"] = json!(self.actor_id);
+            if let Some(from) = &self.from {
+                v["from"] = json!(from);
+            }
+        }
+        v
+    }
+}
+
+#[derive(Debug)]
+pub struct EventLog {
+    history: Mutex<VecDeque<Arc<EventMessage>>>,
+    live: broadcast::Sender<Arc<EventMessage>>,
+}
+
+impl Default for EventLog {
+    fn default() -> Self {
+        EventLog {
+            history: Mutex::new(VecDeque::with_capacity(HISTORY_MAX)),
+            live: broadcast::channel(LAG_MAX).0,
+        }
+    }
+}
+
+impl EventLog {
+    pub fn publish(&self, event: EventMessage) {
+        let event = Arc::new(event);
+        let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        if history.len() == HISTORY_MAX {
+            history.pop_front();
+        }
+        history.push_back(Arc::clone(&event));
+        // No subscriber is fine.
+        let _ = self.live.send(event);
+    }
+
+    /// The history so far and the live feed from exactly where it ends.
+    pub fn subscribe(
+        &self,
+    ) -> (
+        Vec<Arc<EventMessage>>,
+        broadcast::Receiver<Arc<EventMessage>>,
+    ) {
+        let history = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        (history.iter().cloned().collect(), self.live.subscribe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(n: i64) -> EventMessage {
+        EventMessage {
+            kind: "container",
+            action: "die".to_owned(),
+            actor_id: "abc".to_owned(),
+            from: Some("busybox".to_owned()),
+            attributes: [("exitCode".to_owned(), "7".to_owned())].into(),
+            time_nanos: n,
+        }
+    }
+
+    #[test]
+    fn subscribers_get_history_then_live_events_once() {
+        let log = EventLog::default();
+        log.publish(event(1));
+        let (past, mut live) = log.subscribe();
+        log.publish(event(2));
+        assert_eq!(past.len(), 1);
+        assert_eq!(past[0].time_nanos, 1);
+        assert_eq!(live.try_recv().map(|e| e.time_nanos).ok(), Some(2));
+        assert!(live.try_recv().is_err());
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let log = EventLog::default();
+        for n in 0..(HISTORY_MAX as i64 + 10) {
+            log.publish(event(n));
+        }
+        let (past, _) = log.subscribe();
+        assert_eq!(past.len(), HISTORY_MAX);
+        assert_eq!(past[0].time_nanos, 10);
+    }
+
+    #[test]
+    fn json_has_dockers_fields() {
+        let v = event(1_500_000_000).to_json();
+        assert_eq!(v["status"], "die");
+        assert_eq!(v["Actor"]["Attributes"]["exitCode"], "7");
+        assert_eq!(v["time"], 1);
+        assert_eq!(v["timeNano"], 1_500_000_000i64);
+        assert_eq!(v["from"], "busybox");
+    }
+}

@@ -1,0 +1,252 @@
+//! # holdfast-daemon
+//!
+//! `holdfastd`: the runtime around the pure core.
+//!
+//! - [`engine`]: the one task that owns the core and reads the clock; API
+//!   handlers reach it through an [`engine::EngineHandle`].
+//! - [`api`]: the Docker Engine API on a unix socket, a file per endpoint
+//!   family; handlers only parse, call the engine (or the adapter, for
+//!   images) and render.
+//! - [`store`]: records on disk (redb), written before the calls that need them.
+//! - [`supervisor`]: the embedded containerd (the default).
+//! - [`logs`]: `docker logs` and attach output, read from the json-file log
+//!   that holdfastd itself writes when the shim runs it as `binary://` logger.
+//! - [`events`]: `docker events` history and live feed.
+
+#![recursion_limit = "256"]
+
+pub mod api;
+pub mod engine;
+pub mod events;
+pub mod logs;
+pub mod seed_image;
+pub mod settings;
+pub mod store;
+pub mod supervisor;
+
+use holdfast_adapter_containerd::{Adapter, AdapterConfig};
+use holdfast_core::CoreConfig;
+use settings::Settings;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error(transparent)]
+    Supervisor(#[from] supervisor::SupervisorError),
+    #[error("containerd adapter: {0}")]
+    Adapter(#[from] holdfast_adapter_containerd::AdapterError),
+    #[error(
+        "another holdfastd (pid {pid}) uses {path}; stop it or pass other --exec-root/--pidfile"
+    )]
+    AlreadyRunning { pid: i32, path: PathBuf },
+    #[error("the API socket {path} is in use by a running server")]
+    SocketInUse { path: PathBuf },
+}
+
+fn io_err<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> DaemonError + 'a {
+    move |source| DaemonError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Structured logs on stderr; `RUST_LOG` wins over `--log-level`.
+pub fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// holdfastd's whole life: see the crate docs. Returns after SIGTERM/SIGINT,
+/// leaving containerd and every container running.
+pub async fn run(settings: Settings) -> Result<(), DaemonError> {
+    for dir in [
+        &settings.data_root,
+        &settings.exec_root,
+        &settings.log_dir(),
+    ] {
+        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+    }
+    let _pidfile = PidFile::claim(&settings.pidfile)?;
+    let store = store::Store::open(&settings.store_path())?;
+
+    let (socket, supervisor) = match &settings.containerd {
+        Some(socket) => (socket.clone(), None),
+        None => {
+            let sup = supervisor::Supervisor::start(supervisor::SupervisorConfig {
+                binary: settings.containerd_binary.clone(),
+                data_dir: settings.data_root.join("containerd"),
+                run_dir: settings.exec_root.join("containerd"),
+            })
+            .await?;
+            (sup.socket().to_owned(), Some(sup))
+        }
+    };
+    let logger = std::env::current_exe().map_err(io_err("find", Path::new("/proc/self/exe")))?;
+    let adapter = Adapter::new(AdapterConfig::new(
+        &socket,
+        &settings.namespace,
+        logger,
+        settings.log_dir(),
+    ))?;
+
+    let events = Arc::new(events::EventLog::default());
+    let core_config = CoreConfig {
+        default_stop_timeout: settings.default_stop_timeout,
+        ..CoreConfig::default()
+    };
+    let seed = u64::from(std::process::id()) ^ engine::wall_now().as_unix_nanos() as u64;
+    let (engine, handle) = engine::Engine::new(engine::EngineParts {
+        core_config,
+        seed,
+        store,
+        store_path: settings.store_path(),
+        adapter: adapter.clone(),
+        events: Arc::clone(&events),
+    })?;
+    let engine_task = tokio::spawn(engine.run());
+
+    if settings.seed_image {
+        tokio::spawn(seed_busybox(adapter.clone(), settings.data_root.clone()));
+    }
+
+    let listener = api::bind(&settings.socket)?;
+    eprintln!(
+        "holdfastd: serving the Docker API; use it with:\n  export DOCKER_HOST=unix://{}",
+        settings.socket.display()
+    );
+    tracing::info!(socket = %settings.socket.display(), containerd = %socket.display(), "serving");
+    let state = api::ApiState {
+        engine: handle.clone(),
+        adapter,
+        events,
+        settings: Arc::new(settings.clone()),
+        supervisor: supervisor.map(Arc::new),
+    };
+    api::serve(listener, state, shutdown_signal()).await;
+    tracing::info!("API closed; stopping the engine (containers keep running)");
+    handle.shutdown();
+    let _ = engine_task.await;
+    let _ = std::fs::remove_file(&settings.socket);
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot handle SIGTERM/SIGINT; stop holdfastd with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+/// Makes `busybox:latest` usable offline: built from the host's static
+/// busybox and imported when the image store lacks it.
+async fn seed_busybox(adapter: Adapter, data_root: PathBuf) {
+    const NAME: &str = "docker.io/library/busybox:latest";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let images = loop {
+        match adapter.list_images().await {
+            Ok(images) => break images,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, "waiting for containerd to seed busybox");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "busybox:latest not seeded: containerd did not answer");
+                return;
+            }
+        }
+    };
+    if images.iter().any(|i| i.name == NAME) {
+        return;
+    }
+    let built = tokio::task::spawn_blocking(move || {
+        let dir = tempfile::Builder::new()
+            .prefix("seed-")
+            .tempdir_in(&data_root)?;
+        let tarball = seed_image::build_busybox_archive(dir.path(), "busybox:latest")?;
+        Ok::<_, std::io::Error>((dir, tarball))
+    })
+    .await;
+    let (dir, tarball) = match built {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "busybox:latest not seeded: cannot build it (apt-get install busybox-static)");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "busybox:latest not seeded");
+            return;
+        }
+    };
+    match adapter.import_image(&tarball).await {
+        Ok(imported) => tracing::info!(?imported, "seeded busybox:latest from the host's busybox"),
+        Err(e) => tracing::warn!(error = %e, "busybox:latest not seeded: import failed"),
+    }
+    drop(dir);
+}
+
+/// holdfastd's pid file, removed when dropped.
+#[derive(Debug)]
+struct PidFile {
+    path: PathBuf,
+}
+
+impl PidFile {
+    fn claim(path: &Path) -> Result<PidFile, DaemonError> {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(pid) = text.trim().parse::<i32>()
+            && pid != std::process::id() as i32
+            && is_holdfastd(pid)
+        {
+            return Err(DaemonError::AlreadyRunning {
+                pid,
+                path: path.to_owned(),
+            });
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+        }
+        std::fs::write(path, format!("{}\n", std::process::id())).map_err(io_err("write", path))?;
+        Ok(PidFile {
+            path: path.to_owned(),
+        })
+    }
+}
+
+fn is_holdfastd(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).contains("holdfastd"))
+        .unwrap_or(false)
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

@@ -1,0 +1,54 @@
+//! busybox:latest built offline from the host's static busybox (Debian
+//! `busybox-static`), with the builder the test kit uses too.
+
+use holdfast_busybox_image::BuildError;
+use std::path::{Path, PathBuf};
+
+/// Writes a docker-archive tarball of `reference` (e.g. `busybox:latest`)
+/// into `dir` and returns its path. Blocking (it reads busybox and runs
+/// `busybox --list`): call it from `spawn_blocking`. The error's message says
+/// which path or tool failed and, when busybox is missing or not the static
+/// build, to `apt-get install busybox-static`; its kind is `NotFound` when
+/// there is no busybox at all.
+pub fn build_busybox_archive(dir: &Path, reference: &str) -> std::io::Result<PathBuf> {
+    holdfast_busybox_image::build_docker_archive(dir, reference).map_err(|err| {
+        let kind = match err {
+            BuildError::NotFound | BuildError::Missing { .. } => std::io::ErrorKind::NotFound,
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, err)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+
+    #[test]
+    fn builds_a_docker_archive_of_busybox_latest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tarball = build_busybox_archive(dir.path(), "busybox:latest").expect("build");
+        assert!(tarball.is_file(), "{}", tarball.display());
+        assert!(tarball.starts_with(dir.path()));
+
+        let file = std::fs::File::open(&tarball).expect("open");
+        let mut archive = tar::Archive::new(file);
+        let mut manifest = None;
+        for entry in archive.entries().expect("entries") {
+            let mut entry = entry.expect("entry");
+            if entry.path().expect("path").as_os_str() == "manifest.json" {
+                let mut text = String::new();
+                entry.read_to_string(&mut text).expect("read manifest.json");
+                manifest = Some(text);
+            }
+        }
+        let manifest: serde_json::Value =
+            serde_json::from_str(&manifest.expect("manifest.json in the archive"))
+                .expect("manifest.json is JSON");
+        assert_eq!(
+            manifest[0]["RepoTags"],
+            serde_json::json!(["busybox:latest"])
+        );
+    }
+}
