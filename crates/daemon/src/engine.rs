@@ -29,6 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+/// How long after a container is removed its logs are deleted.
+const LOG_REMOVAL_DELAY: Duration = Duration::from_secs(5);
+/// Rotated log files looked for when deleting (the logger keeps at most 5).
+const LOG_FILES_MAX: u32 = 16;
+
 /// What holdfast knows about its own truth, for `docker info`.
 #[derive(Clone, Debug, Default)]
 pub struct Facts {
@@ -360,6 +365,9 @@ impl Engine {
                             self.facts.exits_from_events += 1;
                         }
                     }
+                    if event.kind == UserEventKind::Destroy {
+                        self.remove_logs_soon(&event.container);
+                    }
                     self.publish(event);
                 }
             }
@@ -450,6 +458,28 @@ impl Engine {
             from: Some(actor.image.clone()),
             attributes: attributes.into_iter().collect(),
             time_nanos: event.at.as_unix_nanos(),
+        });
+    }
+
+    /// A removed container's logs go too, as with dockerd; a few seconds
+    /// later, so that a reader still draining them (`docker run --rm`'s
+    /// attach) gets every line first.
+    fn remove_logs_soon(&self, id: &ContainerId) {
+        let log = self.adapter.log_path(id);
+        tokio::spawn(async move {
+            tokio::time::sleep(LOG_REMOVAL_DELAY).await;
+            let mut paths = vec![log.clone()];
+            paths.extend(
+                (1..=LOG_FILES_MAX)
+                    .map(|n| holdfast_adapter_containerd::logger::rotated_path(&log, n)),
+            );
+            for path in paths {
+                match tokio::fs::remove_file(&path).await {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => tracing::warn!(path = %path.display(), error = %e, "log not removed"),
+                }
+            }
         });
     }
 

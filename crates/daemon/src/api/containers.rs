@@ -702,6 +702,17 @@ pub async fn create(
             "platform {platform:?} is not supported: holdfast runs linux/amd64"
         )));
     }
+    // Fail fast while containerd is away: nothing is done, nothing is left.
+    let ready = state
+        .engine
+        .read(|v| v.core.connection() == holdfast_core::ConnectionState::Ready)
+        .await?;
+    if !ready {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "containerd is unreachable: the container was not created; try again when it is back",
+        ));
+    }
     let image = state
         .adapter
         .resolve_image(&config.image)

@@ -25,10 +25,12 @@ pub(super) fn image_error(reference: &str, e: AdapterError) -> ApiError {
             familiar(&normalize_reference(reference))
         )),
         AdapterError::Image(m) | AdapterError::Invalid(m) => ApiError::bad_request(m),
-        e if e.is_unreachable() => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("containerd is unreachable: {e}"),
-        ),
+        e if e.is_unreachable() || e.kind() == holdfast_core::FailureKind::Deadline => {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("containerd is unreachable or not answering: {e}"),
+            )
+        }
         e => ApiError::internal(e.to_string()),
     }
 }
