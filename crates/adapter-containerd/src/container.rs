@@ -4,7 +4,7 @@
 use crate::client::Adapter;
 use crate::error::AdapterError;
 use crate::image::ResolvedImage;
-use crate::logger::binary_uri;
+use crate::logger::{LogLimits, binary_uri_with};
 use crate::spec::{SPEC_TYPE_URL, build_spec, resolve_user};
 use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{
@@ -23,6 +23,36 @@ use std::path::PathBuf;
 
 /// A lease that is not deleted (holdfast crashed) expires after this.
 const LEASE_EXPIRE: &str = "24h";
+
+/// Container labels that carry `--log-opt max-size/max-file` from create to
+/// every task the container runs (the task is created from the id alone).
+const LOG_MAX_SIZE_LABEL: &str = "io.holdfast.log.max-size";
+const LOG_MAX_FILE_LABEL: &str = "io.holdfast.log.max-file";
+
+fn log_limit_labels(config: &ContainerConfig) -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    if let Some(size) = config.log_max_size_bytes {
+        labels.push((LOG_MAX_SIZE_LABEL.to_owned(), size.to_string()));
+    }
+    if let Some(files) = config.log_max_files {
+        labels.push((LOG_MAX_FILE_LABEL.to_owned(), files.to_string()));
+    }
+    labels
+}
+
+/// The logger's limits for a container: its labels, else the defaults.
+fn log_limits_of(labels: &HashMap<String, String>) -> LogLimits {
+    let default = LogLimits::default();
+    let value = |key: &str| labels.get(key).map(String::as_str);
+    LogLimits {
+        max_size: value(LOG_MAX_SIZE_LABEL)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default.max_size),
+        max_files: value(LOG_MAX_FILE_LABEL)
+            .and_then(|v| v.parse::<u32>().ok())
+            .map_or(default.max_files, |n| n.max(1)),
+    }
+}
 
 pub(crate) fn is_code(e: &AdapterError, code: Code) -> bool {
     matches!(e, AdapterError::Rpc { status, .. } if status.code() == code)
@@ -111,6 +141,7 @@ impl Adapter {
                 .labels
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
+                .chain(log_limit_labels(config))
                 .collect(),
             image: image.name.clone(),
             runtime: Some(Runtime {
@@ -244,7 +275,11 @@ impl Adapter {
             .append(true)
             .open(&log_path)
             .map_err(with_path)?;
-        let uri = binary_uri(self.logger_binary(), &log_path);
+        let uri = binary_uri_with(
+            self.logger_binary(),
+            &log_path,
+            &log_limits_of(&container.labels),
+        );
         let mut tasks = self.tasks();
         let req = self.req(CreateTaskRequest {
             container_id: id.to_string(),
@@ -475,5 +510,30 @@ mod tests {
             read_rootfs_file(&overlay(&upper, &[&layer]), "etc/passwd"),
             None
         );
+    }
+}
+
+#[cfg(test)]
+mod log_limit_tests {
+    use super::*;
+
+    #[test]
+    fn log_limits_travel_as_labels() {
+        let config = ContainerConfig {
+            log_max_size_bytes: Some(4096),
+            log_max_files: Some(2),
+            ..ContainerConfig::default()
+        };
+        let labels: HashMap<String, String> = log_limit_labels(&config).into_iter().collect();
+        let limits = log_limits_of(&labels);
+        assert_eq!((limits.max_size, limits.max_files), (4096, 2));
+        let none = log_limits_of(&HashMap::new());
+        let default = LogLimits::default();
+        assert_eq!(
+            (none.max_size, none.max_files),
+            (default.max_size, default.max_files)
+        );
+        let zero = HashMap::from([(LOG_MAX_FILE_LABEL.to_owned(), "0".to_owned())]);
+        assert_eq!(log_limits_of(&zero).max_files, 1);
     }
 }

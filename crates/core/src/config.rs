@@ -45,6 +45,12 @@ pub struct ContainerConfig {
     pub restart_policy: RestartPolicy,
     /// `--rm`: remove the container once its exit is recorded.
     pub auto_remove: bool,
+    /// `--log-opt max-size` and `max-file`: the logger rotates its json-file
+    /// log at this size, keeping this many files (defaults: 20 MiB, 5).
+    #[serde(default)]
+    pub log_max_size_bytes: Option<u64>,
+    #[serde(default)]
+    pub log_max_files: Option<u32>,
 }
 
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]

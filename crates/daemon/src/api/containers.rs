@@ -413,7 +413,10 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
             "invalid environment variable: {bad:?}"
         )));
     }
+    let (log_max_size_bytes, log_max_files) = log_limits(hc.log_config.as_ref())?;
     let config = ContainerConfig {
+        log_max_size_bytes,
+        log_max_files,
         image,
         image_id: None,
         entrypoint: b.entrypoint.map(StrOrList::into_vec),
@@ -442,6 +445,47 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         )));
     }
     Ok(CreateRequest { config, warnings })
+}
+
+/// `--log-opt max-size=10m` (docker's units: k, m, g, binary) and `max-file=N`.
+fn log_limits(log: Option<&LogConfigBody>) -> Result<(Option<u64>, Option<u32>), ApiError> {
+    let Some(opts) = log.and_then(|l| l.config.as_ref()) else {
+        return Ok((None, None));
+    };
+    let size = match opts.get("max-size").map(|s| s.trim()) {
+        None | Some("") | Some("-1") => None,
+        Some(s) => Some(parse_size(s).ok_or_else(|| {
+            ApiError::bad_request(format!("invalid --log-opt max-size={s:?}: want e.g. 10m"))
+        })?),
+    };
+    let files = match opts.get("max-file").map(|s| s.trim()) {
+        None | Some("") => None,
+        Some(f) => match f.parse::<u32>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid --log-opt max-file={f:?}: want a number of 1 or more"
+                )));
+            }
+        },
+    };
+    Ok((size, files))
+}
+
+/// go-units' `RAMInBytes`: a number with an optional k, m, g, t (binary) suffix.
+fn parse_size(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let trimmed = lower.strip_suffix('b').unwrap_or(&lower);
+    let (digits, shift) = match trimmed.chars().last()? {
+        'k' => (&trimmed[..trimmed.len() - 1], 10),
+        'm' => (&trimmed[..trimmed.len() - 1], 20),
+        'g' => (&trimmed[..trimmed.len() - 1], 30),
+        't' => (&trimmed[..trimmed.len() - 1], 40),
+        _ => (trimmed, 0),
+    };
+    let n: u64 = digits.trim().parse().ok()?;
+    let size = n.checked_mul(1u64 << shift)?;
+    (size > 0).then_some(size)
 }
 
 fn restart_policy(p: RestartPolicyBody) -> Result<RestartPolicy, ApiError> {
@@ -677,8 +721,13 @@ fn refuse_unsupported(
         if nonempty_str(&log.kind, &["json-file"]) {
             return refuse("HostConfig.LogConfig.Type other than json-file");
         }
-        if log.config.as_ref().is_some_and(|c| !c.is_empty()) {
-            return refuse("HostConfig.LogConfig.Config (--log-opt)");
+        if let Some(key) = log.config.as_ref().and_then(|c| {
+            c.keys()
+                .find(|k| !matches!(k.as_str(), "max-size" | "max-file"))
+        }) {
+            return Err(ApiError::bad_request(format!(
+                "--log-opt {key} is not supported by holdfast yet (max-size and max-file are)"
+            )));
         }
     }
     Ok(())
@@ -853,6 +902,17 @@ fn command_line(c: &ContainerConfig) -> Vec<String> {
     v
 }
 
+fn log_config_json(c: &ContainerConfig) -> Value {
+    let mut m = serde_json::Map::new();
+    if let Some(size) = c.log_max_size_bytes {
+        m.insert("max-size".to_owned(), json!(size.to_string()));
+    }
+    if let Some(files) = c.log_max_files {
+        m.insert("max-file".to_owned(), json!(files.to_string()));
+    }
+    Value::Object(m)
+}
+
 fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
     let r = &s.record;
     let c = &r.config;
@@ -909,7 +969,7 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
             "AutoRemove": c.auto_remove,
             "Memory": c.memory_limit_bytes.unwrap_or(0),
             "ReadonlyRootfs": c.read_only_rootfs,
-            "LogConfig": { "Type": "json-file", "Config": {} },
+            "LogConfig": { "Type": "json-file", "Config": log_config_json(c) },
             "Privileged": false,
             "PortBindings": {},
         },
@@ -1229,6 +1289,25 @@ mod tests {
         assert!(c.read_only_rootfs);
         assert_eq!(c.mounts.len(), 1);
         assert!(c.mounts[0].read_only);
+    }
+
+    #[test]
+    fn log_options_follow_docker_units() {
+        assert_eq!(parse_size("10m"), Some(10 << 20));
+        assert_eq!(parse_size("1k"), Some(1024));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("10x"), None);
+        assert_eq!(parse_size("0"), None);
+        assert_eq!(parse_size("99999999999999t"), None);
+        let body = br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"json-file","Config":{"max-size":"1m","max-file":"3"}}}}"#;
+        let (c, _) = decode_create(body).expect("decodes");
+        assert_eq!(c.log_max_size_bytes, Some(1 << 20));
+        assert_eq!(c.log_max_files, Some(3));
+        let bad = br#"{"Image":"b","HostConfig":{"LogConfig":{"Config":{"compress":"true"}}}}"#;
+        assert!(decode_create(bad).is_err());
+        let bad = br#"{"Image":"b","HostConfig":{"LogConfig":{"Config":{"max-file":"0"}}}}"#;
+        assert!(decode_create(bad).is_err());
     }
 
     #[test]
