@@ -153,6 +153,7 @@ impl Core {
             return;
         }
         c.rec.intents.start = true;
+        c.policy_start = false;
         c.rec.intents.user_stopped = false;
         c.rec.intents.exit_on_next = false;
         c.cancel_policy_restart(&mut self.out.timers);
@@ -329,6 +330,7 @@ impl Core {
             return;
         };
         c.rec.intents.start = true;
+        c.policy_start = false;
         c.rec.intents.user_stopped = false;
         c.rec.intents.exit_on_next = false;
         c.cancel_policy_restart(&mut self.out.timers);

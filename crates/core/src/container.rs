@@ -89,6 +89,9 @@ pub(crate) struct Container {
     pub(crate) sigkill_sent: bool,
     /// The view was confirmed by a relist since the last (re)connect.
     pub(crate) confirmed: bool,
+    /// The pending start is the restart policy's: shown as `restarting`
+    /// until the run is up, as dockerd shows it.
+    pub(crate) policy_start: bool,
     pub(crate) requests: Vec<(RequestId, Pending)>,
 }
 
@@ -108,6 +111,7 @@ impl Container {
             sigkill_sent: false,
             kill_announced: None,
             confirmed: false,
+            policy_start: false,
             requests: Vec::new(),
         }
     }
@@ -156,6 +160,11 @@ impl Container {
     pub(crate) fn status(&self) -> Status {
         if self.rec.intents.remove {
             Status::Removing
+        } else if self.policy_start
+            && self.rec.intents.start
+            && !matches!(self.task, TaskState::Running { .. })
+        {
+            Status::Restarting
         } else if self.is_running() {
             Status::Running
         } else if self.rec.intents.policy_restart {

@@ -375,6 +375,7 @@ impl Core {
         }
         c.rec.intents.start = false;
         c.rec.start_sent = false;
+        c.policy_start = false;
         c.rec.started_at.get_or_insert(self.out.now.wall);
         if let TaskState::Created { pid } = c.task {
             c.task = TaskState::Running { pid };

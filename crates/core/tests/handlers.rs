@@ -531,6 +531,10 @@ fn restart_policy_restarts_after_an_observed_exit_with_backoff() {
     let (kind, actions) = d.fire_timer();
     assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
     assert!(matches!(&actions[0], Action::Persist(r) if r.restart_count == 1 && r.intents.start));
+    let status = |d: &Driver| d.core.container(&cid("c1")).map(|c| c.status);
+    // Until the new run is up, it is the policy's restart in progress, as
+    // dockerd shows it: neither "exited" nor "running" without a start.
+    assert_eq!(status(&d), Some(Status::Restarting));
     let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
     let start = only_call(
         &d.feed(Input::ActionResult(
@@ -539,7 +543,9 @@ fn restart_policy_restarts_after_an_observed_exit_with_backoff() {
         )),
         |c| matches!(c, Call::StartTask { .. }),
     );
+    assert_eq!(status(&d), Some(Status::Restarting));
     d.ok(start);
+    assert_eq!(status(&d), Some(Status::Running));
     // The second failure exceeds max_retries: no more restarts.
     let actions = d.exit("c1", 43, 1);
     assert_eq!(calls(&actions), vec![Call::DeleteTask { id: cid("c1") }]);
