@@ -1,0 +1,143 @@
+"""Smoke test of holdfastd through the Python Docker SDK (`pip install docker`).
+
+Usage: sdk_smoke.py unix:///path/to/holdfast.sock /path/to/image.docker.tar IMAGE_REF
+
+Exits non-zero with a traceback at the first thing that does not hold.
+"""
+
+import sys
+import time
+
+import docker
+
+DEADLINE_S = 60
+
+
+def step(name):
+    print(f"-- {name}", flush=True)
+
+
+def wait_for(what, condition):
+    deadline = time.time() + DEADLINE_S
+    while not condition():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.05)
+
+
+def main():
+    base_url, tarball, image_ref = sys.argv[1], sys.argv[2], sys.argv[3]
+    client = docker.DockerClient(base_url=base_url, version="auto", timeout=60)
+    since = int(time.time()) - 1
+
+    step("ping, version, info")
+    assert client.ping() is True
+    version = client.version()
+    major, minor = (int(x) for x in version["ApiVersion"].split("."))
+    assert (major, minor) >= (1, 43), version
+    info = client.info()
+    assert info["Containers"] == 0, info
+    assert info["Images"] >= 1, info
+
+    step("containers.run attached, removed")
+    out = client.containers.run("busybox", ["echo", "hello-sdk"], remove=True)
+    assert out == b"hello-sdk\n", out
+    assert client.containers.list(all=True) == [], client.containers.list(all=True)
+
+    step("containers.run attached, failing")
+    try:
+        client.containers.run(
+            "busybox", ["sh", "-c", "echo oops >&2; exit 3"], name="failing"
+        )
+        raise AssertionError("a failing run must raise ContainerError")
+    except docker.errors.ContainerError as e:
+        assert e.exit_status == 3, e.exit_status
+        assert b"oops" in (e.stderr or b""), e.stderr
+    failing = client.containers.get("failing")
+    assert failing.status == "exited", failing.status
+    assert failing.attrs["State"]["ExitCode"] == 3, failing.attrs["State"]
+
+    step("containers.run detached, list, get")
+    web = client.containers.run(
+        "busybox",
+        ["sh", "-c", "trap 'exit 0' TERM; while true; do echo tick; sleep 0.2; done"],
+        detach=True,
+        name="sdk-web",
+        labels={"suite": "e2e"},
+    )
+    web.reload()
+    assert web.status == "running", web.status
+    assert web.attrs["State"]["Pid"] > 0, web.attrs["State"]
+    assert web.name == "sdk-web", web.name
+    assert web.labels == {"suite": "e2e"}, web.labels
+    running = [c.id for c in client.containers.list()]
+    assert running == [web.id], running
+    everything = sorted(c.id for c in client.containers.list(all=True))
+    assert everything == sorted([web.id, failing.id]), everything
+    labelled = [c.id for c in client.containers.list(filters={"label": "suite=e2e"})]
+    assert labelled == [web.id], labelled
+    exited = [c.id for c in client.containers.list(all=True, filters={"status": "exited"})]
+    assert exited == [failing.id], exited
+    assert client.containers.get("sdk-web").id == web.id
+    assert client.containers.get(web.id[:12]).id == web.id
+
+    step("logs, streamed logs")
+    wait_for("sdk-web logs a tick", lambda: b"tick" in web.logs())
+    assert web.logs(tail=1) == b"tick\n", web.logs(tail=1)
+    stream = web.logs(stream=True, follow=True, tail=0)
+    assert next(stream).startswith(b"tick"), "a followed log yields new lines"
+    stream.close()
+
+    step("stop, wait, remove")
+    web.stop(timeout=5)
+    result = web.wait()
+    assert result["StatusCode"] == 0, result
+    web.reload()
+    assert web.status == "exited", web.status
+    web.remove()
+    try:
+        client.containers.get("sdk-web")
+        raise AssertionError("a removed container must be gone")
+    except docker.errors.NotFound:
+        pass
+
+    step("wait for an exit code")
+    w = client.containers.run("busybox", ["sh", "-c", "sleep 1; exit 7"], detach=True)
+    assert w.wait(timeout=30)["StatusCode"] == 7
+    w.reload()
+    assert w.attrs["State"]["ExitCode"] == 7, w.attrs["State"]
+    w.remove()
+    failing.remove()
+    assert client.containers.list(all=True) == []
+
+    step("images.load, images.list, images.get")
+    with open(tarball, "rb") as f:
+        loaded = client.images.load(f.read())
+    assert any(image_ref in i.tags for i in loaded), [i.tags for i in loaded]
+    tags = [t for i in client.images.list() for t in i.tags]
+    assert "busybox:latest" in tags and image_ref in tags, tags
+    busybox = client.images.get("busybox")
+    assert busybox.id.startswith("sha256:"), busybox.id
+    out = client.containers.run(image_ref, ["echo", "loaded"], remove=True)
+    assert out == b"loaded\n", out
+
+    step("events with until")
+    until = int(time.time()) + 1
+    events = list(
+        client.events(
+            since=since, until=until, decode=True, filters={"container": web.id}
+        )
+    )
+    actions = [e["Action"] for e in events]
+    for a in ("create", "start", "die", "destroy"):
+        assert a in actions, actions
+    assert actions.index("create") < actions.index("start") < actions.index("die") < actions.index("destroy"), actions
+    die = next(e for e in events if e["Action"] == "die")
+    assert die["Actor"]["Attributes"]["exitCode"] == "0", die
+
+    client.close()
+    print("sdk smoke: all ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()

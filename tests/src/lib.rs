@@ -1,0 +1,58 @@
+//! Harness for the end-to-end suites: a real `holdfastd` with its embedded
+//! containerd in a temporary root, driven by the real `docker` CLI (and curl,
+//! and the Python Docker SDK).
+//!
+//! - [`Daemon`]: starts holdfastd on fresh roots and waits until it serves
+//!   with `busybox:latest` loaded; runs the CLI against it; SIGKILLs, SIGTERMs
+//!   and restarts it on the same roots; kills, freezes and thaws its embedded
+//!   containerd. On drop it removes every trace: processes, mounts, runc state,
+//!   cgroups.
+//! - [`wait_until`]: every wait is on a condition, polled, with a generous
+//!   bound; no fixed sleeps as synchronisation.
+//! - [`procs`]: process facts from `/proc` (is a container's pid the same
+//!   process, still alive?).
+//!
+//! Every assertion message carries [`Daemon::diagnostics`]: the tails of the
+//! holdfastd and containerd logs and the last CLI commands.
+
+mod command;
+mod daemon;
+pub mod procs;
+mod time;
+
+pub use command::{CommandOutput, run_with_timeout};
+pub use daemon::{ContainerdOutage, Daemon, HttpResponse, lines};
+pub use time::{now_unix_nanos, parse_rfc3339_nanos, unix_nanos_arg};
+
+use std::time::{Duration, Instant};
+
+/// The bound of every wait on a condition: generous, for a slow, shared
+/// 2-core machine. A condition that holds returns at once.
+pub const WAIT_BOUND: Duration = Duration::from_secs(60);
+
+/// How often conditions are polled.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Polls `condition` every 50 ms until it holds or `bound` has passed;
+/// whether it held.
+pub fn poll_until(bound: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    loop {
+        if condition() {
+            return true;
+        }
+        if started.elapsed() > bound {
+            return false;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Polls `condition` every 50 ms until it holds; panics naming `what` when
+/// `bound` passes first. Prefer [`Daemon::wait_until`], which adds the logs.
+pub fn wait_until(what: &str, bound: Duration, condition: impl FnMut() -> bool) {
+    assert!(
+        poll_until(bound, condition),
+        "timed out after {bound:?} waiting until {what}"
+    );
+}

@@ -1,0 +1,238 @@
+//! Bad input through curl on the API socket: every one answered with a 4xx
+//! and a JSON message, never a panic, nothing half-created, the daemon still
+//! serving afterwards. Every request is checked and all the mishandled ones
+//! are reported together.
+
+use holdfast_e2e::{Daemon, HttpResponse};
+use std::cell::RefCell;
+
+/// The requests that were mishandled so far.
+#[derive(Default)]
+struct Findings(RefCell<Vec<String>>);
+
+impl Findings {
+    /// Checks the status is one of `want` and the body is `{"message": ...}`
+    /// with a non-empty message; the message.
+    fn expect(&self, what: &str, r: &HttpResponse, want: &[u16]) -> String {
+        let message = r.message().unwrap_or_default();
+        if !want.contains(&r.status) || message.is_empty() {
+            self.add(format!(
+                "{what}: want {want:?} with a JSON message, got {} {:?} (curl: {})",
+                r.status,
+                r.body.chars().take(300).collect::<String>(),
+                r.curl_error.trim()
+            ));
+        }
+        message
+    }
+
+    fn check(&self, ok: bool, what: String) {
+        if !ok {
+            self.add(what);
+        }
+    }
+
+    fn add(&self, finding: String) {
+        self.0.borrow_mut().push(finding);
+    }
+
+    fn assert_none(&self, d: &Daemon) {
+        let findings = self.0.borrow();
+        assert!(
+            findings.is_empty(),
+            "{} bad requests were mishandled:\n- {}\n{}",
+            findings.len(),
+            findings.join("\n- "),
+            d.diagnostics()
+        );
+    }
+}
+
+fn create(d: &Daemon, query: &str, body: &[u8]) -> HttpResponse {
+    d.http(
+        "POST",
+        &format!("/v1.43/containers/create{query}"),
+        Some(body),
+    )
+}
+
+#[test]
+fn bad_requests_get_4xx_and_change_nothing() {
+    let d = Daemon::start();
+    let f = Findings::default();
+    let pid = d.holdfastd_pid().expect("holdfastd runs");
+
+    // a container to aim kill and stop at
+    let r = create(
+        &d,
+        "?name=target",
+        br#"{"Image":"busybox","Cmd":["sleep","1000"]}"#,
+    );
+    assert_eq!(r.status, 201, "a good create: {r:?}\n{}", d.diagnostics());
+    let target = r
+        .json()
+        .and_then(|v| v["Id"].as_str().map(str::to_owned))
+        .expect("Id");
+    let r = d.http("POST", &format!("/v1.43/containers/{target}/start"), None);
+    assert_eq!(r.status, 204, "start: {r:?}\n{}", d.diagnostics());
+    let target_pid = d.pid_of("target");
+
+    // malformed JSON
+    let r = create(&d, "", br#"{"Image": "busybox", "Cmd": ["#);
+    f.expect("truncated JSON", &r, &[400]);
+    let r = create(&d, "", b"this is not json");
+    f.expect("not JSON at all", &r, &[400]);
+    let r = create(&d, "", b"{\"Image\": \"busy\xff\xfebox\"}");
+    f.expect("invalid UTF-8", &r, &[400]);
+    let r = create(&d, "", b"");
+    f.expect("empty body", &r, &[400]);
+    let r = create(&d, "", b"[1, 2, 3]");
+    f.expect("an array for an object", &r, &[400]);
+
+    // wrong types
+    for body in [
+        r#"{"Image": 42}"#,
+        r#"{"Image": "busybox", "Env": {"A": "B"}}"#,
+        r#"{"Image": "busybox", "HostConfig": {"Memory": "lots"}}"#,
+        r#"{"Image": "busybox", "HostConfig": {"RestartPolicy": {"Name": "sometimes"}}}"#,
+        r#"{"Image": "busybox", "StopTimeout": "ten"}"#,
+        r#"{"Image": "busybox", "Labels": ["a", "b"]}"#,
+    ] {
+        let r = create(&d, "", body.as_bytes());
+        f.expect(&format!("wrong type: {body}"), &r, &[400]);
+    }
+    let r = create(&d, "", br#"{"Cmd": ["true"]}"#);
+    f.expect("no image", &r, &[400]);
+    let r = create(&d, "", br#"{"Image": "nosuch:1", "Cmd": ["true"]}"#);
+    let m = f.expect("missing image", &r, &[404]);
+    f.check(
+        m.contains("No such image"),
+        format!("missing image message: {m:?}"),
+    );
+
+    // an option that changes behaviour and is not supported is refused by name
+    let r = create(&d, "", br#"{"Image": "busybox", "Tty": true}"#);
+    let m = f.expect("Tty is not supported yet", &r, &[400]);
+    f.check(
+        m.contains("Tty"),
+        format!("the Tty message names the option: {m:?}"),
+    );
+
+    // bad names
+    for name in ["bad%20name!", "-dash", "a", "x%2Fy", "%E2%98%83"] {
+        let r = create(&d, &format!("?name={name}"), br#"{"Image":"busybox"}"#);
+        let m = f.expect(&format!("bad name {name:?}"), &r, &[400]);
+        f.check(
+            m.contains("Invalid container name"),
+            format!("bad name {name}: {m:?}"),
+        );
+    }
+
+    // unknown endpoints: 404 with a JSON message, prefixed or not
+    for path in [
+        "/v1.43/nosuch/endpoint",
+        "/nosuch",
+        "/v1.43/containers/target/frobnicate",
+    ] {
+        let r = d.http("GET", path, None);
+        f.expect(&format!("GET {path}"), &r, &[404]);
+    }
+    let r = d.http("POST", "/v1.43/containers/nosuch/stop", None);
+    let m = f.expect("stop of no container", &r, &[404]);
+    f.check(
+        m == "No such container: nosuch",
+        format!("stop of no container: {m:?}"),
+    );
+
+    // unsupported API versions
+    let r = d.http("GET", "/v1.12/version", None);
+    let m = f.expect("API 1.12 (too old)", &r, &[400]);
+    f.check(
+        m.contains("1.12"),
+        format!("API 1.12 names the version: {m:?}"),
+    );
+    let r = d.http("GET", "/v9.99/version", None);
+    f.expect("API 9.99 (too new)", &r, &[400]);
+    let r = d.http("GET", "/vbogus/version", None);
+    f.expect("API version not a number", &r, &[400, 404]);
+
+    // bad signals and query values
+    for signal in ["NOPE", "999", "-1", "SIGFOO"] {
+        let r = d.http(
+            "POST",
+            &format!("/v1.43/containers/target/kill?signal={signal}"),
+            None,
+        );
+        f.expect(&format!("kill signal={signal}"), &r, &[400]);
+    }
+    let r = d.http("POST", "/v1.43/containers/target/stop?t=abc", None);
+    f.expect("stop t=abc", &r, &[400]);
+    let r = d.http("GET", "/v1.43/containers/json?filters=notjson", None);
+    f.expect("filters not JSON", &r, &[400]);
+    let r = d.http(
+        "GET",
+        "/v1.43/containers/json?filters=%7B%22status%22%3A%5B%22bogus%22%5D%7D",
+        None,
+    );
+    f.expect("filter status=bogus", &r, &[400]);
+    let r = d.http(
+        "GET",
+        "/v1.43/containers/json?filters=%7B%22nosuchfilter%22%3A%5B%22x%22%5D%7D",
+        None,
+    );
+    f.expect("unknown filter", &r, &[400]);
+    let r = d.http(
+        "POST",
+        "/v1.43/containers/target/wait?condition=someday",
+        None,
+    );
+    f.expect("wait condition=someday", &r, &[400]);
+    let r = d.http(
+        "GET",
+        "/v1.43/containers/target/logs?stdout=1&tail=many",
+        None,
+    );
+    f.expect("logs tail=many", &r, &[400]);
+    f.check(
+        d.pid_of("target") == target_pid,
+        "bad kills must not touch the target".to_owned(),
+    );
+
+    // a huge body
+    let mut huge = br#"{"Image":"busybox","Cmd":[""#.to_vec();
+    huge.resize(huge.len() + 32 * 1024 * 1024, b'a');
+    huge.extend_from_slice(br#""]}"#);
+    let r = create(&d, "?name=huge", &huge);
+    f.expect("a 32 MiB create body", &r, &[413, 400]);
+
+    // still serving, never panicked, nothing half-created
+    f.assert_none(&d);
+    let version = d.ok(&["version"]);
+    assert!(version.contains("Server:"), "{version}");
+    let names = holdfast_e2e::lines(&d.ok(&["ps", "-a", "--format", "{{.Names}}"]));
+    assert_eq!(
+        names,
+        ["target"],
+        "only the good create exists\n{}",
+        d.diagnostics()
+    );
+    assert_eq!(
+        d.containerd_container_ids(),
+        std::slice::from_ref(&target),
+        "{}",
+        d.diagnostics()
+    );
+    assert_eq!(d.holdfastd_pid(), Some(pid));
+    assert!(
+        holdfast_e2e::procs::pid_alive(pid),
+        "holdfastd died\n{}",
+        d.diagnostics()
+    );
+    let log = std::fs::read_to_string(d.log_path()).unwrap_or_default();
+    assert!(
+        !log.contains("panicked"),
+        "holdfastd panicked\n{}",
+        d.diagnostics()
+    );
+    d.ok(&["rm", "-f", "target"]);
+}

@@ -1,0 +1,295 @@
+//! holdfastd dies (SIGKILL) or is stopped (SIGTERM) under running
+//! containers: they keep running, untouched, their logs keep flowing, and the
+//! next holdfastd tells the truth about them, including exits it missed.
+
+use holdfast_e2e::procs::{ProcessIdentity, pid_alive};
+use holdfast_e2e::{Daemon, now_unix_nanos, parse_rfc3339_nanos};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const TICKER: &str = "while true; do echo tick; sleep 0.2; done";
+/// Writes a line for every signal that reaches it; the kernel delivers none
+/// of these to a pid 1 without a handler, so this one has handlers.
+const TRAPPER: &str = "trap 'echo got-term' TERM; trap 'echo got-usr1' USR1; \
+    trap 'echo got-int' INT; trap 'echo got-hup' HUP; \
+    while true; do echo tick; sleep 0.2; done";
+
+/// Exits with `code` once the test creates /tmp/go in its root filesystem
+/// (consuming it, so that a restarted run waits again).
+fn gated_exit(code: i32) -> String {
+    format!("while [ ! -f /tmp/go ]; do sleep 0.1; done; rm /tmp/go; exit {code}")
+}
+
+/// Opens the gate of a [`gated_exit`] container from the host.
+fn open_gate(pid: u32) {
+    let gate = PathBuf::from(format!("/proc/{pid}/root/tmp/go"));
+    std::fs::write(&gate, b"go").unwrap_or_else(|e| panic!("write {}: {e}", gate.display()));
+}
+
+/// The times of the lines of a json-file log.
+fn json_log_times(path: &Path) -> Vec<i128> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| parse_rfc3339_nanos(v["time"].as_str()?))
+        .collect()
+}
+
+fn log_path(d: &Daemon, name: &str) -> PathBuf {
+    let v = d.inspect(name);
+    PathBuf::from(
+        v["LogPath"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} has no LogPath")),
+    )
+}
+
+#[test]
+fn sigkill_loses_nothing_and_signals_nothing() {
+    let mut d = Daemon::start();
+    let t0 = now_unix_nanos();
+    d.ok(&["run", "-d", "--name", "long", "busybox", "sh", "-c", TICKER]);
+    d.ok(&[
+        "run", "-d", "--name", "trapper", "busybox", "sh", "-c", TRAPPER,
+    ]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "exiter",
+        "busybox",
+        "sh",
+        "-c",
+        &gated_exit(42),
+    ]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "phoenix",
+        "--restart",
+        "always",
+        "busybox",
+        "sh",
+        "-c",
+        &gated_exit(3),
+    ]);
+    d.ok(&[
+        "run", "-d", "--name", "done", "busybox", "sh", "-c", "exit 4",
+    ]);
+    assert_eq!(d.ok(&["wait", "done"]), "4\n");
+    let long_log = log_path(&d, "long");
+    d.wait_until("long logs", || !json_log_times(&long_log).is_empty());
+
+    let keep: Vec<(&str, ProcessIdentity)> = ["long", "trapper"]
+        .into_iter()
+        .map(|n| (n, ProcessIdentity::of(d.pid_of(n)).expect("a live process")))
+        .collect();
+    let exiter = ProcessIdentity::of(d.pid_of("exiter")).expect("exiter runs");
+    let phoenix = ProcessIdentity::of(d.pid_of("phoenix")).expect("phoenix runs");
+    // answered just before the crash: must be there afterwards
+    d.ok(&["run", "-d", "--name", "last", "busybox", "sh", "-c", TICKER]);
+    let last = ProcessIdentity::of(d.pid_of("last")).expect("last runs");
+
+    d.sigkill();
+    let killed_at = now_unix_nanos();
+    for (name, p) in &keep {
+        assert!(
+            p.is_alive(),
+            "{name} died with holdfastd\n{}",
+            d.diagnostics()
+        );
+    }
+    // exits while holdfastd is away
+    open_gate(exiter.pid);
+    open_gate(phoenix.pid);
+    d.wait_until("exiter and phoenix exited while holdfastd was down", || {
+        !exiter.is_alive() && !phoenix.is_alive()
+    });
+    // the logger is not holdfastd's child: the log keeps growing
+    d.wait_until("long's log grows while holdfastd is down", || {
+        json_log_times(&long_log).iter().any(|t| *t > killed_at)
+    });
+
+    d.restart();
+    let restarted_at = now_unix_nanos();
+
+    for (name, p) in keep.iter().chain([("last", last)].iter()) {
+        assert!(
+            p.is_alive(),
+            "{name}'s process is gone after the restart\n{}",
+            d.diagnostics()
+        );
+        assert_eq!(
+            d.pid_of(name),
+            p.pid,
+            "{name} keeps its pid\n{}",
+            d.diagnostics()
+        );
+    }
+    let (out, err) = d.logs("trapper");
+    assert!(
+        !out.contains("got-") && !err.contains("got-"),
+        "trapper was signalled: {out}{err}\n{}",
+        d.diagnostics()
+    );
+
+    d.wait_until("exiter is seen exited", || {
+        d.state("exiter")["Status"] == "exited"
+    });
+    let s = d.state("exiter");
+    let msg = format!("exiter: {s:#}\n{}", d.diagnostics());
+    assert_eq!(s["ExitCode"], 42, "{msg}");
+    assert_eq!(s["Running"], false, "{msg}");
+    let finished = parse_rfc3339_nanos(s["FinishedAt"].as_str().unwrap_or("")).unwrap_or(0);
+    assert!(
+        finished >= killed_at - 1_000_000_000 && finished <= restarted_at,
+        "the exit time is the real one, while holdfastd was down: {msg}"
+    );
+    assert_eq!(d.ok(&["wait", "exiter"]), "42\n", "{}", d.diagnostics());
+
+    d.wait_until("phoenix (restart always) runs again", || {
+        let s = d.state("phoenix");
+        s["Running"] == true && s["Pid"].as_u64().is_some_and(|p| p as u32 != phoenix.pid)
+    });
+    assert!(d.inspect("phoenix")["RestartCount"].as_u64().unwrap_or(0) >= 1);
+    for (name, code) in [("exiter", "42"), ("phoenix", "3")] {
+        let dies = d.events_since(
+            t0,
+            &[
+                "--filter",
+                &format!("container={name}"),
+                "--filter",
+                "event=die",
+            ],
+        );
+        assert_eq!(
+            dies.len(),
+            1,
+            "one die for {name}: {dies:?}\n{}",
+            d.diagnostics()
+        );
+        assert_eq!(
+            dies[0]["Actor"]["Attributes"]["exitCode"],
+            code,
+            "{}",
+            d.diagnostics()
+        );
+    }
+    let s = d.state("done");
+    assert_eq!(
+        (s["Status"].as_str(), s["ExitCode"].as_i64()),
+        (Some("exited"), Some(4)),
+        "{s}"
+    );
+
+    // docker logs shows what was logged while holdfastd was down
+    let stamped = d.ok(&["logs", "-t", "long"]);
+    let during: usize = stamped
+        .lines()
+        .filter_map(|l| parse_rfc3339_nanos(l.split_once(' ')?.0))
+        .filter(|t| *t > killed_at && *t < restarted_at)
+        .count();
+    assert!(
+        during >= 1,
+        "no log lines from the outage in docker logs -t\n{}",
+        d.diagnostics()
+    );
+
+    // and holdfastd is in control again
+    assert_eq!(d.ok(&["stop", "-t", "1", "long"]), "long\n");
+    assert!(!keep[0].1.is_alive());
+    d.ok(&[
+        "rm", "-f", "long", "trapper", "exiter", "phoenix", "done", "last",
+    ]);
+    assert!(d.container_ids(true).is_empty(), "{}", d.diagnostics());
+}
+
+#[test]
+fn sigterm_exits_zero_keeps_containers_and_loses_nothing() {
+    let mut d = Daemon::start();
+    d.ok(&["run", "-d", "--name", "long", "busybox", "sh", "-c", TICKER]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "rp",
+        "--restart",
+        "always",
+        "busybox",
+        "sh",
+        "-c",
+        TICKER,
+    ]);
+    d.ok(&["create", "--name", "fresh", "busybox", "true"]);
+    d.ok(&[
+        "run", "-d", "--name", "done", "busybox", "sh", "-c", "exit 4",
+    ]);
+    assert_eq!(d.ok(&["wait", "done"]), "4\n");
+    let names = ["long", "rp", "fresh", "done"];
+    let snapshot = |d: &Daemon| -> Vec<Value> {
+        names
+            .iter()
+            .map(|n| {
+                let v = d.inspect(n);
+                serde_json::json!({
+                    "Id": v["Id"], "Name": v["Name"], "RestartCount": v["RestartCount"],
+                    "Status": v["State"]["Status"], "Pid": v["State"]["Pid"],
+                    "ExitCode": v["State"]["ExitCode"], "StartedAt": v["State"]["StartedAt"],
+                    "FinishedAt": v["State"]["FinishedAt"], "LogPath": v["LogPath"],
+                })
+            })
+            .collect()
+    };
+    let before = snapshot(&d);
+    let running: Vec<ProcessIdentity> = ["long", "rp"]
+        .iter()
+        .map(|n| ProcessIdentity::of(d.pid_of(n)).expect("running"))
+        .collect();
+    let long_log = log_path(&d, "long");
+
+    let exit = d.sigterm_and_wait();
+    let stopped_at = now_unix_nanos();
+    assert!(
+        exit.success(),
+        "holdfastd exits 0 on SIGTERM, got {exit}\n{}",
+        d.diagnostics()
+    );
+    for p in &running {
+        assert!(
+            p.is_alive(),
+            "SIGTERM of holdfastd stopped pid {}\n{}",
+            p.pid,
+            d.diagnostics()
+        );
+    }
+    d.wait_until("long's log grows while holdfastd is stopped", || {
+        json_log_times(&long_log).iter().any(|t| *t > stopped_at)
+    });
+
+    d.restart();
+    let after = snapshot(&d);
+    assert_eq!(
+        before,
+        after,
+        "the records before SIGTERM and after the restart differ\n{}",
+        d.diagnostics()
+    );
+    for p in &running {
+        assert!(p.is_alive() && pid_alive(p.pid), "pid {} gone", p.pid);
+    }
+    let mut listed = holdfast_e2e::lines(&d.ok(&["ps", "-a", "--format", "{{.Names}}"]));
+    listed.sort();
+    assert_eq!(
+        listed,
+        ["done", "fresh", "long", "rp"],
+        "{}",
+        d.diagnostics()
+    );
+    assert_eq!(d.ok(&["start", "fresh"]), "fresh\n");
+    assert_eq!(d.ok(&["wait", "fresh"]), "0\n");
+    assert_eq!(d.ok(&["stop", "-t", "1", "long"]), "long\n");
+    assert!(!running[0].is_alive());
+    d.ok(&["rm", "-f", "long", "rp", "fresh", "done"]);
+}
