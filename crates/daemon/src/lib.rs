@@ -18,6 +18,7 @@
 pub mod api;
 pub mod engine;
 pub mod events;
+pub mod fuzz;
 pub mod logs;
 pub mod seed_image;
 pub mod settings;
@@ -69,8 +70,10 @@ fn io_err<'a>(
 pub fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    use std::io::IsTerminal as _;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -95,15 +95,12 @@ pub async fn stop(
 ) -> Result<Response, ApiError> {
     let (timeout, signal) = stop_options(&Params::parse(&query))?;
     let id = resolve(&state, &reference).await?;
-    lifecycle(
-        &state,
-        Command::Stop {
-            id,
-            timeout,
-            signal,
-        },
-    )
-    .await
+    let stop = Command::Stop {
+        id,
+        timeout,
+        signal,
+    };
+    lifecycle(&state, stop).await
 }
 
 pub async fn restart(
@@ -113,15 +110,12 @@ pub async fn restart(
 ) -> Result<Response, ApiError> {
     let (timeout, signal) = stop_options(&Params::parse(&query))?;
     let id = resolve(&state, &reference).await?;
-    lifecycle(
-        &state,
-        Command::Restart {
-            id,
-            timeout,
-            signal,
-        },
-    )
-    .await
+    let restart = Command::Restart {
+        id,
+        timeout,
+        signal,
+    };
+    lifecycle(&state, restart).await
 }
 
 pub async fn kill(
@@ -1094,23 +1088,6 @@ fn matches_filters(
     if !f.any("status", |v| v == s.status.as_str()) {
         return Ok(false);
     }
-    for v in f.get("status") {
-        if ![
-            "created",
-            "restarting",
-            "running",
-            "removing",
-            "paused",
-            "exited",
-            "dead",
-        ]
-        .contains(&v.as_str())
-        {
-            return Err(ApiError::bad_request(format!(
-                "invalid filter 'status={v}'"
-            )));
-        }
-    }
     for label in f.get("label") {
         let ok = match label.split_once('=') {
             Some((k, v)) => r.config.labels.get(k).is_some_and(|have| have == v),
@@ -1177,6 +1154,23 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
         "id", "name", "label", "status", "exited", "ancestor", "before", "since", "network",
         "volume", "health", "is-task", "publish", "expose",
     ])?;
+    for v in filters.get("status") {
+        if ![
+            "created",
+            "restarting",
+            "running",
+            "removing",
+            "paused",
+            "exited",
+            "dead",
+        ]
+        .contains(&v.as_str())
+        {
+            return Err(ApiError::bad_request(format!(
+                "invalid filter 'status={v}'"
+            )));
+        }
+    }
     let all = p.bool("all");
     let limit: Option<i64> = p.int("limit")?;
     let mut containers = state

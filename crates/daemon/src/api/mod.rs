@@ -16,7 +16,7 @@ mod system;
 
 pub use containers::decode_create;
 pub use error::ApiError;
-pub use params::Filters;
+pub use params::{Filters, decode_query};
 pub use render::parse_client_time;
 
 use crate::engine::EngineHandle;
@@ -140,7 +140,30 @@ async fn strip_version(mut req: Request, next: Next) -> Response {
             }
         }
     }
-    with_headers(next.run(req).await)
+    with_headers(json_errors(next.run(req).await).await)
+}
+
+/// Rejections made by the framework itself (a body over the limit, a
+/// malformed path) come as plain text; clients expect `{"message": ...}`.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_text = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_none_or(|v| v.as_bytes().starts_with(b"text/plain"));
+    if !(status.is_client_error() || status.is_server_error()) || !is_text {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body).trim().to_owned();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    ApiError::new(status, message).into_response()
 }
 
 fn with_headers(mut response: Response) -> Response {

@@ -49,6 +49,22 @@ impl Params {
     }
 }
 
+/// Reads a raw query string (without the `?`) through every typed getter, as
+/// the handlers do, for the fuzz target: each parameter as a bool and as
+/// signed and unsigned integers (but `filters`), then `filters`. Returns every
+/// refusal met.
+pub fn decode_query(raw: &str) -> Vec<ApiError> {
+    let params = Params::parse(&RawQuery(Some(raw.to_owned())));
+    let mut refused = Vec::new();
+    for key in params.0.keys().filter(|k| *k != "filters") {
+        let _ = params.bool(key);
+        refused.extend(params.int::<i64>(key).err());
+        refused.extend(params.int::<u64>(key).err());
+    }
+    refused.extend(params.filters().err());
+    refused
+}
+
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Filters(HashMap<String, Vec<String>>);
 

@@ -6,42 +6,26 @@ use std::time::Duration;
 /// Go's zero time, what dockerd shows for "never".
 pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
-/// Go's `time.RFC3339Nano` in UTC: trailing zeros of the fraction dropped.
+/// Go's `time.RFC3339Nano` in UTC: trailing zeros of the fraction dropped
+/// (the logger writes all nine digits; dockerd's API does not).
 pub fn time(t: WallTime) -> String {
-    let nanos = t.as_unix_nanos();
-    let secs = nanos.div_euclid(1_000_000_000);
-    let frac = nanos.rem_euclid(1_000_000_000);
-    let (y, mo, d, h, mi, s) = civil(secs);
-    let mut out = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}");
-    if frac != 0 {
-        let digits = format!("{frac:09}");
-        out.push('.');
-        out.push_str(digits.trim_end_matches('0'));
+    let full = holdfast_adapter_containerd::logger::rfc3339_nanos(t.as_unix_nanos());
+    match full.strip_suffix('Z').and_then(|s| s.split_once('.')) {
+        Some((whole, fraction)) => {
+            let fraction = fraction.trim_end_matches('0');
+            if fraction.is_empty() {
+                format!("{whole}Z")
+            } else {
+                format!("{whole}.{fraction}Z")
+            }
+        }
+        None => full,
     }
-    out.push('Z');
-    out
 }
 
 /// An optional time, or Go's zero time.
 pub fn time_or_zero(t: Option<WallTime>) -> String {
     t.map_or_else(|| ZERO_TIME.to_owned(), time)
-}
-
-/// Unix seconds to (year, month, day, hour, minute, second), proleptic
-/// Gregorian (Howard Hinnant's civil-from-days).
-fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// go-units' `HumanDuration`, which `docker ps` shows.
@@ -110,38 +94,9 @@ fn parse_unix(text: &str) -> Option<WallTime> {
     ))
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.frac]Z` (UTC only).
+/// `YYYY-MM-DDTHH:MM:SS[.frac]Z`, as the log records carry it.
 pub fn parse_rfc3339(text: &str) -> Option<WallTime> {
-    let text = text.strip_suffix('Z')?;
-    let (date, clock) = text.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, mo, day) = (d.next()??, d.next()??, d.next()??);
-    let (clock, frac) = clock.split_once('.').unwrap_or((clock, ""));
-    let mut c = clock.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, mi, s) = (c.next()??, c.next()??, c.next()??);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&day) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let nanos: i64 = if frac.is_empty() {
-        0
-    } else {
-        format!("{frac:0<9}").parse().ok()?
-    };
-    // days-from-civil
-    let y2 = if mo <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2.rem_euclid(400);
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s;
-    Some(WallTime::from_unix_nanos(
-        secs.checked_mul(1_000_000_000)?.checked_add(nanos)?,
-    ))
+    crate::logs::parse_rfc3339_nanos(text).map(WallTime::from_unix_nanos)
 }
 
 #[cfg(test)]

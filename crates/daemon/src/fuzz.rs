@@ -1,0 +1,232 @@
+//! The `api_requests` fuzz entry: what a client controls in a request, fed to
+//! the pure decoders the handlers use, with their properties checked. The
+//! cargo-fuzz target in `fuzz/` and the corpus replay test
+//! (`tests/fuzz_corpus.rs`, on stable) both call [`fuzz_api_request`].
+//!
+//! The first byte picks the decoder (`byte % 4`, so the letters `c`, `f`,
+//! `t` and `q` name them in hand-written seeds) and the rest is its input:
+//!
+//! | byte % 4 | letter | decoder |
+//! | --- | --- | --- |
+//! | 3 | `c` | [`decode_create`], the `POST /containers/create` body |
+//! | 2 | `f` | [`Filters::parse`], a `filters=` value |
+//! | 0 | `t` | [`parse_client_time`], a `since=`/`until=` value |
+//! | 1 | `q` | [`decode_query`], a whole query string |
+//!
+//! Text inputs are taken as the HTTP layer hands them over: bytes that are
+//! not UTF-8 become U+FFFD.
+
+use crate::api::{ApiError, Filters, decode_create, decode_query, parse_client_time};
+use holdfast_core::{ContainerConfig, RestartPolicy};
+
+/// Which decoder an input went to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decoder {
+    CreateBody,
+    Filters,
+    ClientTime,
+    Query,
+}
+
+/// What became of one input (every property held, or this panicked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub decoder: Decoder,
+    /// Decoded (for a query string: no getter refused it).
+    pub accepted: bool,
+}
+
+/// Runs one fuzz input; panics when a property fails. An empty input is an
+/// empty create body.
+pub fn fuzz_api_request(data: &[u8]) -> Outcome {
+    let (selector, rest) = data.split_first().unwrap_or((&b'c', &[]));
+    let text = || String::from_utf8_lossy(rest);
+    let (decoder, accepted) = match selector % 4 {
+        3 => (Decoder::CreateBody, create_body(rest)),
+        2 => (Decoder::Filters, filters(&text())),
+        0 => (Decoder::ClientTime, client_time(&text())),
+        _ => (Decoder::Query, query(&text())),
+    };
+    Outcome { decoder, accepted }
+}
+
+/// A refusal is the client's fault and says why.
+fn check_refusal(what: &str, input: &str, e: &ApiError) {
+    assert!(
+        e.status.is_client_error(),
+        "{what} {input:?}: refused with {} ({})",
+        e.status,
+        e.message
+    );
+    assert!(
+        !e.message.trim().is_empty(),
+        "{what} {input:?}: refused with an empty message"
+    );
+}
+
+fn create_body(body: &[u8]) -> bool {
+    let input = String::from_utf8_lossy(body);
+    let decoded = decode_create(body);
+    let again = decode_create(body);
+    match (decoded, again) {
+        (Err(e), Err(e2)) => {
+            check_refusal("create body", &input, &e);
+            assert_eq!(
+                (e.status, &e.message),
+                (e2.status, &e2.message),
+                "create body {input:?}: refused differently twice"
+            );
+            false
+        }
+        (Ok((config, warnings)), Ok(again)) => {
+            assert_eq!(
+                (&config, &warnings),
+                (&again.0, &again.1),
+                "create body {input:?}: decoded differently twice"
+            );
+            check_config(&input, &config);
+            for w in &warnings {
+                assert!(!w.trim().is_empty(), "create body {input:?}: empty warning");
+            }
+            true
+        }
+        (a, b) => panic!("create body {input:?}: {a:?} then {b:?}"),
+    }
+}
+
+/// A decoded config holds nothing the core or the store could trip on.
+fn check_config(input: &str, c: &ContainerConfig) {
+    let fail = |why: &str| -> ! { panic!("create body {input:?}: {why}: {c:?}") };
+    if c.image.is_empty() {
+        fail("no image");
+    }
+    if c.tty {
+        fail("a TTY, which holdfast does not offer");
+    }
+    if c.image_id.is_some() || c.image_stop_signal.is_some() {
+        fail("image facts, which only the daemon resolves");
+    }
+    if c.env.iter().any(|e| e.is_empty() || e.starts_with('=')) {
+        fail("an environment entry without a name");
+    }
+    if c.working_dir.as_ref().is_some_and(|w| !w.starts_with('/')) {
+        fail("a relative working directory");
+    }
+    if [&c.working_dir, &c.user, &c.hostname]
+        .iter()
+        .any(|o| o.as_ref().is_some_and(String::is_empty))
+    {
+        fail("an empty string where none means unset");
+    }
+    if c.mounts.iter().any(|m| {
+        !m.source.starts_with('/')
+            || !m.destination.starts_with('/')
+            || m.destination == "/"
+            || m.source.contains(':')
+            || m.destination.contains(':')
+    }) {
+        fail("a bind mount that is not absolute host path to absolute path");
+    }
+    if c.memory_limit_bytes.is_some_and(|m| m < 6 * 1024 * 1024) {
+        fail("a memory limit under dockerd's 6 MB minimum");
+    }
+    if c.auto_remove && c.restart_policy != RestartPolicy::No {
+        fail("both AutoRemove and a restart policy");
+    }
+    // What the store records reads back as the same config.
+    let encoded = serde_json::to_string(c).unwrap_or_else(|e| fail(&format!("encode: {e}")));
+    let decoded: ContainerConfig =
+        serde_json::from_str(&encoded).unwrap_or_else(|e| fail(&format!("decode: {e}")));
+    if &decoded != c {
+        fail(&format!(
+            "re-encoded as {encoded}, read back as {decoded:?}"
+        ));
+    }
+}
+
+fn filters(text: &str) -> bool {
+    match Filters::parse(text) {
+        Err(e) => {
+            check_refusal("filters", text, &e);
+            false
+        }
+        Ok(f) => {
+            assert!(
+                serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.is_object()),
+                "filters {text:?}: accepted but not a JSON object"
+            );
+            assert_eq!(
+                Filters::parse(text).ok().as_ref(),
+                Some(&f),
+                "filters {text:?}: parsed differently twice"
+            );
+            if let Err(e) = f.only(&[]) {
+                check_refusal("filters", text, &e);
+            }
+            for key in ["status", "label", "name", "id", "reference", "dangling"] {
+                assert!(
+                    f.any(key, |_| true),
+                    "filters {text:?}: {key} matches nothing"
+                );
+                let values = f.get(key);
+                assert!(
+                    f.any(key, |v| values.iter().any(|x| x == v)),
+                    "filters {text:?}: {key} does not match its own values"
+                );
+            }
+            true
+        }
+    }
+}
+
+fn client_time(text: &str) -> bool {
+    let Some(t) = parse_client_time(text) else {
+        return false;
+    };
+    assert_eq!(
+        parse_client_time(text),
+        Some(t),
+        "client time {text:?}: parsed differently twice"
+    );
+    // The same instant in the CLI's own form reads back the same.
+    let nanos = t.as_unix_nanos();
+    if nanos >= 0 {
+        let unix = format!("{}.{:09}", nanos / 1_000_000_000, nanos % 1_000_000_000);
+        assert_eq!(
+            parse_client_time(&unix),
+            Some(t),
+            "client time {text:?}: as {unix}"
+        );
+    }
+    true
+}
+
+fn query(text: &str) -> bool {
+    let refused = decode_query(text);
+    for e in &refused {
+        check_refusal("query", text, e);
+    }
+    refused.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn letters_pick_the_decoder() {
+        let create = fuzz_api_request(br#"c{"Image":"busybox"}"#);
+        assert_eq!(create.decoder, Decoder::CreateBody);
+        assert!(create.accepted);
+        let filters = fuzz_api_request(br#"f{"status":["exited"]}"#);
+        assert_eq!(filters.decoder, Decoder::Filters);
+        assert!(filters.accepted);
+        let time = fuzz_api_request(b"t1700000000.5");
+        assert_eq!(time.decoder, Decoder::ClientTime);
+        assert!(time.accepted);
+        let query = fuzz_api_request(b"qt=x&all=1");
+        assert_eq!(query.decoder, Decoder::Query);
+        assert!(!query.accepted, "t=x is not a number");
+        assert_eq!(fuzz_api_request(b"").decoder, Decoder::CreateBody);
+    }
+}
