@@ -5,7 +5,7 @@ use crate::ids::{OpId, RequestId};
 use crate::input::WaitCondition;
 use crate::record::{ExitRecord, Presence, Record};
 use crate::signal::Signal;
-use crate::time::Instant;
+use crate::time::{Instant, WallTime};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -83,6 +83,11 @@ pub(crate) struct Container {
     pub(crate) stop_escalated: bool,
     /// An OOM event was seen during the current run.
     pub(crate) oom: bool,
+    /// The wall time our own CreateTask answer began the current run (not
+    /// known for a run learned from a relist or restored from disk). Its
+    /// process cannot have exited before: an exit event older than this is
+    /// an earlier run's whose pid the kernel reused.
+    pub(crate) run_began_at: Option<WallTime>,
     /// The kill being delivered was announced as a `kill` event.
     pub(crate) kill_announced: Option<Signal>,
     /// We delivered SIGKILL to the current run.
@@ -108,6 +113,7 @@ impl Container {
             stop_deadline: None,
             stop_escalated: false,
             oom: false,
+            run_began_at: None,
             sigkill_sent: false,
             kill_announced: None,
             confirmed: false,
@@ -123,6 +129,7 @@ impl Container {
         self.rec.started_at = None;
         self.rec.start_sent = false;
         self.oom = false;
+        self.run_began_at = None;
         self.sigkill_sent = false;
         self.stop_deadline = None;
         self.stop_escalated = false;
@@ -165,7 +172,7 @@ impl Container {
             && !matches!(self.task, TaskState::Running { .. })
         {
             Status::Restarting
-        } else if self.is_running() {
+        } else if self.is_running() && !self.created_never_started() {
             Status::Running
         } else if self.rec.intents.policy_restart {
             Status::Restarting
@@ -174,6 +181,16 @@ impl Container {
         } else {
             Status::Created
         }
+    }
+
+    /// A task was created but its start was cancelled before it was sent
+    /// (a stop during a restart): it runs nothing of the user's and is about
+    /// to be deleted, so it is not shown as running.
+    fn created_never_started(&self) -> bool {
+        matches!(self.task, TaskState::Created { .. })
+            && !self.rec.intents.start
+            && !self.rec.start_sent
+            && self.rec.started_at.is_none()
     }
 
     pub(crate) fn cancel_policy_restart(&mut self, timers: &mut crate::timers::Timers) {

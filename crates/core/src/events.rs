@@ -41,8 +41,10 @@ impl Core {
                     c.oom = false;
                 }
                 // Evidence only for the current run's init pid; a stale or
-                // unknown pid proves nothing about this run.
+                // unknown pid proves nothing about this run, nor does an
+                // exit from before the run began (its pid was reused).
                 if c.rec.pid != Some(pid)
+                    || c.run_began_at.is_some_and(|began| exited_at < began)
                     || c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites)
                 {
                     return;

@@ -206,6 +206,7 @@ impl Core {
                     return self.step_failed(id, step, failure);
                 };
                 c.begin_run(pid);
+                c.run_began_at = Some(self.out.now.wall);
                 c.task = TaskState::Created { pid };
                 self.out.persist(&c.rec);
             }
@@ -311,7 +312,18 @@ impl Core {
                 // container goes, as with dockerd.
                 c.rec.intents.start = false;
                 c.rec.start_sent = false;
-                if c.rec.config.auto_remove {
+                if c.policy_start {
+                    // Nobody asked who could be told: the policy's restart
+                    // is not dropped, it is tried again after its backoff.
+                    c.policy_start = false;
+                    c.rec.intents.policy_restart = true;
+                    let delay = c.restart_delay;
+                    c.restart_delay = delay.saturating_mul(2).min(self.config.restart_max);
+                    self.out.timers.set(
+                        TimerKind::RestartBackoff(id.clone()),
+                        self.out.now.at + delay,
+                    );
+                } else if c.rec.config.auto_remove {
                     c.rec.intents.remove = true;
                 }
                 self.out.persist(&c.rec);

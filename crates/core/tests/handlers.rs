@@ -1377,3 +1377,99 @@ fn a_forced_remove_sends_sigkill_even_over_a_pending_stop() {
         }]
     );
 }
+
+#[test]
+fn an_exit_from_before_the_run_began_is_an_earlier_runs_whose_pid_was_reused() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let first_exit_at = d.now.wall;
+    let delete = only_call(&d.exit("c1", 42, 1), |c| {
+        matches!(c, Call::DeleteTask { .. })
+    });
+    d.ok(delete);
+    let (_, actions) = d.fire_timer();
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    // The kernel hands the new run the same pid.
+    let start = only_call(
+        &d.feed(Input::ActionResult(
+            create,
+            Ok(Done::TaskCreated { pid: 42 }),
+        )),
+        |c| matches!(c, Call::StartTask { .. }),
+    );
+    d.ok(start);
+    // The first run's exit, reported again late (another status): stale.
+    let stale = Input::Event(ContainerdEvent::TaskExit {
+        container: cid("c1"),
+        exec_id: "c1".into(),
+        pid: 42,
+        exit_status: 137,
+        exited_at: first_exit_at,
+    });
+    assert_eq!(d.feed(stale), vec![]);
+    let view = d.core.container(&cid("c1")).expect("exists");
+    assert_eq!((view.status, view.current_exit()), (Status::Running, None));
+}
+
+#[test]
+fn a_refused_policy_restart_is_tried_again_not_dropped() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let delete = only_call(&d.exit("c1", 42, 1), |c| {
+        matches!(c, Call::DeleteTask { .. })
+    });
+    d.ok(delete);
+    let (_, actions) = d.fire_timer();
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    // containerd refuses the create (a transient error): nobody waits to
+    // be told, so the policy tries again after its backoff.
+    let actions = d.fail(create, FailureKind::Other);
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+}
+
+#[test]
+fn a_stop_during_a_policy_restart_never_shows_the_created_task_as_running() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let actions = d.exit("c1", 42, 1);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    let status = |d: &Driver| d.core.container(&cid("c1")).map(|c| c.status);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert_eq!(status(&d), Some(Status::Exited));
+    // The task the restart created is not started, and is deleted.
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 43 }),
+    ));
+    assert!(
+        calls(&actions)
+            .iter()
+            .all(|c| !matches!(c, Call::StartTask { .. })),
+        "{actions:?}"
+    );
+    assert_eq!(status(&d), Some(Status::Exited));
+}

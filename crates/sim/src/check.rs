@@ -57,6 +57,16 @@ struct Asked {
     /// back). A stop permits its resolved signal and SIGKILL after the grace
     /// period; a forced remove, SIGKILL.
     permits: Vec<(RequestId, holdfast_core::Signal, Instant)>,
+    /// The user stopped, killed, removed or restarted it at some point
+    /// (`unless-stopped` and dockerd's stay-down rule may then rule out a
+    /// policy restart; only untouched containers are demanded one).
+    meddled: bool,
+    /// A forced remove that was not refused: the container must be gone
+    /// from both sides once the world heals.
+    force_removed: bool,
+    /// When a SIGKILL was last sent: a 137 after it is ours, not the OOM
+    /// killer's.
+    sigkill_sent_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -65,10 +75,34 @@ pub struct Checker {
     pub checks: u64,
     outstanding: BTreeMap<RequestId, Request>,
     asked: BTreeMap<ContainerId, Asked>,
-    exits: BTreeMap<(ContainerId, u32), ExitRecord>,
-    dies: BTreeMap<(ContainerId, u32), u32>,
+    /// Recorded exits by container, pid and run (pids are reused).
+    exits: BTreeMap<(ContainerId, u32, u64), ExitRecord>,
+    /// Processes (container, pid, created) whose exit was recorded.
+    verified: std::collections::BTreeSet<(ContainerId, u32, Instant)>,
+    dies: BTreeMap<(ContainerId, u32, u64), u32>,
     /// Since when the core has been connected without a break.
     ready_since: Option<Instant>,
+    /// Exits whose event was lost on a live stream, by container and pid:
+    /// only a relist (the periodic one at the latest) can tell them.
+    lost_exits: std::collections::BTreeSet<(ContainerId, u32)>,
+    /// The last OOM event delivered to this daemon, per container, and
+    /// whether an exit of another pid came after it (which the core takes
+    /// as the OOM's run ending).
+    oom_delivered: BTreeMap<ContainerId, (Instant, bool)>,
+    /// Runs whose recorded exit their restart policy calls for: a start
+    /// must follow once the world heals.
+    restart_owed: std::collections::BTreeSet<(ContainerId, u64)>,
+    /// The core may not act on containers: since it (re)started, or lost
+    /// its connection, no complete relist ended that was asked for after a
+    /// subscription went live. `blind_mark` is the last op issued when it
+    /// went blind; `live_after` the subscription that went live since.
+    blind: bool,
+    blind_mark: u64,
+    live_after: Option<u64>,
+    last_op: u64,
+    /// The latest Subscribe and Relist calls issued.
+    latest_sub: u64,
+    latest_relist: u64,
 }
 
 /// How long, once connected, a container may still be shown running after
@@ -88,16 +122,115 @@ impl Checker {
             exits: BTreeMap::new(),
             dies: BTreeMap::new(),
             ready_since: None,
+            verified: std::collections::BTreeSet::new(),
+            lost_exits: std::collections::BTreeSet::new(),
+            oom_delivered: BTreeMap::new(),
+            restart_owed: std::collections::BTreeSet::new(),
+            blind: true,
+            blind_mark: 0,
+            live_after: None,
+            last_op: 0,
+            latest_sub: 0,
+            latest_relist: 0,
         }
     }
 
-    pub fn daemon_started(&mut self) {}
+    pub fn daemon_started(&mut self) {
+        self.blind = true;
+        self.blind_mark = 0;
+        self.live_after = None;
+        self.last_op = 0;
+        self.latest_sub = 0;
+        self.latest_relist = 0;
+    }
 
     /// Requests waiting on a crashed daemon die with it (the client sees
     /// its connection reset): by design, not a lost request.
     pub fn daemon_crashed(&mut self) {
         self.ready_since = None;
         self.outstanding.clear();
+        // What the core knew of OOM events is not persisted.
+        self.oom_delivered.clear();
+    }
+
+    /// Whether the exit of `pid`, as `container`'s current process, was
+    /// recorded (and checked against the truth).
+    pub fn exit_verified(&self, container: &ContainerId, pid: u32, created: Instant) -> bool {
+        self.verified.contains(&(container.clone(), pid, created))
+    }
+
+    /// containerd published `event` and it never reached the subscriber.
+    pub fn event_lost(&mut self, event: &holdfast_core::ContainerdEvent, _now: Instant) {
+        if let holdfast_core::ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            ..
+        } = event
+            && exec_id == container.as_str()
+        {
+            self.lost_exits.insert((container.clone(), *pid));
+        }
+    }
+
+    /// `event` is about to be fed to the core.
+    pub fn delivered(
+        &mut self,
+        event: &holdfast_core::ContainerdEvent,
+        cd: &Containerd,
+        now: Instant,
+    ) {
+        use holdfast_core::ContainerdEvent as E;
+        match event {
+            E::TaskOom { container } => {
+                self.oom_delivered.insert(container.clone(), (now, false));
+            }
+            E::TaskExit {
+                container,
+                exec_id,
+                pid,
+                ..
+            } if exec_id == container.as_str() => {
+                let current = cd.tasks.get(container).map(|t| t.pid);
+                if current != Some(*pid)
+                    && let Some(seen) = self.oom_delivered.get_mut(container)
+                {
+                    seen.1 = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// An input is about to be fed to the core: follow whether it may act.
+    pub fn input(&mut self, input: &holdfast_core::Input) {
+        use holdfast_core::{ConnectionFact as F, FailureKind, Input, RelistPart};
+        let go_blind = |me: &mut Checker| {
+            me.blind = true;
+            me.blind_mark = me.last_op;
+            me.live_after = None;
+        };
+        match input {
+            Input::Connection(F::Unreachable(_)) => go_blind(self),
+            Input::Connection(F::StreamBroken(op, _)) if op.0 == self.latest_sub => go_blind(self),
+            Input::Connection(F::StreamLive(op))
+                if op.0 > self.blind_mark && op.0 == self.latest_sub =>
+            {
+                self.live_after = Some(op.0);
+            }
+            Input::ActionResult(_, Err(f)) if f.kind == FailureKind::Unavailable => go_blind(self),
+            Input::ActionResult(op, Err(_))
+                if op.0 == self.latest_sub || op.0 == self.latest_relist =>
+            {
+                go_blind(self)
+            }
+            Input::Relist(op, RelistPart::End)
+                if self.live_after.is_some_and(|live| op.0 > live) =>
+            {
+                self.blind = false;
+            }
+            _ => {}
+        }
     }
 
     pub fn command(&mut self, req: RequestId, command: &Command, now: Instant) {
@@ -146,6 +279,24 @@ impl Checker {
         asked
             .permits
             .extend(new_permits.into_iter().map(|s| (req, s, now)));
+        if matches!(
+            command,
+            Command::Stop { .. }
+                | Command::Kill { .. }
+                | Command::Restart { .. }
+                | Command::Remove { .. }
+        ) {
+            asked.meddled = true;
+        }
+        if let Command::Stop { signal, .. } | Command::Restart { signal, .. } = command
+            && stop_signal(*signal) == sigkill
+        {
+            // SIGKILL is this stop's own signal: no grace before it.
+            asked.sigkill_at = Some(now);
+        }
+        if let Command::Remove { force: true, .. } = command {
+            asked.force_removed = true;
+        }
         match command {
             Command::Stop { timeout, .. } => {
                 asked.stayed_down = true;
@@ -236,6 +387,9 @@ impl Checker {
                     // what it recorded in force.)
                     let asked = self.asked.entry(id.clone()).or_default();
                     asked.permits.retain(|(r, _, _)| r != req);
+                    if request.kind == UserKind::Remove {
+                        asked.force_removed = false;
+                    }
                 }
                 if request.kind == UserKind::Kill
                     && matches!(answer, Answer::Error(e) if e.kind == holdfast_core::ErrorKind::Conflict)
@@ -254,10 +408,9 @@ impl Checker {
                         .and_then(|c| c.container(id))
                         .and_then(|v| v.record.pid);
                     if let Some(pid) = pid
-                        && cd
-                            .truth
-                            .get(&pid)
-                            .is_some_and(|t| t.exit.is_none() && !t.shim_died && !t.deleted)
+                        && cd.truth_of(id, pid).is_some_and(|t| {
+                            t.started && t.exit.is_none() && !t.shim_died && !t.deleted
+                        })
                     {
                         return Err(format!(
                             "stop of {id} answered done while its pid {pid} still runs"
@@ -269,16 +422,18 @@ impl Checker {
             }
             Action::Publish(event) => {
                 if let UserEventKind::Die { .. } = event.kind {
-                    let pid = core
-                        .and_then(|c| c.container(&event.container))
-                        .and_then(|v| v.record.pid);
-                    let Some(pid) = pid else {
+                    let view = core.and_then(|c| c.container(&event.container));
+                    let Some((pid, run)) = view.and_then(|v| Some((v.record.pid?, v.record.run)))
+                    else {
                         return Err(format!(
                             "die of {} published with no pid recorded",
                             event.container
                         ));
                     };
-                    let n = self.dies.entry((event.container.clone(), pid)).or_insert(0);
+                    let n = self
+                        .dies
+                        .entry((event.container.clone(), pid, run))
+                        .or_insert(0);
                     *n += 1;
                     if *n > 1 {
                         return Err(format!(
@@ -300,11 +455,27 @@ impl Checker {
         cd: &Containerd,
         now: Instant,
     ) -> Result<(), String> {
+        self.last_op = self.last_op.max(op.0);
+        match call {
+            Call::Subscribe => self.latest_sub = op.0,
+            Call::Relist => self.latest_relist = op.0,
+            _ => {}
+        }
         let id = match call.container_id() {
             Some(id) => id,
             None => return Ok(()),
         };
+        if self.blind {
+            return Err(format!(
+                "{op}: {call:?} while blind: after a (re)connect, before its relist ended"
+            ));
+        }
         let asked = self.asked.entry(id.clone()).or_default();
+        if let Call::Kill { signal, .. } = call
+            && *signal == holdfast_core::Signal::SIGKILL
+        {
+            asked.sigkill_sent_at = Some(now);
+        }
         let policy = asked
             .config
             .as_ref()
@@ -383,7 +554,11 @@ impl Checker {
                 if matches!(call, Call::StartTask { .. }) {
                     asked.start_wanted = false;
                 }
-                let ran_before = cd.truth.values().any(|t| &t.container == id && t.started);
+                let ran_before = cd
+                    .truth
+                    .values()
+                    .chain(cd.past.iter().map(|(_, t)| t))
+                    .any(|t| &t.container == id && t.started);
                 let policy_may = policy != RestartPolicy::No && ran_before;
                 if !asked.start && !policy_may {
                     return Err(format!(
@@ -438,11 +613,19 @@ impl Checker {
                 let (Status::Running, Some(pid)) = (view.status, view.record.pid) else {
                     continue;
                 };
-                let Some((_, exited_at)) = cd.truth.get(&pid).and_then(|t| t.exit) else {
+                let id = &view.record.id;
+                let Some((_, exited_at)) = cd.truth_of(id, pid).and_then(|t| t.exit) else {
                     continue;
                 };
                 let known_since = crate::sim::wall(since).max(exited_at);
-                if crate::sim::wall(now).saturating_since(known_since) > STALE_VIEW_BOUND {
+                // An exit whose event was lost on a live stream waits for
+                // the periodic relist: that is what it is for.
+                let bound = if self.lost_exits.contains(&(id.clone(), pid)) {
+                    STALE_VIEW_BOUND + self.config.relist_interval.unwrap_or(Duration::MAX / 4)
+                } else {
+                    STALE_VIEW_BOUND
+                };
+                if crate::sim::wall(now).saturating_since(known_since) > bound {
                     return Err(format!(
                         "{} shown running (pid {pid}) although it exited at {exited_at:?}; connected since {since:?}",
                         view.record.id
@@ -460,7 +643,7 @@ impl Checker {
             let Some(pid) = view.record.pid else {
                 return Err(format!("{id} has an exit recorded with no pid: {exit:?}"));
             };
-            let key = (id.clone(), pid);
+            let key = (id.clone(), pid, exit.run);
             if let Some(first) = self.exits.get(&key) {
                 if first != exit {
                     return Err(format!(
@@ -469,7 +652,7 @@ impl Checker {
                 }
                 continue;
             }
-            let Some(truth) = cd.truth.get(&pid) else {
+            let Some(truth) = cd.truth_of(id, pid) else {
                 return Err(format!(
                     "{id} has an exit for pid {pid}, which containerd never had"
                 ));
@@ -485,11 +668,78 @@ impl Checker {
                     "{id} recorded exit {exit:?} for pid {pid}, but the truth is {truth:?}"
                 ));
             }
+            // An OOM kill is recorded as one when its evidence reached the
+            // core in order: the OOM event after the process began, no exit
+            // of another pid of the container after it (the core takes that
+            // as the OOM's run ending: the event names no pid), the core not
+            // restarted since (it keeps the OOM in memory), and no SIGKILL of
+            // ours to explain the 137. An OOM that comes after the exit
+            // does not count: the first recorded exit is final.
+            let asked = self.asked.entry(id.clone()).or_default();
+            let oom_in_order = self
+                .oom_delivered
+                .get(id)
+                .is_some_and(|(at, other_exit)| *at >= truth.created_at && !other_exit);
+            let our_sigkill = asked
+                .sigkill_sent_at
+                .is_some_and(|at| at >= truth.created_at);
+            if truth.oom
+                && exit.exit_code == 137
+                && exit.error.is_none()
+                && oom_in_order
+                && !our_sigkill
+                && !exit.oom_killed
+            {
+                return Err(format!(
+                    "{id} pid {pid} was OOM-killed and the OOM event came before its exit, but the exit is recorded without OOM: {exit:?}"
+                ));
+            }
+            // A run the restart policy must follow with another: the user
+            // never touched the container, and the policy calls for it.
+            if let Some(config) = &asked.config
+                && !asked.meddled
+                && !asked.remove
+                && !config.auto_remove
+                && config.restart_policy.wants_restart(
+                    exit.exit_code,
+                    view.record.restart_count,
+                    false,
+                )
+            {
+                self.restart_owed.insert((id.clone(), exit.run));
+            }
+            self.verified.insert((id.clone(), pid, truth.created_at));
             self.exits.insert(key, exit.clone());
             if let Some(asked) = self.asked.get_mut(id) {
                 asked.stop_grace = None;
                 asked.stop_signal_sent = None;
                 asked.permits.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// A complete relist listed these containers' tasks (placeholders
+    /// included); `settled` are the containers no call touched since it was
+    /// asked for. A settled container whose task it did not list is not
+    /// running any more: the run it had is over.
+    pub fn relist_complete(
+        &self,
+        core: Option<&Core>,
+        listed: &std::collections::BTreeSet<ContainerId>,
+        settled: impl Fn(&ContainerId) -> bool,
+    ) -> Result<(), String> {
+        let Some(core) = core else { return Ok(()) };
+        for view in core.containers() {
+            let id = &view.record.id;
+            if listed.contains(id) || !settled(id) {
+                continue;
+            }
+            if view.status == Status::Running {
+                return Err(format!(
+                    "{id} is shown running (pid {:?}) after a complete relist that did not list its task",
+                    view.record.pid
+                ));
             }
         }
         Ok(())
@@ -572,11 +822,36 @@ impl Checker {
             if truth.started
                 && truth.exit.is_some()
                 && core.container(&truth.container).is_some()
-                && !self.exits.contains_key(&(truth.container.clone(), *pid))
+                && !self
+                    .verified
+                    .contains(&(truth.container.clone(), *pid, truth.created_at))
             {
                 return Some(format!(
                     "{}: the exit of pid {pid} ({:?}) was never recorded",
                     truth.container, truth.exit
+                ));
+            }
+        }
+        // A restart policy that was owed a start got it (its backoff is at
+        // most `restart_max`, well inside the liveness bound).
+        for view in core.containers() {
+            let id = &view.record.id;
+            if let Some(exit) = view.current_exit()
+                && self.restart_owed.contains(&(id.clone(), exit.run))
+            {
+                return Some(format!(
+                    "{id}: its restart policy calls for a start after the exit of run {}, none came",
+                    exit.run
+                ));
+            }
+        }
+        // A forced remove that was not refused is carried out.
+        for (id, asked) in &self.asked {
+            if asked.force_removed && (core.container(id).is_some() || cd.containers.contains(id)) {
+                return Some(format!(
+                    "{id}: force-removed, still there (holdfast: {}, containerd: {})",
+                    core.container(id).is_some(),
+                    cd.containers.contains(id)
                 ));
             }
         }

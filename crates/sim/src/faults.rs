@@ -26,10 +26,24 @@ pub enum FaultKind {
     ShimDeath,
     /// holdfastd itself crashes and restarts from its records.
     DaemonCrash,
+    /// containerd refuses a call without doing it, with an answer it can
+    /// give for that call (Other, Invalid, NotFound and AlreadyExists on
+    /// create, FailedPrecondition).
+    RpcRefused,
+    /// An event is lost on a live stream: only a relist (the periodic one,
+    /// if nothing else happens) learns what it said.
+    EventLost,
+    /// After an exit was recorded, a second, different report of it comes
+    /// (another status and time for the same pid, as a second source gives).
+    ExitReportedAgain,
+    /// An OOM event comes after the exit of the process it killed.
+    OomLate,
+    /// A new task gets a pid an earlier, deleted task had.
+    PidReuse,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 14] = [
         FaultKind::StreamBreak,
         FaultKind::ContainerdCrash,
         FaultKind::RpcUnavailable,
@@ -39,6 +53,11 @@ impl FaultKind {
         FaultKind::EventStale,
         FaultKind::ShimDeath,
         FaultKind::DaemonCrash,
+        FaultKind::RpcRefused,
+        FaultKind::EventLost,
+        FaultKind::ExitReportedAgain,
+        FaultKind::OomLate,
+        FaultKind::PidReuse,
     ];
 
     pub fn index(self) -> usize {
@@ -56,6 +75,11 @@ impl FaultKind {
             FaultKind::EventStale => "event_stale",
             FaultKind::ShimDeath => "shim_death",
             FaultKind::DaemonCrash => "daemon_crash",
+            FaultKind::RpcRefused => "rpc_refused",
+            FaultKind::EventLost => "event_lost",
+            FaultKind::ExitReportedAgain => "exit_reported_again",
+            FaultKind::OomLate => "oom_late",
+            FaultKind::PidReuse => "pid_reuse",
         }
     }
 }
@@ -68,7 +92,7 @@ impl fmt::Display for FaultKind {
 
 /// How many faults of each kind were injected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FaultCounts(pub [u64; 9]);
+pub struct FaultCounts(pub [u64; 14]);
 
 impl FaultCounts {
     pub fn add(&mut self, kind: FaultKind) {
@@ -105,6 +129,11 @@ pub struct Profile {
     pub event_duplicate_permille: u32,
     pub event_reorder_permille: u32,
     pub event_stale_permille: u32,
+    pub rpc_refused_permille: u32,
+    pub event_lost_permille: u32,
+    pub exit_reported_again_permille: u32,
+    pub oom_late_permille: u32,
+    pub pid_reuse_permille: u32,
     /// Mean time between user commands; `None`: no random users.
     pub user_every: Option<Duration>,
     pub containers_max: usize,
@@ -158,6 +187,11 @@ impl Profile {
                 0
             },
             exec_permille: u32::try_from(rng.below(1001)).unwrap_or(0),
+            rpc_refused_permille: permille(rng, 60),
+            event_lost_permille: permille(rng, 30),
+            exit_reported_again_permille: permille(rng, 500),
+            oom_late_permille: permille(rng, 500),
+            pid_reuse_permille: permille(rng, 500),
         }
     }
 
@@ -179,6 +213,11 @@ impl Profile {
             FaultKind::EventDuplicate => self.event_duplicate_permille,
             FaultKind::EventReorder => self.event_reorder_permille,
             FaultKind::EventStale => self.event_stale_permille,
+            FaultKind::RpcRefused => self.rpc_refused_permille,
+            FaultKind::EventLost => self.event_lost_permille,
+            FaultKind::ExitReportedAgain => self.exit_reported_again_permille,
+            FaultKind::OomLate => self.oom_late_permille,
+            FaultKind::PidReuse => self.pid_reuse_permille,
             _ => 0,
         }
     }

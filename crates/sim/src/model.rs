@@ -10,7 +10,7 @@ use holdfast_core::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-/// What a process does on SIGTERM (or SIGINT).
+/// What a process does on SIGTERM (or SIGINT, SIGQUIT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnTerm {
     /// PID 1 without a handler: SIGTERM does nothing.
@@ -40,7 +40,8 @@ pub struct Task {
     pub behavior: Behavior,
 }
 
-/// The truth about one pid, kept forever (pids are never reused).
+/// The truth about one pid. When a later task reuses the pid, the earlier
+/// truth moves to [`Containerd::past`].
 #[derive(Clone, Debug)]
 pub struct PidTruth {
     pub container: ContainerId,
@@ -79,6 +80,8 @@ pub struct Containerd {
     pub containers: BTreeSet<ContainerId>,
     pub tasks: BTreeMap<ContainerId, Task>,
     pub truth: BTreeMap<u32, PidTruth>,
+    /// Truths of pids that a later task reused, oldest first.
+    pub past: Vec<(u32, PidTruth)>,
     last_pid: u32,
 }
 
@@ -121,10 +124,40 @@ impl Containerd {
         Ok(Done::Ok)
     }
 
+    /// Pids whose process exited and whose task is gone: the kernel may
+    /// hand them out again.
+    pub fn reusable_pids(&self) -> Vec<u32> {
+        self.truth
+            .iter()
+            .filter(|(pid, t)| {
+                t.exit.is_some() && t.deleted && !self.tasks.values().any(|task| task.pid == **pid)
+            })
+            .map(|(pid, _)| *pid)
+            .collect()
+    }
+
+    /// The truth of `pid` as `container`'s, if it was ever that
+    /// container's: the current one, else the latest past one.
+    pub fn truth_of(&self, container: &ContainerId, pid: u32) -> Option<&PidTruth> {
+        self.truth
+            .get(&pid)
+            .filter(|t| &t.container == container)
+            .or_else(|| {
+                self.past
+                    .iter()
+                    .rev()
+                    .find(|(p, t)| *p == pid && &t.container == container)
+                    .map(|(_, t)| t)
+            })
+    }
+
+    /// Creates the task of `id`; `reuse` is a pid from
+    /// [`Containerd::reusable_pids`] to give it, else a fresh one.
     pub fn create_task(
         &mut self,
         id: &ContainerId,
         now: Instant,
+        reuse: Option<u32>,
         fx: &mut Vec<Effect>,
     ) -> Result<Done, Failure> {
         if !self.containers.contains(id) {
@@ -133,7 +166,15 @@ impl Containerd {
         if self.tasks.contains_key(id) {
             return fail(FailureKind::AlreadyExists, "task already exists");
         }
-        let pid = self.new_pid();
+        let pid = match reuse {
+            Some(pid) => {
+                if let Some(old) = self.truth.remove(&pid) {
+                    self.past.push((pid, old));
+                }
+                pid
+            }
+            None => self.new_pid(),
+        };
         let behavior = Behavior {
             lifetime: None,
             oom_after: None,
@@ -214,7 +255,8 @@ impl Containerd {
                     oom: false,
                 });
             }
-            TaskStatus::Running if matches!(signal.number(), 2 | 15) => {
+            // SIGINT, SIGQUIT and SIGTERM are what programs handle to shut down.
+            TaskStatus::Running if matches!(signal.number(), 2 | 3 | 15) => {
                 if let OnTerm::Exit { after, status } = task.behavior.on_term {
                     fx.push(Effect::Exit {
                         pid,

@@ -145,6 +145,10 @@ enum Ev {
         daemon: u64,
         op: OpId,
     },
+    /// The adapter asks containerd for its version after a stream broke.
+    Probe {
+        daemon: u64,
+    },
     Deliver {
         target: Option<(u64, OpId)>,
         event: ContainerdEvent,
@@ -224,6 +228,16 @@ pub struct Sim {
     steps_at_instant: u64,
     /// A relist's parts are being fed: its call is still open for the core.
     mid_relist: bool,
+    /// What the adapter last saw of containerd's reachability: `None`
+    /// before any answer, then whether the last call reached it. The
+    /// adapter reports each change as a connection fact.
+    reachable: Option<bool>,
+    /// For the relist invariant, as the core counts it: the newest op id
+    /// when each container's last call was issued or answered, and the
+    /// container of each call not answered yet (this daemon's).
+    activity: BTreeMap<ContainerId, u64>,
+    in_flight_for: BTreeMap<OpId, ContainerId>,
+    last_op: u64,
 }
 
 /// Runs one seed: its own fault profile, a safety phase, then a liveness phase.
@@ -303,6 +317,10 @@ impl Sim {
             last_step_at: Instant::ZERO,
             steps_at_instant: 0,
             mid_relist: false,
+            reachable: None,
+            activity: BTreeMap::new(),
+            in_flight_for: BTreeMap::new(),
+            last_op: 0,
             opts,
         }
     }
@@ -463,6 +481,10 @@ impl Sim {
         let now = Now::new(self.now, wall(self.now));
         self.core = Some(Core::new(self.opts.core_config.clone(), seed, now));
         self.stream = None;
+        self.reachable = None;
+        self.activity.clear();
+        self.in_flight_for.clear();
+        self.last_op = 0;
         self.checker.daemon_started();
         let records: Vec<Record> = self.records.values().cloned().collect();
         self.note(format!(
@@ -502,6 +524,12 @@ impl Sim {
         // (A user command cut short by a crash is a request the client saw
         // fail; the checker would have to unlearn it, so commands are spared.)
         let is_command = matches!(input, Input::Command(..));
+        self.checker.input(&input);
+        if let Input::ActionResult(op, _) = &input
+            && let Some(id) = self.in_flight_for.remove(op)
+        {
+            self.activity.insert(id, self.last_op);
+        }
         core.handle_input(now, input);
         let actions = core.drain_actions();
         // Now and then holdfastd dies halfway through carrying out what one
@@ -543,7 +571,14 @@ impl Sim {
             .action(&action, core, &self.cd, self.now)
             .map_err(|m| self.failure(m))?;
         match action {
-            Action::Call { op, call } => self.issue(op, call),
+            Action::Call { op, call } => {
+                self.last_op = self.last_op.max(op.0);
+                if let Some(id) = call.container_id() {
+                    self.activity.insert(id.clone(), op.0);
+                    self.in_flight_for.insert(op, id.clone());
+                }
+                self.issue(op, call)
+            }
             Action::Persist(rec) => {
                 self.records.insert(rec.id.clone(), rec);
             }
@@ -631,6 +666,32 @@ impl Sim {
             self.schedule(at, Ev::CallReply { key, generation: 0 });
             return;
         }
+        if self.take_fault(FaultKind::RpcRefused) {
+            use FailureKind as K;
+            let kinds: &[FailureKind] = match pending.call {
+                Call::Subscribe | Call::Relist => &[K::Other],
+                Call::CreateContainer { .. } => &[
+                    K::NotFound,
+                    K::AlreadyExists,
+                    K::Invalid,
+                    K::FailedPrecondition,
+                    K::Other,
+                ],
+                Call::CreateTask { .. } => &[
+                    K::AlreadyExists,
+                    K::Invalid,
+                    K::FailedPrecondition,
+                    K::Other,
+                ],
+                _ => &[K::FailedPrecondition, K::Other],
+            };
+            let kind = self.rng_fault.pick(kinds);
+            pending.result = Some(Err(Failure::new(kind, "injected: refused")));
+            pending.reply_fixed = true;
+            self.calls.insert(key, pending);
+            self.schedule(self.now + latency, Ev::CallReply { key, generation: 0 });
+            return;
+        }
         if self.take_fault(FaultKind::RpcDeadline) {
             let failure = Failure::new(FailureKind::Deadline, "injected: deadline exceeded");
             self.fail_maybe_after_effect(key, pending, failure, latency);
@@ -680,7 +741,10 @@ impl Sim {
                 Ok(Done::Ok)
             }
             Call::CreateContainer { id, .. } => self.cd.create_container(id),
-            Call::CreateTask { id } => self.cd.create_task(id, self.now, &mut fx),
+            Call::CreateTask { id } => {
+                let reuse = self.pick_reused_pid(id);
+                self.cd.create_task(id, self.now, reuse, &mut fx)
+            }
             Call::StartTask { id } => self.cd.start_task(id, &mut fx),
             Call::Kill { id, signal, .. } => {
                 let kill_delay = self.rng_world.ms(5, 15);
@@ -705,6 +769,34 @@ impl Sim {
         self.schedule(self.now + delay, Ev::CallReply { key, generation });
     }
 
+    /// A pid to hand out again, now and then: one whose exit holdfast has
+    /// recorded (or whose container is gone), so the truth the checker
+    /// compares with stays reachable.
+    ///
+    /// Only another container's pid: reuse within one container, with the
+    /// CreateTask answer lost, leaves the core unable to tell the new task
+    /// from the old (see bench/mutants.md, not done).
+    fn pick_reused_pid(&mut self, for_container: &ContainerId) -> Option<u32> {
+        let candidates: Vec<u32> = self
+            .cd
+            .reusable_pids()
+            .into_iter()
+            .filter(|pid| {
+                self.cd.truth.get(pid).is_some_and(|t| {
+                    &t.container != for_container
+                        && self.checker.exit_verified(&t.container, *pid, t.created_at)
+                        || !self.cd.containers.contains(&t.container)
+                })
+            })
+            .collect();
+        if candidates.is_empty() || !self.take_fault(FaultKind::PidReuse) {
+            return None;
+        }
+        let pid = self.rng_fault.pick(&candidates);
+        self.note(format!("FAULT pid {pid} is reused"));
+        Some(pid)
+    }
+
     fn call_reply(&mut self, key: (u64, OpId), generation: u32) -> Result<(), SimFailure> {
         match self.calls.get(&key) {
             Some(p) if p.generation == generation => {}
@@ -720,6 +812,22 @@ impl Sim {
         let Some(result) = pending.result else {
             return Err(self.failure(format!("simulator bug: {op} replied without a result")));
         };
+        // The adapter's `settle`: a call that found containerd away says
+        // so first; an answer from containerd (even an error) after that,
+        // or the first ever, says it is back. A deadline says neither.
+        self.mid_relist = true;
+        let noted = match &result {
+            Err(f) if f.kind == FailureKind::Unavailable => {
+                self.note_unreachable(&f.message.clone())
+            }
+            Err(f) if f.kind == FailureKind::Deadline => Ok(()),
+            _ => self.note_reachable(),
+        };
+        self.mid_relist = false;
+        noted?;
+        if self.core.is_none() {
+            return Ok(());
+        }
         match (pending.call, result) {
             (Call::Subscribe, Ok(_)) => {
                 self.stream = Some(op);
@@ -734,7 +842,9 @@ impl Sim {
                 } else {
                     tasks.len()
                 };
+                let mut listed = Vec::new();
                 for mut task in tasks.into_iter().take(shown) {
+                    listed.push(task.container.clone());
                     // A shim that does not answer in time: containerd lists
                     // its task as UNKNOWN with pid 0, a placeholder that
                     // proves nothing.
@@ -750,13 +860,45 @@ impl Sim {
                 if pending.relist_breaks {
                     let failure =
                         Failure::new(FailureKind::Unavailable, "injected: relist broke midway");
+                    self.mid_relist = true;
+                    let noted = self.note_unreachable("injected: relist broke midway");
+                    self.mid_relist = false;
+                    noted?;
                     self.feed(Input::ActionResult(op, Err(failure)))
                 } else {
-                    self.feed(Input::Relist(op, RelistPart::End))
+                    let listed: std::collections::BTreeSet<ContainerId> =
+                        listed.into_iter().collect();
+                    self.feed(Input::Relist(op, RelistPart::End))?;
+                    let relist_op = op.0;
+                    let activity = &self.activity;
+                    let in_flight = &self.in_flight_for;
+                    let settled = |id: &ContainerId| {
+                        activity.get(id).is_none_or(|a| *a < relist_op)
+                            && !in_flight.values().any(|c| c == id)
+                    };
+                    let result = self
+                        .checker
+                        .relist_complete(self.core.as_ref(), &listed, settled);
+                    result.map_err(|m| self.failure(m))
                 }
             }
             (_, result) => self.feed(Input::ActionResult(op, result)),
         }
+    }
+
+    fn note_reachable(&mut self) -> Result<(), SimFailure> {
+        if self.reachable == Some(true) {
+            return Ok(());
+        }
+        self.reachable = Some(true);
+        self.feed(Input::Connection(ConnectionFact::Connected))
+    }
+
+    fn note_unreachable(&mut self, reason: &str) -> Result<(), SimFailure> {
+        self.reachable = Some(false);
+        self.feed(Input::Connection(ConnectionFact::Unreachable(
+            reason.to_owned(),
+        )))
     }
 
     fn effects(&mut self, fx: Vec<Effect>) {
@@ -863,6 +1005,11 @@ impl Sim {
         }
         let Some(op) = self.stream else { return };
         let target = Some((self.daemon, op));
+        if self.take_fault(FaultKind::EventLost) {
+            self.note(format!("FAULT event lost on a live stream: {event:?}"));
+            self.checker.event_lost(&event, self.now);
+            return;
+        }
         let is_oom = matches!(event, ContainerdEvent::TaskOom { .. });
         let mut delay = self.rng_world.ms(0, 1).max(Duration::from_micros(300));
         // An OOM event carries no pid: delayed into a later run it would be
@@ -908,7 +1055,46 @@ impl Sim {
         if target.is_some_and(|t| t != (self.daemon, op)) {
             return Ok(());
         }
-        self.feed(Input::Event(event))
+        self.checker.delivered(&event, &self.cd, self.now);
+        self.feed(Input::Event(event.clone()))?;
+        // A second source reports the exit again, differently: another
+        // status, a later time. The first recorded must stand.
+        if let ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            exit_status,
+            exited_at,
+        } = event
+            && exec_id == container.as_str()
+            && self.core.as_ref().is_some_and(|core| {
+                core.container(&container)
+                    .is_some_and(|v| v.record.pid == Some(pid) && v.current_exit().is_some())
+            })
+            && self.take_fault(FaultKind::ExitReportedAgain)
+        {
+            let later = self.rng_fault.ms(1, 3000);
+            let other = if exit_status == 137 { 0 } else { 137 };
+            let event = ContainerdEvent::TaskExit {
+                container,
+                exec_id,
+                pid,
+                exit_status: other,
+                // Seen a little later by the other source; still before
+                // the task could be deleted and its pid reused.
+                exited_at: WallTime::from_unix_nanos(exited_at.as_unix_nanos().saturating_add(
+                    i64::try_from(self.rng_fault.below(1_000_000)).unwrap_or(0) + 1,
+                )),
+            };
+            self.schedule(
+                self.now + later,
+                Ev::Deliver {
+                    target: None,
+                    event,
+                },
+            );
+        }
+        Ok(())
     }
 
     /// The shim publishes through containerd, retrying while it is away.
@@ -953,7 +1139,20 @@ impl Sim {
                 self.feed(Input::Connection(ConnectionFact::StreamBroken(
                     op,
                     "error reading from server: EOF".into(),
-                )))
+                )))?;
+                let at = self.now + self.rng_world.ms(0, 3);
+                self.schedule(at, Ev::Probe { daemon });
+                Ok(())
+            }
+            Ev::Probe { daemon } => {
+                if daemon != self.daemon {
+                    return Ok(());
+                }
+                if self.cd.up {
+                    self.note_reachable()
+                } else {
+                    self.note_unreachable("connection refused")
+                }
             }
             Ev::Deliver { target, event } => self.deliver(target, event),
             Ev::ProcessExit { pid, status, oom } => {
@@ -961,15 +1160,12 @@ impl Sim {
                 let Some(container) = self.cd.process_exit(pid, status, oom, wall_now) else {
                     return Ok(());
                 };
-                if oom {
-                    self.shim_publish(
-                        pid,
-                        ContainerdEvent::TaskOom {
-                            container: container.clone(),
-                        },
-                        self.now,
-                        0,
-                    );
+                let oom_event = ContainerdEvent::TaskOom {
+                    container: container.clone(),
+                };
+                let oom_late = oom && self.take_fault(FaultKind::OomLate);
+                if oom && !oom_late {
+                    self.shim_publish(pid, oom_event.clone(), self.now, 0);
                 }
                 let exec_id = container.as_str().to_owned();
                 let event = ContainerdEvent::TaskExit {
@@ -980,6 +1176,21 @@ impl Sim {
                     exited_at: wall_now,
                 };
                 self.shim_publish(pid, event, self.now, 0);
+                if oom_late {
+                    // The cgroup's OOM notice races the reaper and loses,
+                    // by milliseconds (a later run would take it for its
+                    // own: the event names no pid; see the README's limits).
+                    let at = self.now + self.rng_fault.ms(1, 20);
+                    self.schedule(
+                        at,
+                        Ev::ShimPublish {
+                            pid,
+                            event: oom_event,
+                            exited: at,
+                            attempt: 0,
+                        },
+                    );
+                }
                 Ok(())
             }
             Ev::ShimPublish {
@@ -1136,7 +1347,12 @@ impl Sim {
             | FaultKind::RpcDeadline
             | FaultKind::EventDuplicate
             | FaultKind::EventReorder
-            | FaultKind::EventStale => {
+            | FaultKind::EventStale
+            | FaultKind::RpcRefused
+            | FaultKind::EventLost
+            | FaultKind::ExitReportedAgain
+            | FaultKind::OomLate
+            | FaultKind::PidReuse => {
                 *self.armed.entry(kind).or_insert(0) += 1;
             }
         }
@@ -1158,7 +1374,7 @@ impl Sim {
                 policy: u8::try_from(r.below(6)).unwrap_or(0),
                 auto_remove: r.chance(100),
                 stop_timeout_s,
-                stop_signal: u8::try_from(r.below(8)).unwrap_or(0),
+                stop_signal: u8::try_from(r.below(64)).unwrap_or(0),
             };
         }
         let arg = u8::try_from(r.below(256)).unwrap_or(0);
@@ -1208,20 +1424,25 @@ impl Sim {
                     4 => RestartPolicy::OnFailure { max_retries: 3 },
                     _ => RestartPolicy::OnFailure { max_retries: 0 },
                 };
-                let signal = |n: u32| Signal::try_from(n).ok();
+                // The container's own stop signal (low three bits) and the
+                // image's (next three): none, or one of those real images
+                // and users pick (SIGINT, SIGQUIT for nginx, SIGKILL, ...).
+                const SIGNALS: [Option<u32>; 8] = [
+                    None,
+                    None,
+                    Some(2),
+                    Some(3),
+                    Some(15),
+                    Some(9),
+                    Some(10),
+                    Some(1),
+                ];
+                let signal = |n: Option<u32>| n.and_then(|n| Signal::try_from(n).ok());
                 let config = ContainerConfig {
                     image: "busybox".into(),
                     stop_timeout: stop_timeout_s.map(|s| Duration::from_secs(u64::from(s % 16))),
-                    stop_signal: match stop_signal % 8 {
-                        0 => signal(2),
-                        1 => signal(10),
-                        _ => None,
-                    },
-                    image_stop_signal: if stop_signal % 8 == 2 {
-                        signal(15)
-                    } else {
-                        None
-                    },
+                    stop_signal: signal(SIGNALS[usize::from(stop_signal % 8)]),
+                    image_stop_signal: signal(SIGNALS[usize::from((stop_signal >> 3) % 8)]),
                     restart_policy,
                     auto_remove,
                     ..ContainerConfig::default()

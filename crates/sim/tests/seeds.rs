@@ -123,7 +123,7 @@ fn finds_late_exit_overwriting_the_first() {
 fn finds_skipped_relist_after_reconnect() {
     assert_found(
         DeliberateBug::SkipRelistAfterReconnect,
-        &["shown running", "was never recorded"],
+        &["shown running", "was never recorded", "while blind"],
     );
 }
 
