@@ -185,6 +185,19 @@ impl Daemon {
         out.stdout
     }
 
+    /// Asserts that `out`, what `what` did, is an exit 0 that printed exactly
+    /// `stdout`.
+    pub fn assert_printed(&self, what: &str, out: &CommandOutput, stdout: &str) {
+        assert!(
+            out.success() && out.stdout == stdout,
+            "{what}: exit {}, stdout {:?}, stderr {:?} (want exit 0, stdout {stdout:?})\n{}",
+            out.code(),
+            out.stdout,
+            out.stderr,
+            self.diagnostics()
+        );
+    }
+
     /// Runs `docker args...` and returns its exit code.
     pub fn code(&self, args: &[&str]) -> i32 {
         self.docker(args).code()
@@ -204,16 +217,74 @@ impl Daemon {
         out
     }
 
-    /// Starts `docker args...` in the background with stdout and stderr piped
-    /// (for `logs -f`, `events`, or a command issued during an outage).
-    pub fn spawn_docker(&self, args: &[&str]) -> Child {
-        self.note(format!("$ docker {} &", show_args(args)));
-        self.docker_command(args)
+    /// Runs `docker args...`, asserts a non-zero exit whose stderr contains
+    /// `needle`; `what` names the case. Returns the output.
+    pub fn fails_saying(&self, what: &str, args: &[&str], needle: &str) -> CommandOutput {
+        let out = self.fails(args);
+        assert!(
+            out.stderr.contains(needle),
+            "{what}: `docker {}` failed without saying {needle:?}: stderr {:?}\n{}",
+            show_args(args),
+            out.stderr,
+            self.diagnostics()
+        );
+        out
+    }
+
+    /// Starts `docker args...` in the background, collecting its stdout and
+    /// stderr as they come (for `logs -f`, `attach`, or a command issued
+    /// during an outage). See [`Daemon::wait_exit`].
+    pub fn spawn_docker(&self, args: &[&str]) -> BackgroundDocker {
+        let command = format!("docker {}", show_args(args));
+        self.note(format!("$ {command} &"));
+        let started = Instant::now();
+        let mut child = self
+            .docker_command(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn docker")
+            .expect("spawn docker");
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let readers = vec![
+            collect(child.stdout.take().expect("piped stdout"), stdout.clone()),
+            collect(child.stderr.take().expect("piped stderr"), stderr.clone()),
+        ];
+        BackgroundDocker {
+            command,
+            child,
+            started,
+            stdout,
+            stderr,
+            readers,
+        }
+    }
+
+    /// Waits until a background docker command exits (`what` names the
+    /// wait); all it printed.
+    pub fn wait_exit(&self, what: &str, mut bg: BackgroundDocker) -> CommandOutput {
+        let mut status = None;
+        self.wait_until(what, || {
+            status = bg.try_wait();
+            status.is_some()
+        });
+        for reader in bg.readers.drain(..) {
+            let _ = reader.join();
+        }
+        let out = CommandOutput {
+            status,
+            stdout: bg.stdout_so_far(),
+            stderr: locked(&bg.stderr).clone(),
+            elapsed: bg.started.elapsed(),
+        };
+        self.note(format!(
+            "$ {} & -> exit {} in {:?}",
+            bg.command,
+            out.code(),
+            out.elapsed
+        ));
+        out
     }
 
     /// `docker container inspect NAME`, the one object; panics when missing.
@@ -666,6 +737,49 @@ impl Daemon {
             std::thread::sleep(crate::POLL_INTERVAL);
         }
     }
+}
+
+/// A docker command started by [`Daemon::spawn_docker`].
+#[derive(Debug)]
+pub struct BackgroundDocker {
+    command: String,
+    child: Child,
+    started: Instant,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BackgroundDocker {
+    /// What it wrote to stdout so far.
+    pub fn stdout_so_far(&self) -> String {
+        locked(&self.stdout).clone()
+    }
+
+    /// Its exit status once it has exited; `None` while it runs.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("wait for docker")
+    }
+}
+
+/// Appends what `from` yields to `into`, as it comes, until end of file.
+fn collect(
+    mut from: impl std::io::Read + Send + 'static,
+    into: Arc<Mutex<String>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            locked(&into).push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+}
+
+fn locked(text: &Mutex<String>) -> std::sync::MutexGuard<'_, String> {
+    text.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Ends a [`Daemon::hold_containerd_down`] outage.

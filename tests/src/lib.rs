@@ -11,17 +11,24 @@
 //!   bound; no fixed sleeps as synchronisation.
 //! - [`procs`]: process facts from `/proc` (is a container's pid the same
 //!   process, still alive?).
+//! - the steps the suites share on containers: the scripts they run
+//!   ([`TICKER`], [`TRAPPER`], [`gated_exit`]), and the checks after a crash
+//!   or an outage ([`Daemon::assert_still_running_with_pid`],
+//!   [`Daemon::assert_never_signalled`], [`Daemon::assert_one_die`],
+//!   [`Daemon::wait_running_again`]).
 //!
 //! Every assertion message carries [`Daemon::diagnostics`]: the tails of the
 //! holdfastd and containerd logs and the last CLI commands.
 
 mod command;
+mod containers;
 mod daemon;
 pub mod procs;
 mod time;
 
 pub use command::{CommandOutput, run_with_timeout};
-pub use daemon::{ContainerdOutage, Daemon, HttpResponse, lines};
+pub use containers::{TICKER, TRAPPER, gated_exit, open_gate};
+pub use daemon::{BackgroundDocker, ContainerdOutage, Daemon, HttpResponse, lines};
 pub use time::{now_unix_nanos, parse_rfc3339_nanos, unix_nanos_arg};
 
 use std::time::{Duration, Instant};

@@ -1,6 +1,9 @@
 //! Process facts from `/proc`, signals through `kill(1)`, and the clean-up of
 //! what a daemon left on the host (mounts, runc state, cgroups).
 
+/// The clean-up of mounts and cgroups is the test kit's.
+pub use holdfast_testkit::{remove_cgroups, unmount_under};
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
@@ -121,48 +124,4 @@ pub fn processes_mentioning(needle: &str) -> BTreeSet<u32> {
         }
     }
     found
-}
-
-/// Lazily unmounts every mount point under `dir`, deepest first.
-pub fn unmount_under(dir: &Path) {
-    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let prefix = dir.to_string_lossy().into_owned();
-    let mut points: Vec<String> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| p.replace("\\040", " "))
-        .filter(|p| p.starts_with(&prefix))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        let _ = Command::new("umount")
-            .args(["-l", &p])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// Removes the cgroups runc made for a containerd namespace
-/// (`/<namespace>/<id>` in every hierarchy), leaves first.
-pub fn remove_cgroups(namespace: &str) {
-    let Ok(hierarchies) = fs::read_dir("/sys/fs/cgroup") else {
-        return;
-    };
-    for h in hierarchies.filter_map(|e| e.ok()) {
-        remove_cgroup_tree(&h.path().join(namespace));
-    }
-    let _ = fs::remove_dir(Path::new("/sys/fs/cgroup").join(namespace));
-}
-
-fn remove_cgroup_tree(dir: &Path) {
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.filter_map(|e| e.ok()) {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_cgroup_tree(&e.path());
-            }
-        }
-    }
-    let _ = fs::remove_dir(dir);
 }

@@ -165,34 +165,37 @@ fn bad_requests_get_4xx_and_change_nothing() {
         );
         f.expect(&format!("kill signal={signal}"), &r, &[400]);
     }
-    let r = d.http("POST", "/v1.43/containers/target/stop?t=abc", None);
-    f.expect("stop t=abc", &r, &[400]);
-    let r = d.http("GET", "/v1.43/containers/json?filters=notjson", None);
-    f.expect("filters not JSON", &r, &[400]);
-    let r = d.http(
-        "GET",
-        "/v1.43/containers/json?filters=%7B%22status%22%3A%5B%22bogus%22%5D%7D",
-        None,
-    );
-    f.expect("filter status=bogus", &r, &[400]);
-    let r = d.http(
-        "GET",
-        "/v1.43/containers/json?filters=%7B%22nosuchfilter%22%3A%5B%22x%22%5D%7D",
-        None,
-    );
-    f.expect("unknown filter", &r, &[400]);
-    let r = d.http(
-        "POST",
-        "/v1.43/containers/target/wait?condition=someday",
-        None,
-    );
-    f.expect("wait condition=someday", &r, &[400]);
-    let r = d.http(
-        "GET",
-        "/v1.43/containers/target/logs?stdout=1&tail=many",
-        None,
-    );
-    f.expect("logs tail=many", &r, &[400]);
+    for (what, method, path) in [
+        ("stop t=abc", "POST", "/v1.43/containers/target/stop?t=abc"),
+        (
+            "filters not JSON",
+            "GET",
+            "/v1.43/containers/json?filters=notjson",
+        ),
+        (
+            "filter status=bogus",
+            "GET",
+            "/v1.43/containers/json?filters=%7B%22status%22%3A%5B%22bogus%22%5D%7D",
+        ),
+        (
+            "unknown filter",
+            "GET",
+            "/v1.43/containers/json?filters=%7B%22nosuchfilter%22%3A%5B%22x%22%5D%7D",
+        ),
+        (
+            "wait condition=someday",
+            "POST",
+            "/v1.43/containers/target/wait?condition=someday",
+        ),
+        (
+            "logs tail=many",
+            "GET",
+            "/v1.43/containers/target/logs?stdout=1&tail=many",
+        ),
+    ] {
+        let r = d.http(method, path, None);
+        f.expect(what, &r, &[400]);
+    }
     f.check(
         d.pid_of("target") == target_pid,
         "bad kills must not touch the target".to_owned(),

@@ -6,49 +6,36 @@
 //! and leaves nothing behind.
 
 use holdfast_e2e::procs::ProcessIdentity;
-use holdfast_e2e::{Daemon, now_unix_nanos};
-use std::io::Read as _;
-use std::path::PathBuf;
-use std::process::Child;
+use holdfast_e2e::{BackgroundDocker, Daemon, TRAPPER, gated_exit, now_unix_nanos, open_gate};
 use std::time::Duration;
 
-const TICKER: &str = "while true; do echo tick; sleep 0.2; done";
-const TRAPPER: &str = "trap 'echo got-term' TERM; trap 'echo got-usr1' USR1; \
-    trap 'echo got-int' INT; trap 'echo got-hup' HUP; \
-    while true; do echo tick; sleep 0.2; done";
 /// Exits 0 on SIGTERM, saying so.
 const POLITE: &str = "trap 'echo got-term; exit 0' TERM; while true; do sleep 0.1; done";
 /// How fast a create must fail while containerd is unreachable.
 const FAIL_FAST: Duration = Duration::from_secs(5);
 
-fn gated_exit(code: i32) -> String {
-    format!("while [ ! -f /tmp/go ]; do sleep 0.1; done; rm /tmp/go; exit {code}")
-}
-
-fn open_gate(pid: u32) {
-    let gate = PathBuf::from(format!("/proc/{pid}/root/tmp/go"));
-    std::fs::write(&gate, b"go").unwrap_or_else(|e| panic!("write {}: {e}", gate.display()));
-}
-
-fn identity(d: &Daemon, name: &str) -> ProcessIdentity {
-    ProcessIdentity::of(d.pid_of(name)).unwrap_or_else(|| panic!("{name} has no live process"))
-}
-
-/// Waits for a background docker command; (success, stdout, stderr).
-fn finish(d: &Daemon, what: &str, mut child: Child) -> (bool, String, String) {
-    d.wait_until(what, || {
-        child.try_wait().expect("wait for docker").is_some()
-    });
-    let status = child.wait().expect("docker status");
-    let mut out = String::new();
-    let mut err = String::new();
-    if let Some(mut s) = child.stdout.take() {
-        let _ = s.read_to_string(&mut out);
-    }
-    if let Some(mut s) = child.stderr.take() {
-        let _ = s.read_to_string(&mut err);
-    }
-    (status.success(), out, err)
+/// Waits for `command` (such as `docker stop`), started in `bg` `when`
+/// containerd could not answer: it must succeed naming the container `name`
+/// once containerd answers, and `p`, that container's process, must be gone.
+fn assert_carried_out(
+    d: &Daemon,
+    command: &str,
+    when: &str,
+    bg: BackgroundDocker,
+    name: &str,
+    p: ProcessIdentity,
+) {
+    let out = d.wait_exit(&format!("{command} issued {when} returns"), bg);
+    d.assert_printed(
+        &format!("{command} issued {when}"),
+        &out,
+        &format!("{name}\n"),
+    );
+    assert!(
+        !p.is_alive(),
+        "{command} answered but the process lives\n{}",
+        d.diagnostics()
+    );
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -70,33 +57,13 @@ fn info_truth(d: &Daemon) -> String {
 fn sigkill_of_containerd_signals_nothing_and_loses_no_exit() {
     let d = Daemon::start();
     let t0 = now_unix_nanos();
-    d.ok(&["run", "-d", "--name", "long", "busybox", "sh", "-c", TICKER]);
-    d.ok(&[
-        "run", "-d", "--name", "trapper", "busybox", "sh", "-c", TRAPPER,
-    ]);
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "exiter",
-        "busybox",
-        "sh",
-        "-c",
-        &gated_exit(42),
-    ]);
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "waiter",
-        "busybox",
-        "sh",
-        "-c",
-        &gated_exit(9),
-    ]);
-    let keep = [identity(&d, "long"), identity(&d, "trapper")];
-    let exiter = identity(&d, "exiter");
-    let waiter = identity(&d, "waiter");
+    d.run_ticker("long", &[]);
+    d.run_script("trapper", &[], TRAPPER);
+    d.run_script("exiter", &[], &gated_exit(42));
+    d.run_script("waiter", &[], &gated_exit(9));
+    let keep = [d.process_of("long"), d.process_of("trapper")];
+    let exiter = d.process_of("exiter");
+    let waiter = d.process_of("waiter");
     // a wait in progress must ride out the outage
     let wait = d.spawn_docker(&["wait", "waiter"]);
 
@@ -106,66 +73,24 @@ fn sigkill_of_containerd_signals_nothing_and_loses_no_exit() {
     let new = d.wait_containerd_restarted(old);
     assert_ne!(old, new);
 
-    d.wait_until("exiter is seen exited", || {
-        d.state("exiter")["Status"] == "exited"
-    });
+    d.wait_exited("exiter");
     let s = d.state("exiter");
     assert_eq!(s["ExitCode"], 42, "exiter: {s:#}\n{}", d.diagnostics());
     assert_eq!(d.ok(&["wait", "exiter"]), "42\n");
 
-    for (name, p) in ["long", "trapper"].iter().zip(keep) {
-        assert!(
-            p.is_alive(),
-            "{name} died with containerd\n{}",
-            d.diagnostics()
-        );
-        assert_eq!(
-            d.pid_of(name),
-            p.pid,
-            "{name} keeps its pid\n{}",
-            d.diagnostics()
-        );
+    for (name, p) in ["long", "trapper"].into_iter().zip(keep) {
+        d.assert_still_running_with_pid(name, p, "after containerd's SIGKILL");
     }
-    let (out, err) = d.logs("trapper");
-    assert!(
-        !out.contains("got-") && !err.contains("got-"),
-        "trapper was signalled:\n{out}{err}\n{}",
-        d.diagnostics()
-    );
+    d.assert_never_signalled("trapper");
 
     // the wait started before the outage answers with the real exit
     assert!(waiter.is_alive(), "waiter died\n{}", d.diagnostics());
     open_gate(waiter.pid);
-    let (ok, out, err) = finish(&d, "docker wait waiter returns", wait);
-    assert!(
-        ok && out == "9\n",
-        "docker wait across the outage: ok={ok} stdout={out:?} stderr={err:?}\n{}",
-        d.diagnostics()
-    );
+    let out = d.wait_exit("docker wait waiter returns", wait);
+    d.assert_printed("docker wait across the outage", &out, "9\n");
 
-    for (name, code) in [("exiter", "42"), ("waiter", "9")] {
-        let dies = d.events_since(
-            t0,
-            &[
-                "--filter",
-                &format!("container={name}"),
-                "--filter",
-                "event=die",
-            ],
-        );
-        assert_eq!(
-            dies.len(),
-            1,
-            "one die for {name}: {dies:?}\n{}",
-            d.diagnostics()
-        );
-        assert_eq!(
-            dies[0]["Actor"]["Attributes"]["exitCode"],
-            code,
-            "{}",
-            d.diagnostics()
-        );
-    }
+    d.assert_one_die(t0, "exiter", "42");
+    d.assert_one_die(t0, "waiter", "9");
 
     // usable again, and holdfast's record matches containerd's
     assert_eq!(d.ok(&["run", "--rm", "busybox", "echo", "back"]), "back\n");
@@ -181,23 +106,12 @@ fn sigkill_of_containerd_signals_nothing_and_loses_no_exit() {
 #[test]
 fn during_an_outage_reads_work_creates_fail_fast_and_a_stop_is_carried_out_after() {
     let d = Daemon::start();
-    d.ok(&[
-        "run", "-d", "--name", "victim", "busybox", "sh", "-c", POLITE,
-    ]);
-    d.ok(&["run", "-d", "--name", "doomed", "busybox", "sleep", "1000"]);
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "exiter",
-        "busybox",
-        "sh",
-        "-c",
-        &gated_exit(42),
-    ]);
-    let victim = identity(&d, "victim");
-    let doomed = identity(&d, "doomed");
-    let exiter = identity(&d, "exiter");
+    d.run_script("victim", &[], POLITE);
+    d.run_detached("doomed", &["busybox", "sleep", "1000"]);
+    d.run_script("exiter", &[], &gated_exit(42));
+    let victim = d.process_of("victim");
+    let doomed = d.process_of("doomed");
+    let exiter = d.process_of("exiter");
     let doomed_id = d.inspect("doomed")["Id"].as_str().unwrap_or("").to_owned();
     let before = d.container_ids(true);
     let t0 = now_unix_nanos();
@@ -252,31 +166,25 @@ fn during_an_outage_reads_work_creates_fail_fast_and_a_stop_is_carried_out_after
         d.diagnostics()
     );
     assert!(
-        remove
-            .try_wait()
-            .expect("wait")
-            .is_none_or(|s| !s.success()),
+        remove.try_wait().is_none_or(|s| !s.success()),
         "docker rm -f succeeded while containerd was down\n{}",
         d.diagnostics()
     );
     assert!(
-        stop.try_wait().expect("wait").is_none_or(|s| !s.success()),
+        stop.try_wait().is_none_or(|s| !s.success()),
         "docker stop succeeded while containerd was down\n{}",
         d.diagnostics()
     );
 
     let kills = outage.end();
     assert!(kills >= 1);
-    let (ok, out, err) = finish(&d, "docker stop returns after the outage", stop);
-    assert!(
-        ok && out == "victim\n",
-        "docker stop issued during the outage: ok={ok} stdout={out:?} stderr={err:?}\n{}",
-        d.diagnostics()
-    );
-    assert!(
-        !victim.is_alive(),
-        "stop answered but the process lives\n{}",
-        d.diagnostics()
+    assert_carried_out(
+        &d,
+        "docker stop",
+        "during the outage",
+        stop,
+        "victim",
+        victim,
     );
     let s = d.state("victim");
     assert_eq!(
@@ -292,40 +200,20 @@ fn during_an_outage_reads_work_creates_fail_fast_and_a_stop_is_carried_out_after
         "SIGTERM delivered exactly once\n{}",
         d.diagnostics()
     );
-    let (ok, out, err) = finish(&d, "docker rm -f returns after the outage", remove);
-    assert!(
-        ok && out == "doomed\n",
-        "docker rm -f issued during the outage: ok={ok} stdout={out:?} stderr={err:?}\n{}",
-        d.diagnostics()
-    );
-    assert!(
-        !doomed.is_alive(),
-        "rm -f answered but the process lives\n{}",
-        d.diagnostics()
+    assert_carried_out(
+        &d,
+        "docker rm -f",
+        "during the outage",
+        remove,
+        "doomed",
+        doomed,
     );
     let before: Vec<String> = before.into_iter().filter(|id| *id != doomed_id).collect();
 
     // the exit during the outage, learned from the relist
-    d.wait_until("exiter is seen exited", || {
-        d.state("exiter")["Status"] == "exited"
-    });
+    d.wait_exited("exiter");
     assert_eq!(d.state("exiter")["ExitCode"], 42, "{}", d.diagnostics());
-    let dies = d.events_since(
-        t0,
-        &["--filter", "container=exiter", "--filter", "event=die"],
-    );
-    assert_eq!(
-        dies.len(),
-        1,
-        "one die for exiter: {dies:?}\n{}",
-        d.diagnostics()
-    );
-    assert_eq!(
-        dies[0]["Actor"]["Attributes"]["exitCode"],
-        "42",
-        "{}",
-        d.diagnostics()
-    );
+    d.assert_one_die(t0, "exiter", "42");
 
     // nothing half-created, in holdfast or in containerd
     assert_eq!(d.ok(&["run", "--rm", "busybox", "echo", "back"]), "back\n");
@@ -345,21 +233,10 @@ fn during_an_outage_reads_work_creates_fail_fast_and_a_stop_is_carried_out_after
 #[test]
 fn a_stop_while_containerd_hangs_is_carried_out_once_it_answers() {
     let d = Daemon::start();
-    d.ok(&[
-        "run", "-d", "--name", "victim", "busybox", "sh", "-c", POLITE,
-    ]);
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "bystander",
-        "busybox",
-        "sh",
-        "-c",
-        TRAPPER,
-    ]);
-    let victim = identity(&d, "victim");
-    let bystander = identity(&d, "bystander");
+    d.run_script("victim", &[], POLITE);
+    d.run_script("bystander", &[], TRAPPER);
+    let victim = d.process_of("victim");
+    let bystander = d.process_of("bystander");
 
     let frozen = d.freeze_containerd();
     let stop = d.spawn_docker(&["stop", "-t", "5", "victim"]);
@@ -371,13 +248,14 @@ fn a_stop_while_containerd_hangs_is_carried_out_once_it_answers() {
     );
     d.thaw_containerd(frozen);
 
-    let (ok, out, err) = finish(&d, "docker stop returns after containerd answers", stop);
-    assert!(
-        ok && out == "victim\n",
-        "docker stop issued while containerd hung: ok={ok} stdout={out:?} stderr={err:?}\n{}",
-        d.diagnostics()
+    assert_carried_out(
+        &d,
+        "docker stop",
+        "while containerd hung",
+        stop,
+        "victim",
+        victim,
     );
-    assert!(!victim.is_alive(), "{}", d.diagnostics());
     assert_eq!(d.state("victim")["ExitCode"], 0, "{}", d.diagnostics());
     assert_eq!(
         d.logs("victim").0.matches("got-term").count(),
@@ -385,12 +263,7 @@ fn a_stop_while_containerd_hangs_is_carried_out_once_it_answers() {
         "{}",
         d.diagnostics()
     );
-    assert!(bystander.is_alive(), "{}", d.diagnostics());
-    assert_eq!(d.pid_of("bystander"), bystander.pid);
-    let (out, err) = d.logs("bystander");
-    assert!(
-        !out.contains("got-") && !err.contains("got-"),
-        "bystander was signalled\n{out}{err}"
-    );
+    d.assert_still_running_with_pid("bystander", bystander, "after containerd hung");
+    d.assert_never_signalled("bystander");
     d.ok(&["rm", "-f", "victim", "bystander"]);
 }

@@ -3,28 +3,9 @@
 //! next holdfastd tells the truth about them, including exits it missed.
 
 use holdfast_e2e::procs::{ProcessIdentity, pid_alive};
-use holdfast_e2e::{Daemon, now_unix_nanos, parse_rfc3339_nanos};
+use holdfast_e2e::{Daemon, TRAPPER, gated_exit, now_unix_nanos, open_gate, parse_rfc3339_nanos};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-const TICKER: &str = "while true; do echo tick; sleep 0.2; done";
-/// Writes a line for every signal that reaches it; the kernel delivers none
-/// of these to a pid 1 without a handler, so this one has handlers.
-const TRAPPER: &str = "trap 'echo got-term' TERM; trap 'echo got-usr1' USR1; \
-    trap 'echo got-int' INT; trap 'echo got-hup' HUP; \
-    while true; do echo tick; sleep 0.2; done";
-
-/// Exits with `code` once the test creates /tmp/go in its root filesystem
-/// (consuming it, so that a restarted run waits again).
-fn gated_exit(code: i32) -> String {
-    format!("while [ ! -f /tmp/go ]; do sleep 0.1; done; rm /tmp/go; exit {code}")
-}
-
-/// Opens the gate of a [`gated_exit`] container from the host.
-fn open_gate(pid: u32) {
-    let gate = PathBuf::from(format!("/proc/{pid}/root/tmp/go"));
-    std::fs::write(&gate, b"go").unwrap_or_else(|e| panic!("write {}: {e}", gate.display()));
-}
 
 /// The times of the lines of a json-file log.
 fn json_log_times(path: &Path) -> Vec<i128> {
@@ -49,48 +30,24 @@ fn log_path(d: &Daemon, name: &str) -> PathBuf {
 fn sigkill_loses_nothing_and_signals_nothing() {
     let mut d = Daemon::start();
     let t0 = now_unix_nanos();
-    d.ok(&["run", "-d", "--name", "long", "busybox", "sh", "-c", TICKER]);
-    d.ok(&[
-        "run", "-d", "--name", "trapper", "busybox", "sh", "-c", TRAPPER,
-    ]);
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "exiter",
-        "busybox",
-        "sh",
-        "-c",
-        &gated_exit(42),
-    ]);
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "phoenix",
-        "--restart",
-        "always",
-        "busybox",
-        "sh",
-        "-c",
-        &gated_exit(3),
-    ]);
-    d.ok(&[
-        "run", "-d", "--name", "done", "busybox", "sh", "-c", "exit 4",
-    ]);
+    d.run_ticker("long", &[]);
+    d.run_script("trapper", &[], TRAPPER);
+    d.run_script("exiter", &[], &gated_exit(42));
+    d.run_script("phoenix", &["--restart", "always"], &gated_exit(3));
+    d.run_script("done", &[], "exit 4");
     assert_eq!(d.ok(&["wait", "done"]), "4\n");
     let long_log = log_path(&d, "long");
     d.wait_until("long logs", || !json_log_times(&long_log).is_empty());
 
     let keep: Vec<(&str, ProcessIdentity)> = ["long", "trapper"]
         .into_iter()
-        .map(|n| (n, ProcessIdentity::of(d.pid_of(n)).expect("a live process")))
+        .map(|n| (n, d.process_of(n)))
         .collect();
-    let exiter = ProcessIdentity::of(d.pid_of("exiter")).expect("exiter runs");
-    let phoenix = ProcessIdentity::of(d.pid_of("phoenix")).expect("phoenix runs");
+    let exiter = d.process_of("exiter");
+    let phoenix = d.process_of("phoenix");
     // answered just before the crash: must be there afterwards
-    d.ok(&["run", "-d", "--name", "last", "busybox", "sh", "-c", TICKER]);
-    let last = ProcessIdentity::of(d.pid_of("last")).expect("last runs");
+    d.run_ticker("last", &[]);
+    let last = d.process_of("last");
 
     d.sigkill();
     let killed_at = now_unix_nanos();
@@ -115,29 +72,12 @@ fn sigkill_loses_nothing_and_signals_nothing() {
     d.restart();
     let restarted_at = now_unix_nanos();
 
-    for (name, p) in keep.iter().chain([("last", last)].iter()) {
-        assert!(
-            p.is_alive(),
-            "{name}'s process is gone after the restart\n{}",
-            d.diagnostics()
-        );
-        assert_eq!(
-            d.pid_of(name),
-            p.pid,
-            "{name} keeps its pid\n{}",
-            d.diagnostics()
-        );
+    for &(name, p) in keep.iter().chain([("last", last)].iter()) {
+        d.assert_still_running_with_pid(name, p, "after holdfastd's restart");
     }
-    let (out, err) = d.logs("trapper");
-    assert!(
-        !out.contains("got-") && !err.contains("got-"),
-        "trapper was signalled: {out}{err}\n{}",
-        d.diagnostics()
-    );
+    d.assert_never_signalled("trapper");
 
-    d.wait_until("exiter is seen exited", || {
-        d.state("exiter")["Status"] == "exited"
-    });
+    d.wait_exited("exiter");
     let s = d.state("exiter");
     let msg = format!("exiter: {s:#}\n{}", d.diagnostics());
     assert_eq!(s["ExitCode"], 42, "{msg}");
@@ -149,34 +89,14 @@ fn sigkill_loses_nothing_and_signals_nothing() {
     );
     assert_eq!(d.ok(&["wait", "exiter"]), "42\n", "{}", d.diagnostics());
 
-    d.wait_until("phoenix (restart always) runs again", || {
-        let s = d.state("phoenix");
-        s["Running"] == true && s["Pid"].as_u64().is_some_and(|p| p as u32 != phoenix.pid)
-    });
+    d.wait_running_again(
+        "phoenix",
+        phoenix.pid,
+        "phoenix (restart always) runs again",
+    );
     assert!(d.inspect("phoenix")["RestartCount"].as_u64().unwrap_or(0) >= 1);
-    for (name, code) in [("exiter", "42"), ("phoenix", "3")] {
-        let dies = d.events_since(
-            t0,
-            &[
-                "--filter",
-                &format!("container={name}"),
-                "--filter",
-                "event=die",
-            ],
-        );
-        assert_eq!(
-            dies.len(),
-            1,
-            "one die for {name}: {dies:?}\n{}",
-            d.diagnostics()
-        );
-        assert_eq!(
-            dies[0]["Actor"]["Attributes"]["exitCode"],
-            code,
-            "{}",
-            d.diagnostics()
-        );
-    }
+    d.assert_one_die(t0, "exiter", "42");
+    d.assert_one_die(t0, "phoenix", "3");
     let s = d.state("done");
     assert_eq!(
         (s["Status"].as_str(), s["ExitCode"].as_i64()),
@@ -203,29 +123,16 @@ fn sigkill_loses_nothing_and_signals_nothing() {
     d.ok(&[
         "rm", "-f", "long", "trapper", "exiter", "phoenix", "done", "last",
     ]);
-    assert!(d.container_ids(true).is_empty(), "{}", d.diagnostics());
+    d.assert_no_containers("every container was removed");
 }
 
 #[test]
 fn sigterm_exits_zero_keeps_containers_and_loses_nothing() {
     let mut d = Daemon::start();
-    d.ok(&["run", "-d", "--name", "long", "busybox", "sh", "-c", TICKER]);
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "rp",
-        "--restart",
-        "always",
-        "busybox",
-        "sh",
-        "-c",
-        TICKER,
-    ]);
+    d.run_ticker("long", &[]);
+    d.run_ticker("rp", &["--restart", "always"]);
     d.ok(&["create", "--name", "fresh", "busybox", "true"]);
-    d.ok(&[
-        "run", "-d", "--name", "done", "busybox", "sh", "-c", "exit 4",
-    ]);
+    d.run_script("done", &[], "exit 4");
     assert_eq!(d.ok(&["wait", "done"]), "4\n");
     let names = ["long", "rp", "fresh", "done"];
     let snapshot = |d: &Daemon| -> Vec<Value> {
@@ -243,10 +150,7 @@ fn sigterm_exits_zero_keeps_containers_and_loses_nothing() {
             .collect()
     };
     let before = snapshot(&d);
-    let running: Vec<ProcessIdentity> = ["long", "rp"]
-        .iter()
-        .map(|n| ProcessIdentity::of(d.pid_of(n)).expect("running"))
-        .collect();
+    let running: Vec<ProcessIdentity> = ["long", "rp"].iter().map(|n| d.process_of(n)).collect();
     let long_log = log_path(&d, "long");
 
     let exit = d.sigterm_and_wait();

@@ -3,14 +3,11 @@
 //! the errors clients match on.
 
 use holdfast_e2e::procs::{ProcessIdentity, pid_alive};
-use holdfast_e2e::{Daemon, lines, now_unix_nanos, parse_rfc3339_nanos};
+use holdfast_e2e::{Daemon, TICKER, lines, now_unix_nanos, parse_rfc3339_nanos};
 use holdfast_testkit::BusyboxImage;
 use serde_json::Value;
-use std::io::Read as _;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const TICKER: &str = "while true; do echo tick; sleep 1; done";
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
 fn is_full_id(s: &str) -> bool {
@@ -102,19 +99,8 @@ fn the_acceptance_scenario() {
 
     // ---- run --rm, attached: output, exit code, nothing left
     let out = d.docker(&["run", "--rm", "busybox", "echo", "hello"]);
-    assert!(
-        out.success() && out.stdout == "hello\n",
-        "run --rm echo hello: exit {}, stdout {:?}, stderr {:?}\n{}",
-        out.code(),
-        out.stdout,
-        out.stderr,
-        d.diagnostics()
-    );
-    assert!(
-        d.container_ids(true).is_empty(),
-        "--rm left a container\n{}",
-        d.diagnostics()
-    );
+    d.assert_printed("run --rm echo hello", &out, "hello\n");
+    d.assert_no_containers("run --rm ended");
     let out = d.docker(&["run", "--rm", "busybox", "sh", "-c", "exit 3"]);
     assert_eq!(
         out.code(),
@@ -123,11 +109,7 @@ fn the_acceptance_scenario() {
         out.stderr,
         d.diagnostics()
     );
-    assert!(
-        d.container_ids(true).is_empty(),
-        "--rm left a container\n{}",
-        d.diagnostics()
-    );
+    d.assert_no_containers("run --rm ended");
     let out = d.ok(&[
         "run",
         "--name",
@@ -140,18 +122,7 @@ fn the_acceptance_scenario() {
     assert_eq!(out, "bye\n", "{}", d.diagnostics());
 
     // ---- run -d, ps
-    let web = d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "web",
-        "--restart",
-        "unless-stopped",
-        "busybox",
-        "sh",
-        "-c",
-        TICKER,
-    ]);
+    let web = d.run_ticker("web", &["--restart", "unless-stopped"]);
     let web = web.trim().to_owned();
     assert!(
         is_full_id(&web),
@@ -262,26 +233,9 @@ fn the_acceptance_scenario() {
     );
 
     // ---- logs -f follows, and ends when the container stops (stop -t 2)
-    let mut follower = d.spawn_docker(&["logs", "-f", "--tail", "1", "web"]);
-    let followed = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let mut stdout = follower.stdout.take().expect("piped");
-        let followed = followed.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                followed
-                    .lock()
-                    .expect("lock")
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        })
-    };
+    let follower = d.spawn_docker(&["logs", "-f", "--tail", "1", "web"]);
     d.wait_until("logs -f shows a new tick after the tail", || {
-        ticks(&followed.lock().expect("lock")) >= 2
+        ticks(&follower.stdout_so_far()) >= 2
     });
     let before_stop = d.inspect("web");
     let asked = Instant::now();
@@ -299,14 +253,12 @@ fn the_acceptance_scenario() {
         "stop -t 2 of a TERM-ignoring container took {took:?}\n{}",
         d.diagnostics()
     );
-    d.wait_until("logs -f ended after the stop", || {
-        follower.try_wait().expect("wait for logs -f").is_some()
-    });
-    let status = follower.wait().expect("logs -f status");
-    let _ = reader.join();
+    let followed = d.wait_exit("logs -f ended after the stop", follower);
     assert!(
-        status.success(),
-        "logs -f exited {status}\n{}",
+        followed.success(),
+        "logs -f exited {}: stderr {:?}\n{}",
+        followed.code(),
+        followed.stderr,
         d.diagnostics()
     );
     assert!(!pid_alive(pid1), "stop left pid {pid1} alive");
@@ -376,16 +328,7 @@ fn the_acceptance_scenario() {
     assert_eq!(d.pid_of("web"), pid3, "{}", d.diagnostics());
 
     // ---- run -d + wait: the exit code, inspect's exit fields
-    let w1 = d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "w1",
-        "busybox",
-        "sh",
-        "-c",
-        "sleep 1; exit 7",
-    ]);
+    let w1 = d.run_script("w1", &[], "sleep 1; exit 7");
     assert!(is_full_id(w1.trim()), "{w1:?}");
     assert_eq!(
         d.ok(&["wait", "w1"]),
@@ -423,16 +366,15 @@ fn the_acceptance_scenario() {
         d.diagnostics()
     );
     assert!(!pid_alive(pid3), "rm -f left web's process {pid3}");
-    let gone = d.fails(&["container", "inspect", "web"]);
-    assert!(
-        gone.stderr.contains("No such container: web"),
-        "{:?}",
-        gone.stderr
+    d.fails_saying(
+        "rm -f removed web",
+        &["container", "inspect", "web"],
+        "No such container: web",
     );
     let left: Vec<String> = lines(&d.ok(&["ps", "-a", "--format", "{{.Names}}"]));
     assert_eq!(left, vec!["done0"], "{}", d.diagnostics());
     assert_eq!(d.ok(&["rm", "done0"]), "done0\n", "{}", d.diagnostics());
-    assert!(d.container_ids(true).is_empty(), "{}", d.diagnostics());
+    d.assert_no_containers("every container was removed");
 
     // ---- events: what happened to web, once each, in order
     let mut events = Vec::new();
@@ -492,14 +434,7 @@ fn the_acceptance_scenario() {
             "kill events carry signals {signals:?}\n{msg}"
         );
     }
-    let w1_events = d.events_since(t0, &["--filter", "container=w1", "--filter", "event=die"]);
-    assert_eq!(w1_events.len(), 1, "{w1_events:?}\n{}", d.diagnostics());
-    assert_eq!(
-        w1_events[0]["Actor"]["Attributes"]["exitCode"],
-        "7",
-        "{}",
-        d.diagnostics()
-    );
+    d.assert_one_die(t0, "w1", "7");
 }
 
 #[test]
@@ -591,23 +526,15 @@ fn images_load_list_inspect_tag_remove() {
     );
     d.fails(&["image", "inspect", "mine:1"]);
     d.ok(&["image", "inspect", "busybox"]);
-    let missing = d.fails(&["rmi", "nosuch:1"]);
-    assert!(
-        missing.stderr.contains("No such image"),
-        "{:?}\n{}",
-        missing.stderr,
-        d.diagnostics()
-    );
+    d.fails_saying("rmi of no image", &["rmi", "nosuch:1"], "No such image");
 
     // an image that is not there: no registry yet, and the answer says so
-    let missing = d.fails(&["run", "--rm", "nosuch-image:1", "true"]);
-    assert!(
-        missing.stderr.contains("load"),
-        "running a missing image should say images come from docker load: {:?}\n{}",
-        missing.stderr,
-        d.diagnostics()
+    d.fails_saying(
+        "running a missing image should say images come from docker load",
+        &["run", "--rm", "nosuch-image:1", "true"],
+        "load",
     );
-    assert!(d.container_ids(true).is_empty(), "{}", d.diagnostics());
+    d.assert_no_containers("a run of a missing image creates nothing");
 }
 
 #[test]
@@ -641,14 +568,8 @@ fn names_ids_and_errors() {
     }
 
     // unknown containers
-    let out = d.fails(&["stop", "nosuch"]);
-    assert!(
-        out.stderr.contains("No such container: nosuch"),
-        "stop nosuch: {:?}\n{}",
-        out.stderr,
-        d.diagnostics()
-    );
     for cmd in [
+        vec!["stop", "nosuch"],
         vec!["start", "nosuch"],
         vec!["kill", "nosuch"],
         vec!["rm", "nosuch"],
@@ -656,22 +577,14 @@ fn names_ids_and_errors() {
         vec!["logs", "nosuch"],
         vec!["restart", "nosuch"],
     ] {
-        let out = d.fails(&cmd);
-        assert!(
-            out.stderr.contains("No such container: nosuch"),
-            "docker {cmd:?}: {:?}\n{}",
-            out.stderr,
-            d.diagnostics()
-        );
+        d.fails_saying("an unknown container", &cmd, "No such container: nosuch");
     }
 
     // bad names, and nothing created for them
-    let out = d.fails(&["create", "--name", "bad name!", "busybox", "true"]);
-    assert!(
-        out.stderr.contains("Invalid container name"),
-        "bad name: {:?}\n{}",
-        out.stderr,
-        d.diagnostics()
+    d.fails_saying(
+        "bad name",
+        &["create", "--name", "bad name!", "busybox", "true"],
+        "Invalid container name",
     );
     d.fails(&["create", "--name=-leading-dash", "busybox", "true"]);
 
@@ -683,11 +596,10 @@ fn names_ids_and_errors() {
         "dup\n",
         "stopping a stopped container is fine"
     );
-    let out = d.fails(&["kill", "dup"]);
-    assert!(
-        out.stderr.contains("is not running"),
-        "kill of an exited container: {:?}",
-        out.stderr
+    d.fails_saying(
+        "kill of an exited container",
+        &["kill", "dup"],
+        "is not running",
     );
 
     // rm of a running container needs -f
@@ -703,7 +615,7 @@ fn names_ids_and_errors() {
     assert!(pid_alive(pid), "a refused rm must leave it running");
     d.ok(&["rm", "-f", "busy", "dup"]);
     assert!(!pid_alive(pid));
-    assert!(d.container_ids(true).is_empty(), "{}", d.diagnostics());
+    d.assert_no_containers("every container was removed");
 }
 
 #[test]
@@ -804,56 +716,26 @@ fn create_options_filters_and_auto_remove() {
         v.sort();
         v
     };
-    assert_eq!(
-        names(&["label=tier=front"]),
-        ["opts"],
-        "{}",
-        d.diagnostics()
-    );
-    assert_eq!(
-        names(&["label=tier"]),
-        ["back1", "opts"],
-        "{}",
-        d.diagnostics()
-    );
-    assert_eq!(names(&["name=runner"]), ["runner"], "{}", d.diagnostics());
-    assert_eq!(
-        names(&["status=created"]),
-        ["back1", "opts"],
-        "{}",
-        d.diagnostics()
-    );
-    assert_eq!(
-        names(&["status=running"]),
-        ["runner"],
-        "{}",
-        d.diagnostics()
-    );
-    assert_eq!(
-        names(&["ancestor=busybox"]),
-        ["back1", "opts", "runner"],
-        "{}",
-        d.diagnostics()
-    );
-    assert_eq!(
-        names(&["before=runner"]),
-        ["back1", "opts"],
-        "{}",
-        d.diagnostics()
-    );
-    assert_eq!(
-        names(&["since=opts"]),
-        ["back1", "runner"],
-        "{}",
-        d.diagnostics()
-    );
     let runner_id = d.inspect("runner")["Id"].as_str().unwrap_or("").to_owned();
-    assert_eq!(
-        names(&[&format!("id={}", &runner_id[..10])]),
-        ["runner"],
-        "{}",
-        d.diagnostics()
-    );
+    let by_id = format!("id={}", &runner_id[..10]);
+    for (filter, want) in [
+        ("label=tier=front", &["opts"][..]),
+        ("label=tier", &["back1", "opts"]),
+        ("name=runner", &["runner"]),
+        ("status=created", &["back1", "opts"]),
+        ("status=running", &["runner"]),
+        ("ancestor=busybox", &["back1", "opts", "runner"]),
+        ("before=runner", &["back1", "opts"]),
+        ("since=opts", &["back1", "runner"]),
+        (&by_id, &["runner"]),
+    ] {
+        assert_eq!(
+            names(&[filter]),
+            want,
+            "ps -a --filter {filter}\n{}",
+            d.diagnostics()
+        );
+    }
     let last = lines(&d.ok(&["ps", "-a", "-n", "1", "--format", "{{.Names}}"]));
     assert_eq!(
         last,
@@ -897,72 +779,42 @@ fn stop_signal_and_grace_period_precedence() {
         started.elapsed()
     };
 
-    // SIGTERM by default
-    d.ok(&[
-        "run", "-d", "--name", "plain", "busybox", "sh", "-c", trapping,
-    ]);
-    timed_stop(&["stop", "plain"]);
-    assert_eq!(got("plain"), ["got-term"], "{}", d.diagnostics());
-    // image StopSignal over SIGTERM
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "fromimage",
-        "stopsig:1",
-        "sh",
-        "-c",
-        trapping,
-    ]);
-    timed_stop(&["stop", "fromimage"]);
-    assert_eq!(got("fromimage"), ["got-usr2"], "{}", d.diagnostics());
-    // container StopSignal over the image's
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "fromcontainer",
-        "--stop-signal",
-        "USR1",
-        "stopsig:1",
-        "sh",
-        "-c",
-        trapping,
-    ]);
-    timed_stop(&["stop", "fromcontainer"]);
-    assert_eq!(got("fromcontainer"), ["got-usr1"], "{}", d.diagnostics());
-    // the request's signal over the container's
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
-        "fromrequest",
-        "--stop-signal",
-        "USR1",
-        "busybox",
-        "sh",
-        "-c",
-        trapping,
-    ]);
-    timed_stop(&["stop", "--signal", "USR2", "fromrequest"]);
-    assert_eq!(got("fromrequest"), ["got-usr2"], "{}", d.diagnostics());
-    for name in ["plain", "fromimage", "fromcontainer", "fromrequest"] {
+    // (name, what it is run with, how it is stopped, the signal it gets)
+    let cases: [(&str, &[&str], &[&str], &str); 4] = [
+        // SIGTERM by default
+        ("plain", &["busybox"], &["stop"], "got-term"),
+        // image StopSignal over SIGTERM
+        ("fromimage", &["stopsig:1"], &["stop"], "got-usr2"),
+        // container StopSignal over the image's
+        (
+            "fromcontainer",
+            &["--stop-signal", "USR1", "stopsig:1"],
+            &["stop"],
+            "got-usr1",
+        ),
+        // the request's signal over the container's
+        (
+            "fromrequest",
+            &["--stop-signal", "USR1", "busybox"],
+            &["stop", "--signal", "USR2"],
+            "got-usr2",
+        ),
+    ];
+    for (name, run, stop, signal) in cases {
+        d.run_detached(name, &[run, &["sh", "-c", trapping]].concat());
+        timed_stop(&[stop, &[name]].concat());
+        assert_eq!(got(name), [signal], "{name}\n{}", d.diagnostics());
+    }
+    for (name, ..) in cases {
         let s = d.state(name);
         assert_eq!(s["ExitCode"], 0, "{name} exits 0 on its stop signal: {s}");
     }
 
     // grace period: the container's StopTimeout over the default 10 s
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
+    d.run_detached(
         "stubborn",
-        "--stop-timeout",
-        "1",
-        "busybox",
-        "sleep",
-        "1000",
-    ]);
+        &["--stop-timeout", "1", "busybox", "sleep", "1000"],
+    );
     let took = timed_stop(&["stop", "stubborn"]);
     assert!(
         took >= Duration::from_millis(900) && took < Duration::from_secs(6),
@@ -971,17 +823,10 @@ fn stop_signal_and_grace_period_precedence() {
     );
     assert_eq!(d.state("stubborn")["ExitCode"], 137, "{}", d.diagnostics());
     // the request's t over the container's StopTimeout
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
+    d.run_detached(
         "patient",
-        "--stop-timeout",
-        "60",
-        "busybox",
-        "sleep",
-        "1000",
-    ]);
+        &["--stop-timeout", "60", "busybox", "sleep", "1000"],
+    );
     let took = timed_stop(&["stop", "-t", "1", "patient"]);
     assert!(
         took >= Duration::from_millis(900) && took < Duration::from_secs(6),
@@ -989,7 +834,7 @@ fn stop_signal_and_grace_period_precedence() {
         d.diagnostics()
     );
     // t=0: SIGKILL at once
-    d.ok(&["run", "-d", "--name", "now", "busybox", "sleep", "1000"]);
+    d.run_detached("now", &["busybox", "sleep", "1000"]);
     let took = timed_stop(&["stop", "-t", "0", "now"]);
     assert!(
         took < Duration::from_secs(3),
@@ -1012,42 +857,18 @@ fn stop_signal_and_grace_period_precedence() {
 #[test]
 fn attach_and_log_windows() {
     let d = Daemon::start();
-    d.ok(&[
-        "run",
-        "-d",
-        "--name",
+    d.run_script(
         "att",
-        "busybox",
-        "sh",
-        "-c",
+        &[],
         "while true; do echo tick; echo tock >&2; sleep 0.2; done",
-    ]);
+    );
     // attach: live output, ends with the container
-    let mut attach = d.spawn_docker(&["attach", "--no-stdin", "--sig-proxy=false", "att"]);
-    let seen = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let mut stdout = attach.stdout.take().expect("piped");
-        let seen = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                seen.lock()
-                    .expect("lock")
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        })
-    };
+    let attach = d.spawn_docker(&["attach", "--no-stdin", "--sig-proxy=false", "att"]);
     d.wait_until("attach shows live output", || {
-        ticks(&seen.lock().expect("lock")) >= 2
+        ticks(&attach.stdout_so_far()) >= 2
     });
     assert_eq!(d.ok(&["stop", "-t", "1", "att"]), "att\n");
-    d.wait_until("attach ends with the container", || {
-        attach.try_wait().expect("wait").is_some()
-    });
-    let _ = reader.join();
+    d.wait_exit("attach ends with the container", attach);
 
     // stream selection and time windows
     let out = d.docker(&["logs", "att"]);

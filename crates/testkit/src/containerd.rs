@@ -272,8 +272,9 @@ fn processes() -> HashMap<u32, Proc> {
     out
 }
 
-/// Lazily unmounts every mount point under `dir`, deepest first.
-fn unmount_under(dir: &Path) {
+/// Lazily unmounts every mount point under `dir`, deepest first (for the
+/// clean-up of a test that mounted there).
+pub fn unmount_under(dir: &Path) {
     let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
         return;
     };
@@ -293,9 +294,9 @@ fn unmount_under(dir: &Path) {
     }
 }
 
-/// Removes the cgroups runc made for a namespace (`/<namespace>/<id>`),
-/// leaves first.
-fn remove_cgroups(namespace: &str) {
+/// Removes the cgroups runc made for a containerd namespace
+/// (`/<namespace>/<id>` in every hierarchy), leaves first.
+pub fn remove_cgroups(namespace: &str) {
     let Ok(controllers) = fs::read_dir("/sys/fs/cgroup") else {
         return;
     };

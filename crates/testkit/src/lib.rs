@@ -8,6 +8,8 @@
 //! - [`BusyboxImage`]: a busybox image built offline from the static busybox
 //!   on the host (Debian `busybox-static`), written as a docker-archive and as
 //!   an OCI image-layout tarball, reproducibly.
+//! - [`unmount_under`], [`remove_cgroups`]: the clean-up of the mounts and
+//!   the runc cgroups that containers left on the host.
 //!
 //! Everything fails loudly (panics with a message) when a tool is missing:
 //! tests must never skip silently.
@@ -15,7 +17,7 @@
 mod containerd;
 mod image;
 
-pub use containerd::{Containerd, sigkill};
+pub use containerd::{Containerd, remove_cgroups, sigkill, unmount_under};
 pub use image::{BusyboxImage, ImageFormat};
 
 use std::path::PathBuf;
