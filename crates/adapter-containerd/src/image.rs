@@ -177,26 +177,30 @@ pub(crate) fn pick_platform(index: &Value) -> Result<Descriptor, AdapterError> {
 }
 
 impl Adapter {
+    /// The image record named by `reference` (normalized); a missing one is
+    /// [`AdapterError::ImageNotFound`] with the reference as the user gave it.
+    async fn get_image(&self, reference: &str) -> Result<Image, AdapterError> {
+        let name = normalize_reference(reference);
+        let mut images = self.images();
+        let got = self
+            .rpc("Images.Get", images.get(self.req(GetImageRequest { name })))
+            .await;
+        match got {
+            Err(AdapterError::Rpc { status, .. }) if status.code() == Code::NotFound => {
+                Err(AdapterError::ImageNotFound(reference.to_owned()))
+            }
+            other => other?
+                .image
+                .ok_or_else(|| AdapterError::ImageNotFound(reference.to_owned())),
+        }
+    }
+
     /// Looks an image up in containerd's image store and reads what a
     /// container needs of it. A missing image is [`AdapterError::ImageNotFound`]
     /// (the API's "No such image").
     pub async fn resolve_image(&self, reference: &str) -> Result<ResolvedImage, AdapterError> {
         let name = normalize_reference(reference);
-        let mut images = self.images();
-        let got = self
-            .rpc(
-                "Images.Get",
-                images.get(self.req(GetImageRequest { name: name.clone() })),
-            )
-            .await;
-        let image = match got {
-            Err(AdapterError::Rpc { status, .. }) if status.code() == Code::NotFound => {
-                return Err(AdapterError::ImageNotFound(reference.to_owned()));
-            }
-            other => other?
-                .image
-                .ok_or_else(|| AdapterError::ImageNotFound(reference.to_owned()))?,
-        };
+        let image = self.get_image(reference).await?;
         let target = image
             .target
             .ok_or_else(|| bad(format!("image {name} has no target")))?;
@@ -288,23 +292,9 @@ impl Adapter {
         reference: &str,
         new_reference: &str,
     ) -> Result<String, AdapterError> {
-        let name = normalize_reference(reference);
         let new_name = normalize_reference(new_reference);
+        let image = self.get_image(reference).await?;
         let mut images = self.images();
-        let got = self
-            .rpc(
-                "Images.Get",
-                images.get(self.req(GetImageRequest { name: name.clone() })),
-            )
-            .await;
-        let image = match got {
-            Err(AdapterError::Rpc { status, .. }) if status.code() == Code::NotFound => {
-                return Err(AdapterError::ImageNotFound(reference.to_owned()));
-            }
-            other => other?
-                .image
-                .ok_or_else(|| AdapterError::ImageNotFound(reference.to_owned()))?,
-        };
         let tagged = Image {
             name: new_name.clone(),
             labels: image.labels,
