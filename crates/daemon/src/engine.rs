@@ -184,7 +184,6 @@ pub struct EngineParts {
     pub core_config: CoreConfig,
     pub seed: u64,
     pub store: Store,
-    pub store_path: PathBuf,
     pub adapter: Adapter,
     pub events: Arc<EventLog>,
 }
@@ -231,8 +230,8 @@ impl Engine {
             core,
             core_config: parts.core_config,
             seed: parts.seed,
+            store_path: parts.store.path().to_owned(),
             store: Some(parts.store),
-            store_path: parts.store_path,
             adapter: parts.adapter,
             sink,
             inputs,

@@ -126,7 +126,6 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         core_config,
         seed,
         store,
-        store_path: settings.store_path(),
         adapter: adapter.clone(),
         events: Arc::clone(&events),
     })?;

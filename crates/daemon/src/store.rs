@@ -60,6 +60,11 @@ impl Store {
         Ok(store)
     }
 
+    /// The database file, for reopening it after a failure.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     fn check_schema(&self) -> Result<(), StoreError> {
         let tx = self.db.begin_write().map_err(db_err(&self.path))?;
         {

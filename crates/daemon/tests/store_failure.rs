@@ -103,7 +103,6 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
         core_config: CoreConfig::default(),
         seed: 1,
         store: Store::open(&store_path).expect("reopen store"),
-        store_path: store_path.clone(),
         adapter,
         events: Arc::new(EventLog::default()),
     })
