@@ -46,6 +46,9 @@ pub struct AdapterConfig {
     pub logger_binary: PathBuf,
     /// Where the logger writes `<container id>.log`.
     pub log_dir: PathBuf,
+    /// Where the stdin FIFOs of containers and execs run with `-i` live
+    /// (best on a tmpfs: they mean nothing after a reboot).
+    pub fifo_dir: PathBuf,
     /// Deadline of every ordinary RPC.
     pub call_timeout: Duration,
     /// Deadline of each RPC of an image import (unpacking a big layer takes long).
@@ -62,11 +65,13 @@ impl AdapterConfig {
         logger_binary: impl Into<PathBuf>,
         log_dir: impl Into<PathBuf>,
     ) -> AdapterConfig {
+        let log_dir: PathBuf = log_dir.into();
         AdapterConfig {
             socket: socket.into(),
             namespace: namespace.into(),
             logger_binary: logger_binary.into(),
-            log_dir: log_dir.into(),
+            fifo_dir: log_dir.join("fifo"),
+            log_dir,
             call_timeout: Duration::from_secs(10),
             import_call_timeout: Duration::from_secs(600),
             snapshotter: "overlayfs".to_owned(),
@@ -134,6 +139,12 @@ impl Adapter {
     /// Where a container's init process logs (see [`crate::logger`]).
     pub fn log_path(&self, id: &ContainerId) -> PathBuf {
         self.inner.config.log_dir.join(format!("{id}.log"))
+    }
+
+    /// The FIFO a container started with `-i` reads its stdin from; write
+    /// to it to reach the container (it exists once a task was created).
+    pub fn stdin_path(&self, id: &ContainerId) -> PathBuf {
+        self.inner.config.fifo_dir.join(format!("{id}.stdin"))
     }
 
     /// Carries out one call of the core; every input it produces goes to

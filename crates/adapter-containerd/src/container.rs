@@ -4,7 +4,7 @@
 use crate::client::Adapter;
 use crate::error::AdapterError;
 use crate::image::ResolvedImage;
-use crate::logger::{LogLimits, binary_uri_with};
+use crate::logger::{LogLimits, LoggerArgs};
 use crate::spec::{SPEC_TYPE_URL, build_spec, resolve_user};
 use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{
@@ -38,6 +38,37 @@ fn log_limit_labels(config: &ContainerConfig) -> Vec<(String, String)> {
         labels.push((LOG_MAX_FILE_LABEL.to_owned(), files.to_string()));
     }
     labels
+}
+
+/// Container labels that carry `-t` and `-i` to every task.
+const TTY_LABEL: &str = "io.holdfast.tty";
+const STDIN_LABEL: &str = "io.holdfast.stdin";
+
+fn io_labels(config: &ContainerConfig) -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    if config.tty {
+        labels.push((TTY_LABEL.to_owned(), "true".to_owned()));
+    }
+    if config.open_stdin {
+        labels.push((STDIN_LABEL.to_owned(), "true".to_owned()));
+    }
+    labels
+}
+
+/// Creates the FIFO at `path` unless it is there already (from an earlier
+/// run of the same container, or created by a concurrent attach).
+pub fn ensure_fifo(path: &std::path::Path) -> Result<(), AdapterError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
+        Err(e) => Err(std::io::Error::new(
+            std::io::Error::from(e).kind(),
+            format!("stdin fifo {}: {e}", path.display()),
+        )
+        .into()),
+    }
 }
 
 /// The logger's limits for a container: its labels, else the defaults.
@@ -142,6 +173,7 @@ impl Adapter {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .chain(log_limit_labels(config))
+                .chain(io_labels(config))
                 .collect(),
             image: image.name.clone(),
             runtime: Some(Runtime {
@@ -275,21 +307,40 @@ impl Adapter {
             .append(true)
             .open(&log_path)
             .map_err(with_path)?;
-        let uri = binary_uri_with(
-            self.logger_binary(),
-            &log_path,
-            &log_limits_of(&container.labels),
-        );
+        let terminal = container.labels.get(TTY_LABEL).is_some_and(|v| v == "true");
+        // The shim holds the stdin FIFO open itself until it is told to
+        // close it (`close_stdin`): attaches come and go, holdfastd restarts.
+        let stdin = match container.labels.get(STDIN_LABEL) {
+            Some(v) if v == "true" => {
+                let path = self.stdin_path(id);
+                ensure_fifo(&path)?;
+                Some(path)
+            }
+            _ => None,
+        };
+        let io = self.task_io(
+            id,
+            id.as_str(),
+            LoggerArgs {
+                limits: log_limits_of(&container.labels),
+                tty: terminal,
+                ..LoggerArgs::new(&log_path)
+            },
+            stdin,
+        )?;
         let mut tasks = self.tasks();
         let req = self.req(CreateTaskRequest {
             container_id: id.to_string(),
             rootfs: mounts,
-            stdout: uri.clone(),
-            stderr: uri,
-            terminal: false,
+            stdin: io.stdin.clone(),
+            stdout: io.stdout.clone(),
+            stderr: io.stderr.clone(),
+            terminal,
             ..Default::default()
         });
-        Ok(self.rpc("Tasks.Create", tasks.create(req)).await?.pid)
+        let created = self.rpc("Tasks.Create", tasks.create(req)).await;
+        io.settle();
+        Ok(created?.pid)
     }
 
     pub(crate) async fn start_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {

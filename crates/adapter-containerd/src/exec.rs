@@ -3,10 +3,14 @@
 //! for the container's state.
 
 use crate::client::Adapter;
+use crate::container::ensure_fifo;
 use crate::error::AdapterError;
-use crate::logger::binary_uri;
+use crate::logger::LoggerArgs;
 use crate::spec::{PROCESS_TYPE_URL, resolve_user};
-use containerd_client::services::v1::{DeleteProcessRequest, ExecProcessRequest};
+use containerd_client::services::v1::{
+    CloseIoRequest, DeleteProcessRequest, ExecProcessRequest, GetRequest, ResizePtyRequest,
+};
+use containerd_client::types::v1::Status as ProcessStatus;
 use holdfast_core::ContainerId;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -24,6 +28,11 @@ pub struct ExecRequest {
     pub user: Option<String>,
     /// Where its output goes; `None`: `<log dir>/<id>.exec-<exec id>.log`.
     pub log_file: Option<PathBuf>,
+    /// Run it in a terminal (`docker exec -t`).
+    pub tty: bool,
+    /// Give it a stdin FIFO ([`Adapter::exec_stdin_path`]) to write to; the
+    /// process's stdin ends at [`Adapter::close_stdin`].
+    pub stdin: bool,
 }
 
 impl Adapter {
@@ -32,6 +41,13 @@ impl Adapter {
         self.config()
             .log_dir
             .join(format!("{id}.exec-{exec_id}.log"))
+    }
+
+    /// The stdin FIFO of an exec started with [`ExecRequest::stdin`].
+    pub fn exec_stdin_path(&self, id: &ContainerId, exec_id: &str) -> PathBuf {
+        self.config()
+            .fifo_dir
+            .join(format!("{id}.exec-{exec_id}.stdin"))
     }
 
     /// Starts an extra process in the running container `id`; returns its pid.
@@ -60,12 +76,25 @@ impl Adapter {
             )));
         }
         process["args"] = json!(request.args);
-        process["terminal"] = json!(false);
+        process["terminal"] = json!(request.tty);
         if let Some(cwd) = &request.working_dir {
             process["cwd"] = json!(cwd);
         }
         if let Some(user) = &request.user {
-            let u = resolve_user(user, None, None)?;
+            let numeric = user.split(':').all(|p| p.parse::<u32>().is_ok());
+            let u = if numeric {
+                resolve_user(user, None, None)?
+            } else {
+                // Names are the container's: read its files through the
+                // running init's root.
+                let root = PathBuf::from(format!("/proc/{}/root", self.init_pid(id).await?));
+                let read = |f: &str| std::fs::read_to_string(root.join(f)).ok();
+                resolve_user(
+                    user,
+                    read("etc/passwd").as_deref(),
+                    read("etc/group").as_deref(),
+                )?
+            };
             process["user"] = json!({ "uid": u.uid, "gid": u.gid });
         }
         if let Some(env) = process["env"].as_array_mut() {
@@ -77,14 +106,29 @@ impl Adapter {
             .log_file
             .clone()
             .unwrap_or_else(|| self.exec_log_path(id, &request.exec_id));
-        let uri = binary_uri(self.logger_binary(), &log);
+        let stdin = if request.stdin {
+            let path = self.exec_stdin_path(id, &request.exec_id);
+            ensure_fifo(&path)?;
+            Some(path)
+        } else {
+            None
+        };
+        let io = self.task_io(
+            id,
+            &format!("{id}.exec-{}", request.exec_id),
+            LoggerArgs {
+                tty: request.tty,
+                ..LoggerArgs::new(&log)
+            },
+            stdin,
+        )?;
         let mut tasks = self.tasks();
         let req = self.req(ExecProcessRequest {
             container_id: id.to_string(),
-            stdin: String::new(),
-            stdout: uri.clone(),
-            stderr: uri,
-            terminal: false,
+            stdin: io.stdin.clone(),
+            stdout: io.stdout.clone(),
+            stderr: io.stderr.clone(),
+            terminal: request.tty,
             spec: Some(prost_types::Any {
                 type_url: PROCESS_TYPE_URL.to_owned(),
                 value,
@@ -92,13 +136,17 @@ impl Adapter {
             exec_id: request.exec_id.clone(),
         });
         if let Err(e) = self.rpc("Tasks.Exec", tasks.exec(req)).await {
+            io.settle();
             // A timed-out Exec may have taken effect: release the exec id.
             if e.kind() == holdfast_core::FailureKind::Deadline {
                 let _ = self.delete_exec(id, &request.exec_id).await;
             }
             return Err(e);
         }
-        match self.start_process(id, &request.exec_id).await {
+        // An exec's output is connected at start, not at create.
+        let started = self.start_process(id, &request.exec_id).await;
+        io.settle();
+        match started {
             Ok(pid) => Ok(pid),
             Err(e) => {
                 let _ = self.delete_exec(id, &request.exec_id).await;
@@ -115,6 +163,73 @@ impl Adapter {
         signal: u32,
     ) -> Result<(), AdapterError> {
         self.kill(id, exec_id, signal, false).await
+    }
+
+    /// The exit status of an exec process once it has exited, `None` while
+    /// it runs: containerd's own view, for when its exit event was lost.
+    pub async fn exec_exit_status(
+        &self,
+        id: &ContainerId,
+        exec_id: &str,
+    ) -> Result<Option<u32>, AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(GetRequest {
+            container_id: id.to_string(),
+            exec_id: exec_id.to_owned(),
+        });
+        let process = self.rpc("Tasks.Get", tasks.get(req)).await?.process;
+        Ok(process
+            .filter(|p| p.status == ProcessStatus::Stopped as i32)
+            .map(|p| p.exit_status))
+    }
+
+    /// Ends the stdin of the init (`exec_id` empty) or of an exec: the shim
+    /// holds its FIFO open until told, so writers may come and go. Drop
+    /// every writer of ours first.
+    pub async fn close_stdin(&self, id: &ContainerId, exec_id: &str) -> Result<(), AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(CloseIoRequest {
+            container_id: id.to_string(),
+            exec_id: exec_id.to_owned(),
+            stdin: true,
+        });
+        self.rpc("Tasks.CloseIO", tasks.close_io(req))
+            .await
+            .map(|_| ())
+    }
+
+    /// The pid of the container's init process, as containerd knows it.
+    async fn init_pid(&self, id: &ContainerId) -> Result<u32, AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(GetRequest {
+            container_id: id.to_string(),
+            exec_id: String::new(),
+        });
+        let process = self.rpc("Tasks.Get", tasks.get(req)).await?.process;
+        process
+            .filter(|p| p.status == ProcessStatus::Running as i32 && p.pid != 0)
+            .map(|p| p.pid)
+            .ok_or_else(|| AdapterError::Invalid(format!("container {id} is not running")))
+    }
+
+    /// Resizes the terminal of the init process (`exec_id` empty) or of an exec.
+    pub async fn resize_terminal(
+        &self,
+        id: &ContainerId,
+        exec_id: &str,
+        width: u32,
+        height: u32,
+    ) -> Result<(), AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(ResizePtyRequest {
+            container_id: id.to_string(),
+            exec_id: exec_id.to_owned(),
+            width,
+            height,
+        });
+        self.rpc("Tasks.ResizePty", tasks.resize_pty(req))
+            .await
+            .map(|_| ())
     }
 
     /// Removes an exited exec process from containerd; returns its exit status.

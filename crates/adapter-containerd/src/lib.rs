@@ -55,8 +55,10 @@ mod import;
 pub mod logger;
 mod relist;
 mod spec;
+mod stdio;
 
 pub use client::{Adapter, AdapterConfig, InputSink};
+pub use container::ensure_fifo;
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
 pub use error::{AdapterError, classify_status};
 pub use exec::ExecRequest;

@@ -42,6 +42,12 @@ pub const LOG_FILE_ARG: &str = "holdfast-log";
 pub const MAX_SIZE_ARG: &str = "max-size";
 /// The URI argument bounding how many log files are kept, the live one included.
 pub const MAX_FILE_ARG: &str = "max-file";
+/// The URI argument saying the output comes from a terminal (`1`).
+pub const TTY_ARG: &str = "tty";
+/// The URI arguments naming output FIFOs to read instead of the shim's fds
+/// (see [`LoggerArgs::output_fifos`]).
+pub const STDOUT_FIFO_ARG: &str = "stdout-fifo";
+pub const STDERR_FIFO_ARG: &str = "stderr-fifo";
 /// A partial line longer than this is written out as its own record (Docker: 16 KiB).
 const MAX_LINE_BYTES: usize = 16 * 1024;
 /// How long the logger waits for another holder of the log file's lock (a
@@ -72,19 +78,112 @@ impl Default for LogLimits {
 /// The stdout URI that makes the shim run `logger` writing to `log_file`,
 /// rotating with the default [`LogLimits`].
 pub fn binary_uri(logger: &Path, log_file: &Path) -> String {
-    binary_uri_with(logger, log_file, &LogLimits::default())
+    LoggerArgs::new(log_file).uri(logger)
 }
 
 /// The stdout URI that makes the shim run `logger` writing to `log_file`,
 /// rotating within `limits`.
 pub fn binary_uri_with(logger: &Path, log_file: &Path, limits: &LogLimits) -> String {
-    format!(
-        "binary://{}?{LOG_FILE_ARG}={}&{MAX_SIZE_ARG}={}&{MAX_FILE_ARG}={}",
-        escape(&logger.to_string_lossy(), false),
-        escape(&log_file.to_string_lossy(), true),
-        limits.max_size,
-        limits.max_files.max(1),
-    )
+    LoggerArgs {
+        limits: *limits,
+        ..LoggerArgs::new(log_file)
+    }
+    .uri(logger)
+}
+
+/// Everything one logger is told through its URI.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggerArgs {
+    pub log_file: PathBuf,
+    pub limits: LogLimits,
+    /// The output comes from a terminal: write what arrives as it arrives
+    /// rather than by lines, so a prompt without a newline reaches a reader
+    /// of the log (attach follows the log) at once.
+    pub tty: bool,
+    /// Read the output from these FIFOs (stdout, stderr) instead of the fds
+    /// a shim passes. The shim copies a task's stdin only for FIFO output
+    /// (its `binary://` mode has no stdin), so a task with stdin and without
+    /// a terminal gets FIFOs and a logger that holdfast starts itself
+    /// ([`crate::Adapter`] spawns it, detached, before creating the task).
+    pub output_fifos: Option<(PathBuf, PathBuf)>,
+}
+
+impl LoggerArgs {
+    pub fn new(log_file: &Path) -> LoggerArgs {
+        LoggerArgs {
+            log_file: log_file.to_owned(),
+            limits: LogLimits::default(),
+            tty: false,
+            output_fifos: None,
+        }
+    }
+
+    /// The arguments as the shim would pass them: `key value ...`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            LOG_FILE_ARG.to_owned(),
+            self.log_file.to_string_lossy().into_owned(),
+            MAX_SIZE_ARG.to_owned(),
+            self.limits.max_size.to_string(),
+            MAX_FILE_ARG.to_owned(),
+            self.limits.max_files.max(1).to_string(),
+        ];
+        let mut push = |key: &str, value: &Path| {
+            args.push(key.to_owned());
+            args.push(value.to_string_lossy().into_owned());
+        };
+        if let Some((out, err)) = &self.output_fifos {
+            push(STDOUT_FIFO_ARG, out);
+            push(STDERR_FIFO_ARG, err);
+        }
+        if self.tty {
+            args.push(TTY_ARG.to_owned());
+            args.push("1".to_owned());
+        }
+        args
+    }
+
+    /// The `binary://` URI for the task's stdout and stderr.
+    pub fn uri(&self, logger: &Path) -> String {
+        let mut uri = format!(
+            "binary://{}?{LOG_FILE_ARG}={}&{MAX_SIZE_ARG}={}&{MAX_FILE_ARG}={}",
+            escape(&logger.to_string_lossy(), false),
+            escape(&self.log_file.to_string_lossy(), true),
+            self.limits.max_size,
+            self.limits.max_files.max(1),
+        );
+        if self.tty {
+            uri.push_str(&format!("&{TTY_ARG}=1"));
+        }
+        uri
+    }
+
+    /// Reads the shim's `key value` arguments. A limit that is missing or
+    /// does not parse takes its default: refusing to run would leave the
+    /// container writing into pipes nobody reads.
+    fn parse(args: &[String]) -> Result<LoggerArgs, LoggerError> {
+        let log_file = arg_value(args, LOG_FILE_ARG)
+            .map(PathBuf::from)
+            .ok_or(LoggerError::MissingLogFile)?;
+        let defaults = LogLimits::default();
+        let limits = LogLimits {
+            max_size: arg_value(args, MAX_SIZE_ARG)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(defaults.max_size),
+            max_files: arg_value(args, MAX_FILE_ARG)
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .map(|n| n.max(1))
+                .unwrap_or(defaults.max_files),
+        };
+        Ok(LoggerArgs {
+            log_file,
+            limits,
+            tty: arg_value(args, TTY_ARG) == Some("1"),
+            output_fifos: arg_value(args, STDOUT_FIFO_ARG)
+                .zip(arg_value(args, STDERR_FIFO_ARG))
+                .map(|(o, e)| (PathBuf::from(o), PathBuf::from(e))),
+        })
+    }
 }
 
 /// `<log>.<n>`: the `n`th most recent rotated file of `log`.
@@ -138,32 +237,17 @@ fn arg_value<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// The log file and limits from the logger's arguments. A limit that is
-/// missing or does not parse takes its default: refusing to run would leave
-/// the container writing into pipes nobody reads.
-fn parse_args(args: &[String]) -> Result<(PathBuf, LogLimits), LoggerError> {
-    let log_file = arg_value(args, LOG_FILE_ARG)
-        .map(PathBuf::from)
-        .ok_or(LoggerError::MissingLogFile)?;
-    let defaults = LogLimits::default();
-    let limits = LogLimits {
-        max_size: arg_value(args, MAX_SIZE_ARG)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(defaults.max_size),
-        max_files: arg_value(args, MAX_FILE_ARG)
-            .and_then(|v| v.trim().parse::<u32>().ok())
-            .map(|n| n.max(1))
-            .unwrap_or(defaults.max_files),
-    };
-    Ok((log_file, limits))
-}
-
 /// The logger's whole life: open and lock the log, signal ready, copy both
 /// streams until the container closes them. `args` are the process
 /// arguments without the program name.
 pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerError> {
     let args: Vec<String> = args.into_iter().collect();
-    let (log_file, limits) = parse_args(&args)?;
+    let LoggerArgs {
+        log_file,
+        limits,
+        tty,
+        output_fifos,
+    } = LoggerArgs::parse(&args)?;
     if let Some(dir) = log_file.parent() {
         std::fs::create_dir_all(dir).map_err(io_err(format!("create {}", dir.display())))?;
     }
@@ -176,6 +260,9 @@ pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerEr
     // anything the lock does not cover.
     let out = LogWriter::open(&log_file, limits)
         .map_err(io_err(format!("open {}", log_file.display())))?;
+    if let Some((stdout, stderr)) = output_fifos {
+        return copy_from_fifos(&stdout, &stderr, out).map_err(io_err("copy output"));
+    }
     // The descriptors the shim passed, reopened through /proc (no unsafe fd
     // adoption needed): for pipes this opens the same pipe.
     let stdout = File::open("/proc/self/fd/3").map_err(io_err("open stdout pipe (fd 3)"))?;
@@ -187,7 +274,42 @@ pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerEr
             .map_err(io_err("open wait pipe (fd 5)"))?;
         ready.write_all(b"r").map_err(io_err("signal ready"))?;
     }
-    copy_streams(stdout, stderr, out).map_err(io_err("copy output"))
+    copy_streams(stdout, stderr, out, tty).map_err(io_err("copy output"))
+}
+
+/// The FIFO mode: a FIFO reads 0 bytes both before its writer (the shim)
+/// opens it and after the writer is done, so the logger holds a writer of
+/// its own on each until holdfast says the task exists (a byte on, or the
+/// end of, the logger's stdin: also what a crashed holdfast leaves). From
+/// then on, EOF is the container's. The FIFO files go once opened.
+fn copy_from_fifos(stdout: &Path, stderr: &Path, out: LogWriter) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let open = |path: &Path| -> io::Result<(File, File)> {
+        // Non-blocking so that opening does not wait for a writer; then our
+        // own writer, then blocking reads.
+        let reader = OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(path)?;
+        let writer = OpenOptions::new().write(true).open(path)?;
+        nix::fcntl::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&reader),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+        )?;
+        Ok((reader, writer))
+    };
+    let (out_r, out_w) = open(stdout)?;
+    let (err_r, err_w) = open(stderr)?;
+    let copier = std::thread::spawn(move || copy_streams(out_r, err_r, out, false));
+    let mut signal = [0u8; 1];
+    let _ = io::stdin().read(&mut signal);
+    drop((out_w, err_w));
+    for path in [stdout, stderr] {
+        let _ = std::fs::remove_file(path);
+    }
+    copier
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("output copier panicked")))
 }
 
 /// Copies both streams into `out` until both reach EOF (stderr on a thread
@@ -196,11 +318,12 @@ fn copy_streams(
     stdout: impl Read,
     stderr: impl Read + Send + 'static,
     out: LogWriter,
+    tty: bool,
 ) -> io::Result<()> {
     let out = Arc::new(Mutex::new(out));
     let err_out = Arc::clone(&out);
-    let t = std::thread::spawn(move || copy_lines(stderr, LogStream::Stderr, &err_out));
-    let first = copy_lines(stdout, LogStream::Stdout, &out);
+    let t = std::thread::spawn(move || copy_lines(stderr, LogStream::Stderr, &err_out, false));
+    let first = copy_lines(stdout, LogStream::Stdout, &out, tty);
     let second = t
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("stderr copier panicked")));
@@ -208,10 +331,17 @@ fn copy_streams(
 }
 
 /// Copies `from` into `out` as records of `stream`, one per line (or per
-/// [`MAX_LINE_BYTES`] of a longer line), until EOF. When the log cannot be
-/// written it keeps draining `from` (a container blocked on a full pipe is
-/// worse than lost output) and returns the first error at the end.
-fn copy_lines(mut from: impl Read, stream: LogStream, out: &Mutex<LogWriter>) -> io::Result<()> {
+/// [`MAX_LINE_BYTES`] of a longer line), until EOF. With `as_read`, each
+/// read becomes a record (up to the last whole UTF-8 character), so what a
+/// terminal shows without a newline is in the log at once. When the log
+/// cannot be written it keeps draining `from` (a container blocked on a full
+/// pipe is worse than lost output) and returns the first error at the end.
+fn copy_lines(
+    mut from: impl Read,
+    stream: LogStream,
+    out: &Mutex<LogWriter>,
+    as_read: bool,
+) -> io::Result<()> {
     let mut buf = vec![0u8; 32 * 1024];
     let mut pending: Vec<u8> = Vec::new();
     let mut failed: Option<io::Error> = None;
@@ -238,6 +368,13 @@ fn copy_lines(mut from: impl Read, stream: LogStream, out: &Mutex<LogWriter>) ->
             start = end;
         }
         pending.drain(..start);
+        if as_read && !pending.is_empty() {
+            let whole = utf8_prefix_len(&pending);
+            if whole > 0 {
+                record(&pending[..whole], &mut failed);
+                pending.drain(..whole);
+            }
+        }
         while pending.len() >= MAX_LINE_BYTES {
             let rest = pending.split_off(MAX_LINE_BYTES);
             record(&pending, &mut failed);
@@ -250,6 +387,17 @@ fn copy_lines(mut from: impl Read, stream: LogStream, out: &Mutex<LogWriter>) ->
     match failed {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// How much of `bytes` ends on a whole UTF-8 character: an incomplete
+/// sequence at the end waits for the next read (a record is a string). Bytes
+/// that can never become valid count as whole and are written lossily.
+fn utf8_prefix_len(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
     }
 }
 
@@ -502,19 +650,72 @@ mod tests {
             max_files: 2,
         };
         let uri = binary_uri_with(Path::new("/l"), Path::new("/x/a b.log"), &limits);
-        let (path, parsed) = parse_args(&shim_args(&uri)).unwrap();
-        assert_eq!(path, Path::new("/x/a b.log"));
-        assert_eq!(parsed, limits);
+        let parsed = LoggerArgs::parse(&shim_args(&uri)).unwrap();
+        assert_eq!(parsed.log_file, Path::new("/x/a b.log"));
+        assert_eq!(parsed.limits, limits);
+        assert!(!parsed.tty);
 
         let args: Vec<String> = ["max-file", "zero", "holdfast-log", "/a", "max-size", "-3"]
             .map(String::from)
             .into();
-        assert_eq!(parse_args(&args).unwrap().1, LogLimits::default());
+        assert_eq!(
+            LoggerArgs::parse(&args).unwrap().limits,
+            LogLimits::default()
+        );
         let args: Vec<String> = ["max-file", "0"].map(String::from).into();
         assert!(matches!(
-            parse_args(&args),
+            LoggerArgs::parse(&args),
             Err(LoggerError::MissingLogFile)
         ));
+    }
+
+    #[test]
+    fn every_argument_travels_through_the_uri_and_the_command_line() {
+        let args = LoggerArgs {
+            tty: true,
+            ..LoggerArgs::new(Path::new("/x/c 1.log"))
+        };
+        let parsed = LoggerArgs::parse(&shim_args(&args.uri(Path::new("/l")))).unwrap();
+        assert_eq!(parsed, args);
+        let fifos = LoggerArgs {
+            output_fifos: Some(("/r/o 1".into(), "/r/e".into())),
+            ..LoggerArgs::new(Path::new("/x/c.log"))
+        };
+        assert_eq!(LoggerArgs::parse(&fifos.to_args()).unwrap(), fifos);
+    }
+
+    #[test]
+    fn terminal_output_is_logged_as_it_arrives_in_whole_characters() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.log");
+        let out = Mutex::new(LogWriter::open(&path, LogLimits::default()).unwrap());
+        let (from, mut to) = std::io::pipe().unwrap();
+        let copier = std::thread::scope(|scope| {
+            let copier = scope.spawn(|| copy_lines(from, LogStream::Stdout, &out, true));
+            // A prompt without a newline is in the log before anything else
+            // arrives: that is what an attached terminal waits for.
+            to.write_all("/ # ".as_bytes()).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while read_log(&path).unwrap().is_empty() {
+                assert!(Instant::now() < deadline, "prompt never logged");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // A character split across two writes is logged whole.
+            let e_acute = "é".as_bytes();
+            to.write_all(&e_acute[..1]).unwrap();
+            to.write_all(&e_acute[1..]).unwrap();
+            to.write_all(b"\r\n").unwrap();
+            drop(to);
+            copier.join().unwrap()
+        });
+        copier.unwrap();
+        let text: String = read_log(&path)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.log)
+            .collect();
+        assert_eq!(text, "/ # é\r\n");
+        assert_eq!(read_log(&path).unwrap()[0].log, "/ # ");
     }
 
     fn locked(path: &Path) -> bool {
@@ -551,8 +752,8 @@ mod tests {
             }
         });
         let out = Mutex::new(writer);
-        copy_lines(out_r, LogStream::Stdout, &out).unwrap();
-        copy_lines(err_r, LogStream::Stderr, &out).unwrap();
+        copy_lines(out_r, LogStream::Stdout, &out, false).unwrap();
+        copy_lines(err_r, LogStream::Stderr, &out, false).unwrap();
         feeder.join().unwrap();
 
         // The live file and two rotated ones, each within the limit.
@@ -587,7 +788,7 @@ mod tests {
         let input: Vec<u8> = (0..20)
             .flat_map(|i| format!("l{i}\n").into_bytes())
             .collect();
-        copy_lines(&input[..], LogStream::Stderr, &out).unwrap();
+        copy_lines(&input[..], LogStream::Stderr, &out, false).unwrap();
         assert!(!rotated_path(&path, 1).exists());
         assert!(std::fs::metadata(&path).unwrap().len() <= 200);
         assert_eq!(lines(&path).last().map(String::as_str), Some("l19"));
@@ -613,6 +814,7 @@ mod tests {
             File::open(&src_out).unwrap(),
             File::open(&src_err).unwrap(),
             writer,
+            false,
         )
         .unwrap();
         let records = read_log(&path).unwrap();

@@ -162,6 +162,10 @@ pub(crate) fn process_env(
     };
     set(DEFAULT_PATH);
     set(&format!("HOSTNAME={hostname}"));
+    if config.tty {
+        // As dockerd: programs in a terminal want to know what it is.
+        set("TERM=xterm");
+    }
     for kv in image.env.iter().flatten() {
         set(kv);
     }
@@ -186,11 +190,6 @@ pub(crate) fn build_spec(
     image: &ImageConfig,
     user: &User,
 ) -> Result<Value, AdapterError> {
-    if config.tty {
-        return Err(AdapterError::Invalid(
-            "a TTY is not supported yet; run without -t".into(),
-        ));
-    }
     let hostname = hostname(id, config);
     let args = process_args(config, image)?;
     let cwd = config
@@ -267,7 +266,7 @@ pub(crate) fn build_spec(
     Ok(json!({
         "ociVersion": "1.0.2-dev",
         "process": {
-            "terminal": false,
+            "terminal": config.tty,
             "user": { "uid": user.uid, "gid": user.gid },
             "args": args,
             "env": process_env(config, image, &hostname),
@@ -504,15 +503,26 @@ mod tests {
     #[test]
     fn bad_options_are_invalid() {
         let user = User { uid: 0, gid: 0 };
-        let tty = ContainerConfig {
-            tty: true,
-            ..Default::default()
-        };
-        assert!(build_spec(&id(), "ns", &tty, &busybox(), &user).is_err());
         let rel = ContainerConfig {
             working_dir: Some("rel".into()),
             ..Default::default()
         };
         assert!(build_spec(&id(), "ns", &rel, &busybox(), &user).is_err());
+    }
+
+    #[test]
+    fn a_tty_container_gets_a_terminal_and_term() {
+        let user = User { uid: 0, gid: 0 };
+        let tty = ContainerConfig {
+            tty: true,
+            ..Default::default()
+        };
+        let spec = build_spec(&id(), "ns", &tty, &busybox(), &user).expect("spec");
+        assert_eq!(spec["process"]["terminal"], json!(true));
+        let env = spec["process"]["env"].as_array().expect("env");
+        assert!(env.contains(&json!("TERM=xterm")), "{env:?}");
+        let plain =
+            build_spec(&id(), "ns", &ContainerConfig::default(), &busybox(), &user).expect("spec");
+        assert_eq!(plain["process"]["terminal"], json!(false));
     }
 }

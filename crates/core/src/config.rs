@@ -36,6 +36,13 @@ pub struct ContainerConfig {
     pub memory_limit_bytes: Option<u64>,
     pub network: NetworkMode,
     pub tty: bool,
+    /// `-i`: the container's stdin stays open for attaches to write to.
+    #[serde(default)]
+    pub open_stdin: bool,
+    /// With `open_stdin`: the first attach that ends its input closes the
+    /// container's stdin (the CLI sets it for `docker run -i`).
+    #[serde(default)]
+    pub stdin_once: bool,
     /// The container's own stop signal (`--stop-signal`).
     pub stop_signal: Option<Signal>,
     /// The container's own grace period (`--stop-timeout`).

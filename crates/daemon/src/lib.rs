@@ -18,10 +18,12 @@
 pub mod api;
 pub mod engine;
 pub mod events;
+pub mod execs;
 pub mod fuzz;
 pub mod logs;
 pub mod seed_image;
 pub mod settings;
+pub mod stdio;
 pub mod store;
 pub mod supervisor;
 
@@ -104,12 +106,11 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         }
     };
     let logger = std::env::current_exe().map_err(io_err("find", Path::new("/proc/self/exe")))?;
-    let adapter = Adapter::new(AdapterConfig::new(
-        &socket,
-        &settings.namespace,
-        logger,
-        settings.log_dir(),
-    ))?;
+    let adapter = Adapter::new(AdapterConfig {
+        // Stdin FIFOs mean nothing after a reboot: keep them on the exec root.
+        fifo_dir: settings.exec_root.join("fifo"),
+        ..AdapterConfig::new(&socket, &settings.namespace, logger, settings.log_dir())
+    })?;
 
     let events = Arc::new(events::EventLog::default());
     let core_config = CoreConfig {
@@ -145,6 +146,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         engine: handle.clone(),
         adapter,
         events,
+        execs: Arc::default(),
         settings: Arc::new(settings.clone()),
         supervisor: supervisor.map(Arc::new),
     };

@@ -48,6 +48,9 @@ pub struct LogOptions {
     /// Keep reading new lines until `stopped` resolves and the logger is done
     /// (or `until_nanos` has passed).
     pub follow: bool,
+    /// The output of a TTY: the bytes alone, without frame headers (there
+    /// is only one stream), as dockerd sends it.
+    pub raw: bool,
 }
 
 /// Resolves when the container is no longer running.
@@ -104,6 +107,15 @@ pub fn frames(
         ReceiverStream::new(rx)
     })
     .flatten()
+}
+
+/// One multiplexed frame on stdout.
+pub fn stdout_frame(payload: &[u8]) -> Bytes {
+    let mut frame = BytesMut::with_capacity(8 + payload.len());
+    frame.put_slice(&[STDOUT, 0, 0, 0]);
+    frame.put_u32(u32::try_from(payload.len()).unwrap_or(u32::MAX));
+    frame.put_slice(payload);
+    frame.freeze()
 }
 
 /// Unix nanoseconds of an RFC 3339 time (`2024-01-02T03:04:05.123456789Z`,
@@ -220,6 +232,7 @@ struct Filter {
     since: Option<i64>,
     until: Option<i64>,
     timestamps: bool,
+    raw: bool,
 }
 
 enum Verdict {
@@ -237,6 +250,7 @@ impl Filter {
             since: o.since_nanos,
             until: o.until_nanos,
             timestamps: o.timestamps,
+            raw: o.raw,
         }
     }
 
@@ -273,8 +287,10 @@ impl Filter {
             return Verdict::Skip;
         };
         let mut frame = BytesMut::with_capacity(8 + len as usize);
-        frame.put_slice(&[stream, 0, 0, 0]);
-        frame.put_u32(len);
+        if !self.raw {
+            frame.put_slice(&[stream, 0, 0, 0]);
+            frame.put_u32(len);
+        }
         frame.put_slice(prefix.as_bytes());
         frame.put_slice(record.log.as_bytes());
         Verdict::Emit(frame.freeze())
@@ -947,6 +963,22 @@ mod tests {
         };
         assert_eq!(payloads(&collect(&path, err).await), ["l1", "l3"]);
         assert!(collect(&path, LogOptions::default()).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn raw_output_has_no_frame_headers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.log");
+        append(&path, &lines("l", 0, 2, false));
+        let raw = LogOptions {
+            raw: true,
+            ..both()
+        };
+        let bytes: Vec<u8> = frames(path, raw, never())
+            .map(|b| b.unwrap().to_vec())
+            .concat()
+            .await;
+        assert_eq!(String::from_utf8(bytes).unwrap(), "l0\nl1\n");
     }
 
     #[tokio::test]

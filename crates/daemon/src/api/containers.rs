@@ -196,12 +196,26 @@ pub async fn wait(
     Ok(r)
 }
 
-/// No TTY yet, so there is nothing to resize; accepted as dockerd accepts it.
+/// `POST /containers/{id}/resize?h=..&w=..`: the init's terminal.
 pub async fn resize(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
+    query: RawQuery,
 ) -> Result<Response, ApiError> {
-    resolve(&state, &reference).await?;
+    let (height, width) = super::exec::size(&Params::parse(&query))?;
+    let id = resolve(&state, &reference).await?;
+    let s = snapshot(&state, id.clone()).await?;
+    if s.status != Status::Running {
+        return Err(ApiError::conflict(format!("Container {id} is not running")));
+    }
+    // Without a terminal there is nothing to resize; accepted as dockerd does.
+    if s.record.config.tty {
+        state
+            .adapter
+            .resize_terminal(&id, "", width, height)
+            .await
+            .map_err(ApiError::from)?;
+    }
     Ok(StatusCode::OK.into_response())
 }
 
@@ -247,7 +261,7 @@ struct CreateBody {
     stop_timeout: Option<i64>,
     tty: Option<bool>,
     open_stdin: Option<bool>,
-    attach_stdin: Option<bool>,
+    stdin_once: Option<bool>,
     volumes: Option<BTreeMap<String, Value>>,
     healthcheck: Option<Value>,
     host_config: Option<HostConfigBody>,
@@ -344,14 +358,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         .filter(|i| !i.is_empty())
         .ok_or_else(|| ApiError::bad_request("no image given: config.Image is required"))?;
     let hc = b.host_config.unwrap_or_default();
-    refuse_unsupported(
-        &b.tty,
-        &b.open_stdin,
-        &b.attach_stdin,
-        &b.healthcheck,
-        &b.volumes,
-        &hc,
-    )?;
+    refuse_unsupported(&b.healthcheck, &b.volumes, &hc)?;
     let mut warnings = Vec::new();
 
     let network = match hc.network_mode.as_deref().unwrap_or("") {
@@ -424,7 +431,9 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         read_only_rootfs: hc.readonly_rootfs.unwrap_or(false),
         memory_limit_bytes,
         network,
-        tty: false,
+        tty: b.tty.unwrap_or(false),
+        open_stdin: b.open_stdin.unwrap_or(false),
+        stdin_once: b.open_stdin.unwrap_or(false) && b.stdin_once.unwrap_or(false),
         stop_signal,
         stop_timeout,
         image_stop_signal: None,
@@ -549,9 +558,6 @@ fn parse_bind(bind: &str) -> Result<BindMount, ApiError> {
 }
 
 fn refuse_unsupported(
-    tty: &Option<bool>,
-    open_stdin: &Option<bool>,
-    attach_stdin: &Option<bool>,
     healthcheck: &Option<Value>,
     volumes: &Option<BTreeMap<String, Value>>,
     hc: &HostConfigBody,
@@ -567,12 +573,6 @@ fn refuse_unsupported(
         s.as_deref()
             .is_some_and(|v| !v.is_empty() && !allowed.contains(&v))
     };
-    if set(tty) {
-        return refuse("Tty (docker run -t)");
-    }
-    if set(open_stdin) || set(attach_stdin) {
-        return refuse("OpenStdin (docker run -i)");
-    }
     if healthcheck
         .as_ref()
         .and_then(|h| h.get("Test"))
@@ -981,9 +981,9 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
             "AttachStdin": false,
             "AttachStdout": false,
             "AttachStderr": false,
-            "Tty": false,
-            "OpenStdin": false,
-            "StdinOnce": false,
+            "Tty": c.tty,
+            "OpenStdin": c.open_stdin,
+            "StdinOnce": c.stdin_once,
             "Env": c.env,
             "Cmd": c.cmd,
             "Image": c.image,
@@ -1248,7 +1248,6 @@ mod tests {
             (b"", "cannot be empty"),
             (br#"{"Image": 5}"#, "invalid JSON"),
             (br#"{"Cmd": ["x"]}"#, "Image"),
-            (br#"{"Image":"b","Tty":true}"#, "Tty"),
             (br#"{"Image":"b","HostConfig":{"Privileged":true}}"#, "Privileged"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"bridge"}}"#, "bridge"),
             (br#"{"Image":"b","HostConfig":{"RestartPolicy":{"Name":"sometimes"}}}"#, "sometimes"),
@@ -1266,12 +1265,13 @@ mod tests {
     #[test]
     fn options_reach_the_config() {
         let body = br#"{"Image":"busybox","Entrypoint":"sh","Cmd":["-c","x"],"Env":["A=1"],
-            "StopSignal":"SIGUSR1","StopTimeout":3,"Labels":{"k":"v"},
+            "Tty":true,"OpenStdin":true,"StdinOnce":true,"StopSignal":"SIGUSR1","StopTimeout":3,"Labels":{"k":"v"},
             "HostConfig":{"NetworkMode":"host","Binds":["/tmp:/t:ro"],"Memory":67108864,
             "RestartPolicy":{"Name":"on-failure","MaximumRetryCount":2},"ReadonlyRootfs":true}}"#;
         let (c, warnings) = decode_create(body).expect("decodes");
         assert!(warnings.is_empty());
         assert_eq!(c.entrypoint, Some(vec!["sh".to_owned()]));
+        assert!(c.tty && c.open_stdin && c.stdin_once);
         assert_eq!(c.network, NetworkMode::Host);
         assert_eq!(c.stop_signal, "SIGUSR1".parse().ok());
         assert_eq!(c.stop_timeout, Some(Duration::from_secs(3)));

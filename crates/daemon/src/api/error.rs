@@ -54,6 +54,21 @@ impl From<RequestError> for ApiError {
     }
 }
 
+/// A direct adapter call's failure (exec, resize), by what containerd said.
+impl From<holdfast_adapter_containerd::AdapterError> for ApiError {
+    fn from(e: holdfast_adapter_containerd::AdapterError) -> ApiError {
+        use holdfast_core::FailureKind;
+        let status = match e.kind() {
+            FailureKind::NotFound => StatusCode::NOT_FOUND,
+            FailureKind::Invalid => StatusCode::BAD_REQUEST,
+            FailureKind::AlreadyExists | FailureKind::FailedPrecondition => StatusCode::CONFLICT,
+            FailureKind::Unavailable | FailureKind::Deadline => StatusCode::SERVICE_UNAVAILABLE,
+            FailureKind::Other => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
 impl From<crate::engine::EngineGone> for ApiError {
     fn from(e: crate::engine::EngineGone) -> ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())

@@ -8,6 +8,7 @@
 
 mod containers;
 mod error;
+mod exec;
 mod images;
 mod params;
 mod render;
@@ -16,6 +17,7 @@ mod system;
 
 pub use containers::decode_create;
 pub use error::ApiError;
+pub use exec::decode_exec_create;
 pub use params::{Filters, decode_query};
 pub use render::parse_client_time;
 
@@ -49,6 +51,7 @@ pub struct ApiState {
     pub engine: EngineHandle,
     pub adapter: Adapter,
     pub events: Arc<EventLog>,
+    pub execs: Arc<crate::execs::Execs>,
     pub settings: Arc<Settings>,
     pub supervisor: Option<Arc<Supervisor>>,
 }
@@ -78,7 +81,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/containers/{id}/resize", post(containers::resize))
         .route("/containers/{id}/top", get(containers::unsupported))
         .route("/containers/{id}/stats", get(containers::unsupported))
-        .route("/containers/{id}/exec", post(containers::unsupported))
+        .route("/containers/{id}/exec", post(exec::create))
+        .route("/exec/{id}/start", post(exec::start))
+        .route("/exec/{id}/json", get(exec::inspect))
+        .route("/exec/{id}/resize", post(exec::resize))
         .route("/containers/{id}/pause", post(containers::unsupported))
         .route("/containers/{id}/unpause", post(containers::unsupported))
         .route("/containers/{id}/rename", post(containers::unsupported))

@@ -1,21 +1,27 @@
 //! `logs` and `attach`: both read the json-file log that the logger (this
 //! binary, run by the shim) writes, so output reaches them live and keeps
-//! being recorded while holdfastd is down.
+//! being recorded while holdfastd is down. Input goes the other way, into
+//! the stdin FIFO the shim reads (see [`crate::stdio`]). Exec sessions are
+//! the same hijacked stream ([`session`]) over the exec's own log.
 
 use super::containers::snapshot;
 use super::params::Params;
 use super::render;
 use super::{ApiError, ApiState};
 use crate::logs::{self, LogOptions, Stopped};
+use crate::stdio::{self, DetachKeys, Escape, InputEnd};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use holdfast_core::{ContainerId, Status};
+use std::future::Future;
+use std::pin::Pin;
 use tokio::io::AsyncWriteExt as _;
+use tokio::net::unix::pipe;
 
-const RAW_STREAM: &str = "application/vnd.docker.raw-stream";
+pub(super) const RAW_STREAM: &str = "application/vnd.docker.raw-stream";
 const MULTIPLEXED_STREAM: &str = "application/vnd.docker.multiplexed-stream";
 
 /// Resolves once the container is no longer running: at once if it is not
@@ -69,6 +75,7 @@ fn log_options(p: &Params) -> Result<LogOptions, ApiError> {
         until_nanos: time("until")?,
         timestamps: p.bool("timestamps"),
         follow: p.bool("follow"),
+        raw: false,
     })
 }
 
@@ -85,19 +92,137 @@ pub async fn logs(
         ));
     }
     let id = state.engine.resolve(&reference).await?;
+    let tty = snapshot(&state, id.clone()).await?.record.config.tty;
     let stopped = stopped_future(&state, &id, true).await?;
+    let options = LogOptions {
+        raw: tty,
+        ..options
+    };
     let frames = logs::frames(state.adapter.log_path(&id), options, stopped);
     let mut r = Body::from_stream(frames).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(MULTIPLEXED_STREAM),
+        HeaderValue::from_static(if tty { RAW_STREAM } else { MULTIPLEXED_STREAM }),
     );
     Ok(r)
 }
 
-/// `POST /containers/{id}/attach`: output only (stdin comes with exec and
-/// TTY support). The connection is upgraded to a raw stream carrying
-/// multiplexed frames from now on, until the container stops.
+/// Resolves once the container's task exists (it has started, or ended, or
+/// the container is gone): from then on the shim holds its end of the stdin
+/// FIFO, and what was written before is not lost when the last writer goes.
+async fn task_exists(state: &ApiState, id: &ContainerId) -> Result<Stopped, ApiError> {
+    let (_, mut live) = state.events.subscribe();
+    if snapshot(state, id.clone()).await?.status != Status::Created {
+        return Ok(Box::pin(async {}));
+    }
+    let id = id.to_string();
+    Ok(Box::pin(async move {
+        loop {
+            match live.recv().await {
+                Ok(e)
+                    if e.actor_id == id
+                        && matches!(e.action.as_str(), "start" | "die" | "destroy") =>
+                {
+                    return;
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }))
+}
+
+/// A session's input: the client's bytes into a stdin FIFO.
+pub(super) struct Input {
+    pub writer: pipe::Sender,
+    /// The detach sequence, watched for on a terminal only (as dockerd).
+    pub escape: Option<Escape>,
+    pub on_close: OnClose,
+}
+
+/// What the end of the client's input means.
+pub(super) enum OnClose {
+    /// A terminal: the session ends; the process's stdin stays open.
+    EndSession,
+    /// Output goes on; the process's stdin stays open for later attaches.
+    KeepStdin,
+    /// Output goes on, and the process's stdin ends: `close` is run after
+    /// `ready` (the shim has the FIFO; what was written is not lost) and
+    /// after our writer is dropped.
+    CloseStdin {
+        ready: Stopped,
+        close: Pin<Box<dyn Future<Output = ()> + Send>>,
+    },
+}
+
+/// A hijacked session: `output` to the client until it ends, `input` from
+/// the client meanwhile. Detaching ends the session at once; so does the
+/// end of a terminal's input.
+pub(super) async fn session(
+    upgraded: hyper::upgrade::Upgraded,
+    output: impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send,
+    input: Option<Input>,
+) {
+    let io = hyper_util::rt::TokioIo::new(upgraded);
+    let (reader, mut writer) = tokio::io::split(io);
+    let output = async move {
+        let mut output = std::pin::pin!(output);
+        while let Some(chunk) = output.next().await {
+            let Ok(chunk) = chunk else { break };
+            if writer.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = writer.flush().await;
+        let _ = writer.shutdown().await;
+    };
+    let mut output = std::pin::pin!(output);
+    let Some(mut input) = input else {
+        output.await;
+        return;
+    };
+    let end = tokio::select! {
+        () = &mut output => return,
+        end = stdio::pump(reader, &mut input.writer, input.escape.take()) => end,
+    };
+    match (end, input.on_close) {
+        (InputEnd::Detached, _) | (InputEnd::Closed, OnClose::EndSession) => {}
+        (_, OnClose::CloseStdin { ready, close }) => {
+            let writer = input.writer;
+            tokio::spawn(async move {
+                ready.await;
+                drop(writer);
+                close.await;
+            });
+            output.await;
+        }
+        (_, OnClose::EndSession | OnClose::KeepStdin) => {
+            drop(input.writer);
+            output.await;
+        }
+    }
+}
+
+/// The response that switches the connection to the raw stream.
+pub(super) fn switching_protocols() -> Response {
+    let mut r = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(RAW_STREAM));
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(header::UPGRADE, HeaderValue::from_static("tcp"));
+    r
+}
+
+pub(super) fn wants_upgrade(req: &Request) -> bool {
+    req.headers()
+        .get(header::UPGRADE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"tcp"))
+}
+
+/// `POST /containers/{id}/attach`: the connection is upgraded to a raw
+/// stream carrying the container's output from now on (multiplexed frames,
+/// or the bytes alone for a TTY) until it stops, and, with `stdin`, the
+/// client's input into the container's stdin.
 pub async fn attach(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
@@ -105,10 +230,8 @@ pub async fn attach(
     mut req: Request,
 ) -> Result<Response, ApiError> {
     let p = Params::parse(&query);
-    if p.bool("stdin") {
-        tracing::debug!("attach asked for stdin, which holdfast does not carry yet");
-    }
     let id = state.engine.resolve(&reference).await?;
+    let config = snapshot(&state, id.clone()).await?.record.config;
     let logs_too = p.bool("logs");
     let stream = p.bool("stream");
     let options = LogOptions {
@@ -119,44 +242,52 @@ pub async fn attach(
         until_nanos: None,
         timestamps: false,
         follow: stream,
+        raw: config.tty,
+    };
+    // Stdin is attached only to a container created with `-i`, as dockerd does.
+    let input = if p.bool("stdin") && stream && config.open_stdin {
+        let keys = DetachKeys::from_param(p.str("detachKeys")).map_err(ApiError::bad_request)?;
+        let path = state.adapter.stdin_path(&id);
+        let writer = stdio::open_writer(&path)
+            .map_err(|e| ApiError::internal(format!("stdin of {id} ({}): {e}", path.display())))?;
+        Some(Input {
+            writer,
+            escape: config.tty.then(|| Escape::new(keys)),
+            on_close: if config.tty {
+                OnClose::EndSession
+            } else if config.stdin_once {
+                let adapter = state.adapter.clone();
+                let id = id.clone();
+                OnClose::CloseStdin {
+                    ready: task_exists(&state, &id).await?,
+                    close: Box::pin(async move {
+                        if let Err(e) = adapter.close_stdin(&id, "").await {
+                            tracing::debug!(container = %id, error = %e, "close stdin");
+                        }
+                    }),
+                }
+            } else {
+                OnClose::KeepStdin
+            },
+        })
+    } else {
+        None
     };
     // With `logs` only, the past; with `stream`, from now until the next exit.
     let stopped = stopped_future(&state, &id, !stream).await?;
     let frames = logs::frames(state.adapter.log_path(&id), options, stopped);
     let upgrade = hyper::upgrade::on(&mut req);
-    let wants_upgrade = req
-        .headers()
-        .get(header::UPGRADE)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"tcp"));
-    if !wants_upgrade {
+    if !wants_upgrade(&req) {
         let mut r = Body::from_stream(frames).into_response();
         r.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(RAW_STREAM));
         return Ok(r);
     }
     tokio::spawn(async move {
-        let upgraded = match upgrade.await {
-            Ok(u) => u,
-            Err(e) => {
-                tracing::debug!(error = %e, "attach upgrade failed");
-                return;
-            }
-        };
-        let mut io = hyper_util::rt::TokioIo::new(upgraded);
-        let mut frames = std::pin::pin!(frames);
-        while let Some(chunk) = frames.next().await {
-            let Ok(chunk) = chunk else { break };
-            if io.write_all(&chunk).await.is_err() {
-                return;
-            }
+        match upgrade.await {
+            Ok(upgraded) => session(upgraded, frames, input).await,
+            Err(e) => tracing::debug!(error = %e, "attach upgrade failed"),
         }
-        let _ = io.flush().await;
-        let _ = io.shutdown().await;
     });
-    let mut r = StatusCode::SWITCHING_PROTOCOLS.into_response();
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(RAW_STREAM));
-    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-    h.insert(header::UPGRADE, HeaderValue::from_static("tcp"));
-    Ok(r)
+    Ok(switching_protocols())
 }
