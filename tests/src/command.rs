@@ -33,13 +33,30 @@ impl CommandOutput {
 /// Runs `cmd` with stdin closed, capturing stdout and stderr; kills it when
 /// it runs longer than `bound`.
 pub fn run_with_timeout(cmd: &mut Command, bound: Duration) -> CommandOutput {
+    run_with_input(cmd, None, bound)
+}
+
+/// As [`run_with_timeout`], with `input` on stdin (then closed) when given.
+pub fn run_with_input(cmd: &mut Command, input: Option<&[u8]>, bound: Duration) -> CommandOutput {
     let started = Instant::now();
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        let input = input.to_vec();
+        // A writer of its own: a command that does not read must not block us.
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            let _ = stdin.write_all(&input);
+        });
+    }
     let mut out = child.stdout.take().expect("piped stdout");
     let mut err = child.stderr.take().expect("piped stderr");
     let out_reader = std::thread::spawn(move || {

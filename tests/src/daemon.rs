@@ -1,7 +1,8 @@
 //! A real holdfastd on a temporary root, and the docker CLI pointed at it.
 
-use crate::command::{CommandOutput, run_with_timeout};
+use crate::command::{CommandOutput, run_with_input, run_with_timeout};
 use crate::procs::{self, Proc};
+use crate::terminal::Terminal;
 use crate::{WAIT_BOUND, poll_until};
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -163,6 +164,28 @@ impl Daemon {
             self.diagnostics()
         );
         out
+    }
+
+    /// Runs `docker args...` with `input` on its stdin, then closed.
+    pub fn docker_with_input(&self, args: &[&str], input: &[u8]) -> CommandOutput {
+        let out = run_with_input(&mut self.docker_command(args), Some(input), COMMAND_BOUND);
+        self.record(args, &out);
+        assert!(
+            !out.timed_out(),
+            "`docker {}` (with input) did not finish within {COMMAND_BOUND:?}\n--- stdout\n{}\n--- stderr\n{}\n{}",
+            show_args(args),
+            out.stdout,
+            out.stderr,
+            self.diagnostics()
+        );
+        out
+    }
+
+    /// Runs `docker args...` in a real pseudo-terminal of `rows` x `cols`
+    /// (through util-linux `script`), for `run -it`, `exec -it`, `attach`.
+    pub fn terminal(&self, args: &[&str], rows: u16, cols: u16) -> Terminal {
+        self.note(format!("$ docker {} (in a terminal)", show_args(args)));
+        Terminal::spawn(self.docker_command(&[]), args, rows, cols)
     }
 
     /// Runs `docker args...` with the generous command bound.

@@ -7,6 +7,8 @@
 //!   and restarts it on the same roots; kills, freezes and thaws its embedded
 //!   containerd. On drop it removes every trace: processes, mounts, runc state,
 //!   cgroups.
+//! - [`Terminal`]: the CLI in a real pseudo-terminal (`run -it`, `exec -it`,
+//!   `attach`), typed into and read like a person would.
 //! - [`wait_until`]: every wait is on a condition, polled, with a generous
 //!   bound; no fixed sleeps as synchronisation.
 //! - [`procs`]: process facts from `/proc` (is a container's pid the same
@@ -24,11 +26,13 @@ mod command;
 mod containers;
 mod daemon;
 pub mod procs;
+mod terminal;
 mod time;
 
-pub use command::{CommandOutput, run_with_timeout};
+pub use command::{CommandOutput, run_with_input, run_with_timeout};
 pub use containers::{TICKER, TRAPPER, gated_exit, open_gate};
 pub use daemon::{BackgroundDocker, ContainerdOutage, Daemon, HttpResponse, lines};
+pub use terminal::Terminal;
 pub use time::{now_unix_nanos, parse_rfc3339_nanos, unix_nanos_arg};
 
 use std::time::{Duration, Instant};
