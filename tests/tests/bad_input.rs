@@ -111,11 +111,15 @@ fn bad_requests_get_4xx_and_change_nothing() {
     );
 
     // an option that changes behaviour and is not supported is refused by name
-    let r = create(&d, "", br#"{"Image": "busybox", "Tty": true}"#);
-    let m = f.expect("Tty is not supported yet", &r, &[400]);
+    let r = create(
+        &d,
+        "",
+        br#"{"Image": "busybox", "HostConfig": {"Privileged": true}}"#,
+    );
+    let m = f.expect("Privileged is not supported yet", &r, &[400]);
     f.check(
-        m.contains("Tty"),
-        format!("the Tty message names the option: {m:?}"),
+        m.contains("Privileged"),
+        format!("the Privileged message names the option: {m:?}"),
     );
 
     // bad names
