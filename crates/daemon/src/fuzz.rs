@@ -3,11 +3,13 @@
 //! cargo-fuzz target in `fuzz/` and the corpus replay test
 //! (`tests/fuzz_corpus.rs`, on stable) both call [`fuzz_api_request`].
 //!
-//! The first byte picks the decoder (`byte % 4`, so the letters `c`, `f`,
-//! `t` and `q` name them in hand-written seeds) and the rest is its input:
+//! The first byte picks the decoder (`e` for the exec body, else `byte % 4`,
+//! so the letters `c`, `f`, `t` and `q` name them in hand-written seeds) and
+//! the rest is its input:
 //!
 //! | byte % 4 | letter | decoder |
 //! | --- | --- | --- |
+//! | (exactly `e`) | `e` | [`decode_exec_create`], the `POST /containers/{id}/exec` body |
 //! | 3 | `c` | [`decode_create`], the `POST /containers/create` body |
 //! | 2 | `f` | [`Filters::parse`], a `filters=` value |
 //! | 0 | `t` | [`parse_client_time`], a `since=`/`until=` value |
@@ -16,13 +18,16 @@
 //! Text inputs are taken as the HTTP layer hands them over: bytes that are
 //! not UTF-8 become U+FFFD.
 
-use crate::api::{ApiError, Filters, decode_create, decode_query, parse_client_time};
+use crate::api::{
+    ApiError, Filters, decode_create, decode_exec_create, decode_query, parse_client_time,
+};
 use holdfast_core::{ContainerConfig, RestartPolicy};
 
 /// Which decoder an input went to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoder {
     CreateBody,
+    ExecBody,
     Filters,
     ClientTime,
     Query,
@@ -42,6 +47,7 @@ pub fn fuzz_api_request(data: &[u8]) -> Outcome {
     let (selector, rest) = data.split_first().unwrap_or((&b'c', &[]));
     let text = || String::from_utf8_lossy(rest);
     let (decoder, accepted) = match selector % 4 {
+        _ if *selector == b'e' => (Decoder::ExecBody, exec_body(rest)),
         3 => (Decoder::CreateBody, create_body(rest)),
         2 => (Decoder::Filters, filters(&text())),
         0 => (Decoder::ClientTime, client_time(&text())),
@@ -62,6 +68,42 @@ fn check_refusal(what: &str, input: &str, e: &ApiError) {
         !e.message.trim().is_empty(),
         "{what} {input:?}: refused with an empty message"
     );
+}
+
+fn exec_body(body: &[u8]) -> bool {
+    let input = String::from_utf8_lossy(body);
+    match (decode_exec_create(body), decode_exec_create(body)) {
+        (Err(e), Err(e2)) => {
+            check_refusal("exec body", &input, &e);
+            assert_eq!(
+                e.message, e2.message,
+                "exec body {input:?}: refused differently twice"
+            );
+            false
+        }
+        (Ok(spec), Ok(again)) => {
+            assert_eq!(
+                spec, again,
+                "exec body {input:?}: decoded differently twice"
+            );
+            assert!(
+                !spec.cmd.is_empty(),
+                "exec body {input:?}: accepted without a command"
+            );
+            assert!(
+                spec.working_dir.as_ref().is_none_or(|w| w.starts_with('/')),
+                "exec body {input:?}: a relative working directory"
+            );
+            assert!(
+                spec.env
+                    .iter()
+                    .all(|e| !e.is_empty() && !e.starts_with('=')),
+                "exec body {input:?}: a nameless env entry"
+            );
+            true
+        }
+        _ => panic!("exec body {input:?}: decoded once and refused once"),
+    }
 }
 
 fn create_body(body: &[u8]) -> bool {
@@ -100,8 +142,8 @@ fn check_config(input: &str, c: &ContainerConfig) {
     if c.image.is_empty() {
         fail("no image");
     }
-    if c.tty {
-        fail("a TTY, which holdfast does not offer");
+    if c.stdin_once && !c.open_stdin {
+        fail("StdinOnce without a stdin");
     }
     if c.image_id.is_some() || c.image_stop_signal.is_some() {
         fail("image facts, which only the daemon resolves");
@@ -228,5 +270,13 @@ mod tests {
         assert_eq!(query.decoder, Decoder::Query);
         assert!(!query.accepted, "t=x is not a number");
         assert_eq!(fuzz_api_request(b"").decoder, Decoder::CreateBody);
+        let exec = fuzz_api_request(br#"e{"Cmd":["sh"],"Tty":true}"#);
+        assert_eq!(
+            exec,
+            Outcome {
+                decoder: Decoder::ExecBody,
+                accepted: true
+            }
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! (nothing panics, refusals are 4xx that say why, decoded configs are sound).
 //!
 //! Corpus files are named `<decoder>-<expect>-<what>`: the decoder
-//! (`create`, `filters`, `time`, `query`) is the one the first byte picks,
+//! (`create`, `exec`, `filters`, `time`, `query`) is the one the first byte picks,
 //! and `ok` seeds must be accepted, `bad` ones refused (`any` and files the
 //! fuzzer added, which have hash names, may go either way).
 
@@ -46,6 +46,7 @@ fn api_requests_corpus_replays() {
         let mut parts = name.splitn(3, '-');
         let decoder = match parts.next() {
             Some("create") => Decoder::CreateBody,
+            Some("exec") => Decoder::ExecBody,
             Some("filters") => Decoder::Filters,
             Some("time") => Decoder::ClientTime,
             Some("query") => Decoder::Query,
