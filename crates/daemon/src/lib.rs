@@ -23,6 +23,7 @@ pub mod fuzz;
 pub mod logs;
 pub mod seed_image;
 pub mod settings;
+pub mod stats;
 pub mod stdio;
 pub mod store;
 pub mod supervisor;

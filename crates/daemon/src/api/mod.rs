@@ -11,7 +11,9 @@ mod error;
 mod exec;
 mod images;
 mod params;
+mod prune;
 mod render;
+mod resources;
 mod streams;
 mod system;
 
@@ -65,7 +67,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/events", get(system::events))
         .route("/containers/create", post(containers::create))
         .route("/containers/json", get(containers::list))
-        .route("/containers/prune", post(containers::unsupported))
+        .route("/containers/prune", post(prune::containers))
         .route(
             "/containers/{id}",
             axum::routing::delete(containers::remove),
@@ -79,8 +81,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/containers/{id}/logs", get(streams::logs))
         .route("/containers/{id}/attach", post(streams::attach))
         .route("/containers/{id}/resize", post(containers::resize))
-        .route("/containers/{id}/top", get(containers::unsupported))
-        .route("/containers/{id}/stats", get(containers::unsupported))
+        .route("/containers/{id}/top", get(resources::top))
+        .route("/containers/{id}/stats", get(resources::stats))
         .route("/containers/{id}/exec", post(exec::create))
         .route("/exec/{id}/start", post(exec::start))
         .route("/exec/{id}/json", get(exec::inspect))

@@ -1,0 +1,156 @@
+//! The commands of a daily session beside the lifecycle, with the real
+//! docker CLI: `top`, `stats` (one-shot and streaming, from the host's
+//! cgroups, v1 or v2), `container prune` and `port`.
+
+use holdfast_e2e::Daemon;
+use serde_json::Value;
+
+#[test]
+fn top_shows_the_containers_processes_only() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "busy",
+        "busybox",
+        "sh",
+        "-c",
+        "sleep 1001 & sleep 1002",
+    ]);
+    d.wait_until("both sleeps run", || {
+        let out = d.docker(&["top", "busy"]).stdout;
+        out.contains("sleep 1001") && out.contains("sleep 1002")
+    });
+    let out = d.ok(&["top", "busy", "-o", "pid,args"]);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    // busybox sh execs its last command: the second sleep is the init.
+    assert_eq!(
+        rows.len(),
+        2,
+        "two sleeps, nothing of the host:\n{out}\n{}",
+        d.diagnostics()
+    );
+    let init = d.pid_of("busy").to_string();
+    assert!(
+        rows.iter()
+            .any(|r| r.split_whitespace().next() == Some(init.as_str())),
+        "the init pid {init} is listed:\n{out}"
+    );
+    d.fails_saying(
+        "ps without a PID column",
+        &["top", "busy", "-o", "args"],
+        "PID",
+    );
+    d.ok(&["kill", "busy"]);
+    d.fails_saying(
+        "top of a stopped container",
+        &["top", "busy"],
+        "is not running",
+    );
+}
+
+#[test]
+fn stats_read_the_cgroup_once_and_as_a_stream() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "hog",
+        "-m",
+        "64m",
+        "busybox",
+        "sh",
+        "-c",
+        "while :; do :; done",
+    ]);
+    let out = d.ok(&[
+        "stats",
+        "--no-stream",
+        "--format",
+        "{{.Name}} {{.CPUPerc}} {{.MemUsage}} {{.PIDs}}",
+        "hog",
+    ]);
+    let fields: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(fields.first(), Some(&"hog"), "{out}\n{}", d.diagnostics());
+    let cpu: f64 = fields
+        .get(1)
+        .and_then(|c| c.trim_end_matches('%').parse().ok())
+        .unwrap_or(-1.0);
+    assert!(
+        cpu > 0.0,
+        "a busy loop uses CPU: {out}\n{}",
+        d.diagnostics()
+    );
+    assert!(
+        out.contains("/ 64MiB"),
+        "the memory limit is the container's: {out}"
+    );
+    assert_eq!(fields.last(), Some(&"1"), "one process: {out}");
+
+    // The API's stream: one object per second, each with the one before.
+    let r = d.http(
+        "GET",
+        "/containers/hog/stats?stream=false&one-shot=true",
+        None,
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let one: Value = r.json().expect("stats JSON");
+    assert_eq!(one["name"], "/hog", "{one}");
+    assert!(
+        one["cpu_stats"]["cpu_usage"]["total_usage"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{one}"
+    );
+    assert!(
+        one["cpu_stats"]["system_cpu_usage"].as_u64().unwrap_or(0) > 0,
+        "{one}"
+    );
+    assert_eq!(one["memory_stats"]["limit"], 64 * 1024 * 1024, "{one}");
+    let bg = d.spawn_docker(&["stats", "--format", "{{.Name}} {{.CPUPerc}}", "hog"]);
+    d.wait_until("the streaming stats showed several samples", || {
+        bg.stdout_so_far().matches("hog").count() >= 3
+    });
+    drop(bg);
+
+    // A stopped container: zeroes, not an error (as dockerd).
+    d.ok(&["kill", "hog"]);
+    let out = d.ok(&[
+        "stats",
+        "--no-stream",
+        "--format",
+        "{{.Name}} {{.PIDs}}",
+        "hog",
+    ]);
+    assert_eq!(out.trim(), "hog 0", "{}", d.diagnostics());
+}
+
+#[test]
+fn prune_removes_what_is_not_running_and_port_is_empty_without_networks() {
+    let d = Daemon::start();
+    d.ok(&["run", "-d", "--name", "stays", "busybox", "sleep", "1000"]);
+    d.ok(&["run", "--name", "done", "busybox", "true"]);
+    d.ok(&[
+        "create", "--name", "kept", "--label", "keep=yes", "busybox", "true",
+    ]);
+    d.ok(&["create", "--name", "fresh", "busybox", "true"]);
+    let out = d.ok(&["container", "prune", "--force", "--filter", "label!=keep"]);
+    assert!(out.contains("Deleted Containers"), "{out}");
+    let names = d.ok(&["ps", "-a", "--format", "{{.Names}}"]);
+    let mut names: Vec<&str> = names.lines().collect();
+    names.sort_unstable();
+    assert_eq!(names, ["kept", "stays"], "{}", d.diagnostics());
+    d.ok(&["container", "prune", "--force"]);
+    assert_eq!(
+        d.ok(&["ps", "-a", "--format", "{{.Names}}"]).trim(),
+        "stays"
+    );
+    assert_eq!(
+        d.ok(&["port", "stays"]).trim(),
+        "",
+        "no published ports without a network"
+    );
+}
