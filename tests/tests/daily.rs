@@ -154,3 +154,64 @@ fn prune_removes_what_is_not_running_and_port_is_empty_without_networks() {
         "no published ports without a network"
     );
 }
+
+#[test]
+fn rename_and_update_restart_edit_the_record_and_survive_a_restart() {
+    let mut d = Daemon::start();
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "before",
+        "busybox",
+        "sh",
+        "-c",
+        "while [ ! -f /tmp/go ]; do sleep 0.1; done; exit 3",
+    ]);
+    d.ok(&["run", "-d", "--name", "other", "busybox", "sleep", "1000"]);
+    let since = holdfast_e2e::now_unix_nanos();
+    d.ok(&["rename", "before", "after"]);
+    d.fails_saying(
+        "a taken name",
+        &["rename", "after", "other"],
+        "already in use",
+    );
+    d.ok(&["update", "--restart", "on-failure:2", "after"]);
+    d.fails_saying(
+        "update of a resource",
+        &["update", "--memory", "64m", "after"],
+        "not supported",
+    );
+    let events = d.events_since(since, &["--filter", "event=rename"]);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["Actor"]["Attributes"]["oldName"] == "/before"
+                && e["Actor"]["Attributes"]["name"] == "after"),
+        "rename event: {events:?}\n{}",
+        d.diagnostics()
+    );
+    // Recorded: a crash of holdfastd forgets neither.
+    d.sigkill();
+    d.restart();
+    let v = d.inspect("after");
+    assert_eq!(v["Name"], "/after", "{}", d.diagnostics());
+    assert_eq!(
+        v["HostConfig"]["RestartPolicy"]["Name"], "on-failure",
+        "{v}"
+    );
+    assert_eq!(
+        v["HostConfig"]["RestartPolicy"]["MaximumRetryCount"], 2,
+        "{v}"
+    );
+    d.fails_saying("the old name", &["inspect", "before"], "No such");
+    // The new policy holds for the next exit.
+    d.ok(&["exec", "after", "touch", "/tmp/go"]);
+    d.wait_until(
+        "the updated policy restarted it twice, then let it be",
+        || {
+            let v = d.inspect("after");
+            v["RestartCount"] == 2 && v["State"]["Status"] == "exited"
+        },
+    );
+}

@@ -319,8 +319,8 @@ struct HostConfigBody {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-struct RestartPolicyBody {
-    name: Option<String>,
+pub(super) struct RestartPolicyBody {
+    pub(super) name: Option<String>,
     maximum_retry_count: Option<i64>,
 }
 
@@ -491,7 +491,7 @@ fn parse_size(s: &str) -> Option<u64> {
     (size > 0).then_some(size)
 }
 
-fn restart_policy(p: RestartPolicyBody) -> Result<RestartPolicy, ApiError> {
+pub(super) fn restart_policy(p: RestartPolicyBody) -> Result<RestartPolicy, ApiError> {
     let retries = p.maximum_retry_count.unwrap_or(0);
     if retries < 0 {
         return Err(ApiError::bad_request(

@@ -7,6 +7,7 @@
 //! refused with dockerd's message.
 
 mod containers;
+mod edit;
 mod error;
 mod exec;
 mod images;
@@ -89,8 +90,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/exec/{id}/resize", post(exec::resize))
         .route("/containers/{id}/pause", post(containers::unsupported))
         .route("/containers/{id}/unpause", post(containers::unsupported))
-        .route("/containers/{id}/rename", post(containers::unsupported))
-        .route("/containers/{id}/update", post(containers::unsupported))
+        .route("/containers/{id}/rename", post(edit::rename))
+        .route("/containers/{id}/update", post(edit::update))
         .route("/images/json", get(images::list))
         .route("/images/create", post(images::pull))
         .route(
