@@ -215,3 +215,74 @@ fn rename_and_update_restart_edit_the_record_and_survive_a_restart() {
         },
     );
 }
+
+#[test]
+fn cp_copies_both_ways_into_running_and_stopped_containers_and_never_out_of_them() {
+    let d = Daemon::start();
+    let host = tempfile::tempdir().expect("temp dir");
+    let src = host.path().join("dir");
+    std::fs::create_dir_all(src.join("sub")).expect("mkdir");
+    std::fs::write(src.join("a.txt"), "hello\n").expect("write");
+    std::fs::write(src.join("sub/b.txt"), "deep\n").expect("write");
+    let src_arg = src.to_string_lossy().into_owned();
+    let out_dir = host.path().join("out");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let out = |name: &str| out_dir.join(name).to_string_lossy().into_owned();
+
+    // Into and out of a running container.
+    d.ok(&["run", "-d", "--name", "live", "busybox", "sleep", "1000"]);
+    d.ok(&["cp", &src_arg, "live:/tmp/"]);
+    assert_eq!(
+        d.ok(&["exec", "live", "cat", "/tmp/dir/sub/b.txt"]),
+        "deep\n"
+    );
+    d.ok(&["cp", "live:/tmp/dir", &out("dir")]);
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("dir/a.txt")).unwrap_or_default(),
+        "hello\n",
+        "{}",
+        d.diagnostics()
+    );
+
+    // A symlink planted in the container to a host-only file: copied as a
+    // link, and followed (-L) only inside the container, where it leads nowhere.
+    d.ok(&["exec", "live", "ln", "-s", "/etc/shadow", "/tmp/planted"]);
+    d.ok(&["cp", "live:/tmp/planted", &out("planted")]);
+    let meta = std::fs::symlink_metadata(out_dir.join("planted")).expect("copied");
+    assert!(meta.file_type().is_symlink(), "copied as a link");
+    d.fails_saying(
+        "following the planted link",
+        &["cp", "-L", "live:/tmp/planted", &out("shadow")],
+        "Could not find",
+    );
+    assert!(
+        !out_dir.join("shadow").exists(),
+        "nothing of the host's came out"
+    );
+
+    // A created, never started container: its snapshot is mounted for the copy.
+    d.ok(&["create", "--name", "cold", "busybox", "cat", "/seed.txt"]);
+    d.ok(&["cp", &src.join("a.txt").to_string_lossy(), "cold:/seed.txt"]);
+    d.ok(&["cp", "cold:/seed.txt", &out("seed.txt")]);
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("seed.txt")).unwrap_or_default(),
+        "hello\n"
+    );
+    let started = d.ok(&["start", "-a", "cold"]);
+    assert_eq!(
+        started, "hello\n",
+        "the copy is in the container's own filesystem"
+    );
+
+    d.fails_saying(
+        "a missing path",
+        &["cp", "live:/no/such", &out("x")],
+        "Could not find",
+    );
+    d.fails_saying("into a file", &["cp", &src_arg, "live:/etc/passwd/x"], "");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    assert!(
+        !mounts.contains(&d.exec_root().join("cp").to_string_lossy().into_owned()),
+        "no copy mount left behind:\n{mounts}"
+    );
+}

@@ -58,7 +58,7 @@ mod spec;
 mod stdio;
 
 pub use client::{Adapter, AdapterConfig, InputSink};
-pub use container::ensure_fifo;
+pub use container::{RootfsMount, ensure_fifo};
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
 pub use error::{AdapterError, classify_status};
 pub use exec::ExecRequest;

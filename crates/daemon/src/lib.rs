@@ -16,6 +16,7 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+pub mod archive;
 pub mod engine;
 pub mod events;
 pub mod execs;

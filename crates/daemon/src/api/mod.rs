@@ -6,6 +6,7 @@
 //! [`MIN_API_VERSION`] to [`API_VERSION`]; newer or older prefixes are
 //! refused with dockerd's message.
 
+mod archive;
 mod containers;
 mod edit;
 mod error;
@@ -104,6 +105,10 @@ pub fn router(state: ApiState) -> Router {
     // A tarball of any size, streamed to disk.
     let load = Router::new()
         .route("/images/load", post(images::load))
+        .route(
+            "/containers/{id}/archive",
+            get(archive::get).head(archive::head).put(archive::put),
+        )
         .layer(DefaultBodyLimit::disable());
     json_routes
         .merge(load)
