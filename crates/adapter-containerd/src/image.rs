@@ -35,6 +35,9 @@ pub struct ImageConfig {
     pub stop_signal: Option<String>,
     #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
+    /// `VOLUME` paths (the values are empty objects).
+    #[serde(default)]
+    pub volumes: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -19,6 +19,7 @@ const OP_ENV: &str = "HOLDFAST_ARCHIVE_OP";
 const ROOT_ENV: &str = "HOLDFAST_ARCHIVE_ROOT";
 const PATH_ENV: &str = "HOLDFAST_ARCHIVE_PATH";
 const OWNERS_ENV: &str = "HOLDFAST_ARCHIVE_KEEP_OWNERS";
+const CONTENTS_ENV: &str = "HOLDFAST_ARCHIVE_CONTENTS";
 
 /// What `X-Docker-Container-Path-Stat` carries (Go's `os.FileMode` bits).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +66,8 @@ pub enum ArchiveError {
 pub enum Op {
     Stat,
     Get,
+    /// A directory's contents, named relative to it (to fill a volume).
+    GetContents,
     Put,
 }
 
@@ -72,7 +75,7 @@ impl Op {
     fn name(self) -> &'static str {
         match self {
             Op::Stat => "stat",
-            Op::Get => "get",
+            Op::Get | Op::GetContents => "get",
             Op::Put => "put",
         }
     }
@@ -96,12 +99,13 @@ pub fn spawn(
         .env(ROOT_ENV, root)
         .env(PATH_ENV, path)
         .env(OWNERS_ENV, if keep_owners { "1" } else { "0" })
+        .env(CONTENTS_ENV, if op == Op::GetContents { "1" } else { "0" })
         .stdin(if op == Op::Put {
             Stdio::piped()
         } else {
             Stdio::null()
         })
-        .stdout(if op == Op::Get {
+        .stdout(if matches!(op, Op::Get | Op::GetContents) {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -149,6 +153,7 @@ fn helper() -> Result<Report, Report> {
     let var = |k: &str| std::env::var(k).map_err(|_| Report::Invalid(format!("{k} not set")));
     let (op, root, path) = (var(OP_ENV)?, var(ROOT_ENV)?, var(PATH_ENV)?);
     let keep_owners = std::env::var(OWNERS_ENV).is_ok_and(|v| v == "1");
+    let contents = std::env::var(CONTENTS_ENV).is_ok_and(|v| v == "1");
     std::os::unix::fs::chroot(&root).map_err(|e| Report::Failed(format!("chroot {root}: {e}")))?;
     std::env::set_current_dir("/").map_err(|e| Report::Failed(format!("chdir /: {e}")))?;
     let path = container_path(&path);
@@ -157,7 +162,7 @@ fn helper() -> Result<Report, Report> {
         "stat" => {}
         "get" => {
             let mut out = io::stdout().lock();
-            write_tar(&path, &stat, &mut out)
+            write_tar(&path, &stat, contents, &mut out)
                 .map_err(|e| Report::Failed(format!("archive: {e}")))?;
             out.flush().map_err(|e| Report::Failed(e.to_string()))?;
         }
@@ -237,10 +242,10 @@ fn stat(path: &Path) -> Result<PathStat, Report> {
 
 /// The path as a tar stream named by its last component, as dockerd sends
 /// it; a directory with everything in it, symlinks as links.
-fn write_tar(path: &Path, stat: &PathStat, out: impl Write) -> io::Result<()> {
+fn write_tar(path: &Path, stat: &PathStat, contents: bool, out: impl Write) -> io::Result<()> {
     let mut builder = tar::Builder::new(out);
     builder.follow_symlinks(false);
-    let name = if stat.name == "/" {
+    let name = if stat.name == "/" || contents {
         "."
     } else {
         stat.name.as_str()

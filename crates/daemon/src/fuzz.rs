@@ -161,13 +161,20 @@ fn check_config(input: &str, c: &ContainerConfig) {
         fail("an empty string where none means unset");
     }
     if c.mounts.iter().any(|m| {
-        !m.source.starts_with('/')
+        // A bind: an absolute host path. A volume: a valid name (or empty,
+        // anonymous), its source left to the daemon.
+        let source_ok = match &m.volume {
+            None => m.source.starts_with('/') && !m.source.contains(':'),
+            Some(v) => {
+                m.source.is_empty() && (v.is_empty() || crate::volumes::validate_name(v).is_ok())
+            }
+        };
+        !source_ok
             || !m.destination.starts_with('/')
             || m.destination == "/"
-            || m.source.contains(':')
             || m.destination.contains(':')
     }) {
-        fail("a bind mount that is not absolute host path to absolute path");
+        fail("a mount that is neither an absolute host path nor a volume, to an absolute path");
     }
     if c.memory_limit_bytes.is_some_and(|m| m < 6 * 1024 * 1024) {
         fail("a memory limit under dockerd's 6 MB minimum");

@@ -28,6 +28,7 @@ pub mod stats;
 pub mod stdio;
 pub mod store;
 pub mod supervisor;
+pub mod volumes;
 
 use holdfast_adapter_containerd::{Adapter, AdapterConfig};
 use holdfast_core::CoreConfig;
@@ -149,6 +150,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         adapter,
         events,
         execs: Arc::default(),
+        volumes: Arc::new(volumes::Volumes::new(settings.data_root.join("volumes"))),
         settings: Arc::new(settings.clone()),
         supervisor: supervisor.map(Arc::new),
     };

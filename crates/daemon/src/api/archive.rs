@@ -35,7 +35,7 @@ impl From<ArchiveError> for ApiError {
 
 /// A container's root filesystem for the length of one request.
 #[derive(Debug)]
-enum Root {
+pub(super) enum Root {
     /// `/proc/<pid>/root` of the running init.
     Live(PathBuf),
     /// The snapshot, mounted here; unmounted and removed on drop.
@@ -43,7 +43,7 @@ enum Root {
 }
 
 impl Root {
-    fn path(&self) -> &std::path::Path {
+    pub(super) fn path(&self) -> &std::path::Path {
         match self {
             Root::Live(p) | Root::Mounted(p) => p,
         }
@@ -66,11 +66,19 @@ async fn root_of(state: &ApiState, id: &ContainerId) -> Result<Root, ApiError> {
     if let (Status::Running, TaskState::Running { pid }) = (s.status, s.task) {
         return Ok(Root::Live(PathBuf::from(format!("/proc/{pid}/root"))));
     }
+    mounted_root(state, id).await
+}
+
+/// The container's snapshot, mounted for the length of one request.
+pub(super) async fn mounted_root(state: &ApiState, id: &ContainerId) -> Result<Root, ApiError> {
     let mounts = state
         .adapter
         .rootfs_mounts(id)
         .await
         .map_err(ApiError::from)?;
+    if mounts.is_empty() {
+        return Err(ApiError::internal(format!("container {id} has no rootfs")));
+    }
     let n = NEXT_MOUNT.fetch_add(1, Ordering::Relaxed);
     let dir = state
         .settings
@@ -101,9 +109,6 @@ async fn root_of(state: &ApiState, id: &ContainerId) -> Result<Root, ApiError> {
             (!data.is_empty()).then_some(data.as_str()),
         )
         .map_err(|e| ApiError::internal(format!("mounting the rootfs of {id}: {e}")))?;
-    }
-    if mounts.is_empty() {
-        return Err(ApiError::internal(format!("container {id} has no rootfs")));
     }
     Ok(root)
 }

@@ -18,6 +18,7 @@ mod render;
 mod resources;
 mod streams;
 mod system;
+mod volumes;
 
 pub use containers::decode_create;
 pub use error::ApiError;
@@ -56,6 +57,7 @@ pub struct ApiState {
     pub adapter: Adapter,
     pub events: Arc<EventLog>,
     pub execs: Arc<crate::execs::Execs>,
+    pub volumes: Arc<crate::volumes::Volumes>,
     pub settings: Arc<Settings>,
     pub supervisor: Option<Arc<Supervisor>>,
 }
@@ -93,6 +95,13 @@ pub fn router(state: ApiState) -> Router {
         .route("/containers/{id}/unpause", post(containers::unsupported))
         .route("/containers/{id}/rename", post(edit::rename))
         .route("/containers/{id}/update", post(edit::update))
+        .route("/volumes", get(volumes::list))
+        .route("/volumes/create", post(volumes::create))
+        .route("/volumes/prune", post(volumes::prune))
+        .route(
+            "/volumes/{name}",
+            get(volumes::inspect).delete(volumes::remove),
+        )
         .route("/images/json", get(images::list))
         .route("/images/create", post(images::pull))
         .route(
