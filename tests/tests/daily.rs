@@ -286,3 +286,42 @@ fn cp_copies_both_ways_into_running_and_stopped_containers_and_never_out_of_them
         "no copy mount left behind:\n{mounts}"
     );
 }
+
+#[test]
+fn export_writes_the_containers_own_filesystem() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "exp",
+        "-v",
+        "expv:/data",
+        "busybox",
+        "sh",
+        "-c",
+        "echo x > /data/in-volume; echo hi > /marker; sleep 1000",
+    ]);
+    d.wait_until("the marker is written", || {
+        d.docker(&["exec", "exp", "cat", "/marker"]).stdout == "hi\n"
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tarball = dir.path().join("exp.tar");
+    d.ok(&["export", "-o", &tarball.to_string_lossy(), "exp"]);
+    let listing = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(&tarball)
+        .output()
+        .expect("tar");
+    let names = String::from_utf8_lossy(&listing.stdout).into_owned();
+    let has = |n: &str| names.lines().any(|l| l.trim_end_matches('/') == n);
+    assert!(
+        has("marker") && has("bin/busybox"),
+        "the container's files:\n{names}"
+    );
+    assert!(has("proc") && has("data"), "mount points stay, empty");
+    assert!(
+        !has("proc/cpuinfo") && !has("data/in-volume"),
+        "what is mounted inside is not exported:\n{names}"
+    );
+}

@@ -250,12 +250,47 @@ fn write_tar(path: &Path, stat: &PathStat, contents: bool, out: impl Write) -> i
     } else {
         stat.name.as_str()
     };
-    if stat.is_dir() {
+    if path == Path::new("/") {
+        // The whole filesystem: what is mounted on it inside the container
+        // (proc, sys, dev, volumes) is not the container's own, as with
+        // dockerd's export of the rootfs; the mount points stay, empty.
+        let device = std::fs::symlink_metadata(path)?.dev();
+        append_one_filesystem(&mut builder, device, path, Path::new(name))?;
+    } else if stat.is_dir() {
         builder.append_dir_all(name, path)?;
     } else {
         builder.append_path_with_name(path, name)?;
     }
     builder.into_inner()?.flush()
+}
+
+fn append_one_filesystem(
+    builder: &mut tar::Builder<impl Write>,
+    device: u64,
+    dir: &Path,
+    name: &Path,
+) -> io::Result<()> {
+    builder.append_path_with_name(dir, name)?;
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in entries {
+        let path = entry.path();
+        let child = name.join(entry.file_name());
+        // A running container's files may go while we walk.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let result = if meta.is_dir() && meta.dev() == device {
+            append_one_filesystem(builder, device, &path, &child)
+        } else {
+            builder.append_path_with_name(&path, &child)
+        };
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            other => other?,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -189,6 +189,35 @@ pub async fn get(
     Ok(r)
 }
 
+/// `GET /containers/{id}/export`: the whole filesystem as a tar, as
+/// `docker export` writes it.
+pub async fn export(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = state.engine.resolve(&reference).await?;
+    let root = root_of(&state, &id).await?;
+    let mut child = archive::spawn(Op::GetContents, root.path(), "/", false)
+        .map_err(|e| ApiError::internal(format!("archive helper: {e}")))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| ApiError::internal("archive helper without stdout"))?;
+    let tail = futures_util::stream::once(async move {
+        let result = archive::finish(child).await;
+        drop(root);
+        result
+            .map(|_| bytes::Bytes::new())
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    });
+    let mut r = Body::from_stream(chunks(stdout).chain(tail)).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-tar"),
+    );
+    Ok(r)
+}
+
 /// A child's stdout as a stream of chunks.
 fn chunks(
     from: tokio::process::ChildStdout,

@@ -118,6 +118,7 @@ pub fn router(state: ApiState) -> Router {
             "/containers/{id}/archive",
             get(archive::get).head(archive::head).put(archive::put),
         )
+        .route("/containers/{id}/export", get(archive::export))
         .layer(DefaultBodyLimit::disable());
     json_routes
         .merge(load)
