@@ -325,3 +325,23 @@ fn export_writes_the_containers_own_filesystem() {
         "what is mounted inside is not exported:\n{names}"
     );
 }
+
+#[test]
+fn diff_lists_what_the_container_changed() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "--name",
+        "changer",
+        "busybox",
+        "sh",
+        "-c",
+        "echo x >> /etc/passwd; rm /bin/ls; mkdir -p /new/d; touch /new/d/f",
+    ]);
+    assert_eq!(
+        d.ok(&["diff", "changer"]),
+        "C /bin\nD /bin/ls\nC /etc\nC /etc/passwd\nA /new\nA /new/d\nA /new/d/f\n",
+        "{}",
+        d.diagnostics()
+    );
+}

@@ -7,6 +7,7 @@
 //! refused with dockerd's message.
 
 mod archive;
+mod changes;
 mod containers;
 mod edit;
 mod error;
@@ -85,6 +86,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/containers/{id}/logs", get(streams::logs))
         .route("/containers/{id}/attach", post(streams::attach))
         .route("/containers/{id}/resize", post(containers::resize))
+        .route("/containers/{id}/changes", get(changes::diff))
         .route("/containers/{id}/top", get(resources::top))
         .route("/containers/{id}/stats", get(resources::stats))
         .route("/containers/{id}/exec", post(exec::create))
