@@ -55,6 +55,7 @@ mod import;
 pub mod logger;
 mod relist;
 mod spec;
+mod store;
 
 pub use client::{Adapter, AdapterConfig, InputSink};
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
