@@ -10,6 +10,7 @@ mod containers;
 mod error;
 mod images;
 mod params;
+mod pull;
 mod render;
 mod streams;
 mod system;
@@ -17,6 +18,7 @@ mod system;
 pub use containers::decode_create;
 pub use error::ApiError;
 pub use params::{Filters, decode_query};
+pub use pull::{PullRequest, decode_pull, decode_registry_auth};
 pub use render::parse_client_time;
 
 use crate::engine::EngineHandle;
@@ -84,7 +86,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/containers/{id}/rename", post(containers::unsupported))
         .route("/containers/{id}/update", post(containers::unsupported))
         .route("/images/json", get(images::list))
-        .route("/images/create", post(images::pull))
+        .route("/images/create", post(pull::create))
+        .route("/auth", post(pull::login))
         .route(
             "/images/{*rest}",
             get(images::by_name_get)
