@@ -138,6 +138,30 @@ fn pulls_from_a_local_registry() {
     ]);
     assert_eq!(arch, host_arch());
 
+    // Two pulls of the same new image at once both succeed.
+    let third = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            base.clone(),
+            layer_of(&[("three.bin", &incompressible(2 << 20, 3))]),
+        ],
+    };
+    write_layout(&dir.join("three"), "three", &[third]);
+    registry.push(&dir.join("three"), "three", "app:3", None);
+    let both = [
+        d.spawn_docker(&["pull", &format!("{r}/app:3")]),
+        d.spawn_docker(&["pull", &format!("{r}/app:3")]),
+    ];
+    for pull in both {
+        let out = d.wait_exit("a concurrent pull", pull);
+        assert!(
+            out.success(),
+            "a concurrent pull failed: {}\n{}",
+            out.stderr,
+            d.diagnostics()
+        );
+    }
+
     // A tag the registry lacks: dockerd's 404.
     let missing = d.fails(&["pull", &format!("{r}/app:nope")]);
     assert!(missing.stderr.contains("not found"), "{}", missing.stderr);

@@ -68,5 +68,5 @@ pub use image::{
 pub use import::ImportedImage;
 pub use pull::{
     LayerStatus, MAX_DOCUMENT_BYTES, PullAuth, PullProgress, PullSink, PulledImage, check_login,
-    is_loopback_registry,
+    is_loopback_registry, pull_target,
 };

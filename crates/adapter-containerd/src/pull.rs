@@ -139,6 +139,23 @@ fn short_id(digest: &str) -> String {
         .collect()
 }
 
+/// The name a pull of `reference` registers (Docker's normalization) and
+/// the registry it is pulled from: `busybox` is
+/// (`docker.io/library/busybox:latest`, `index.docker.io`).
+pub fn pull_target(reference: &str) -> Result<(String, String), AdapterError> {
+    let (name, image) = parse_reference(reference)?;
+    Ok((name, image.resolve_registry().to_owned()))
+}
+
+fn parse_reference(reference: &str) -> Result<(String, Reference), AdapterError> {
+    let name = normalize_reference(reference);
+    let image: Reference = name.parse().map_err(|e| AdapterError::Registry {
+        kind: RegistryFailure::Invalid,
+        message: format!("invalid reference format: {reference:?}: {e}"),
+    })?;
+    Ok((name, image))
+}
+
 /// Whether `registry` (`host[:port]`) is on this machine: dockerd talks
 /// plain HTTP to those without being told.
 pub fn is_loopback_registry(registry: &str) -> bool {
@@ -410,11 +427,7 @@ impl Adapter {
         auth: &PullAuth,
         progress: &PullSink,
     ) -> Result<PulledImage, AdapterError> {
-        let name = normalize_reference(reference);
-        let image: Reference = name.parse().map_err(|e| AdapterError::Registry {
-            kind: RegistryFailure::Invalid,
-            message: format!("invalid reference format: {reference:?}: {e}"),
-        })?;
+        let (name, image) = parse_reference(reference)?;
         // reqwest needs a TLS provider installed before a client is built;
         // a second install is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -590,7 +603,7 @@ impl Adapter {
         if let Err(e) = fetched {
             // Downloads cut short by the failure leave ingests behind.
             for l in &downloads {
-                self.abort_ingest(&l.digest).await;
+                self.abort_ingest(lease, &l.digest).await;
             }
             return Err(e);
         }

@@ -43,8 +43,11 @@ pub(crate) enum Unpacking {
     Applied(usize),
 }
 
-fn ingest_ref(digest: &str) -> String {
-    format!("holdfast-ingest-{digest}")
+/// One ingest per lease and blob: two pulls of the same layer at once each
+/// write their own (containerd keeps the first commit, the second finds it
+/// there) instead of one failing on the other's lock.
+fn ingest_ref(lease: &str, digest: &str) -> String {
+    format!("{lease}-{digest}")
 }
 
 impl Adapter {
@@ -98,7 +101,7 @@ impl Adapter {
             return Ok(Written::Existed);
         }
         let timeout = self.config().import_call_timeout;
-        let r#ref = ingest_ref(digest);
+        let r#ref = ingest_ref(lease, digest);
         let message = |action: WriteAction, offset: i64, data: Vec<u8>| WriteContentRequest {
             action: action as i32,
             r#ref: r#ref.clone(),
@@ -151,18 +154,17 @@ impl Adapter {
         let (fed, written) = tokio::join!(feed, self.await_write(&mut content, request, timeout));
         // The source's failure says more than the write it cut short.
         if let Err(e) = fed.and(written) {
-            self.abort_ingest(digest).await;
+            self.abort_ingest(lease, digest).await;
             return Err(e);
         }
         Ok(Written::Committed)
     }
 
-    /// Drops what a failed write left in the ingest area (best effort: a
-    /// retry truncates it anyway).
-    pub(crate) async fn abort_ingest(&self, digest: &str) {
+    /// Drops what a failed write left in the ingest area (best effort).
+    pub(crate) async fn abort_ingest(&self, lease: &str, digest: &str) {
         let mut content = self.content();
         let req = self.req(AbortRequest {
-            r#ref: ingest_ref(digest),
+            r#ref: ingest_ref(lease, digest),
         });
         if let Err(e) = self.rpc("Content.Abort", content.abort(req)).await
             && !is_code(&e, Code::NotFound)
