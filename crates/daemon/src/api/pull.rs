@@ -186,11 +186,14 @@ fn check_reference(reference: &str) -> Result<(), ApiError> {
         let domain = first;
         let (host, port) = domain.rsplit_once(':').unwrap_or((domain, ""));
         let host_ok = !host.is_empty()
-            && host.bytes().all(|b| {
-                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'[' | b']' | b':')
-            });
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
         if !host_ok || !port.bytes().all(|b| b.is_ascii_digit()) || port.len() > 5 {
-            return Err(bad("invalid registry"));
+            // (No IPv6 literals: the registry client cannot parse them.)
+            return Err(bad(
+                "invalid registry: a host name or IPv4 address, and a port",
+            ));
         }
         &name[domain.len() + 1..]
     } else {
