@@ -162,6 +162,42 @@ fn pulls_from_a_local_registry() {
         );
     }
 
+    // The API itself: dockerd's JSON progress messages, byte counts included.
+    let fresh = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            base.clone(),
+            layer_of(&[("four.bin", &incompressible(3 << 20, 4))]),
+        ],
+    };
+    write_layout(&dir.join("four"), "four", &[fresh]);
+    registry.push(&dir.join("four"), "four", "app:4", None);
+    let api = d.http(
+        "POST",
+        &format!("/images/create?fromImage={r}/app&tag=4"),
+        None,
+    );
+    assert_eq!(api.status, 200, "{}", api.body);
+    let messages: Vec<serde_json::Value> = api
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    assert!(
+        messages.iter().any(|m| m["status"] == "Downloading"
+            && m["progressDetail"]["total"]
+                .as_u64()
+                .is_some_and(|t| t > 3 << 20)
+            && m["progressDetail"]["current"].as_u64().is_some()),
+        "no Downloading with byte counts: {}",
+        api.body
+    );
+    let last = messages.last().expect("messages");
+    assert_eq!(
+        last["status"],
+        format!("Status: Downloaded newer image for {r}/app:4")
+    );
+
     // A tag the registry lacks: dockerd's 404.
     let missing = d.fails(&["pull", &format!("{r}/app:nope")]);
     assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
