@@ -56,6 +56,9 @@ impl AuthConfig {
         if !self.registrytoken.is_empty() {
             return Ok(PullAuth::Bearer(self.registrytoken));
         }
+        // An identity token is an OAuth refresh token; it is sent as the
+        // bearer token as it is (no refresh-token exchange with the
+        // registry's token service yet), which suits registries that take it.
         if !self.identitytoken.is_empty() {
             return Ok(PullAuth::Bearer(self.identitytoken));
         }
@@ -224,6 +227,16 @@ fn check_reference(reference: &str) -> Result<(), ApiError> {
             && !c.contains("..")
             && !c.contains("___")
     };
+    // The registry client's limit (and Docker's): the repository path, as
+    // normalized (`busybox` is `library/busybox`), at most 255 characters.
+    let implied = if has_domain || path.contains('/') {
+        0
+    } else {
+        "library/".len()
+    };
+    if path.len() + implied > 255 {
+        return Err(bad("repository name must not be more than 255 characters"));
+    }
     if path.is_empty() || !path.split('/').all(component_ok) {
         return Err(bad(
             "repository names are lowercase letters, digits and separators",
@@ -441,6 +454,8 @@ mod tests {
         let r =
             decode_pull(&format!("fromImage=localhost:5000/x/y&tag={d}"), None).expect("decodes");
         assert_eq!(r.reference, format!("localhost:5000/x/y@{d}"));
+        let longest = format!("fromImage=localhost/{}", "a".repeat(255));
+        assert!(decode_pull(&longest, None).is_ok());
         assert_eq!(
             decode_pull("fromImage=busybox", None)
                 .expect("decodes")
@@ -455,6 +470,7 @@ mod tests {
             "fromImage=busybox&tag=sha256:abc",
             "fromImage=a//b",
             "fromImage=busybox&platform=windows/amd64",
+            &format!("fromImage={}", "a".repeat(250)),
         ] {
             let e = decode_pull(bad, None).expect_err(bad);
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}: {}", e.message);
