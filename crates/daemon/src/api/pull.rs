@@ -187,12 +187,22 @@ fn check_reference(reference: &str) -> Result<(), ApiError> {
         !first.is_empty() && (first.contains('.') || first.contains(':') || first == "localhost");
     let path = if has_domain {
         let domain = first;
-        let (host, port) = domain.rsplit_once(':').unwrap_or((domain, ""));
-        let host_ok = !host.is_empty()
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
-        if !host_ok || !port.bytes().all(|b| b.is_ascii_digit()) || port.len() > 5 {
+        let (host, port) = match domain.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (domain, None),
+        };
+        // Docker's domain grammar: dot-separated components of letters,
+        // digits and inner hyphens.
+        let host_ok = host.split('.').all(|c| {
+            let b = c.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|&x| x.is_ascii_alphanumeric() || x == b'-')
+        });
+        let port_ok = port
+            .is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+        if !host_ok || !port_ok {
             // (No IPv6 literals: the registry client cannot parse them.)
             return Err(bad(
                 "invalid registry: a host name or IPv4 address, and a port",
@@ -471,6 +481,9 @@ mod tests {
             "fromImage=a//b",
             "fromImage=busybox&platform=windows/amd64",
             &format!("fromImage={}", "a".repeat(250)),
+            "fromImage=localhost:/app",
+            "fromImage=reg-.lan/app",
+            "fromImage=reg..lan:5000/app",
         ] {
             let e = decode_pull(bad, None).expect_err(bad);
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}: {}", e.message);
