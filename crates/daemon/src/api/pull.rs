@@ -226,17 +226,6 @@ fn check_reference(reference: &str) -> Result<(), ApiError> {
             return Err(bad("a tag is [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"));
         }
     }
-    let component_ok = |c: &str| {
-        let b = c.as_bytes();
-        !b.is_empty()
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-            && b.iter().all(|&x| {
-                x.is_ascii_lowercase() || x.is_ascii_digit() || matches!(x, b'.' | b'_' | b'-')
-            })
-            && !c.contains("..")
-            && !c.contains("___")
-    };
     // The registry client's limit (and Docker's): the repository path, as
     // normalized (`busybox` is `library/busybox`), at most 255 characters.
     let implied = if has_domain || path.contains('/') {
@@ -247,12 +236,42 @@ fn check_reference(reference: &str) -> Result<(), ApiError> {
     if path.len() + implied > 255 {
         return Err(bad("repository name must not be more than 255 characters"));
     }
-    if path.is_empty() || !path.split('/').all(component_ok) {
+    if path.is_empty() || !path.split('/').all(path_component_ok) {
         return Err(bad(
             "repository names are lowercase letters, digits and separators",
         ));
     }
     Ok(())
+}
+
+/// Docker's path component: runs of `[a-z0-9]` joined by exactly one
+/// separator, `.`, `_`, `__` or any number of `-`.
+fn path_component_ok(component: &str) -> bool {
+    let mut rest = component.as_bytes();
+    loop {
+        let run = rest
+            .iter()
+            .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            .count();
+        if run == 0 {
+            return false;
+        }
+        rest = &rest[run..];
+        if rest.is_empty() {
+            return true;
+        }
+        let separator = if rest.starts_with(b"__") {
+            2
+        } else if rest[0] == b'.' || rest[0] == b'_' {
+            1
+        } else {
+            rest.iter().take_while(|&&b| b == b'-').count()
+        };
+        if separator == 0 {
+            return false;
+        }
+        rest = &rest[separator..];
+    }
 }
 
 /// One of dockerd's progress messages.
@@ -464,6 +483,12 @@ mod tests {
         let r =
             decode_pull(&format!("fromImage=localhost:5000/x/y&tag={d}"), None).expect("decodes");
         assert_eq!(r.reference, format!("localhost:5000/x/y@{d}"));
+        for good in ["a--b", "a__b", "a.b_c-d", "me/app_1.x"] {
+            assert!(
+                decode_pull(&format!("fromImage={good}"), None).is_ok(),
+                "{good}"
+            );
+        }
         let longest = format!("fromImage=localhost/{}", "a".repeat(255));
         assert!(decode_pull(&longest, None).is_ok());
         assert_eq!(
@@ -484,6 +509,9 @@ mod tests {
             "fromImage=localhost:/app",
             "fromImage=reg-.lan/app",
             "fromImage=reg..lan:5000/app",
+            "fromImage=q----------.i",
+            "fromImage=a___b",
+            "fromImage=a._b",
         ] {
             let e = decode_pull(bad, None).expect_err(bad);
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}: {}", e.message);
