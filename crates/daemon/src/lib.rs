@@ -109,11 +109,12 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         }
     };
     let logger = std::env::current_exe().map_err(io_err("find", Path::new("/proc/self/exe")))?;
-    let adapter = Adapter::new(AdapterConfig {
-        // Stdin FIFOs mean nothing after a reboot: keep them on the exec root.
-        fifo_dir: settings.exec_root.join("fifo"),
-        ..AdapterConfig::new(&socket, &settings.namespace, logger, settings.log_dir())
-    })?;
+    let mut adapter_config =
+        AdapterConfig::new(&socket, &settings.namespace, logger, settings.log_dir());
+    adapter_config.insecure_registries = settings.insecure_registries.clone();
+    // Stdin FIFOs mean nothing after a reboot: keep them on the exec root.
+    adapter_config.fifo_dir = settings.exec_root.join("fifo");
+    let adapter = Adapter::new(adapter_config)?;
 
     let events = Arc::new(events::EventLog::default());
     let core_config = CoreConfig {

@@ -15,6 +15,7 @@ mod exec;
 mod images;
 mod params;
 mod prune;
+mod pull;
 mod render;
 mod resources;
 mod streams;
@@ -25,6 +26,7 @@ pub use containers::decode_create;
 pub use error::ApiError;
 pub use exec::decode_exec_create;
 pub use params::{Filters, decode_query};
+pub use pull::{PullRequest, decode_pull, decode_registry_auth};
 pub use render::parse_client_time;
 
 use crate::engine::EngineHandle;
@@ -105,7 +107,8 @@ pub fn router(state: ApiState) -> Router {
             get(volumes::inspect).delete(volumes::remove),
         )
         .route("/images/json", get(images::list))
-        .route("/images/create", post(images::pull))
+        .route("/images/create", post(pull::create))
+        .route("/auth", post(pull::login))
         .route(
             "/images/{*rest}",
             get(images::by_name_get)
