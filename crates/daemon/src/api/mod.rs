@@ -106,6 +106,18 @@ pub fn router(state: ApiState) -> Router {
             "/volumes/{name}",
             get(volumes::inspect).delete(volumes::remove),
         )
+        // What is not built yet says so, naming it (501), never pretends.
+        .route("/commit", post(containers::unsupported))
+        .route("/build", post(containers::unsupported))
+        .route("/images/prune", post(containers::unsupported))
+        .route("/system/df", get(containers::unsupported))
+        .route("/networks", get(networks_unsupported))
+        .route(
+            "/networks/{*rest}",
+            get(networks_unsupported)
+                .post(networks_unsupported)
+                .delete(networks_unsupported),
+        )
         .route("/images/json", get(images::list))
         .route("/images/create", post(pull::create))
         .route("/auth", post(pull::login))
@@ -129,6 +141,14 @@ pub fn router(state: ApiState) -> Router {
         .merge(load)
         .fallback(not_found)
         .with_state(state)
+}
+
+/// Bridge and user-defined networks come with their own work; until then
+/// only `none` and `host` exist.
+async fn networks_unsupported() -> ApiError {
+    ApiError::not_implemented(
+        "networks are not supported by holdfast yet: containers run with --network none (the default) or host",
+    )
 }
 
 async fn not_found(req: Request) -> ApiError {

@@ -343,11 +343,20 @@ pub async fn create(
     State(state): State<ApiState>,
     headers: HeaderMap,
     query: RawQuery,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    let request = decode_pull(
+    let decoded = decode_pull(
         query.0.as_deref().unwrap_or(""),
         headers.get("X-Registry-Auth").map(HeaderValue::as_bytes),
-    )?;
+    );
+    if decoded.is_err() {
+        // `docker import -` uploads a tarball with the request: read it to
+        // the end (and drop it) so that the client reads the refusal
+        // rather than a broken pipe.
+        let mut data = body.into_data_stream();
+        while let Some(Ok(_)) = futures_util::StreamExt::next(&mut data).await {}
+    }
+    let request = decoded?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PullProgress>();
     let adapter = state.adapter.clone();
     let PullRequest { reference, auth } = request;
