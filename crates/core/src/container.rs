@@ -83,11 +83,9 @@ pub(crate) struct Container {
     pub(crate) stop_escalated: bool,
     /// An OOM event was seen during the current run.
     pub(crate) oom: bool,
-    /// The wall time our own CreateTask answer began the current run (not
-    /// known for a run learned from a relist or restored from disk). Its
-    /// process cannot have exited before: an exit event older than this is
-    /// an earlier run's whose pid the kernel reused.
-    pub(crate) run_began_at: Option<WallTime>,
+    /// When our latest CreateTask was sent: a task a relist finds after its
+    /// answer was lost cannot have begun earlier (see `Record::began_at`).
+    pub(crate) create_sent_at: Option<WallTime>,
     /// The kill being delivered was announced as a `kill` event.
     pub(crate) kill_announced: Option<Signal>,
     /// We delivered SIGKILL to the current run.
@@ -113,7 +111,7 @@ impl Container {
             stop_deadline: None,
             stop_escalated: false,
             oom: false,
-            run_began_at: None,
+            create_sent_at: None,
             sigkill_sent: false,
             kill_announced: None,
             confirmed: false,
@@ -129,7 +127,7 @@ impl Container {
         self.rec.started_at = None;
         self.rec.start_sent = false;
         self.oom = false;
-        self.run_began_at = None;
+        self.rec.began_at = None;
         self.sigkill_sent = false;
         self.stop_deadline = None;
         self.stop_escalated = false;
@@ -193,8 +191,12 @@ impl Container {
             && self.rec.started_at.is_none()
     }
 
+    /// A user's command overrides the restart policy: no restart is owed,
+    /// and a policy start in flight is no longer the policy's (its failure
+    /// must not bring the restart back).
     pub(crate) fn cancel_policy_restart(&mut self, timers: &mut crate::timers::Timers) {
         self.rec.intents.policy_restart = false;
+        self.policy_start = false;
         timers.cancel(&crate::TimerKind::RestartBackoff(self.rec.id.clone()));
     }
 

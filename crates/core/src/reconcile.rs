@@ -98,6 +98,7 @@ impl Core {
             self.out.publish(id, UserEventKind::Kill { signal });
         }
         match step {
+            Step::CreateTask => c.create_sent_at = Some(self.out.now.wall),
             Step::StartTask => {
                 c.rec.start_sent = true;
                 self.out.persist(&c.rec);
@@ -206,7 +207,7 @@ impl Core {
                     return self.step_failed(id, step, failure);
                 };
                 c.begin_run(pid);
-                c.run_began_at = Some(self.out.now.wall);
+                c.rec.began_at = Some(self.out.now.wall);
                 c.task = TaskState::Created { pid };
                 self.out.persist(&c.rec);
             }
@@ -303,6 +304,15 @@ impl Core {
             // whose answer was lost: the task may run. Look, do not give up.
             (_, K::Deadline | K::AlreadyExists) | (Step::StartTask, K::FailedPrecondition) => {
                 // The call may have taken effect: look before trying again.
+                self.request_refresh();
+                self.schedule_retry(id);
+            }
+            // A refusal after an attempt whose answer was lost proves
+            // nothing: that attempt may have started the task. Look (a
+            // bounded number of times) before giving the start up.
+            (Step::StartTask, _)
+                if c.attempts > 0 && c.attempts < self.config.retry_attempts_max =>
+            {
                 self.request_refresh();
                 self.schedule_retry(id);
             }

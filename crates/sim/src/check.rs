@@ -219,8 +219,11 @@ impl Checker {
                 self.live_after = Some(op.0);
             }
             Input::ActionResult(_, Err(f)) if f.kind == FailureKind::Unavailable => go_blind(self),
+            // A relist of a connection already given up (a subscription
+            // came after it) failing changes nothing.
             Input::ActionResult(op, Err(_))
-                if op.0 == self.latest_sub || op.0 == self.latest_relist =>
+                if op.0 == self.latest_sub
+                    || op.0 == self.latest_relist && op.0 > self.latest_sub =>
             {
                 go_blind(self)
             }
@@ -235,6 +238,17 @@ impl Checker {
 
     pub fn command(&mut self, req: RequestId, command: &Command, now: Instant) {
         let id = command.container_id().clone();
+        if matches!(
+            command,
+            Command::Stop { .. }
+                | Command::Kill { .. }
+                | Command::Restart { .. }
+                | Command::Remove { .. }
+        ) {
+            // A user who steps in after an exit may rule out the policy
+            // restart it owed (a stop does): it is owed no longer.
+            self.restart_owed.retain(|(c, _)| *c != id);
+        }
         let asked = self.asked.entry(id.clone()).or_default();
         // A kill does not cancel a start or restart still to be carried out
         // (as with dockerd; it survives a daemon crash); a stop does.

@@ -742,7 +742,7 @@ impl Sim {
             }
             Call::CreateContainer { id, .. } => self.cd.create_container(id),
             Call::CreateTask { id } => {
-                let reuse = self.pick_reused_pid(id);
+                let reuse = self.pick_reused_pid();
                 self.cd.create_task(id, self.now, reuse, &mut fx)
             }
             Call::StartTask { id } => self.cd.start_task(id, &mut fx),
@@ -773,18 +773,16 @@ impl Sim {
     /// recorded (or whose container is gone), so the truth the checker
     /// compares with stays reachable.
     ///
-    /// Only another container's pid: reuse within one container, with the
-    /// CreateTask answer lost, leaves the core unable to tell the new task
-    /// from the old (see bench/mutants.md, not done).
-    fn pick_reused_pid(&mut self, for_container: &ContainerId) -> Option<u32> {
+    /// The same container's pid too: a new run that reuses it, with the
+    /// CreateTask answer lost, must still be told from the old one.
+    fn pick_reused_pid(&mut self) -> Option<u32> {
         let candidates: Vec<u32> = self
             .cd
             .reusable_pids()
             .into_iter()
             .filter(|pid| {
                 self.cd.truth.get(pid).is_some_and(|t| {
-                    &t.container != for_container
-                        && self.checker.exit_verified(&t.container, *pid, t.created_at)
+                    self.checker.exit_verified(&t.container, *pid, t.created_at)
                         || !self.cd.containers.contains(&t.container)
                 })
             })
@@ -1073,6 +1071,14 @@ impl Sim {
             })
             && self.take_fault(FaultKind::ExitReportedAgain)
         {
+            let room_ns = u64::try_from(
+                wall(self.now)
+                    .as_unix_nanos()
+                    .saturating_sub(exited_at.as_unix_nanos())
+                    .saturating_sub(1),
+            )
+            .unwrap_or(0)
+            .max(1);
             let later = self.rng_fault.ms(1, 3000);
             let other = if exit_status == 137 { 0 } else { 137 };
             let event = ContainerdEvent::TaskExit {
@@ -1080,10 +1086,11 @@ impl Sim {
                 exec_id,
                 pid,
                 exit_status: other,
-                // Seen a little later by the other source; still before
-                // the task could be deleted and its pid reused.
+                // Seen a little later by the other source, but before this
+                // first report arrived: the death happened before it was
+                // reported, so before any later task could reuse the pid.
                 exited_at: WallTime::from_unix_nanos(exited_at.as_unix_nanos().saturating_add(
-                    i64::try_from(self.rng_fault.below(1_000_000)).unwrap_or(0) + 1,
+                    i64::try_from(self.rng_fault.below(room_ns.min(1_000_000))).unwrap_or(0) + 1,
                 )),
             };
             self.schedule(
