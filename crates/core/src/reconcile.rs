@@ -89,6 +89,17 @@ impl Core {
         let Some((call, step)) = next_step(c, self.out.now.at) else {
             return;
         };
+        if matches!(
+            step,
+            Step::Kill {
+                signal: Signal::SIGKILL,
+                ..
+            }
+        ) {
+            // From now on a 137 may be ours, even if the exit overtakes the
+            // kill's answer: it is no evidence of the OOM killer.
+            c.sigkill_sent = true;
+        }
         if let Step::Kill { signal, .. } = step
             && c.kill_announced != Some(signal)
         {
@@ -308,15 +319,24 @@ impl Core {
                 self.schedule_retry(id);
             }
             // A refusal after an attempt whose answer was lost proves
-            // nothing: that attempt may have started the task. Look (a
-            // bounded number of times) before giving the start up.
-            (Step::StartTask, _)
+            // nothing: that attempt may have created or started the task.
+            // Look (a bounded number of times) before giving the start up.
+            (Step::CreateTask | Step::StartTask, _)
                 if c.attempts > 0 && c.attempts < self.config.retry_attempts_max =>
             {
                 self.request_refresh();
                 self.schedule_retry(id);
             }
             (Step::CreateTask | Step::StartTask, _) => {
+                if c.attempts > 0 {
+                    // Given up after an attempt that may have taken effect:
+                    // a relist finds what it made, so it is cleaned up.
+                    c.attempts = 0;
+                    self.request_refresh();
+                }
+                let Some(c) = self.containers.get_mut(id) else {
+                    return;
+                };
                 // Starting cannot succeed by retrying (a bad command, a
                 // missing binary): drop the start and say why. An auto-remove
                 // container goes, as with dockerd.

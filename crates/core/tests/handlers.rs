@@ -1590,3 +1590,25 @@ fn a_start_refused_after_one_whose_answer_was_lost_looks_before_giving_up() {
         Some(Status::Running)
     );
 }
+
+#[test]
+fn a_137_that_overtakes_our_sigkill_answer_is_ours_not_the_oom_killers() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+    }));
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    // The exit comes before the kill's answer.
+    d.exit("c1", 42, 137);
+    assert_eq!(
+        d.core
+            .container(&cid("c1"))
+            .and_then(|c| c.current_exit())
+            .map(|e| e.oom_killed),
+        Some(false)
+    );
+}
