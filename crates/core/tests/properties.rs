@@ -272,10 +272,16 @@ impl Harness {
                 Action::Unpersist(id) => {
                     self.records.remove(id);
                 }
-                Action::Answer(req, _) => {
+                Action::Answer(req, answer) => {
                     prop_assert!(
                         self.answered.insert(*req, self.now.at).is_none(),
                         "{req} answered twice"
+                    );
+                    // "containerd is unreachable" is never said while connected.
+                    prop_assert!(
+                        !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Unavailable)
+                            || self.core.connection() != ConnectionState::Ready,
+                        "{req} answered {answer:?} while connected"
                     );
                 }
                 _ => {}
@@ -807,6 +813,63 @@ impl Harness {
         }
     }
 
+    /// Liveness once healed: `docker run` of a new container succeeds, and
+    /// its stop is carried out.
+    fn probe_healed(&mut self) -> Result<(), TestCaseError> {
+        let id = cid("probe");
+        let config = ContainerConfig::default();
+        self.configs.insert(id.clone(), config.clone());
+        let create = self.command(Command::Create {
+            id: id.clone(),
+            name: "probe".into(),
+            config: config.into(),
+        })?;
+        self.settle()?;
+        let start = self.command(Command::Start { id: id.clone() })?;
+        self.settle()?;
+        let running = self.core.container(&id).map(|c| c.status);
+        prop_assert_eq!(running, Some(Status::Running), "the probe does not run");
+        let stop = self.command(Command::Stop {
+            id: id.clone(),
+            timeout: Some(Duration::from_secs(1)),
+            signal: Some(Signal::SIGKILL),
+        })?;
+        self.settle()?;
+        for req in [create, start, stop] {
+            prop_assert_eq!(
+                self.trace.iter().rev().find_map(|a| match a {
+                    Action::Answer(r, answer) if *r == req => Some(answer.clone()),
+                    _ => None,
+                }),
+                Some(Answer::Done),
+                "probe request {} of a healed world",
+                req
+            );
+        }
+        let stopped = self.core.container(&id).map(|c| c.status);
+        prop_assert_eq!(stopped, Some(Status::Exited), "the probe did not stop");
+        Ok(())
+    }
+
+    /// Resolves every call and lets due timers pass.
+    fn settle(&mut self) -> Result<(), TestCaseError> {
+        for _ in 0..50 {
+            while !self.outstanding.is_empty() {
+                self.resolve(0, 0)?;
+            }
+            match self.core.poll_timeout() {
+                Some((at, kind))
+                    if kind != TimerKind::PeriodicRelist
+                        && at <= self.now.at + Duration::from_secs(2) =>
+                {
+                    self.advance(Duration::from_secs(2))?
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
     /// holdfastd restarts from the records it persisted. Calls in flight
     /// never land; requests waiting die with it (their clients see the
     /// connection reset), so they are owed no answer.
@@ -880,7 +943,8 @@ impl Harness {
                 req
             );
         }
-        Ok(())
+        // Healed, the engine works: a new container is created and started.
+        self.probe_healed()
     }
 
     fn step(&mut self, step: &Step) -> Result<(), TestCaseError> {

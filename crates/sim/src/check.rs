@@ -387,6 +387,16 @@ impl Checker {
                     ));
                 };
                 let id = &request.container;
+                // "containerd is unreachable" is never said while connected.
+                if let Answer::Error(e) = answer
+                    && e.kind == holdfast_core::ErrorKind::Unavailable
+                    && core.is_some_and(|c| c.connection() == ConnectionState::Ready)
+                {
+                    return Err(format!(
+                        "{req} ({:?} of {id}) answered unavailable while connected: {answer:?}",
+                        request.kind
+                    ));
+                }
                 if let Answer::Error(e) = answer
                     && request.issued == now
                     && matches!(
