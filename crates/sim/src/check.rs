@@ -769,13 +769,15 @@ impl Checker {
         Ok(())
     }
 
-    /// Why the world has not converged yet; `None` once it has.
+    /// Why the world has not converged yet; `None` once it has. With
+    /// `truth_only`, a restart policy's start still to come (its backoff)
+    /// does not count: the view is true, the policy is merely waiting.
     pub fn converged(
         &self,
         core: Option<&Core>,
         cd: &Containerd,
         world_calls: usize,
-        _stream: Option<holdfast_core::OpId>,
+        truth_only: bool,
     ) -> Option<String> {
         let Some(core) = core else {
             return Some("holdfastd is down".into());
@@ -811,8 +813,9 @@ impl Checker {
             if view.record.presence != Presence::Created {
                 return Some(format!("{id} is {:?}", view.record.presence));
             }
-            if intents.start
-                || intents.policy_restart
+            let policy_waits = truth_only
+                && (intents.policy_restart || intents.start && view.status == Status::Restarting);
+            if !policy_waits && (intents.start || intents.policy_restart)
                 || intents.stop.is_some()
                 || !intents.kills.is_empty()
                 || intents.remove
@@ -861,6 +864,7 @@ impl Checker {
         for view in core.containers() {
             let id = &view.record.id;
             if let Some(exit) = view.current_exit()
+                && !truth_only
                 && self.restart_owed.contains(&(id.clone(), exit.run))
             {
                 return Some(format!(

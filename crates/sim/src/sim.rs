@@ -20,6 +20,10 @@ use std::time::Duration;
 /// The wall clock at simulated time zero.
 const WALL_ZERO_NANOS: i64 = 1_700_000_000_000_000_000;
 
+/// How long a converged world must stay converged when nothing in it
+/// changes: a view that flips back by itself was not the truth.
+const QUIET_PERIOD: Duration = Duration::from_secs(20);
+
 /// When a shim retries publishing an exit while containerd is away; after
 /// the last attempt (about 21 s) the event is dropped.
 const SHIM_RETRY_SECS: [u64; 6] = [0, 1, 3, 6, 10, 15];
@@ -73,8 +77,11 @@ pub struct RunStats {
     pub requests: u64,
     pub containers: u64,
     pub trace_hash: u64,
-    /// Simulated time from healing to convergence.
+    /// Simulated time from healing to convergence, policy restarts done.
     pub converged_after: Duration,
+    /// Simulated time from healing to a true view (a restart policy may
+    /// still be waiting out its backoff).
+    pub truth_after: Option<Duration>,
 }
 
 /// A run that broke an invariant (or did not converge).
@@ -238,6 +245,12 @@ pub struct Sim {
     activity: BTreeMap<ContainerId, u64>,
     in_flight_for: BTreeMap<OpId, ContainerId>,
     last_op: u64,
+    /// Since when the liveness phase has been converged, if it is.
+    converged_since: Option<Instant>,
+    ever_converged: bool,
+    /// The last time something happened in the world by itself (a
+    /// process exit, containerd or holdfastd coming back).
+    world_changed_at: Instant,
 }
 
 /// Runs one seed: its own fault profile, a safety phase, then a liveness phase.
@@ -321,6 +334,9 @@ impl Sim {
             activity: BTreeMap::new(),
             in_flight_for: BTreeMap::new(),
             last_op: 0,
+            converged_since: None,
+            ever_converged: false,
+            world_changed_at: Instant::ZERO,
             opts,
         }
     }
@@ -365,22 +381,67 @@ impl Sim {
                 continue;
             }
             if let Phase::Liveness { healed_at } = self.phase {
-                if let Some(why) = self.checker.converged(
-                    self.core.as_ref(),
-                    &self.cd,
-                    self.pending_calls(),
-                    self.stream,
-                ) {
-                    if next >= hard_end {
-                        self.now = self.now.max(hard_end);
-                        return Err(self.failure(format!(
-                            "no convergence within {:?} of healing: {why}",
-                            self.opts.liveness_bound
-                        )));
+                let pending = self.pending_calls();
+                let core = self.core.as_ref();
+                if self.stats.truth_after.is_none()
+                    && self
+                        .checker
+                        .converged(core, &self.cd, pending, true)
+                        .is_none()
+                {
+                    self.stats.truth_after = Some(self.now.saturating_since(healed_at));
+                }
+                let why = self.checker.converged(core, &self.cd, pending, false);
+                // A call the core still makes (a periodic relist, the retry
+                // of a delete whose answer was lost) is no change of view.
+                let busy = why.as_ref().is_some_and(|w| w.contains("calls in flight"));
+                match (why, self.converged_since) {
+                    (None, None) => {
+                        if !self.ever_converged {
+                            self.ever_converged = true;
+                            self.stats.converged_after = self.now.saturating_since(healed_at);
+                        }
+                        self.converged_since = Some(self.now);
+                        if next >= self.now + QUIET_PERIOD || next >= hard_end {
+                            break;
+                        }
                     }
-                } else {
-                    self.stats.converged_after = self.now.saturating_since(healed_at);
-                    break;
+                    // Converged, and it stayed so for the quiet period (or
+                    // the run's time is up): done.
+                    (None, Some(since)) => {
+                        if next >= since + QUIET_PERIOD || next >= hard_end {
+                            break;
+                        }
+                    }
+                    (Some(_), Some(_)) if busy => {
+                        if next >= hard_end {
+                            break;
+                        }
+                    }
+                    (Some(why), Some(since)) => {
+                        if self.world_changed_at < since {
+                            return Err(self.failure(format!(
+                                "converged at {since:?}, then no more although nothing changed in the world: {why}"
+                            )));
+                        }
+                        // The world moved on (a process exited): converge again.
+                        self.converged_since = None;
+                        if next >= hard_end {
+                            break;
+                        }
+                    }
+                    (Some(why), None) => {
+                        if next >= hard_end && !self.ever_converged {
+                            self.now = self.now.max(hard_end);
+                            return Err(self.failure(format!(
+                                "no convergence within {:?} of healing: {why}",
+                                self.opts.liveness_bound
+                            )));
+                        }
+                        if next >= hard_end {
+                            break;
+                        }
+                    }
                 }
             }
             self.now = self.now.max(next);
@@ -1167,6 +1228,7 @@ impl Sim {
                 let Some(container) = self.cd.process_exit(pid, status, oom, wall_now) else {
                     return Ok(());
                 };
+                self.world_changed_at = self.now;
                 let oom_event = ContainerdEvent::TaskOom {
                     container: container.clone(),
                 };
@@ -1245,11 +1307,13 @@ impl Sim {
                 Ok(())
             }
             Ev::ContainerdRestart => {
+                self.world_changed_at = self.now;
                 self.cd.up = true;
                 self.note("containerd is back");
                 Ok(())
             }
             Ev::DaemonRestart => {
+                self.world_changed_at = self.now;
                 if self.core.is_none() {
                     self.start_daemon();
                 }
