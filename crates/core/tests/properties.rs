@@ -47,7 +47,8 @@ enum Step {
     Wait(usize, u8),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
-    /// reuse the container's last deleted pid (a CreateTask), 9 = take
+    /// reuse the container's last deleted pid (a CreateTask; a relist lists
+    /// one task as a placeholder), 9 = take
     /// effect with the answer lost (a deadline), else a failure.
     Resolve(usize, u8),
     /// A running task exits on its own in the world; the event may be lost.
@@ -198,6 +199,8 @@ struct Harness {
     /// The call being resolved takes effect, but its answer is lost.
     answer_lost: bool,
     relisting: bool,
+    /// A relist listed a placeholder: another must be asked for by then.
+    look_again_by: Option<Instant>,
     /// Stop requests: when they are due at the latest.
     stop_bounds: BTreeMap<RequestId, Instant>,
     answered: BTreeMap<RequestId, Instant>,
@@ -235,6 +238,7 @@ impl Harness {
             daemons: 1,
             answer_lost: false,
             relisting: false,
+            look_again_by: None,
             stop_bounds: BTreeMap::new(),
             answered: BTreeMap::new(),
             stop_signal_ops: BTreeMap::new(),
@@ -262,6 +266,9 @@ impl Harness {
                         && let Some(inst) = self.world.current(id)
                     {
                         inst.sigkilled = true;
+                    }
+                    if matches!(call, Call::Relist) {
+                        self.look_again_by = None;
                     }
                     self.outstanding.push((*op, call.clone()));
                     self.check_escalation(*op, call)?;
@@ -523,6 +530,15 @@ impl Harness {
             self.feed(Input::Timeout)?;
         }
         self.set_time(target);
+        if let Some(by) = self.look_again_by
+            && self.now.at > by
+            && self.core.connection() == ConnectionState::Ready
+        {
+            prop_assert!(
+                false,
+                "a relist with a placeholder was not followed by another by {by:?}"
+            );
+        }
         // Property 4, checked as time passes.
         for (req, bound) in &self.stop_bounds {
             if *bound < self.now.at {
@@ -641,14 +657,34 @@ impl Harness {
                         }
                     })
                     .collect();
-                for task in tasks {
+                // A shim that does not answer: its task is listed as a
+                // placeholder (status unknown, pid 0), which proves nothing.
+                let placeholder = (failure == 8 && !tasks.is_empty())
+                    .then(|| tasks[n % tasks.len()].container.clone());
+                for mut task in tasks {
+                    if placeholder.as_ref() == Some(&task.container) {
+                        task.pid = 0;
+                        task.status = TaskStatus::Unknown;
+                        task.exit_status = 0;
+                        task.exited_at = None;
+                    }
                     self.feed(Input::Relist(op, RelistPart::Task(task)))?;
                 }
                 // What was unseen before this relist was asked for is seen
                 // now (checked after the end, with the relist applied).
-                self.unseen.retain(|_, mark| *mark >= op.0);
+                self.unseen
+                    .retain(|id, mark| *mark >= op.0 || placeholder.as_ref() == Some(id));
+                if let Some(id) = &placeholder {
+                    self.unseen.insert(id.clone(), op.0);
+                }
                 self.relisting = false;
-                return self.feed(Input::Relist(op, RelistPart::End));
+                self.feed(Input::Relist(op, RelistPart::End))?;
+                // What a relist could not see is looked at again soon, not
+                // only at the next periodic relist.
+                if placeholder.is_some() && self.core.connection() == ConnectionState::Ready {
+                    self.look_again_by = Some(self.now.at + Duration::from_secs(2));
+                }
+                return Ok(());
             }
             Call::CreateContainer { id, .. } => {
                 if self.world.containers.insert(id, ()).is_some() {

@@ -85,6 +85,9 @@ pub struct Checker {
     /// Exits whose event was lost on a live stream, by container and pid:
     /// only a relist (the periodic one at the latest) can tell them.
     lost_exits: std::collections::BTreeSet<(ContainerId, u32)>,
+    /// Tasks whose TaskDelete reached the core: the core has a reason to
+    /// look (a relist) even if the exit before it was lost.
+    deletes_seen: BTreeMap<(ContainerId, u32), Instant>,
     /// The last OOM event delivered to this daemon, per container, and
     /// whether an exit of another pid came after it (which the core takes
     /// as the OOM's run ending).
@@ -124,6 +127,7 @@ impl Checker {
             ready_since: None,
             verified: std::collections::BTreeSet::new(),
             lost_exits: std::collections::BTreeSet::new(),
+            deletes_seen: BTreeMap::new(),
             oom_delivered: BTreeMap::new(),
             restart_owed: std::collections::BTreeSet::new(),
             blind: true,
@@ -182,6 +186,9 @@ impl Checker {
     ) {
         use holdfast_core::ContainerdEvent as E;
         match event {
+            E::TaskDelete { container, pid } => {
+                self.deletes_seen.insert((container.clone(), *pid), now);
+            }
             E::TaskOom { container } => {
                 self.oom_delivered.insert(container.clone(), (now, false));
             }
@@ -638,16 +645,31 @@ impl Checker {
                     continue;
                 };
                 let id = &view.record.id;
-                let Some((_, exited_at)) = cd.truth_of(id, pid).and_then(|t| t.exit) else {
+                let Some(truth) = cd.truth_of(id, pid) else {
                     continue;
                 };
-                let known_since = crate::sim::wall(since).max(exited_at);
+                let Some((_, exited_at)) = truth.exit else {
+                    continue;
+                };
+                let mut known_since = crate::sim::wall(since).max(exited_at);
                 // An exit whose event was lost on a live stream waits for
-                // the periodic relist: that is what it is for.
-                let bound = if self.lost_exits.contains(&(id.clone(), pid)) {
-                    STALE_VIEW_BOUND + self.config.relist_interval.unwrap_or(Duration::MAX / 4)
-                } else {
-                    STALE_VIEW_BOUND
+                // the periodic relist: that is what it is for. Unless the
+                // task's delete was seen: that is a reason to look at once.
+                let key = (id.clone(), pid);
+                // (Of this process: the pid may be an earlier one's, reused.)
+                let delete_seen = self
+                    .deletes_seen
+                    .get(&key)
+                    .filter(|at| **at >= truth.created_at);
+                let bound = match delete_seen {
+                    _ if !self.lost_exits.contains(&key) => STALE_VIEW_BOUND,
+                    Some(seen) => {
+                        known_since = known_since.max(crate::sim::wall(*seen));
+                        STALE_VIEW_BOUND
+                    }
+                    None => {
+                        STALE_VIEW_BOUND + self.config.relist_interval.unwrap_or(Duration::MAX / 4)
+                    }
                 };
                 if crate::sim::wall(now).saturating_since(known_since) > bound {
                     return Err(format!(

@@ -907,7 +907,7 @@ impl Sim {
                     // A shim that does not answer in time: containerd lists
                     // its task as UNKNOWN with pid 0, a placeholder that
                     // proves nothing.
-                    if self.rng_fault.chance(5) {
+                    if self.rng_fault.chance(20) {
                         task.pid = 0;
                         task.status = holdfast_core::TaskStatus::Unknown;
                         task.exit_status = 0;
