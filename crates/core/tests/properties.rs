@@ -663,7 +663,10 @@ impl Harness {
                     .then(|| tasks[n % tasks.len()].container.clone());
                 for mut task in tasks {
                     if placeholder.as_ref() == Some(&task.container) {
-                        task.pid = 0;
+                        // Status unknown; the pid is 0 or still the real one.
+                        if n.is_multiple_of(2) {
+                            task.pid = 0;
+                        }
                         task.status = TaskStatus::Unknown;
                         task.exit_status = 0;
                         task.exited_at = None;

@@ -656,11 +656,12 @@ impl Checker {
                 // the periodic relist: that is what it is for. Unless the
                 // task's delete was seen: that is a reason to look at once.
                 let key = (id.clone(), pid);
-                // (Of this process: the pid may be an earlier one's, reused.)
+                // (Seen after this exit: a stale delete of an earlier
+                // process with the pid says nothing of it.)
                 let delete_seen = self
                     .deletes_seen
                     .get(&key)
-                    .filter(|at| **at >= truth.created_at);
+                    .filter(|at| crate::sim::wall(**at) >= exited_at);
                 let bound = match delete_seen {
                     _ if !self.lost_exits.contains(&key) => STALE_VIEW_BOUND,
                     Some(seen) => {
@@ -772,10 +773,15 @@ impl Checker {
     pub fn relist_complete(
         &self,
         core: Option<&Core>,
+        relist: holdfast_core::OpId,
         listed: &std::collections::BTreeSet<ContainerId>,
         settled: impl Fn(&ContainerId) -> bool,
     ) -> Result<(), String> {
         let Some(core) = core else { return Ok(()) };
+        // A relist of a connection given up since proves nothing.
+        if relist.0 < self.latest_sub || core.connection() != ConnectionState::Ready {
+            return Ok(());
+        }
         for view in core.containers() {
             let id = &view.record.id;
             if listed.contains(id) || !settled(id) {

@@ -57,7 +57,9 @@ impl Default for SimOptions {
         SimOptions {
             core_config: CoreConfig::default(),
             safety: Duration::from_secs(300),
-            liveness_bound: Duration::from_secs(300),
+            // An exit lost on a live stream waits for the periodic relist
+            // (300 s), then a policy restart for its backoff (60 s at most).
+            liveness_bound: Duration::from_secs(420),
             max_steps: 2_000_000,
             hash_trace: false,
             trace_len: 60,
@@ -708,6 +710,10 @@ impl Sim {
             Call::CreateContainer { .. } => self.rng_world.ms(5, 30),
             Call::CreateTask { .. } => self.rng_world.ms(35, 58),
             Call::StartTask { .. } => self.rng_world.ms(6, 9),
+            // A busy containerd lists slowly now and then: calls made and
+            // answered meanwhile overtake the listing, and a listing of a
+            // connection already given up arrives during the next one's.
+            Call::Relist if self.rng_world.chance(150) => self.rng_world.ms(20, 1500),
             _ => self.rng_world.ms(0, 3),
         };
         if self.take_fault(FaultKind::RpcUnavailable) {
@@ -908,7 +914,10 @@ impl Sim {
                     // its task as UNKNOWN with pid 0, a placeholder that
                     // proves nothing.
                     if self.rng_fault.chance(20) {
-                        task.pid = 0;
+                        // Status unknown; the pid is 0 or still the real one.
+                        if self.rng_fault.chance(500) {
+                            task.pid = 0;
+                        }
                         task.status = holdfast_core::TaskStatus::Unknown;
                         task.exit_status = 0;
                         task.exited_at = None;
@@ -935,9 +944,9 @@ impl Sim {
                         activity.get(id).is_none_or(|a| *a < relist_op)
                             && !in_flight.values().any(|c| c == id)
                     };
-                    let result = self
-                        .checker
-                        .relist_complete(self.core.as_ref(), &listed, settled);
+                    let result =
+                        self.checker
+                            .relist_complete(self.core.as_ref(), op, &listed, settled);
                     result.map_err(|m| self.failure(m))
                 }
             }
