@@ -684,7 +684,14 @@ impl Harness {
                 self.feed(Input::Relist(op, RelistPart::End))?;
                 // What a relist could not see is looked at again soon, not
                 // only at the next periodic relist.
-                if placeholder.is_some() && self.core.connection() == ConnectionState::Ready {
+                let asked_again = self
+                    .outstanding
+                    .iter()
+                    .any(|(o, c)| matches!(c, Call::Relist) && *o > op);
+                if placeholder.is_some()
+                    && !asked_again
+                    && self.core.connection() == ConnectionState::Ready
+                {
                     self.look_again_by = Some(self.now.at + Duration::from_secs(2));
                 }
                 return Ok(());
@@ -1186,5 +1193,87 @@ proptest! {
         let mut second = Harness::new();
         second.run(&steps, swarm)?;
         prop_assert_eq!(first.trace, second.trace);
+    }
+}
+
+/// Drives a fresh core (seed `seed`) through `failures` failed connects,
+/// then a good one, `healthy` of connected time and a broken stream;
+/// returns the delay before its next connect attempt.
+fn reconnect_delay_after(seed: u64, failures: u32, healthy: Duration) -> Duration {
+    let mut now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(support::WALL0));
+    let mut core = Core::new(CoreConfig::default(), seed, now);
+    core.handle_input(now, Input::Restore(Vec::new()));
+    let subscribe = |core: &mut Core, now: &mut Now| -> Option<OpId> {
+        let (at, _) = core.poll_timeout()?;
+        *now = Now::new(at.max(now.at), now.wall);
+        core.handle_input(*now, Input::Timeout);
+        core.drain_actions().into_iter().find_map(|a| match a {
+            Action::Call {
+                op,
+                call: Call::Subscribe,
+            } => Some(op),
+            _ => None,
+        })
+    };
+    for _ in 0..failures {
+        let Some(op) = subscribe(&mut core, &mut now) else {
+            return Duration::MAX;
+        };
+        let failure = Failure::new(FailureKind::Unavailable, "refused");
+        core.handle_input(now, Input::ActionResult(op, Err(failure)));
+    }
+    let Some(op) = subscribe(&mut core, &mut now) else {
+        return Duration::MAX;
+    };
+    core.handle_input(now, Input::Connection(ConnectionFact::StreamLive(op)));
+    let relist = core.drain_actions().into_iter().find_map(|a| match a {
+        Action::Call {
+            op,
+            call: Call::Relist,
+        } => Some(op),
+        _ => None,
+    });
+    let Some(relist) = relist else {
+        return Duration::MAX;
+    };
+    core.handle_input(now, Input::Relist(relist, RelistPart::Begin));
+    core.handle_input(now, Input::Relist(relist, RelistPart::End));
+    now = Now::new(now.at + healthy, now.wall);
+    core.handle_input(
+        now,
+        Input::Connection(ConnectionFact::StreamBroken(op, "eof".into())),
+    );
+    core.poll_timeout()
+        .filter(|(_, kind)| *kind == TimerKind::Reconnect)
+        .map_or(Duration::MAX, |(at, _)| at.saturating_since(now.at))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1024) / 16,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Reconnecting backs off from `reconnect_initial` doubling per failure,
+    /// starts over after a healthy period, and is spread by ±20% across
+    /// daemons (their seeds), so a containerd restart is not stormed.
+    #[test]
+    fn reconnects_back_off_start_over_when_healthy_and_are_spread(seed in any::<u64>()) {
+        let config = CoreConfig::default();
+        let initial = config.reconnect_initial;
+        let within = |d: Duration, base: Duration| d >= base * 8 / 10 && d <= base * 12 / 10;
+        let mut fresh = Vec::new();
+        for k in 0..32 {
+            let seed = seed.wrapping_add(k);
+            let healthy = reconnect_delay_after(seed, 3, config.reconnect_reset_after + Duration::from_secs(1));
+            prop_assert!(within(healthy, initial), "after a healthy period: {:?}", healthy);
+            let soon = reconnect_delay_after(seed, 3, Duration::from_secs(1));
+            prop_assert!(within(soon, initial * 8), "after 3 failures and a short connection: {:?}", soon);
+            fresh.push(healthy);
+        }
+        let (min, max) = (fresh.iter().min().copied(), fresh.iter().max().copied());
+        let spread = max.zip(min).map(|(max, min)| max - min).unwrap_or_default();
+        prop_assert!(spread >= initial / 5, "32 daemons reconnect within {:?} of each other", spread);
     }
 }
