@@ -199,6 +199,11 @@ struct Harness {
     /// The call being resolved takes effect, but its answer is lost.
     answer_lost: bool,
     relisting: bool,
+    /// Consecutive failed calls per container, as the core counts attempts.
+    failures: BTreeMap<ContainerId, u32>,
+    newest_relist: u64,
+    /// Start and restart requests, by container.
+    starts: BTreeMap<RequestId, ContainerId>,
     /// A relist listed a placeholder: another must be asked for by then.
     look_again_by: Option<Instant>,
     /// Stop requests: when they are due at the latest.
@@ -238,6 +243,9 @@ impl Harness {
             daemons: 1,
             answer_lost: false,
             relisting: false,
+            failures: BTreeMap::new(),
+            newest_relist: 0,
+            starts: BTreeMap::new(),
             look_again_by: None,
             stop_bounds: BTreeMap::new(),
             answered: BTreeMap::new(),
@@ -269,6 +277,7 @@ impl Harness {
                     }
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
+                        self.newest_relist = op.0;
                     }
                     self.outstanding.push((*op, call.clone()));
                     self.check_escalation(*op, call)?;
@@ -516,7 +525,27 @@ impl Harness {
         if !matches!(command, Command::Wait { .. }) {
             self.must_answer.push(req);
         }
+        let name_free = match &command {
+            Command::Create { name, .. } => !self.core.containers().any(|c| &c.record.name == name),
+            _ => false,
+        };
+        if let Command::Start { id } | Command::Restart { id, .. } = &command {
+            self.starts.insert(req, id.clone());
+        }
         self.feed(Input::Command(req, command))?;
+        // A name no container shows is free: a removed container's too.
+        let answer = self.trace.iter().rev().find_map(|a| match a {
+            Action::Answer(r, answer) if *r == req => Some(answer),
+            _ => None,
+        });
+        if name_free && let Some(Answer::Error(e)) = answer {
+            prop_assert!(
+                !(e.kind == ErrorKind::Conflict && e.message.contains("name")),
+                "{} refused a free name: {}",
+                req,
+                e.message
+            );
+        }
         Ok(req)
     }
 
@@ -606,9 +635,34 @@ impl Harness {
             5 => Some(FailureKind::AlreadyExists),
             _ => Some(FailureKind::Other),
         };
+        if let Some(id) = call.container_id() {
+            let failures = self.failures.entry(id.clone()).or_default();
+            // (A lost answer is a failure to the core: a deadline.)
+            let failed = kind.is_some() || self.answer_lost;
+            *failures = if failed { *failures + 1 } else { 0 };
+        }
         if let Some(kind) = kind {
-            if kind == FailureKind::Unavailable && matches!(call, Call::Subscribe) {
+            if kind == FailureKind::Unavailable && self.subscription == Some(op) {
                 self.subscription = None;
+            }
+            // A start containerd refuses outright, with no attempt before it
+            // that may have taken effect, is answered at once: it is not
+            // retried as if it might have worked.
+            if let Call::CreateTask { id } | Call::StartTask { id } = &call
+                && matches!(kind, FailureKind::Other | FailureKind::NotFound)
+                && self.failures.get(id) == Some(&1)
+            {
+                let id = id.clone();
+                self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
+                for (req, c) in &self.starts {
+                    prop_assert!(
+                        *c != id || self.answered.contains_key(req),
+                        "{} (a start of {}) waits although containerd refused it outright",
+                        req,
+                        id
+                    );
+                }
+                return Ok(());
             }
             // containerd says "not found" of what a delete wanted gone only
             // when it is gone (deleted by an attempt whose answer was lost).
@@ -688,8 +742,11 @@ impl Harness {
                     .outstanding
                     .iter()
                     .any(|(o, c)| matches!(c, Call::Relist) && *o > op);
+                // (Only of the core's newest relist: an older one's end is
+                // of a connection given up, and proves nothing to it.)
                 if placeholder.is_some()
                     && !asked_again
+                    && op.0 >= self.newest_relist
                     && self.core.connection() == ConnectionState::Ready
                 {
                     self.look_again_by = Some(self.now.at + Duration::from_secs(2));
@@ -923,6 +980,10 @@ impl Harness {
         let answered = &self.answered;
         self.must_answer.retain(|r| answered.contains_key(r));
         self.stop_bounds.retain(|r, _| answered.contains_key(r));
+        self.starts.retain(|r, _| answered.contains_key(r));
+        self.failures.clear();
+        self.newest_relist = 0;
+        self.look_again_by = None;
         self.outstanding.clear();
         self.subscription = None;
         self.stop_signal_ops.clear();
