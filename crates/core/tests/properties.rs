@@ -1142,10 +1142,35 @@ impl Harness {
                 })?;
             }
             Step::Remove(i, force) => {
-                self.command(Command::Remove {
+                let running = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.status == Status::Running && !c.record.intents.remove);
+                let creating = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.presence == Presence::Creating);
+                let req = self.command(Command::Remove {
                     id: id(i),
                     force: *force,
                 })?;
+                // `rm` of a running container is refused; `rm -f` never is
+                // (but while the create is still on its way).
+                let conflict = self.trace.iter().rev().any(|a| {
+                    matches!(a, Action::Answer(r, Answer::Error(e)) if *r == req && e.kind == ErrorKind::Conflict)
+                });
+                prop_assert!(
+                    if *force {
+                        !conflict || creating
+                    } else {
+                        conflict || !running
+                    },
+                    "remove (force {}) of {} (running {}): conflict {}",
+                    force,
+                    id(i),
+                    running,
+                    conflict
+                );
             }
             Step::Wait(i, condition) => {
                 let condition = [

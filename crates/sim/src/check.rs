@@ -294,7 +294,8 @@ impl Checker {
                 vec![stop_signal(*signal), sigkill]
             }
             Command::Kill { signal, .. } => vec![*signal],
-            Command::Remove { .. } => vec![sigkill],
+            // Only a forced remove kills; `rm` of a running one is refused.
+            Command::Remove { force: true, .. } => vec![sigkill],
             _ => Vec::new(),
         };
         asked
