@@ -74,6 +74,9 @@ pub(crate) struct Container {
     pub(crate) last_activity: OpId,
     /// Consecutive failed attempts of the current step.
     pub(crate) attempts: u32,
+    /// A CreateTask or StartTask of the pending start failed in a way that
+    /// may have taken effect (its answer lost), and no call succeeded since.
+    pub(crate) start_uncertain: bool,
     /// A retry timer is armed; do not issue until it fires (or we reconnect).
     pub(crate) retry_waiting: bool,
     pub(crate) restart_delay: Duration,
@@ -106,6 +109,7 @@ impl Container {
             in_flight: None,
             last_activity: OpId(0),
             attempts: 0,
+            start_uncertain: false,
             retry_waiting: false,
             restart_delay,
             stop_deadline: None,

@@ -191,6 +191,7 @@ impl Core {
         match result {
             Ok(done) => {
                 c.attempts = 0;
+                c.start_uncertain = false;
                 self.step_done(&id, step, done);
             }
             Err(failure) => self.step_failed(&id, step, failure),
@@ -282,6 +283,16 @@ impl Core {
             return;
         };
         use FailureKind as K;
+        // A create or start whose answer was lost may have taken effect:
+        // a later refusal of it proves nothing until a relist has looked.
+        if matches!(step, Step::CreateTask | Step::StartTask)
+            && matches!(
+                failure.kind,
+                K::Unavailable | K::Deadline | K::AlreadyExists
+            )
+        {
+            c.start_uncertain = true;
+        }
         match (step, failure.kind) {
             // Gone already is what a delete wanted.
             (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => {
@@ -322,13 +333,13 @@ impl Core {
             // nothing: that attempt may have created or started the task.
             // Look (a bounded number of times) before giving the start up.
             (Step::CreateTask | Step::StartTask, _)
-                if c.attempts > 0 && c.attempts < self.config.retry_attempts_max =>
+                if c.start_uncertain && c.attempts < self.config.retry_attempts_max =>
             {
                 self.request_refresh();
                 self.schedule_retry(id);
             }
             (Step::CreateTask | Step::StartTask, _) => {
-                if c.attempts > 0 {
+                if std::mem::take(&mut c.start_uncertain) {
                     // Given up after an attempt that may have taken effect:
                     // a relist finds what it made, so it is cleaned up.
                     c.attempts = 0;
