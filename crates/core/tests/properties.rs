@@ -202,6 +202,8 @@ struct Harness {
     /// Consecutive failed calls per container, as the core counts attempts.
     failures: BTreeMap<ContainerId, u32>,
     newest_relist: u64,
+    /// When each stop's SIGKILL is due at the latest.
+    kill_deadline: BTreeMap<ContainerId, Instant>,
     /// Start and restart requests, by container.
     starts: BTreeMap<RequestId, ContainerId>,
     /// A relist listed a placeholder: another must be asked for by then.
@@ -245,6 +247,7 @@ impl Harness {
             relisting: false,
             failures: BTreeMap::new(),
             newest_relist: 0,
+            kill_deadline: BTreeMap::new(),
             starts: BTreeMap::new(),
             look_again_by: None,
             stop_bounds: BTreeMap::new(),
@@ -271,9 +274,11 @@ impl Harness {
                         signal: Signal::SIGKILL,
                         ..
                     } = call
-                        && let Some(inst) = self.world.current(id)
                     {
-                        inst.sigkilled = true;
+                        self.kill_deadline.remove(id);
+                        if let Some(inst) = self.world.current(id) {
+                            inst.sigkilled = true;
+                        }
                     }
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
@@ -532,12 +537,26 @@ impl Harness {
         if let Command::Start { id } | Command::Restart { id, .. } = &command {
             self.starts.insert(req, id.clone());
         }
+        let creating = !matches!(command, Command::Create { .. })
+            && self
+                .core
+                .container(command.container_id())
+                .is_some_and(|c| c.record.presence == Presence::Creating);
+        let is_wait = matches!(command, Command::Wait { .. });
         self.feed(Input::Command(req, command))?;
         // A name no container shows is free: a removed container's too.
         let answer = self.trace.iter().rev().find_map(|a| match a {
             Action::Answer(r, answer) if *r == req => Some(answer),
             _ => None,
         });
+        // While its create is on its way a container takes only waits.
+        let conflict = matches!(answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict);
+        prop_assert!(
+            !creating || conflict != is_wait,
+            "{} to a container being created: {:?}",
+            req,
+            answer
+        );
         if name_free && let Some(Answer::Error(e)) = answer {
             prop_assert!(
                 !(e.kind == ErrorKind::Conflict && e.message.contains("name")),
@@ -557,6 +576,28 @@ impl Harness {
             }
             self.set_time(at);
             self.feed(Input::Timeout)?;
+        }
+        // SIGKILL comes when the grace period ends: no later than the
+        // shortest grace a stop asked for (counted as the core counts it).
+        let ready = self.core.connection() == ConnectionState::Ready;
+        for (id, deadline) in &self.kill_deadline {
+            let view = self.core.container(id);
+            let stopping = view.is_some_and(|c| {
+                c.record.intents.stop.is_some()
+                    && c.record.intents.kills.is_empty()
+                    && c.current_exit().is_none()
+            });
+            let busy = self
+                .outstanding
+                .iter()
+                .any(|(_, c)| c.container_id() == Some(id));
+            prop_assert!(
+                *deadline > target || !ready || !stopping || busy,
+                "{} not killed at the end of its grace period ({:?}), now {:?}",
+                id,
+                deadline,
+                target
+            );
         }
         self.set_time(target);
         if let Some(by) = self.look_again_by
@@ -620,6 +661,15 @@ impl Harness {
             && self.world.up
             && matches!(failure, 0 | 7 | 8)
         {
+            let grace = self
+                .core
+                .container(&id)
+                .and_then(|c| c.record.intents.stop)
+                .filter(|s| s.signal != Signal::SIGKILL)
+                .map(|s| s.grace);
+            if let Some(grace) = grace {
+                self.kill_deadline.insert(id.clone(), self.now.at + grace);
+            }
             self.signal_delivered.insert(id, self.now.at);
         }
         let connection_call = matches!(call, Call::Subscribe | Call::Relist);
@@ -988,6 +1038,7 @@ impl Harness {
         self.subscription = None;
         self.stop_signal_ops.clear();
         self.signal_delivered.clear();
+        self.kill_deadline.clear();
         self.daemons += 1;
         self.core = Core::new(CoreConfig::default(), 9 + self.daemons, self.now);
         self.last_op = 0;
@@ -1104,6 +1155,11 @@ impl Harness {
                     timeout,
                     signal,
                 })?;
+                if let Some(deadline) = self.kill_deadline.get_mut(&id(i)) {
+                    let own = self.configs.get(&id(i)).and_then(|c| c.stop_timeout);
+                    let grace = timeout.or(own).unwrap_or(Duration::from_secs(10));
+                    *deadline = (*deadline).min(self.now.at + grace);
+                }
                 // The signal by precedence: request > container > image > SIGTERM.
                 if !stopping
                     && let Some(stop) = self
@@ -1361,5 +1417,37 @@ proptest! {
         let (min, max) = (fresh.iter().min().copied(), fresh.iter().max().copied());
         let spread = max.zip(min).map(|(max, min)| max - min).unwrap_or_default();
         prop_assert!(spread >= initial / 5, "32 daemons reconnect within {:?} of each other", spread);
+    }
+}
+
+/// Interleavings the generator reaches too rarely, run through every
+/// property all the same.
+#[test]
+fn chosen_interleavings_hold_every_property() {
+    use Step::*;
+    let cases: [&[Step]; 1] = [
+        // A second, shorter stop during the first one's grace period, to a
+        // process that ignores its stop signal: SIGKILL at the shorter end.
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Stop(0, None, None),
+            Resolve(0, 0),
+            Advance(100),
+            Stop(0, Some(1), None),
+            Advance(3000),
+            Advance(3000),
+        ],
+    ];
+    for steps in cases {
+        let mut harness = Harness::new();
+        if let Err(failure) = harness.run(steps, 0) {
+            panic!("{failure}");
+        }
     }
 }
