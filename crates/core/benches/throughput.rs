@@ -26,6 +26,7 @@ fn record(i: usize, pid: u32) -> Record {
         run: 1,
         pid: Some(pid),
         started_at: Some(WallTime::from_unix_nanos(2)),
+        began_at: None,
         start_sent: true,
         exit: None,
         restart_count: 0,

@@ -172,6 +172,7 @@ impl Core {
             run: 0,
             pid: None,
             started_at: None,
+            began_at: None,
             start_sent: false,
             exit: None,
             restart_count: 0,

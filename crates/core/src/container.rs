@@ -74,6 +74,9 @@ pub(crate) struct Container {
     pub(crate) last_activity: OpId,
     /// Consecutive failed attempts of the current step.
     pub(crate) attempts: u32,
+    /// A CreateTask or StartTask of the pending start failed in a way that
+    /// may have taken effect (its answer lost), and no call succeeded since.
+    pub(crate) start_uncertain: bool,
     /// A retry timer is armed; do not issue until it fires (or we reconnect).
     pub(crate) retry_waiting: bool,
     pub(crate) restart_delay: Duration,
@@ -83,11 +86,9 @@ pub(crate) struct Container {
     pub(crate) stop_escalated: bool,
     /// An OOM event was seen during the current run.
     pub(crate) oom: bool,
-    /// The wall time our own CreateTask answer began the current run (not
-    /// known for a run learned from a relist or restored from disk). Its
-    /// process cannot have exited before: an exit event older than this is
-    /// an earlier run's whose pid the kernel reused.
-    pub(crate) run_began_at: Option<WallTime>,
+    /// When our latest CreateTask was sent: a task a relist finds after its
+    /// answer was lost cannot have begun earlier (see `Record::began_at`).
+    pub(crate) create_sent_at: Option<WallTime>,
     /// The kill being delivered was announced as a `kill` event.
     pub(crate) kill_announced: Option<Signal>,
     /// We delivered SIGKILL to the current run.
@@ -108,12 +109,13 @@ impl Container {
             in_flight: None,
             last_activity: OpId(0),
             attempts: 0,
+            start_uncertain: false,
             retry_waiting: false,
             restart_delay,
             stop_deadline: None,
             stop_escalated: false,
             oom: false,
-            run_began_at: None,
+            create_sent_at: None,
             sigkill_sent: false,
             kill_announced: None,
             confirmed: false,
@@ -129,7 +131,7 @@ impl Container {
         self.rec.started_at = None;
         self.rec.start_sent = false;
         self.oom = false;
-        self.run_began_at = None;
+        self.rec.began_at = None;
         self.sigkill_sent = false;
         self.stop_deadline = None;
         self.stop_escalated = false;
@@ -193,8 +195,12 @@ impl Container {
             && self.rec.started_at.is_none()
     }
 
+    /// A user's command overrides the restart policy: no restart is owed,
+    /// and a policy start in flight is no longer the policy's (its failure
+    /// must not bring the restart back).
     pub(crate) fn cancel_policy_restart(&mut self, timers: &mut crate::timers::Timers) {
         self.rec.intents.policy_restart = false;
+        self.policy_start = false;
         timers.cancel(&crate::TimerKind::RestartBackoff(self.rec.id.clone()));
     }
 

@@ -89,6 +89,17 @@ impl Core {
         let Some((call, step)) = next_step(c, self.out.now.at) else {
             return;
         };
+        if matches!(
+            step,
+            Step::Kill {
+                signal: Signal::SIGKILL,
+                ..
+            }
+        ) {
+            // From now on a 137 may be ours, even if the exit overtakes the
+            // kill's answer: it is no evidence of the OOM killer.
+            c.sigkill_sent = true;
+        }
         if let Step::Kill { signal, .. } = step
             && c.kill_announced != Some(signal)
         {
@@ -98,6 +109,7 @@ impl Core {
             self.out.publish(id, UserEventKind::Kill { signal });
         }
         match step {
+            Step::CreateTask => c.create_sent_at = Some(self.out.now.wall),
             Step::StartTask => {
                 c.rec.start_sent = true;
                 self.out.persist(&c.rec);
@@ -179,6 +191,7 @@ impl Core {
         match result {
             Ok(done) => {
                 c.attempts = 0;
+                c.start_uncertain = false;
                 self.step_done(&id, step, done);
             }
             Err(failure) => self.step_failed(&id, step, failure),
@@ -206,7 +219,7 @@ impl Core {
                     return self.step_failed(id, step, failure);
                 };
                 c.begin_run(pid);
-                c.run_began_at = Some(self.out.now.wall);
+                c.rec.began_at = Some(self.out.now.wall);
                 c.task = TaskState::Created { pid };
                 self.out.persist(&c.rec);
             }
@@ -270,6 +283,16 @@ impl Core {
             return;
         };
         use FailureKind as K;
+        // A create or start whose answer was lost may have taken effect:
+        // a later refusal of it proves nothing until a relist has looked.
+        if matches!(step, Step::CreateTask | Step::StartTask)
+            && matches!(
+                failure.kind,
+                K::Unavailable | K::Deadline | K::AlreadyExists
+            )
+        {
+            c.start_uncertain = true;
+        }
         match (step, failure.kind) {
             // Gone already is what a delete wanted.
             (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => {
@@ -306,7 +329,25 @@ impl Core {
                 self.request_refresh();
                 self.schedule_retry(id);
             }
+            // A refusal after an attempt whose answer was lost proves
+            // nothing: that attempt may have created or started the task.
+            // Look (a bounded number of times) before giving the start up.
+            (Step::CreateTask | Step::StartTask, _)
+                if c.start_uncertain && c.attempts < self.config.retry_attempts_max =>
+            {
+                self.request_refresh();
+                self.schedule_retry(id);
+            }
             (Step::CreateTask | Step::StartTask, _) => {
+                if std::mem::take(&mut c.start_uncertain) {
+                    // Given up after an attempt that may have taken effect:
+                    // a relist finds what it made, so it is cleaned up.
+                    c.attempts = 0;
+                    self.request_refresh();
+                }
+                let Some(c) = self.containers.get_mut(id) else {
+                    return;
+                };
                 // Starting cannot succeed by retrying (a bad command, a
                 // missing binary): drop the start and say why. An auto-remove
                 // container goes, as with dockerd.

@@ -23,6 +23,13 @@ pub struct Record {
     /// The init pid of the current run, once known.
     pub pid: Option<u32>,
     pub started_at: Option<WallTime>,
+    /// A time before which the current run's process cannot have exited:
+    /// when our CreateTask for it was answered (or sent, for a task a relist
+    /// found after the answer was lost). An exit report older than this is
+    /// an earlier run's whose pid the kernel reused. Persisted so that a
+    /// restarted daemon still knows; `None` when not known.
+    #[serde(default)]
+    pub began_at: Option<WallTime>,
     /// A StartTask was sent for the current run, and neither confirmed nor
     /// refused: it may have started even if no answer said so (the answer
     /// can be lost).

@@ -155,14 +155,23 @@ impl Core {
                     }
                 }
                 // Never resurrect: once this run's exit is recorded, a
-                // listing that predates it changes nothing. Another pid is
-                // a new run (pids are not reused): a task our CreateTask
-                // made although its answer was lost.
+                // listing that predates it changes nothing. A new run is a
+                // task our CreateTask made although its answer was lost:
+                // another pid, or the same pid (the kernel reused it) where
+                // the old task is known deleted or gone (absent), or was
+                // ended before this daemon began (unknown). A task listed
+                // after that cannot be the old one.
                 Some(task)
-                    if settled && (c.current_exit().is_none() || c.rec.pid != Some(task.pid)) =>
+                    if settled
+                        && (c.current_exit().is_none()
+                            || c.rec.pid != Some(task.pid)
+                            || matches!(c.task, TaskState::Absent | TaskState::Unknown)) =>
                 {
                     if c.current_exit().is_some() {
                         c.begin_run(task.pid);
+                    }
+                    if c.rec.pid != Some(task.pid) || c.rec.began_at.is_none() {
+                        c.rec.began_at = c.create_sent_at;
                     }
                     c.rec.pid = Some(task.pid);
                     c.task = match task.status {

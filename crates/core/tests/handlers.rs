@@ -1474,6 +1474,145 @@ fn a_stop_during_a_policy_restart_never_shows_the_created_task_as_running() {
     assert_eq!(status(&d), Some(Status::Exited));
 }
 
+/// A `--restart always` container whose first run (pid 42) exited and was
+/// deleted; the policy's CreateTask is in flight. Returns its op.
+fn policy_create_in_flight(d: &mut Driver) -> OpId {
+    let delete = only_call(&d.exit("c1", 42, 1), |c| {
+        matches!(c, Call::DeleteTask { .. })
+    });
+    d.ok(delete);
+    let (_, actions) = d.fire_timer();
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }))
+}
+
+#[test]
+fn a_relisted_task_with_the_pid_of_a_deleted_run_is_a_new_run() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let first_exit_at = d.now.wall;
+    let create = policy_create_in_flight(&mut d);
+    // The create took effect, the kernel reused pid 42, the answer is lost.
+    let actions = d.fail(create, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let created = TaskInfo {
+        status: TaskStatus::Created,
+        ..running("c1", 42)
+    };
+    d.relist(relist, vec![created]);
+    let view = d.core.container(&cid("c1")).expect("exists");
+    assert_eq!(
+        (view.record.run, view.task),
+        (2, TaskState::Created { pid: 42 })
+    );
+    // The retry starts the task that exists rather than creating another.
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::Retry(cid("c1")));
+    assert_eq!(calls(&actions), vec![Call::StartTask { id: cid("c1") }]);
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    d.ok(start);
+    // The first run's exit, replayed late, is not the new run's.
+    let stale = Input::Event(ContainerdEvent::TaskExit {
+        container: cid("c1"),
+        exec_id: "c1".into(),
+        pid: 42,
+        exit_status: 1,
+        exited_at: first_exit_at,
+    });
+    assert_eq!(d.feed(stale), vec![]);
+    let view = d.core.container(&cid("c1")).expect("exists");
+    assert_eq!((view.status, view.current_exit()), (Status::Running, None));
+}
+
+#[test]
+fn a_task_listed_before_its_exit_was_recorded_is_still_not_a_new_run() {
+    // The converse of the rule above: the exit is recorded while the task
+    // is still known (stopped), so a listing of the same pid predates it.
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::StreamBroken(
+        OpId(1),
+        "eof".into(),
+    )));
+    let relist = d.resubscribe();
+    d.feed(Input::Relist(relist, RelistPart::Begin));
+    d.feed(Input::Relist(relist, RelistPart::Task(running("c1", 42))));
+    d.exit("c1", 42, 0);
+    d.feed(Input::Relist(relist, RelistPart::End));
+    let view = d.core.container(&cid("c1")).expect("exists");
+    assert_eq!((view.record.run, view.status), (1, Status::Exited));
+}
+
+#[test]
+fn a_policy_restart_stopped_by_the_user_is_not_revived_by_its_failure() {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let create = policy_create_in_flight(&mut d);
+    d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    // containerd refuses the create: the user's stop stands.
+    let actions = d.fail(create, FailureKind::Other);
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    assert_no_restart_pending(&d);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+}
+
+#[test]
+fn a_start_refused_after_one_whose_answer_was_lost_looks_before_giving_up() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let (start_req, start) = started_until_start_call(&mut d, "c1", ContainerConfig::default(), 42);
+    // The first start took effect; its answer is lost.
+    let actions = d.fail(start, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let (_, actions) = d.fire_timer();
+    let retry = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    // The retry is refused: no delete of a task that may run, a look instead.
+    let actions = d.fail(retry, FailureKind::Other);
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    // The relist asked before the retry proves nothing of it; the next does.
+    let actions = d.relist(relist, vec![running("c1", 42)]);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![running("c1", 42)]);
+    assert_eq!(answers(&actions), vec![(start_req, Answer::Done)]);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Running)
+    );
+}
+
+#[test]
+fn a_137_that_overtakes_our_sigkill_answer_is_ours_not_the_oom_killers() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+    }));
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    // The exit comes before the kill's answer.
+    d.exit("c1", 42, 137);
+    assert_eq!(
+        d.core
+            .container(&cid("c1"))
+            .and_then(|c| c.current_exit())
+            .map(|e| e.oom_killed),
+        Some(false)
+    );
+}
+
 #[test]
 fn rename_moves_the_name_and_is_recorded() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 10);

@@ -165,6 +165,7 @@ mod tests {
             run: 2,
             pid: Some(42),
             started_at: None,
+            began_at: None,
             start_sent: false,
             exit: None,
             restart_count: 1,

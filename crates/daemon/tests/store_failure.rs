@@ -74,6 +74,7 @@ fn record(id: &str) -> Record {
         run: 1,
         pid: Some(4242),
         started_at: Some(WallTime::from_unix_nanos(2)),
+        began_at: None,
         start_sent: false,
         exit: None,
         restart_count: 0,

@@ -87,6 +87,9 @@ pub struct Checker {
     /// Exits whose event was lost on a live stream, by container and pid:
     /// only a relist (the periodic one at the latest) can tell them.
     lost_exits: std::collections::BTreeSet<(ContainerId, u32)>,
+    /// Tasks whose TaskDelete reached the core: the core has a reason to
+    /// look (a relist) even if the exit before it was lost.
+    deletes_seen: BTreeMap<(ContainerId, u32), Instant>,
     /// The last OOM event delivered to this daemon, per container, and
     /// whether an exit of another pid came after it (which the core takes
     /// as the OOM's run ending).
@@ -126,6 +129,7 @@ impl Checker {
             ready_since: None,
             verified: std::collections::BTreeSet::new(),
             lost_exits: std::collections::BTreeSet::new(),
+            deletes_seen: BTreeMap::new(),
             oom_delivered: BTreeMap::new(),
             restart_owed: std::collections::BTreeSet::new(),
             blind: true,
@@ -184,6 +188,9 @@ impl Checker {
     ) {
         use holdfast_core::ContainerdEvent as E;
         match event {
+            E::TaskDelete { container, pid } => {
+                self.deletes_seen.insert((container.clone(), *pid), now);
+            }
             E::TaskOom { container } => {
                 self.oom_delivered.insert(container.clone(), (now, false));
             }
@@ -221,8 +228,11 @@ impl Checker {
                 self.live_after = Some(op.0);
             }
             Input::ActionResult(_, Err(f)) if f.kind == FailureKind::Unavailable => go_blind(self),
+            // A relist of a connection already given up (a subscription
+            // came after it) failing changes nothing.
             Input::ActionResult(op, Err(_))
-                if op.0 == self.latest_sub || op.0 == self.latest_relist =>
+                if op.0 == self.latest_sub
+                    || op.0 == self.latest_relist && op.0 > self.latest_sub =>
             {
                 go_blind(self)
             }
@@ -237,6 +247,17 @@ impl Checker {
 
     pub fn command(&mut self, req: RequestId, command: &Command, now: Instant) {
         let id = command.container_id().clone();
+        if matches!(
+            command,
+            Command::Stop { .. }
+                | Command::Kill { .. }
+                | Command::Restart { .. }
+                | Command::Remove { .. }
+        ) {
+            // A user who steps in after an exit may rule out the policy
+            // restart it owed (a stop does): it is owed no longer.
+            self.restart_owed.retain(|(c, _)| *c != id);
+        }
         let asked = self.asked.entry(id.clone()).or_default();
         // A kill does not cancel a start or restart still to be carried out
         // (as with dockerd; it survives a daemon crash); a stop does.
@@ -275,7 +296,8 @@ impl Checker {
                 vec![stop_signal(*signal), sigkill]
             }
             Command::Kill { signal, .. } => vec![*signal],
-            Command::Remove { .. } => vec![sigkill],
+            // Only a forced remove kills; `rm` of a running one is refused.
+            Command::Remove { force: true, .. } => vec![sigkill],
             _ => Vec::new(),
         };
         asked
@@ -380,6 +402,16 @@ impl Checker {
                     ));
                 };
                 let id = &request.container;
+                // "containerd is unreachable" is never said while connected.
+                if let Answer::Error(e) = answer
+                    && e.kind == holdfast_core::ErrorKind::Unavailable
+                    && core.is_some_and(|c| c.connection() == ConnectionState::Ready)
+                {
+                    return Err(format!(
+                        "{req} ({:?} of {id}) answered unavailable while connected: {answer:?}",
+                        request.kind
+                    ));
+                }
                 if let Answer::Error(e) = answer
                     && request.issued == now
                     && matches!(
@@ -621,16 +653,32 @@ impl Checker {
                     continue;
                 };
                 let id = &view.record.id;
-                let Some((_, exited_at)) = cd.truth_of(id, pid).and_then(|t| t.exit) else {
+                let Some(truth) = cd.truth_of(id, pid) else {
                     continue;
                 };
-                let known_since = crate::sim::wall(since).max(exited_at);
+                let Some((_, exited_at)) = truth.exit else {
+                    continue;
+                };
+                let mut known_since = crate::sim::wall(since).max(exited_at);
                 // An exit whose event was lost on a live stream waits for
-                // the periodic relist: that is what it is for.
-                let bound = if self.lost_exits.contains(&(id.clone(), pid)) {
-                    STALE_VIEW_BOUND + self.config.relist_interval.unwrap_or(Duration::MAX / 4)
-                } else {
-                    STALE_VIEW_BOUND
+                // the periodic relist: that is what it is for. Unless the
+                // task's delete was seen: that is a reason to look at once.
+                let key = (id.clone(), pid);
+                // (Seen after this exit: a stale delete of an earlier
+                // process with the pid says nothing of it.)
+                let delete_seen = self
+                    .deletes_seen
+                    .get(&key)
+                    .filter(|at| crate::sim::wall(**at) >= exited_at);
+                let bound = match delete_seen {
+                    _ if !self.lost_exits.contains(&key) => STALE_VIEW_BOUND,
+                    Some(seen) => {
+                        known_since = known_since.max(crate::sim::wall(*seen));
+                        STALE_VIEW_BOUND
+                    }
+                    None => {
+                        STALE_VIEW_BOUND + self.config.relist_interval.unwrap_or(Duration::MAX / 4)
+                    }
                 };
                 if crate::sim::wall(now).saturating_since(known_since) > bound {
                     return Err(format!(
@@ -733,10 +781,15 @@ impl Checker {
     pub fn relist_complete(
         &self,
         core: Option<&Core>,
+        relist: holdfast_core::OpId,
         listed: &std::collections::BTreeSet<ContainerId>,
         settled: impl Fn(&ContainerId) -> bool,
     ) -> Result<(), String> {
         let Some(core) = core else { return Ok(()) };
+        // A relist of a connection given up since proves nothing.
+        if relist.0 < self.latest_sub || core.connection() != ConnectionState::Ready {
+            return Ok(());
+        }
         for view in core.containers() {
             let id = &view.record.id;
             if listed.contains(id) || !settled(id) {
@@ -752,13 +805,15 @@ impl Checker {
         Ok(())
     }
 
-    /// Why the world has not converged yet; `None` once it has.
+    /// Why the world has not converged yet; `None` once it has. With
+    /// `truth_only`, a restart policy's start still to come (its backoff)
+    /// does not count: the view is true, the policy is merely waiting.
     pub fn converged(
         &self,
         core: Option<&Core>,
         cd: &Containerd,
         world_calls: usize,
-        _stream: Option<holdfast_core::OpId>,
+        truth_only: bool,
     ) -> Option<String> {
         let Some(core) = core else {
             return Some("holdfastd is down".into());
@@ -794,8 +849,9 @@ impl Checker {
             if view.record.presence != Presence::Created {
                 return Some(format!("{id} is {:?}", view.record.presence));
             }
-            if intents.start
-                || intents.policy_restart
+            let policy_waits = truth_only
+                && (intents.policy_restart || intents.start && view.status == Status::Restarting);
+            if !policy_waits && (intents.start || intents.policy_restart)
                 || intents.stop.is_some()
                 || !intents.kills.is_empty()
                 || intents.remove
@@ -844,6 +900,7 @@ impl Checker {
         for view in core.containers() {
             let id = &view.record.id;
             if let Some(exit) = view.current_exit()
+                && !truth_only
                 && self.restart_owed.contains(&(id.clone(), exit.run))
             {
                 return Some(format!(

@@ -47,13 +47,19 @@ pub fn decode(bytes: &[u8]) -> (u64, Vec<Transition>) {
             13 => Transition::Fault(FaultKind::ShimDeath, a),
             14 => Transition::Fault(FaultKind::DaemonCrash, a),
             _ => {
+                // Every per-call and per-event kind, armed for the next one.
                 let kind = [
                     FaultKind::RpcUnavailable,
                     FaultKind::RpcDeadline,
                     FaultKind::EventDuplicate,
                     FaultKind::EventReorder,
                     FaultKind::EventStale,
-                ][usize::from(a) % 5];
+                    FaultKind::RpcRefused,
+                    FaultKind::EventLost,
+                    FaultKind::ExitReportedAgain,
+                    FaultKind::OomLate,
+                    FaultKind::PidReuse,
+                ][usize::from(a) % 10];
                 Transition::Fault(kind, a)
             }
         };

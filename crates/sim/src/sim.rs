@@ -20,6 +20,10 @@ use std::time::Duration;
 /// The wall clock at simulated time zero.
 const WALL_ZERO_NANOS: i64 = 1_700_000_000_000_000_000;
 
+/// How long a converged world must stay converged when nothing in it
+/// changes: a view that flips back by itself was not the truth.
+const QUIET_PERIOD: Duration = Duration::from_secs(20);
+
 /// When a shim retries publishing an exit while containerd is away; after
 /// the last attempt (about 21 s) the event is dropped.
 const SHIM_RETRY_SECS: [u64; 6] = [0, 1, 3, 6, 10, 15];
@@ -53,7 +57,9 @@ impl Default for SimOptions {
         SimOptions {
             core_config: CoreConfig::default(),
             safety: Duration::from_secs(300),
-            liveness_bound: Duration::from_secs(300),
+            // An exit lost on a live stream waits for the periodic relist
+            // (300 s), then a policy restart for its backoff (60 s at most).
+            liveness_bound: Duration::from_secs(420),
             max_steps: 2_000_000,
             hash_trace: false,
             trace_len: 60,
@@ -73,8 +79,11 @@ pub struct RunStats {
     pub requests: u64,
     pub containers: u64,
     pub trace_hash: u64,
-    /// Simulated time from healing to convergence.
+    /// Simulated time from healing to convergence, policy restarts done.
     pub converged_after: Duration,
+    /// Simulated time from healing to a true view (a restart policy may
+    /// still be waiting out its backoff).
+    pub truth_after: Option<Duration>,
 }
 
 /// A run that broke an invariant (or did not converge).
@@ -238,6 +247,12 @@ pub struct Sim {
     activity: BTreeMap<ContainerId, u64>,
     in_flight_for: BTreeMap<OpId, ContainerId>,
     last_op: u64,
+    /// Since when the liveness phase has been converged, if it is.
+    converged_since: Option<Instant>,
+    ever_converged: bool,
+    /// The last time something happened in the world by itself (a
+    /// process exit, containerd or holdfastd coming back).
+    world_changed_at: Instant,
 }
 
 /// Runs one seed: its own fault profile, a safety phase, then a liveness phase.
@@ -321,6 +336,9 @@ impl Sim {
             activity: BTreeMap::new(),
             in_flight_for: BTreeMap::new(),
             last_op: 0,
+            converged_since: None,
+            ever_converged: false,
+            world_changed_at: Instant::ZERO,
             opts,
         }
     }
@@ -365,22 +383,67 @@ impl Sim {
                 continue;
             }
             if let Phase::Liveness { healed_at } = self.phase {
-                if let Some(why) = self.checker.converged(
-                    self.core.as_ref(),
-                    &self.cd,
-                    self.pending_calls(),
-                    self.stream,
-                ) {
-                    if next >= hard_end {
-                        self.now = self.now.max(hard_end);
-                        return Err(self.failure(format!(
-                            "no convergence within {:?} of healing: {why}",
-                            self.opts.liveness_bound
-                        )));
+                let pending = self.pending_calls();
+                let core = self.core.as_ref();
+                if self.stats.truth_after.is_none()
+                    && self
+                        .checker
+                        .converged(core, &self.cd, pending, true)
+                        .is_none()
+                {
+                    self.stats.truth_after = Some(self.now.saturating_since(healed_at));
+                }
+                let why = self.checker.converged(core, &self.cd, pending, false);
+                // A call the core still makes (a periodic relist, the retry
+                // of a delete whose answer was lost) is no change of view.
+                let busy = why.as_ref().is_some_and(|w| w.contains("calls in flight"));
+                match (why, self.converged_since) {
+                    (None, None) => {
+                        if !self.ever_converged {
+                            self.ever_converged = true;
+                            self.stats.converged_after = self.now.saturating_since(healed_at);
+                        }
+                        self.converged_since = Some(self.now);
+                        if next >= self.now + QUIET_PERIOD || next >= hard_end {
+                            break;
+                        }
                     }
-                } else {
-                    self.stats.converged_after = self.now.saturating_since(healed_at);
-                    break;
+                    // Converged, and it stayed so for the quiet period (or
+                    // the run's time is up): done.
+                    (None, Some(since)) => {
+                        if next >= since + QUIET_PERIOD || next >= hard_end {
+                            break;
+                        }
+                    }
+                    (Some(_), Some(_)) if busy => {
+                        if next >= hard_end {
+                            break;
+                        }
+                    }
+                    (Some(why), Some(since)) => {
+                        if self.world_changed_at < since {
+                            return Err(self.failure(format!(
+                                "converged at {since:?}, then no more although nothing changed in the world: {why}"
+                            )));
+                        }
+                        // The world moved on (a process exited): converge again.
+                        self.converged_since = None;
+                        if next >= hard_end {
+                            break;
+                        }
+                    }
+                    (Some(why), None) => {
+                        if next >= hard_end && !self.ever_converged {
+                            self.now = self.now.max(hard_end);
+                            return Err(self.failure(format!(
+                                "no convergence within {:?} of healing: {why}",
+                                self.opts.liveness_bound
+                            )));
+                        }
+                        if next >= hard_end {
+                            break;
+                        }
+                    }
                 }
             }
             self.now = self.now.max(next);
@@ -647,6 +710,10 @@ impl Sim {
             Call::CreateContainer { .. } => self.rng_world.ms(5, 30),
             Call::CreateTask { .. } => self.rng_world.ms(35, 58),
             Call::StartTask { .. } => self.rng_world.ms(6, 9),
+            // A busy containerd lists slowly now and then: calls made and
+            // answered meanwhile overtake the listing, and a listing of a
+            // connection already given up arrives during the next one's.
+            Call::Relist if self.rng_world.chance(150) => self.rng_world.ms(20, 1500),
             _ => self.rng_world.ms(0, 3),
         };
         if self.take_fault(FaultKind::RpcUnavailable) {
@@ -742,7 +809,7 @@ impl Sim {
             }
             Call::CreateContainer { id, .. } => self.cd.create_container(id),
             Call::CreateTask { id } => {
-                let reuse = self.pick_reused_pid(id);
+                let reuse = self.pick_reused_pid();
                 self.cd.create_task(id, self.now, reuse, &mut fx)
             }
             Call::StartTask { id } => self.cd.start_task(id, &mut fx),
@@ -773,18 +840,16 @@ impl Sim {
     /// recorded (or whose container is gone), so the truth the checker
     /// compares with stays reachable.
     ///
-    /// Only another container's pid: reuse within one container, with the
-    /// CreateTask answer lost, leaves the core unable to tell the new task
-    /// from the old (see bench/mutants.md, not done).
-    fn pick_reused_pid(&mut self, for_container: &ContainerId) -> Option<u32> {
+    /// The same container's pid too: a new run that reuses it, with the
+    /// CreateTask answer lost, must still be told from the old one.
+    fn pick_reused_pid(&mut self) -> Option<u32> {
         let candidates: Vec<u32> = self
             .cd
             .reusable_pids()
             .into_iter()
             .filter(|pid| {
                 self.cd.truth.get(pid).is_some_and(|t| {
-                    &t.container != for_container
-                        && self.checker.exit_verified(&t.container, *pid, t.created_at)
+                    self.checker.exit_verified(&t.container, *pid, t.created_at)
                         || !self.cd.containers.contains(&t.container)
                 })
             })
@@ -848,8 +913,11 @@ impl Sim {
                     // A shim that does not answer in time: containerd lists
                     // its task as UNKNOWN with pid 0, a placeholder that
                     // proves nothing.
-                    if self.rng_fault.chance(5) {
-                        task.pid = 0;
+                    if self.rng_fault.chance(20) {
+                        // Status unknown; the pid is 0 or still the real one.
+                        if self.rng_fault.chance(500) {
+                            task.pid = 0;
+                        }
                         task.status = holdfast_core::TaskStatus::Unknown;
                         task.exit_status = 0;
                         task.exited_at = None;
@@ -876,9 +944,9 @@ impl Sim {
                         activity.get(id).is_none_or(|a| *a < relist_op)
                             && !in_flight.values().any(|c| c == id)
                     };
-                    let result = self
-                        .checker
-                        .relist_complete(self.core.as_ref(), &listed, settled);
+                    let result =
+                        self.checker
+                            .relist_complete(self.core.as_ref(), op, &listed, settled);
                     result.map_err(|m| self.failure(m))
                 }
             }
@@ -1073,6 +1141,14 @@ impl Sim {
             })
             && self.take_fault(FaultKind::ExitReportedAgain)
         {
+            let room_ns = u64::try_from(
+                wall(self.now)
+                    .as_unix_nanos()
+                    .saturating_sub(exited_at.as_unix_nanos())
+                    .saturating_sub(1),
+            )
+            .unwrap_or(0)
+            .max(1);
             let later = self.rng_fault.ms(1, 3000);
             let other = if exit_status == 137 { 0 } else { 137 };
             let event = ContainerdEvent::TaskExit {
@@ -1080,10 +1156,11 @@ impl Sim {
                 exec_id,
                 pid,
                 exit_status: other,
-                // Seen a little later by the other source; still before
-                // the task could be deleted and its pid reused.
+                // Seen a little later by the other source, but before this
+                // first report arrived: the death happened before it was
+                // reported, so before any later task could reuse the pid.
                 exited_at: WallTime::from_unix_nanos(exited_at.as_unix_nanos().saturating_add(
-                    i64::try_from(self.rng_fault.below(1_000_000)).unwrap_or(0) + 1,
+                    i64::try_from(self.rng_fault.below(room_ns.min(1_000_000))).unwrap_or(0) + 1,
                 )),
             };
             self.schedule(
@@ -1160,6 +1237,7 @@ impl Sim {
                 let Some(container) = self.cd.process_exit(pid, status, oom, wall_now) else {
                     return Ok(());
                 };
+                self.world_changed_at = self.now;
                 let oom_event = ContainerdEvent::TaskOom {
                     container: container.clone(),
                 };
@@ -1238,11 +1316,13 @@ impl Sim {
                 Ok(())
             }
             Ev::ContainerdRestart => {
+                self.world_changed_at = self.now;
                 self.cd.up = true;
                 self.note("containerd is back");
                 Ok(())
             }
             Ev::DaemonRestart => {
+                self.world_changed_at = self.now;
                 if self.core.is_none() {
                     self.start_daemon();
                 }

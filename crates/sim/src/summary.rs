@@ -14,8 +14,14 @@ pub struct Summary {
     pub checks: u64,
     pub requests: u64,
     pub containers: u64,
-    /// The longest time from healing to convergence.
+    /// The longest time from healing to a true view, and its seed: a slow
+    /// reconcile shows here, not hidden behind a restart policy's backoff.
+    pub truth_after_max: Duration,
+    pub truth_after_max_seed: Option<u64>,
+    /// The longest time from healing to full convergence (policy restarts
+    /// carried out, so backoff included), and its seed.
     pub converged_after_max: Duration,
+    pub converged_after_max_seed: Option<u64>,
     /// Measured by the caller (the simulator itself never reads a clock).
     pub elapsed: Option<Duration>,
 }
@@ -29,7 +35,16 @@ impl Summary {
         self.checks += run.checks;
         self.requests += run.requests;
         self.containers += run.containers;
-        self.converged_after_max = self.converged_after_max.max(run.converged_after);
+        let truth_after = run.truth_after.unwrap_or(run.converged_after);
+        if self.truth_after_max_seed.is_none() || truth_after > self.truth_after_max {
+            self.truth_after_max = truth_after;
+            self.truth_after_max_seed = Some(run.seed);
+        }
+        if self.converged_after_max_seed.is_none() || run.converged_after > self.converged_after_max
+        {
+            self.converged_after_max = run.converged_after;
+            self.converged_after_max_seed = Some(run.seed);
+        }
     }
 }
 
@@ -42,10 +57,18 @@ impl fmt::Display for Summary {
         writeln!(f, "invariant checks:   {}", self.checks)?;
         writeln!(f, "user requests:      {}", self.requests)?;
         writeln!(f, "containers created: {}", self.containers)?;
+        let seed = |s: Option<u64>| s.map_or_else(|| "-".to_owned(), |s| s.to_string());
         writeln!(
             f,
-            "slowest convergence after healing: {:.1} s",
-            self.converged_after_max.as_secs_f64()
+            "slowest time to truth after healing:        {:.1} s (seed {})",
+            self.truth_after_max.as_secs_f64(),
+            seed(self.truth_after_max_seed)
+        )?;
+        writeln!(
+            f,
+            "slowest time to policy restarts after healing: {:.1} s (seed {})",
+            self.converged_after_max.as_secs_f64(),
+            seed(self.converged_after_max_seed)
         )?;
         writeln!(f, "faults injected:    {}", self.faults.total())?;
         for kind in FaultKind::ALL {

@@ -1404,6 +1404,7 @@ mod tests {
                 run: 1,
                 pid: Some(5),
                 started_at: Some(holdfast_core::WallTime::from_unix_nanos(0)),
+                began_at: None,
                 start_sent: false,
                 exit: None,
                 restart_count: 0,
