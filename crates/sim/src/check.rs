@@ -367,7 +367,10 @@ impl Checker {
                 asked.start_wanted = true;
             }
             Command::UpdateRestartPolicy { policy, .. } => {
-                if let Some(config) = asked.config.as_mut() {
+                // The core refuses a policy for an auto-remove container.
+                if let Some(config) = asked.config.as_mut()
+                    && (!config.auto_remove || *policy == holdfast_core::RestartPolicy::No)
+                {
                     config.restart_policy = *policy;
                 }
             }

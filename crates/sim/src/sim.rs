@@ -122,6 +122,8 @@ pub enum UserOp {
     Restart(u8),
     Remove(u8, bool),
     Wait(u8, u8),
+    /// A record edit: a rename (even argument) or a restart policy update.
+    Edit(u8, u8),
 }
 
 /// One scripted step (from fuzz bytes).
@@ -1464,6 +1466,7 @@ impl Sim {
             55..=64 => UserOp::Kill(target, arg),
             65..=74 => UserOp::Restart(target),
             75..=84 => UserOp::Remove(target, r.chance(500)),
+            95..=99 => UserOp::Edit(target, arg),
             _ => UserOp::Wait(target, arg),
         }
     }
@@ -1497,13 +1500,7 @@ impl Sim {
                     Err(_) => return Ok(()),
                 };
                 self.ids.push(id.clone());
-                let restart_policy = match policy % 6 {
-                    0 | 1 => RestartPolicy::No,
-                    2 => RestartPolicy::Always,
-                    3 => RestartPolicy::UnlessStopped,
-                    4 => RestartPolicy::OnFailure { max_retries: 3 },
-                    _ => RestartPolicy::OnFailure { max_retries: 0 },
-                };
+                let restart_policy = policy_of(policy);
                 // The container's own stop signal (low three bits) and the
                 // image's (next three): none, or one of those real images
                 // and users pick (SIGINT, SIGQUIT for nginx, SIGKILL, ...).
@@ -1575,6 +1572,23 @@ impl Sim {
                 };
                 Command::Remove { id, force }
             }
+            UserOp::Edit(t, arg) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                if arg % 2 == 0 {
+                    // Often another container's name: a conflict.
+                    Command::Rename {
+                        id,
+                        name: format!("name{}", arg / 2 % 32),
+                    }
+                } else {
+                    Command::UpdateRestartPolicy {
+                        id,
+                        policy: policy_of(arg / 2),
+                    }
+                }
+            }
             UserOp::Wait(t, c) => {
                 let Some(id) = self.target(t) else {
                     return Ok(());
@@ -1597,6 +1611,17 @@ impl Sim {
             self.feed(Input::Cancel(req))?;
         }
         Ok(())
+    }
+}
+
+/// The restart policies users pick, `no` the most often.
+fn policy_of(n: u8) -> RestartPolicy {
+    match n % 6 {
+        0 | 1 => RestartPolicy::No,
+        2 => RestartPolicy::Always,
+        3 => RestartPolicy::UnlessStopped,
+        4 => RestartPolicy::OnFailure { max_retries: 3 },
+        _ => RestartPolicy::OnFailure { max_retries: 0 },
     }
 }
 
