@@ -982,13 +982,19 @@ impl Harness {
         self.settle()?;
         let running = self.core.container(&id).map(|c| c.status);
         prop_assert_eq!(running, Some(Status::Running), "the probe does not run");
+        // A signal it ignores is delivered, and the kill answered done.
+        let kill = self.command(Command::Kill {
+            id: id.clone(),
+            signal: Signal::try_from(1).map_err(|e| TestCaseError::fail(e.to_string()))?,
+        })?;
+        self.settle()?;
         let stop = self.command(Command::Stop {
             id: id.clone(),
             timeout: Some(Duration::from_secs(1)),
             signal: Some(Signal::SIGKILL),
         })?;
         self.settle()?;
-        for req in [create, start, stop] {
+        for req in [create, start, kill, stop] {
             prop_assert_eq!(
                 self.trace.iter().rev().find_map(|a| match a {
                     Action::Answer(r, answer) if *r == req => Some(answer.clone()),
@@ -1143,6 +1149,10 @@ impl Harness {
                     .core
                     .container(&id(i))
                     .is_some_and(|c| c.record.intents.stop.is_some());
+                let start_pending = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.intents.start || c.record.intents.policy_restart);
                 let grace = self.core.container(&id(i)).map(|c| {
                     c.record
                         .intents
@@ -1159,6 +1169,18 @@ impl Harness {
                     let own = self.configs.get(&id(i)).and_then(|c| c.stop_timeout);
                     let grace = timeout.or(own).unwrap_or(Duration::from_secs(10));
                     *deadline = (*deadline).min(self.now.at + grace);
+                }
+                // Answered at once, a stop says whether it changed anything:
+                // done when it cancelled a start to come, else not modified.
+                let answer = self.trace.iter().rev().find_map(|a| match a {
+                    Action::Answer(r, answer) if *r == req => Some(answer.clone()),
+                    _ => None,
+                });
+                if let Some(answer @ (Answer::Done | Answer::NotModified)) = &answer
+                    && !stopping
+                {
+                    let cancelled = *answer == Answer::Done;
+                    prop_assert_eq!(cancelled, start_pending, "stop answered {:?}", answer);
                 }
                 // The signal by precedence: request > container > image > SIGTERM.
                 if !stopping
