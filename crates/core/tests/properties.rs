@@ -1132,6 +1132,9 @@ impl Harness {
                 };
                 if self.core.container(&id(i)).is_none() {
                     self.configs.insert(id(i), config.clone());
+                    // The model reuses ids (the daemon never does): a new
+                    // container of a removed one's id starts its runs anew.
+                    self.exits.retain(|(cid, _), _| *cid != id(i));
                 }
                 self.command(Command::Create {
                     id: id(i),
