@@ -191,8 +191,13 @@ impl Remote {
         self.image.resolve_registry()
     }
 
-    fn unreachable(&self, e: impl std::fmt::Display) -> AdapterError {
-        let hint = if self.scheme == "https" {
+    fn unreachable(&self, e: &dyn std::error::Error) -> AdapterError {
+        let e = causes(e);
+        // TLS spoken to a plain HTTP server fails on its first record.
+        let tls_mismatch = ["InvalidContentType", "tls", "wrong version"]
+            .iter()
+            .any(|m| e.contains(m));
+        let hint = if self.scheme == "https" && tls_mismatch {
             " (a registry that speaks plain HTTP must be given to holdfastd with --insecure-registry)"
         } else {
             ""
@@ -238,7 +243,7 @@ impl Remote {
             Err(oci_client::errors::OciDistributionError::AuthenticationFailure(why)) => {
                 Err(self.denied(&format!("authentication failed: {}", why.trim())))
             }
-            Err(e) => Err(self.unreachable(e)),
+            Err(e) => Err(self.unreachable(&e)),
         }
     }
 
@@ -264,7 +269,7 @@ impl Remote {
             (None, PullAuth::Bearer(token)) => request.bearer_auth(token),
             (None, PullAuth::Anonymous) => request,
         };
-        let mut response = request.send().await.map_err(|e| self.unreachable(e))?;
+        let mut response = request.send().await.map_err(|e| self.unreachable(&e))?;
         let status = response.status();
         if !status.is_success() {
             let body = read_bounded(&mut response, 64 << 10)
@@ -304,7 +309,7 @@ impl Remote {
                     "the manifest of {} is larger than the {MAX_DOCUMENT_BYTES} bytes a manifest may have",
                     self.familiar
                 )),
-                ReadError::Http(e) => self.unreachable(e),
+                ReadError::Http(e) => self.unreachable(&e),
             })?;
         let digest = sha256(&bytes);
         let doc: Value = serde_json::from_slice(&bytes).map_err(|e| {
@@ -336,11 +341,11 @@ impl Remote {
                 .client
                 .pull_blob_stream(&self.image, desc.digest.as_str())
                 .await
-                .map_err(|e| self.unreachable(e))?;
+                .map_err(|e| self.unreachable(&e))?;
             let mut stream = std::pin::pin!(stream);
             let mut out = Vec::new();
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| self.unreachable(e))?;
+                let chunk = chunk.map_err(|e| self.unreachable(&e))?;
                 out.extend_from_slice(&chunk);
                 if out.len() > MAX_DOCUMENT_BYTES {
                     return Err(failed(format!("{} is larger than it says", desc.digest)));
@@ -394,6 +399,22 @@ fn registry_errors(body: &[u8]) -> Option<String> {
         "{}: {message}",
         code.to_ascii_lowercase().replace('_', " ")
     ))
+}
+
+/// An error with its causes, `outer: inner: innermost` (reqwest's own
+/// message hides why a request failed).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        let more = inner.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = inner.source();
+    }
+    text
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -639,7 +660,14 @@ impl Adapter {
             .client
             .pull_blob_stream(&remote.image, desc.digest.as_str())
             .await
-            .map_err(|e| remote.unreachable(format!("downloading {}: {e}", desc.digest)))?;
+            .map_err(|e| {
+                failed(format!(
+                    "downloading {} from {}: {}",
+                    desc.digest,
+                    remote.registry(),
+                    causes(&e)
+                ))
+            })?;
         let what = desc.digest.clone();
         let registry = remote.registry().to_owned();
         let chunks = stream.map(move |chunk| {
