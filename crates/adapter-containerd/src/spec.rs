@@ -4,7 +4,13 @@
 use crate::error::AdapterError;
 use crate::image::ImageConfig;
 use holdfast_core::{ContainerConfig, ContainerId, NetworkMode};
-use serde_json::{Value, json};
+use oci_spec::runtime::{
+    Arch, Capabilities, Capability, Linux, LinuxCapabilities, LinuxDeviceCgroup,
+    LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemoryBuilder, LinuxNamespace,
+    LinuxNamespaceBuilder, LinuxNamespaceType, LinuxResources, LinuxSeccomp, LinuxSeccompAction,
+    LinuxSeccompBuilder, LinuxSyscallBuilder, Mount, MountBuilder, PosixRlimitBuilder,
+    PosixRlimitType, Process, Root, RootBuilder, Spec, UserBuilder,
+};
 
 pub(crate) const SPEC_TYPE_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/Spec";
 pub(crate) const PROCESS_TYPE_URL: &str =
@@ -12,21 +18,21 @@ pub(crate) const PROCESS_TYPE_URL: &str =
 const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Docker's default capability set.
-const CAPABILITIES: [&str; 14] = [
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_FSETID",
-    "CAP_FOWNER",
-    "CAP_MKNOD",
-    "CAP_NET_RAW",
-    "CAP_SETGID",
-    "CAP_SETUID",
-    "CAP_SETFCAP",
-    "CAP_SETPCAP",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_SYS_CHROOT",
-    "CAP_KILL",
-    "CAP_AUDIT_WRITE",
+const DEFAULT_CAPABILITIES: [Capability; 14] = [
+    Capability::Chown,
+    Capability::DacOverride,
+    Capability::Fsetid,
+    Capability::Fowner,
+    Capability::Mknod,
+    Capability::NetRaw,
+    Capability::Setgid,
+    Capability::Setuid,
+    Capability::Setfcap,
+    Capability::Setpcap,
+    Capability::NetBindService,
+    Capability::SysChroot,
+    Capability::Kill,
+    Capability::AuditWrite,
 ];
 
 const MASKED_PATHS: [&str; 11] = [
@@ -189,9 +195,35 @@ pub(crate) fn build_spec(
     config: &ContainerConfig,
     image: &ImageConfig,
     user: &User,
-) -> Result<Value, AdapterError> {
+) -> Result<Spec, AdapterError> {
     let hostname = hostname(id, config);
-    let args = process_args(config, image)?;
+    let mut spec = Spec::default();
+    spec.set_version("1.0.2-dev".to_owned())
+        .set_process(Some(process(config, image, user, &hostname)?))
+        .set_root(Some(root(config)?))
+        .set_hostname(Some(hostname))
+        .set_mounts(Some(mounts(config)?))
+        .set_annotations(Some(
+            config
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ))
+        .set_linux(Some(linux(id, namespace, config)?));
+    Ok(spec)
+}
+
+fn invalid(e: oci_spec::OciSpecError) -> AdapterError {
+    AdapterError::Invalid(format!("OCI runtime spec: {e}"))
+}
+
+fn process(
+    config: &ContainerConfig,
+    image: &ImageConfig,
+    user: &User,
+    hostname: &str,
+) -> Result<Process, AdapterError> {
     let cwd = config
         .working_dir
         .clone()
@@ -203,22 +235,122 @@ pub(crate) fn build_spec(
             "the working directory {cwd:?} is not absolute"
         )));
     }
-    let caps: Vec<&str> = CAPABILITIES.to_vec();
+    let mut process = Process::default();
+    process
+        .set_terminal(Some(config.tty))
+        .set_user(
+            UserBuilder::default()
+                .uid(user.uid)
+                .gid(user.gid)
+                .build()
+                .map_err(invalid)?,
+        )
+        .set_args(Some(process_args(config, image)?))
+        .set_env(Some(process_env(config, image, hostname)))
+        .set_cwd(cwd.into())
+        .set_capabilities(Some(capabilities()))
+        .set_rlimits(Some(vec![
+            PosixRlimitBuilder::default()
+                .typ(PosixRlimitType::RlimitNofile)
+                .hard(1024u64)
+                .soft(1024u64)
+                .build()
+                .map_err(invalid)?,
+        ]))
+        .set_no_new_privileges(Some(false));
+    Ok(process)
+}
+
+/// Docker's default set in the bounding, effective and permitted sets;
+/// none inherited, none ambient.
+fn capabilities() -> LinuxCapabilities {
+    let set: Capabilities = DEFAULT_CAPABILITIES.into_iter().collect();
+    let mut caps = LinuxCapabilities::default();
+    caps.set_bounding(Some(set.clone()))
+        .set_effective(Some(set.clone()))
+        .set_permitted(Some(set))
+        .set_inheritable(None)
+        .set_ambient(None);
+    caps
+}
+
+fn root(config: &ContainerConfig) -> Result<Root, AdapterError> {
+    RootBuilder::default()
+        .path("rootfs")
+        .readonly(config.read_only_rootfs)
+        .build()
+        .map_err(invalid)
+}
+
+fn mount(
+    destination: &str,
+    kind: &str,
+    source: &str,
+    options: &[&str],
+) -> Result<Mount, AdapterError> {
+    MountBuilder::default()
+        .destination(destination)
+        .typ(kind)
+        .source(source)
+        .options(options.iter().map(|o| (*o).to_owned()).collect::<Vec<_>>())
+        .build()
+        .map_err(invalid)
+}
+
+/// The file systems every container gets, then the user's binds.
+fn mounts(config: &ContainerConfig) -> Result<Vec<Mount>, AdapterError> {
     let mut mounts = vec![
-        json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]}),
-        json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
-        json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"]}),
-        json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]}),
-        json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]}),
+        mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"])?,
+        mount(
+            "/dev",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "strictatime", "mode=755", "size=65536k"],
+        )?,
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+                "gid=5",
+            ],
+        )?,
+        mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        )?,
+        mount(
+            "/dev/mqueue",
+            "mqueue",
+            "mqueue",
+            &["nosuid", "noexec", "nodev"],
+        )?,
+        // A fresh, read-only sysfs in both network modes, as dockerd does. (A
+        // bind of the host's /sys would leave its submounts, such as
+        // /sys/fs/bpf or /sys/kernel/debug, writable: `ro` does not recurse.)
+        mount(
+            "/sys",
+            "sysfs",
+            "sysfs",
+            &["nosuid", "noexec", "nodev", "ro"],
+        )?,
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", "ro"],
+        )?,
     ];
-    // A fresh, read-only sysfs in both modes, as dockerd does. (A bind of the
-    // host's /sys would leave its submounts, such as /sys/fs/bpf or
-    // /sys/kernel/debug, writable: `ro` does not recurse.)
-    mounts.push(json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}));
-    mounts.push(json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}));
     if config.network == NetworkMode::Host {
         for file in ["/etc/hosts", "/etc/resolv.conf"] {
-            mounts.push(json!({"destination": file, "type": "bind", "source": file, "options": ["rbind", "rprivate", "ro"]}));
+            mounts.push(mount(file, "bind", file, &["rbind", "rprivate", "ro"])?);
         }
     }
     for m in &config.mounts {
@@ -229,65 +361,108 @@ pub(crate) fn build_spec(
             )));
         }
         let mode = if m.read_only { "ro" } else { "rw" };
-        mounts.push(json!({"destination": m.destination, "type": "bind", "source": m.source, "options": ["rbind", "rprivate", mode]}));
+        mounts.push(mount(
+            &m.destination,
+            "bind",
+            &m.source,
+            &["rbind", "rprivate", mode],
+        )?);
     }
-    let mut namespaces = vec![
-        json!({"type": "pid"}),
-        json!({"type": "ipc"}),
-        json!({"type": "uts"}),
-        json!({"type": "mount"}),
+    Ok(mounts)
+}
+
+fn namespace(kind: LinuxNamespaceType) -> Result<LinuxNamespace, AdapterError> {
+    LinuxNamespaceBuilder::default()
+        .typ(kind)
+        .build()
+        .map_err(invalid)
+}
+
+fn namespaces(config: &ContainerConfig) -> Result<Vec<LinuxNamespace>, AdapterError> {
+    let mut kinds = vec![
+        LinuxNamespaceType::Pid,
+        LinuxNamespaceType::Ipc,
+        LinuxNamespaceType::Uts,
+        LinuxNamespaceType::Mount,
     ];
     if config.network == NetworkMode::None {
-        namespaces.push(json!({"type": "network"}));
+        kinds.push(LinuxNamespaceType::Network);
     }
-    let mut resources = json!({
-        "devices": [
-            {"allow": false, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 5, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 7, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 8, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 9, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 5, "minor": 0, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 5, "minor": 1, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 5, "minor": 2, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 136, "access": "rwm"},
-        ]
-    });
+    kinds.into_iter().map(namespace).collect()
+}
+
+fn device_rule(
+    allow: bool,
+    kind: Option<LinuxDeviceType>,
+    major: Option<i64>,
+    minor: Option<i64>,
+) -> Result<LinuxDeviceCgroup, AdapterError> {
+    let mut rule = LinuxDeviceCgroupBuilder::default()
+        .allow(allow)
+        .access("rwm");
+    if let Some(kind) = kind {
+        rule = rule.typ(kind);
+    }
+    if let Some(major) = major {
+        rule = rule.major(major);
+    }
+    if let Some(minor) = minor {
+        rule = rule.minor(minor);
+    }
+    rule.build().map_err(invalid)
+}
+
+/// The devices cgroup: deny all, then the character devices every
+/// container has (null, zero, full, random, urandom, tty, console, ptmx, pts).
+fn device_rules() -> Result<Vec<LinuxDeviceCgroup>, AdapterError> {
+    let c = Some(LinuxDeviceType::C);
+    let mut rules = vec![device_rule(false, None, None, None)?];
+    for (major, minor) in [
+        (1, 3),
+        (1, 5),
+        (1, 7),
+        (1, 8),
+        (1, 9),
+        (5, 0),
+        (5, 1),
+        (5, 2),
+    ] {
+        rules.push(device_rule(true, c, Some(major), Some(minor))?);
+    }
+    rules.push(device_rule(true, c, Some(136), None)?);
+    Ok(rules)
+}
+
+fn resources(config: &ContainerConfig) -> Result<LinuxResources, AdapterError> {
+    let mut resources = LinuxResources::default();
+    resources.set_devices(Some(device_rules()?));
     if let Some(limit) = config.memory_limit_bytes {
         let limit = i64::try_from(limit)
             .map_err(|_| AdapterError::Invalid("memory limit too large".into()))?;
-        resources["memory"] = json!({ "limit": limit });
+        resources.set_memory(Some(
+            LinuxMemoryBuilder::default()
+                .limit(limit)
+                .build()
+                .map_err(invalid)?,
+        ));
     }
-    let mut annotations = serde_json::Map::new();
-    for (k, v) in &config.labels {
-        annotations.insert(k.clone(), json!(v));
-    }
-    Ok(json!({
-        "ociVersion": "1.0.2-dev",
-        "process": {
-            "terminal": config.tty,
-            "user": { "uid": user.uid, "gid": user.gid },
-            "args": args,
-            "env": process_env(config, image, &hostname),
-            "cwd": cwd,
-            "capabilities": { "bounding": caps, "effective": caps, "permitted": caps },
-            "rlimits": [{ "type": "RLIMIT_NOFILE", "hard": 1024u64, "soft": 1024u64 }],
-            "noNewPrivileges": false,
-        },
-        "root": { "path": "rootfs", "readonly": config.read_only_rootfs },
-        "hostname": hostname,
-        "mounts": mounts,
-        "annotations": annotations,
-        "linux": {
-            "resources": resources,
-            "cgroupsPath": format!("/{namespace}/{id}"),
-            "namespaces": namespaces,
-            "maskedPaths": MASKED_PATHS,
-            "readonlyPaths": READONLY_PATHS,
-            "seccomp": seccomp_profile(),
-        },
-    }))
+    Ok(resources)
+}
+
+fn linux(
+    id: &ContainerId,
+    namespace: &str,
+    config: &ContainerConfig,
+) -> Result<Linux, AdapterError> {
+    let mut linux = Linux::default();
+    linux
+        .set_resources(Some(resources(config)?))
+        .set_cgroups_path(Some(format!("/{namespace}/{id}").into()))
+        .set_namespaces(Some(namespaces(config)?))
+        .set_masked_paths(Some(MASKED_PATHS.map(str::to_owned).to_vec()))
+        .set_readonly_paths(Some(READONLY_PATHS.map(str::to_owned).to_vec()))
+        .set_seccomp(Some(seccomp_profile()?));
+    Ok(linux)
 }
 
 /// System calls a container is refused (EPERM), as dockerd's default profile
@@ -352,23 +527,37 @@ const SECCOMP_DENIED: [&str; 51] = [
     "vm86old",
 ];
 
-fn seccomp_profile() -> Value {
+fn seccomp_profile() -> Result<LinuxSeccomp, AdapterError> {
     // runc skips names the architecture does not have.
-    let architectures: &[&str] = match std::env::consts::ARCH {
-        "aarch64" => &["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
-        _ => &["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+    let architectures = match std::env::consts::ARCH {
+        "aarch64" => vec![Arch::ScmpArchAarch64, Arch::ScmpArchArm],
+        _ => vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86, Arch::ScmpArchX32],
     };
-    json!({
-        "defaultAction": "SCMP_ACT_ALLOW",
-        "architectures": architectures,
-        "syscalls": [{ "names": SECCOMP_DENIED.as_slice(), "action": "SCMP_ACT_ERRNO", "errnoRet": 1 }],
-    })
+    let denied = LinuxSyscallBuilder::default()
+        .names(SECCOMP_DENIED.map(str::to_owned).to_vec())
+        .action(LinuxSeccompAction::ScmpActErrno)
+        .errno_ret(1u32)
+        .build()
+        .map_err(invalid)?;
+    LinuxSeccompBuilder::default()
+        .default_action(LinuxSeccompAction::ScmpActAllow)
+        .architectures(architectures)
+        .syscalls(vec![denied])
+        .build()
+        .map_err(invalid)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use holdfast_core::BindMount;
+    use serde_json::{Value, json};
+
+    /// The spec as runc reads it.
+    fn json_spec(config: &ContainerConfig, user: &User) -> Result<Value, AdapterError> {
+        let spec = build_spec(&id(), "ns", config, &busybox(), user)?;
+        serde_json::to_value(spec).map_err(|e| AdapterError::Invalid(e.to_string()))
+    }
 
     fn id() -> ContainerId {
         "abcdef0123456789".parse().expect("valid")
@@ -467,7 +656,7 @@ mod tests {
         };
         c.labels.insert("k".into(), "v".into());
         let user = User { uid: 1, gid: 2 };
-        let spec = build_spec(&id(), "ns", &c, &busybox(), &user).expect("spec");
+        let spec = json_spec(&c, &user).expect("spec");
         assert_eq!(spec["process"]["args"], json!(["sleep", "1"]));
         assert_eq!(spec["process"]["cwd"], "/tmp");
         assert_eq!(spec["process"]["user"], json!({"uid": 1, "gid": 2}));
@@ -491,11 +680,10 @@ mod tests {
         };
         assert!(has_netns(&spec));
         c.network = NetworkMode::Host;
-        let host = build_spec(&id(), "ns", &c, &busybox(), &user).expect("spec");
+        let host = json_spec(&c, &user).expect("spec");
         assert!(!has_netns(&host));
         assert_eq!(
-            build_spec(&id(), "ns", &ContainerConfig::default(), &busybox(), &user).expect("spec")
-                ["hostname"],
+            json_spec(&ContainerConfig::default(), &user).expect("spec")["hostname"],
             "abcdef012345"
         );
     }
@@ -507,7 +695,7 @@ mod tests {
             working_dir: Some("rel".into()),
             ..Default::default()
         };
-        assert!(build_spec(&id(), "ns", &rel, &busybox(), &user).is_err());
+        assert!(json_spec(&rel, &user).is_err());
     }
 
     #[test]
@@ -517,12 +705,11 @@ mod tests {
             tty: true,
             ..Default::default()
         };
-        let spec = build_spec(&id(), "ns", &tty, &busybox(), &user).expect("spec");
+        let spec = json_spec(&tty, &user).expect("spec");
         assert_eq!(spec["process"]["terminal"], json!(true));
         let env = spec["process"]["env"].as_array().expect("env");
         assert!(env.contains(&json!("TERM=xterm")), "{env:?}");
-        let plain =
-            build_spec(&id(), "ns", &ContainerConfig::default(), &busybox(), &user).expect("spec");
+        let plain = json_spec(&ContainerConfig::default(), &user).expect("spec");
         assert_eq!(plain["process"]["terminal"], json!(false));
     }
 }
