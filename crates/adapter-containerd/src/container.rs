@@ -3,9 +3,12 @@
 
 use crate::client::Adapter;
 use crate::error::AdapterError;
+use crate::host::{
+    grant_realtime_budget, host_facts, mount_shareable_shm, remove_shareable_shm, shareable_shm_dir,
+};
 use crate::image::ResolvedImage;
 use crate::logger::{LogLimits, LoggerArgs};
-use crate::spec::{SPEC_TYPE_URL, build_spec, resolve_user};
+use crate::spec::{SPEC_TYPE_URL, build_spec, cgroups_path, resolve_user};
 use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{
     MountsRequest, PrepareSnapshotRequest, RemoveSnapshotRequest,
@@ -17,7 +20,7 @@ use containerd_client::services::v1::{
 };
 use containerd_client::tonic::Code;
 use containerd_client::types::Mount;
-use holdfast_core::{ContainerConfig, ContainerId};
+use holdfast_core::{ContainerConfig, ContainerId, NamespaceMode};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -38,6 +41,18 @@ fn log_limit_labels(config: &ContainerConfig) -> Vec<(String, String)> {
         labels.push((LOG_MAX_FILE_LABEL.to_owned(), files.to_string()));
     }
     labels
+}
+
+/// A container label that carries `--log-driver none` to every task: its
+/// output is discarded and no log file is made.
+const LOG_DRIVER_NONE_LABEL: &str = "io.holdfast.log.none";
+
+fn log_driver_labels(config: &ContainerConfig) -> Vec<(String, String)> {
+    if config.log_driver == holdfast_core::LogDriver::None {
+        vec![(LOG_DRIVER_NONE_LABEL.to_owned(), "true".to_owned())]
+    } else {
+        Vec::new()
+    }
 }
 
 /// Container labels that carry `-t` and `-i` to every task.
@@ -163,7 +178,22 @@ impl Adapter {
             let group = read_rootfs_file(&mounts, "etc/group");
             resolve_user(&user_spec, passwd.as_deref(), group.as_deref())?
         };
-        let spec = build_spec(id, self.namespace(), config, &image.config, &user)?;
+        let shm_source = match &config.namespaces.ipc {
+            NamespaceMode::Shareable => {
+                let dir = shareable_shm_dir(&self.config().fifo_dir, id.as_str());
+                mount_shareable_shm(&dir, config.resources.shm_size_bytes)?;
+                Some(dir)
+            }
+            NamespaceMode::Container { id: donor, .. } => {
+                Some(shareable_shm_dir(&self.config().fifo_dir, donor))
+            }
+            _ => None,
+        };
+        let host = host_facts(config, &mounts, shm_source)?;
+        if let Some(runtime_us) = config.resources.cpu_realtime_runtime_us.filter(|&r| r > 0) {
+            grant_realtime_budget(&cgroups_path(id, self.namespace(), config), runtime_us);
+        }
+        let spec = build_spec(id, self.namespace(), config, &image.config, &user, &host)?;
         let spec =
             serde_json::to_vec(&spec).map_err(|e| AdapterError::Invalid(format!("spec: {e}")))?;
         let container = Container {
@@ -174,6 +204,7 @@ impl Adapter {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .chain(log_limit_labels(config))
                 .chain(io_labels(config))
+                .chain(log_driver_labels(config))
                 .collect(),
             image: image.name.clone(),
             runtime: Some(Runtime {
@@ -215,6 +246,7 @@ impl Adapter {
                 return;
             }
         }
+        remove_shareable_shm(&shareable_shm_dir(&self.config().fifo_dir, id.as_str()));
         match self.remove_snapshot(&id.to_string()).await {
             Ok(()) => tracing::debug!("failed create undone"),
             Err(e) if is_code(&e, Code::NotFound) => {}
@@ -292,6 +324,20 @@ impl Adapter {
     pub(crate) async fn create_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
         let container = self.get_container(id).await?;
         let mounts = self.snapshot_mounts(&container.snapshot_key).await?;
+        if container
+            .labels
+            .get(LOG_DRIVER_NONE_LABEL)
+            .is_some_and(|v| v == "true")
+        {
+            // No stdio at all: the shim gives the task /dev/null.
+            let mut tasks = self.tasks();
+            let req = self.req(CreateTaskRequest {
+                container_id: id.to_string(),
+                rootfs: mounts,
+                ..Default::default()
+            });
+            return Ok(self.rpc("Tasks.Create", tasks.create(req)).await?.pid);
+        }
         // The logger opens this file after the shim starts it; if it cannot,
         // containerd still starts the task, with nobody reading its output.
         // Find out here, while the start can still fail with the reason.
@@ -412,6 +458,7 @@ impl Adapter {
                 Err(e) => return Err(e),
             }
         }
+        remove_shareable_shm(&shareable_shm_dir(&self.config().fifo_dir, id.as_str()));
         match self.remove_snapshot(&snapshot_key).await {
             Ok(()) => Ok(()),
             Err(e) if is_code(&e, Code::NotFound) && container_found => Ok(()),

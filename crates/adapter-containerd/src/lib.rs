@@ -50,6 +50,7 @@ mod decode;
 mod error;
 mod events;
 mod exec;
+mod host;
 mod image;
 mod import;
 pub mod logger;
@@ -62,5 +63,9 @@ pub use container::ensure_fifo;
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
 pub use error::{AdapterError, classify_status};
 pub use exec::ExecRequest;
+pub use host::find_init_binary;
 pub use image::{ImageConfig, ImageSummary, ResolvedImage, chain_id, normalize_reference};
 pub use import::ImportedImage;
+pub use spec::{
+    ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, resolve_user,
+};
