@@ -535,20 +535,28 @@ fn pid_uts_ipc_and_cgroup_namespaces() {
         d.inspect("child")["HostConfig"]["CgroupParent"],
         json!(format!("/{parent}"))
     );
+    let shm = d.exec_root().join("shm").join(&donor_id);
+    let mounted = |path: &Path| {
+        std::fs::read_to_string("/proc/mounts")
+            .is_ok_and(|m| m.lines().any(|l| l.split(' ').nth(1) == path.to_str()))
+    };
+    assert!(
+        mounted(&shm),
+        "the shareable /dev/shm {} is not mounted",
+        shm.display()
+    );
     d.ok(&["rm", "-f", "child", "private", "donor", "joiner"]);
-    for controller in [
-        "",
-        "pids",
-        "cpu,cpuacct",
-        "memory",
-        "cpuset",
-        "devices",
-        "freezer",
-        "blkio",
-        "systemd",
-    ] {
-        let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{controller}/{parent}"));
+    assert!(
+        !mounted(&shm),
+        "the shareable /dev/shm outlived its container"
+    );
+    // runc leaves the parent behind, empty, in every hierarchy.
+    if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
+        for h in hierarchies.flatten() {
+            let _ = std::fs::remove_dir(h.path().join(&parent));
+        }
     }
+    let _ = std::fs::remove_dir(Path::new("/sys/fs/cgroup").join(&parent));
 }
 
 #[test]

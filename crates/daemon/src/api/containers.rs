@@ -422,8 +422,16 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     }
     let o = &mut hc.options;
     let namespaces = Namespaces {
-        pid: create_options::namespace_mode("HostConfig.PidMode", o.pid_mode.as_deref(), &[""])?,
-        uts: create_options::namespace_mode("HostConfig.UTSMode", o.uts_mode.as_deref(), &[""])?,
+        pid: create_options::namespace_mode(
+            "HostConfig.PidMode",
+            o.pid_mode.as_deref(),
+            &["private"],
+        )?,
+        uts: create_options::namespace_mode(
+            "HostConfig.UTSMode",
+            o.uts_mode.as_deref(),
+            &["private"],
+        )?,
         ipc: create_options::namespace_mode(
             "HostConfig.IpcMode",
             o.ipc_mode.as_deref(),
@@ -1558,6 +1566,60 @@ mod tests {
         let (c, _) = decode_create(body).expect("decodes");
         assert_eq!(c.log_driver, LogDriver::Local);
         assert!(c.init && c.read_only_rootfs);
+        // Back out in inspect, where dockerd shows each.
+        let hc = host_config_json(&c);
+        for (field, want) in [
+            ("CapAdd", json!(["CAP_NET_ADMIN"])),
+            ("CapDrop", json!(["CAP_MKNOD"])),
+            ("Privileged", json!(false)),
+            (
+                "Devices",
+                json!([{"PathOnHost": "/dev/loop-control", "PathInContainer": "/dev/lc", "CgroupPermissions": "r"}]),
+            ),
+            ("GroupAdd", json!(["50"])),
+            ("PidsLimit", json!(64)),
+            ("CpuShares", json!(512)),
+            ("CpuPeriod", json!(50000)),
+            ("CpuQuota", json!(25000)),
+            ("NanoCpus", json!(0)),
+            ("CpusetCpus", json!("0-1")),
+            ("CpusetMems", json!("0")),
+            ("CpuRealtimePeriod", json!(1_000_000)),
+            ("CpuRealtimeRuntime", json!(10000)),
+            ("Memory", json!(64 << 20)),
+            ("MemorySwap", json!(128 << 20)),
+            ("MemoryReservation", json!(32 << 20)),
+            (
+                "Ulimits",
+                json!([{"Name": "nofile", "Soft": 512, "Hard": 1024}]),
+            ),
+            (
+                "Sysctls",
+                json!({"kernel.shmmni": "1000", "net.ipv4.ip_forward": "1"}),
+            ),
+            ("ShmSize", json!(16 << 20)),
+            ("Tmpfs", json!({"/scratch": "size=1m"})),
+            (
+                "Mounts",
+                json!([
+                    {"Type": "bind", "Source": "/srv", "Target": "/b", "ReadOnly": true, "BindOptions": {"Propagation": "rslave"}},
+                    {"Type": "tmpfs", "Target": "/t", "TmpfsOptions": {"SizeBytes": 2097152, "Mode": 448}},
+                ]),
+            ),
+            ("PidMode", json!("host")),
+            ("UTSMode", json!("host")),
+            ("IpcMode", json!("shareable")),
+            ("CgroupnsMode", json!("private")),
+            ("CgroupParent", json!("/parent")),
+            ("Init", json!(true)),
+            ("ReadonlyRootfs", json!(true)),
+            (
+                "LogConfig",
+                json!({"Type": "local", "Config": {"max-size": "1048576"}}),
+            ),
+        ] {
+            assert_eq!(hc[field], want, "{field}: {hc:#}");
+        }
         let id: ContainerId = "abcdef0123456789".parse().expect("id");
         let image = ImageConfig {
             cmd: Some(vec!["sh".into()]),

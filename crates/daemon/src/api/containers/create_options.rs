@@ -530,9 +530,7 @@ pub(super) fn namespace_mode(
 ) -> Result<NamespaceMode, ApiError> {
     let value = value.unwrap_or("");
     match value {
-        "" | "private" if allowed.contains(&"private") || value.is_empty() => {
-            Ok(NamespaceMode::Private)
-        }
+        "" | "private" => Ok(NamespaceMode::Private),
         "host" => Ok(NamespaceMode::Host),
         "shareable" if allowed.contains(&"shareable") => Ok(NamespaceMode::Shareable),
         other => match other.strip_prefix("container:") {
