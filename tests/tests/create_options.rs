@@ -517,6 +517,19 @@ fn pid_uts_ipc_and_cgroup_namespaces() {
         Some(br#"{"Image":"busybox","HostConfig":{"IpcMode":"container:donor"}}"#),
     );
     assert_eq!(r.status, 409, "{}", r.body);
+    // A container created to join one checks at each start that it still
+    // runs the same init: never a namespace of whatever has that pid now.
+    d.fails_saying(
+        "start of a joiner whose target stopped",
+        &["start", "joiner"],
+        "non running container",
+    );
+    d.ok(&["start", "donor"]);
+    d.fails_saying(
+        "start of a joiner whose target restarted",
+        &["start", "joiner"],
+        "was restarted",
+    );
 
     // --cgroup-parent: the container's cgroup is made below it.
     let parent = format!("hf-e2e-parent-{}", std::process::id());

@@ -55,6 +55,28 @@ fn log_driver_labels(config: &ContainerConfig) -> Vec<(String, String)> {
     }
 }
 
+/// A container label naming the containers whose namespaces this one joins
+/// and the init pids they had when it was created: `pid=<id>:<pid>,...`.
+/// The spec joins `/proc/<pid>/ns/<kind>`; a later task must not join
+/// whatever process has that pid by then.
+const JOINS_LABEL: &str = "io.holdfast.joins";
+
+fn joins_label(config: &ContainerConfig) -> Vec<(String, String)> {
+    let ns = &config.namespaces;
+    let joins: Vec<String> = [("pid", &ns.pid), ("uts", &ns.uts), ("ipc", &ns.ipc)]
+        .into_iter()
+        .filter_map(|(kind, mode)| match mode {
+            NamespaceMode::Container { id, pid } => Some(format!("{kind}={id}:{pid}")),
+            _ => None,
+        })
+        .collect();
+    if joins.is_empty() {
+        Vec::new()
+    } else {
+        vec![(JOINS_LABEL.to_owned(), joins.join(","))]
+    }
+}
+
 /// Container labels that carry `-t` and `-i` to every task.
 const TTY_LABEL: &str = "io.holdfast.tty";
 const STDIN_LABEL: &str = "io.holdfast.stdin";
@@ -205,6 +227,7 @@ impl Adapter {
                 .chain(log_limit_labels(config))
                 .chain(io_labels(config))
                 .chain(log_driver_labels(config))
+                .chain(joins_label(config))
                 .collect(),
             image: image.name.clone(),
             runtime: Some(Runtime {
@@ -323,6 +346,9 @@ impl Adapter {
     /// stderr going to the logger. Returns the init pid.
     pub(crate) async fn create_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
         let container = self.get_container(id).await?;
+        if let Some(joins) = container.labels.get(JOINS_LABEL) {
+            self.check_joined_containers(joins).await?;
+        }
         let mounts = self.snapshot_mounts(&container.snapshot_key).await?;
         if container
             .labels
@@ -387,6 +413,40 @@ impl Adapter {
         let created = self.rpc("Tasks.Create", tasks.create(req)).await;
         io.settle();
         Ok(created?.pid)
+    }
+
+    /// The containers whose namespaces this one joins still run the init
+    /// they ran at create time (`pid=<id>:<pid>,...`, see [`JOINS_LABEL`]).
+    async fn check_joined_containers(&self, joins: &str) -> Result<(), AdapterError> {
+        for join in joins.split(',') {
+            let Some((kind, target)) = join.split_once('=') else {
+                continue;
+            };
+            let Some((donor, pid)) = target.rsplit_once(':') else {
+                continue;
+            };
+            let Ok(donor_id) = donor.parse::<ContainerId>() else {
+                continue;
+            };
+            let kind = kind.to_ascii_uppercase();
+            match self.init_pid(&donor_id).await {
+                Ok(now) if now.to_string() == pid => {}
+                Ok(now) => {
+                    return Err(AdapterError::Invalid(format!(
+                        "cannot join {kind} of container {donor}: it was restarted (pid {pid} is now {now}) since this container was created; re-create this container"
+                    )));
+                }
+                // Gone, or there but not running; any other failure (such
+                // as containerd away) is no answer and is passed on.
+                Err(e) if is_code(&e, Code::NotFound) || matches!(e, AdapterError::Invalid(_)) => {
+                    return Err(AdapterError::Invalid(format!(
+                        "cannot join {kind} of a non running container: {donor}"
+                    )));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn start_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
