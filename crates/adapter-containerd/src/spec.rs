@@ -1120,4 +1120,94 @@ mod tests {
         let plain = json_spec(&ContainerConfig::default(), &user).expect("spec");
         assert_eq!(plain["process"]["terminal"], json!(false));
     }
+
+    fn effective(config: &ContainerConfig, host: &HostFacts) -> Vec<String> {
+        let caps = capabilities(config, host).expect("caps");
+        let mut names: Vec<String> = caps
+            .effective()
+            .iter()
+            .flatten()
+            .map(|c| {
+                serde_json::to_value(c)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn capabilities_follow_dockerd() {
+        let with = |add: &[&str], drop: &[&str], privileged: bool| ContainerConfig {
+            privileges: holdfast_core::Privileges {
+                privileged,
+                cap_add: add.iter().map(|s| (*s).to_owned()).collect(),
+                cap_drop: drop.iter().map(|s| (*s).to_owned()).collect(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let all = HostFacts::default();
+        let defaults = effective(&ContainerConfig::default(), &all);
+        assert_eq!(defaults.len(), 14);
+        assert_eq!(
+            effective(&with(&["ALL"], &[], false), &all).len(),
+            ALL_CAPABILITIES.len()
+        );
+        assert_eq!(
+            effective(&with(&["ALL"], &["CAP_CHOWN"], false), &all).len(),
+            ALL_CAPABILITIES.len() - 1
+        );
+        assert_eq!(
+            effective(&with(&["net_admin"], &["ALL"], false), &all),
+            vec!["CAP_NET_ADMIN".to_owned()]
+        );
+        let tweaked = effective(&with(&["SYS_ADMIN"], &["CAP_MKNOD"], false), &all);
+        assert!(tweaked.contains(&"CAP_SYS_ADMIN".to_owned()));
+        assert!(!tweaked.contains(&"CAP_MKNOD".to_owned()));
+        assert_eq!(tweaked.len(), 14);
+        // Privileged and ALL get only what holdfastd itself may grant.
+        let no_sys_resource = HostFacts {
+            bounding_capabilities: Some(!(1u64 << 24)),
+            ..Default::default()
+        };
+        let privileged = effective(&with(&[], &[], true), &no_sys_resource);
+        assert_eq!(privileged.len(), ALL_CAPABILITIES.len() - 1);
+        assert!(!privileged.contains(&"CAP_SYS_RESOURCE".to_owned()));
+        assert!(capabilities(&with(&["FLY"], &[], false), &all).is_err());
+    }
+
+    #[test]
+    fn ulimits_replace_the_default_and_minus_one_is_unlimited() {
+        let c = ContainerConfig {
+            resources: holdfast_core::Resources {
+                ulimits: vec![
+                    holdfast_core::Ulimit {
+                        name: "nofile".into(),
+                        soft: 10,
+                        hard: 20,
+                    },
+                    holdfast_core::Ulimit {
+                        name: "core".into(),
+                        soft: -1,
+                        hard: -1,
+                    },
+                ],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let limits = rlimits(&c).expect("rlimits");
+        assert_eq!(limits.len(), 2);
+        let of = |kind| {
+            limits
+                .iter()
+                .find(|r| r.typ() == kind)
+                .map(|r| (r.soft(), r.hard()))
+        };
+        assert_eq!(of(PosixRlimitType::RlimitNofile), Some((10, 20)));
+        assert_eq!(of(PosixRlimitType::RlimitCore), Some((u64::MAX, u64::MAX)));
+    }
 }
