@@ -591,16 +591,21 @@ fn init_and_log_drivers() {
         Value::Null
     );
 
-    d.run_detached(
+    let quiet = d.docker(&[
+        "run",
+        "-d",
+        "--name",
         "quiet",
-        &[
-            "--log-driver",
-            "none",
-            "busybox",
-            "sh",
-            "-c",
-            "echo hidden; sleep 1000",
-        ],
+        "--log-driver",
+        "none",
+        "busybox",
+        "sh",
+        "-c",
+        "echo hidden; sleep 1000",
+    ]);
+    assert!(
+        quiet.success() && quiet.stderr.contains("--log-driver none"),
+        "run --log-driver none, with a warning that nothing is kept: {quiet:?}"
     );
     d.fails_saying(
         "logs of a none-driver container",

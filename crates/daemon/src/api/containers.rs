@@ -420,6 +420,14 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
             "HostConfig.LogConfig.Type none with -t or -i is not supported by holdfast yet (attach reads the container's log)",
         ));
     }
+    if log_driver == LogDriver::None {
+        // dockerd still streams an attached run's output; holdfast's attach
+        // reads the log, and there is none.
+        warnings.push(
+            "--log-driver none: nothing is kept, and attach reads the log: an attached run shows no output"
+                .to_owned(),
+        );
+    }
     let o = &mut hc.options;
     let namespaces = Namespaces {
         pid: create_options::namespace_mode(
