@@ -220,7 +220,8 @@ impl NamespaceMode {
     }
 }
 
-/// `--cgroupns`. `Host` is the default here, as dockerd's on cgroup v1.
+/// `--cgroupns`. When none is given the daemon picks dockerd's default:
+/// `Host` on cgroup v1, `Private` on v2.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 pub enum CgroupnsMode {
     #[default]

@@ -332,6 +332,8 @@ struct LogConfigBody {
 pub(crate) struct CreateRequest {
     pub config: ContainerConfig,
     pub warnings: Vec<String>,
+    /// No `CgroupnsMode` was given: the host decides the default.
+    pub cgroupns_defaulted: bool,
 }
 
 /// Decodes and checks a create body. Pure, so it is unit-tested and fuzzed.
@@ -429,6 +431,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         );
     }
     let o = &mut hc.options;
+    let cgroupns_defaulted = o.cgroupns_mode.as_deref().unwrap_or("").is_empty();
     let namespaces = Namespaces {
         pid: create_options::namespace_mode(
             "HostConfig.PidMode",
@@ -501,7 +504,11 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
             "the working directory '{w}' is invalid, it needs to be an absolute path"
         )));
     }
-    Ok(CreateRequest { config, warnings })
+    Ok(CreateRequest {
+        config,
+        warnings,
+        cgroupns_defaulted,
+    })
 }
 
 /// `--log-opt max-size=10m` (docker's units: k, m, g, binary) and `max-file=N`.
@@ -765,7 +772,13 @@ pub async fn create(
     let CreateRequest {
         mut config,
         warnings,
+        cgroupns_defaulted,
     } = parse_create(&body)?;
+    // dockerd's default: a cgroup namespace of its own on cgroup v2, the
+    // host's on v1.
+    if cgroupns_defaulted && std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        config.namespaces.cgroup = holdfast_core::CgroupnsMode::Private;
+    }
     if let Some(platform) = p.str("platform").filter(|s| !s.is_empty())
         && platform != "linux"
         && platform != "linux/amd64"
