@@ -110,6 +110,40 @@ def main():
     failing.remove()
     assert client.containers.list(all=True) == []
 
+    step("exec_run, top, stats, rename, update, kill with a signal name")
+    box = client.containers.run(
+        "busybox",
+        ["sh", "-c", "trap 'exit 9' USR1; while true; do sleep 0.1; done"],
+        detach=True,
+        name="sdk-box",
+    )
+    code, out = box.exec_run(["sh", "-c", "echo in-exec; exit 4"])
+    assert (code, out) == (4, b"in-exec\n"), (code, out)
+    code, (so, se) = box.exec_run(["sh", "-c", "echo o; echo e >&2"], demux=True)
+    assert (code, so, se) == (0, b"o\n", b"e\n"), (code, so, se)
+    streamed = box.exec_run(["sh", "-c", "echo a; echo b"], stream=True)
+    assert b"".join(streamed.output) == b"a\nb\n"
+    code, out = box.exec_run("id -u", user="nobody", workdir="/tmp", environment={"X": "1"})
+    assert (code, out) == (0, b"65534\n"), (code, out)
+    top = box.top()
+    assert "PID" in top["Titles"] and top["Processes"], top
+    stats = box.stats(stream=False)
+    assert stats["cpu_stats"]["cpu_usage"]["total_usage"] > 0, stats
+    assert stats["name"] == "/sdk-box", stats["name"]
+    box.rename("sdk-box2")
+    box.reload()
+    assert box.name == "sdk-box2", box.name
+    box.update(restart_policy={"Name": "on-failure", "MaximumRetryCount": 1})
+    box.reload()
+    assert box.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure", box.attrs
+    box.kill(signal="SIGUSR1")
+    assert box.wait(timeout=30)["StatusCode"] == 9
+    # With no stop signal configured, any kill means "stay down" (dockerd's rule).
+    box.reload()
+    assert box.status == "exited", box.status
+    box.remove(force=True)
+    assert client.containers.list(all=True) == []
+
     step("images.load, images.list, images.get")
     with open(tarball, "rb") as f:
         loaded = client.images.load(f.read())

@@ -785,6 +785,16 @@ impl BackgroundDocker {
     }
 }
 
+impl Drop for BackgroundDocker {
+    /// A command the test no longer waits for (`stats`, `logs -f`) is killed.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Appends what `from` yields to `into`, as it comes, until end of file.
 fn collect(
     mut from: impl std::io::Read + Send + 'static,

@@ -19,6 +19,10 @@
 //!   [`Daemon::assert_never_signalled`], [`Daemon::assert_one_die`],
 //!   [`Daemon::wait_running_again`]).
 //!
+//! - [`registry`]: a real `docker-registry` on loopback, images pushed into
+//!   it with `skopeo` from OCI layouts built here, and a proxy that cuts a
+//!   blob off mid-transfer.
+//!
 //! Every assertion message carries [`Daemon::diagnostics`]: the tails of the
 //! holdfastd and containerd logs and the last CLI commands.
 
@@ -26,6 +30,7 @@ mod command;
 mod containers;
 mod daemon;
 pub mod procs;
+pub mod registry;
 mod terminal;
 mod time;
 

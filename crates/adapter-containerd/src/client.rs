@@ -56,6 +56,9 @@ pub struct AdapterConfig {
     pub snapshotter: String,
     /// The OCI runtime containerd runs tasks with.
     pub runtime: String,
+    /// Registries (`host[:port]`) pulled from over plain HTTP, besides
+    /// those on loopback (dockerd's `--insecure-registry`).
+    pub insecure_registries: Vec<String>,
 }
 
 impl AdapterConfig {
@@ -76,6 +79,7 @@ impl AdapterConfig {
             import_call_timeout: Duration::from_secs(600),
             snapshotter: "overlayfs".to_owned(),
             runtime: "io.containerd.runc.v2".to_owned(),
+            insecure_registries: Vec::new(),
         }
     }
 }

@@ -77,6 +77,14 @@ fn joins_label(config: &ContainerConfig) -> Vec<(String, String)> {
     }
 }
 
+/// One mount of a container's root filesystem, as `mount(8)` takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RootfsMount {
+    pub kind: String,
+    pub source: String,
+    pub options: Vec<String>,
+}
+
 /// Container labels that carry `-t` and `-i` to every task.
 const TTY_LABEL: &str = "io.holdfast.tty";
 const STDIN_LABEL: &str = "io.holdfast.stdin";
@@ -305,6 +313,22 @@ impl Adapter {
             Err(e) if is_code(&e, Code::NotFound) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// How to mount the container's root filesystem (its snapshot), for
+    /// reading and writing it while no task runs (`docker cp`).
+    pub async fn rootfs_mounts(&self, id: &ContainerId) -> Result<Vec<RootfsMount>, AdapterError> {
+        let container = self.get_container(id).await?;
+        Ok(self
+            .snapshot_mounts(&container.snapshot_key)
+            .await?
+            .into_iter()
+            .map(|m| RootfsMount {
+                kind: m.r#type,
+                source: m.source,
+                options: m.options,
+            })
+            .collect())
     }
 
     pub(crate) async fn snapshot_mounts(&self, key: &str) -> Result<Vec<Mount>, AdapterError> {

@@ -26,6 +26,13 @@ pub enum AdapterError {
     /// The image or a tarball is malformed or unsupported.
     #[error("image: {0}")]
     Image(String),
+    /// A registry refused a pull, or the pull failed on the registry's side
+    /// (never a sign that containerd is away).
+    #[error("{message}")]
+    Registry {
+        kind: RegistryFailure,
+        message: String,
+    },
     /// A request the adapter cannot carry out (bad user, bad spec, ...).
     #[error("{0}")]
     Invalid(String),
@@ -34,6 +41,17 @@ pub enum AdapterError {
     Stream(String),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// How a pull failed on the registry's side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistryFailure {
+    /// No such repository or manifest, or no access to it (dockerd's 404).
+    NotFound,
+    /// The reference itself is malformed.
+    Invalid,
+    /// Unreachable, cut off, corrupted, too large, or otherwise refused.
+    Failed,
 }
 
 impl AdapterError {
@@ -53,6 +71,11 @@ impl AdapterError {
             AdapterError::ImageNotFound(_) => FailureKind::NotFound,
             AdapterError::Image(_) | AdapterError::Invalid(_) => FailureKind::Invalid,
             AdapterError::Stream(_) => FailureKind::Unavailable,
+            AdapterError::Registry { kind, .. } => match kind {
+                RegistryFailure::NotFound => FailureKind::NotFound,
+                RegistryFailure::Invalid => FailureKind::Invalid,
+                RegistryFailure::Failed => FailureKind::Other,
+            },
             AdapterError::Io(_) => FailureKind::Other,
         }
     }

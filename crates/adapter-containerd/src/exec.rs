@@ -8,7 +8,8 @@ use crate::error::AdapterError;
 use crate::logger::LoggerArgs;
 use crate::spec::{PROCESS_TYPE_URL, resolve_user};
 use containerd_client::services::v1::{
-    CloseIoRequest, DeleteProcessRequest, ExecProcessRequest, GetRequest, ResizePtyRequest,
+    CloseIoRequest, DeleteProcessRequest, ExecProcessRequest, GetRequest, ListPidsRequest,
+    ResizePtyRequest,
 };
 use containerd_client::types::v1::Status as ProcessStatus;
 use holdfast_core::ContainerId;
@@ -196,6 +197,16 @@ impl Adapter {
         self.rpc("Tasks.CloseIO", tasks.close_io(req))
             .await
             .map(|_| ())
+    }
+
+    /// The host pids of every process of the container (`docker top`).
+    pub async fn list_pids(&self, id: &ContainerId) -> Result<Vec<u32>, AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(ListPidsRequest {
+            container_id: id.to_string(),
+        });
+        let listed = self.rpc("Tasks.ListPids", tasks.list_pids(req)).await?;
+        Ok(listed.processes.iter().map(|p| p.pid).collect())
     }
 
     /// The pid of the container's init process, as containerd knows it.

@@ -35,6 +35,9 @@ pub struct ImageConfig {
     pub stop_signal: Option<String>,
     #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
+    /// `VOLUME` paths (the values are empty objects).
+    #[serde(default)]
+    pub volumes: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -158,20 +161,33 @@ pub(crate) fn is_index(media_type: &str, doc: &Value) -> bool {
         || doc.get("manifests").is_some()
 }
 
-/// Picks the linux/amd64 entry of an index's `manifests` (an entry without a
-/// platform counts when it is the only one).
+/// This host's architecture as OCI names it (`amd64`, `arm64`, ...).
+pub fn host_architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
+        "loongarch64" => "loong64",
+        other => other,
+    }
+}
+
+/// Picks the linux entry of an index's `manifests` for this host's
+/// architecture (an entry without a platform counts when it is the only one).
 pub(crate) fn pick_platform(index: &Value) -> Result<Descriptor, AdapterError> {
     let manifests = index["manifests"]
         .as_array()
         .ok_or_else(|| bad("index without manifests"))?;
+    let arch = host_architecture();
     let found = manifests.iter().find(|m| {
         m["platform"]["os"].as_str() == Some("linux")
-            && m["platform"]["architecture"].as_str() == Some("amd64")
+            && m["platform"]["architecture"].as_str() == Some(arch)
     });
     let chosen = match (found, manifests.as_slice()) {
         (Some(m), _) => m,
         (None, [only]) if only.get("platform").is_none() => only,
-        _ => return Err(bad("no linux/amd64 manifest in the image index")),
+        _ => return Err(bad(format!("no linux/{arch} manifest in the image index"))),
     };
     Descriptor::from_json(chosen)
 }
@@ -193,6 +209,12 @@ impl Adapter {
                 .image
                 .ok_or_else(|| AdapterError::ImageNotFound(reference.to_owned())),
         }
+    }
+
+    /// The target digest of the image record `name` (normalized).
+    pub(crate) async fn image_target(&self, name: &str) -> Result<String, AdapterError> {
+        let image = self.get_image(name).await?;
+        Ok(image.target.map(|t| t.digest).unwrap_or_default())
     }
 
     /// Looks an image up in containerd's image store and reads what a

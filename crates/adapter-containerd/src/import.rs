@@ -1,25 +1,15 @@
 //! Image import (`docker load`): a docker-archive or OCI-layout tarball into
 //! the content store, an image record per name, and the layers unpacked into
-//! the snapshotter. Everything is done under a lease so that nothing is
-//! garbage-collected halfway; the image record and gc labels hold it after.
+//! the snapshotter, through the writer shared with pull (`store.rs`).
+//! Everything is done under a lease so that nothing is garbage-collected
+//! halfway; the image record and gc labels hold it after.
 
 use crate::client::Adapter;
-use crate::container::is_code;
 use crate::error::AdapterError;
-use crate::image::{Descriptor, bad, chain_id, is_index, normalize_reference};
-use containerd_client::services::v1::images_client::ImagesClient;
-use containerd_client::services::v1::snapshots::{
-    CommitSnapshotRequest, PrepareSnapshotRequest, StatSnapshotRequest,
-};
-use containerd_client::services::v1::{
-    ApplyRequest, CreateImageRequest, Image, Info, InfoRequest, UpdateImageRequest, UpdateRequest,
-    WriteAction, WriteContentRequest,
-};
-use containerd_client::tonic::Code;
-use containerd_client::tonic::transport::Channel;
+use crate::image::{Descriptor, bad, normalize_reference};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -183,6 +173,44 @@ enum BlobSource {
     File(std::fs::File),
 }
 
+impl BlobSource {
+    /// The bytes in chunks, read in a blocking thread through a small
+    /// channel: a spooled layer never sits in memory whole.
+    fn chunks(self) -> impl futures_util::Stream<Item = Result<Vec<u8>, AdapterError>> + Send {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, AdapterError>>(2);
+        tokio::task::spawn_blocking(move || {
+            let mut reader: Box<dyn Read> = match self {
+                BlobSource::Memory(bytes) => Box::new(std::io::Cursor::new(bytes)),
+                BlobSource::File(mut file) => {
+                    use std::io::Seek as _;
+                    if let Err(e) = file.seek(std::io::SeekFrom::Start(0)) {
+                        let _ = tx.blocking_send(Err(e.into()));
+                        return;
+                    }
+                    Box::new(file)
+                }
+            };
+            loop {
+                let mut chunk = Vec::with_capacity(WRITE_CHUNK);
+                let read = reader
+                    .by_ref()
+                    .take(WRITE_CHUNK as u64)
+                    .read_to_end(&mut chunk);
+                let item = match read {
+                    Ok(0) => return,
+                    Ok(_) => Ok(chunk),
+                    Err(e) => Err(e.into()),
+                };
+                let failed = item.is_err();
+                if tx.blocking_send(item).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        tokio_stream::wrappers::ReceiverStream::new(rx)
+    }
+}
+
 enum TarItem {
     File(String, Entry),
     Link(String, String),
@@ -192,17 +220,10 @@ impl Adapter {
     /// Imports every named image of a docker-archive or OCI-layout tarball
     /// (the format is detected), and unpacks the linux/amd64 variant.
     pub async fn import_image(&self, tarball: &Path) -> Result<Vec<ImportedImage>, AdapterError> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let lease = format!("holdfast-import-{nanos}");
-        self.create_lease(&lease).await?;
-        let result = self.import_leased(tarball, &lease).await;
-        if let Err(e) = self.delete_lease(&lease).await {
-            tracing::warn!(error = %e, %lease, "import lease not deleted; it expires by itself");
-        }
-        result
+        self.with_lease("import", |lease| async move {
+            self.import_leased(tarball, &lease).await
+        })
+        .await
     }
 
     async fn import_leased(
@@ -254,7 +275,7 @@ impl Adapter {
         let mut out = Vec::new();
         for (name, target) in images {
             self.label_tree(&target, lease).await?;
-            self.unpack(&target, lease).await?;
+            self.unpack(&target, lease, |_| {}).await?;
             self.put_image(&name, &target).await?;
             out.push(ImportedImage {
                 name,
@@ -313,7 +334,8 @@ impl Adapter {
                         Some(file) => BlobSource::File(file),
                         None => BlobSource::Memory(entry.bytes.clone().unwrap_or_default()),
                     };
-                    self.write_blob(source, size, &digest, lease).await?;
+                    self.write_blob(&digest, size, lease, source.chunks(), |_| {})
+                        .await?;
                     let stored = Stored {
                         digest,
                         size,
@@ -326,124 +348,6 @@ impl Adapter {
         }
         reader.await.map_err(|e| bad(format!("tar reader: {e}")))?;
         Ok(tar)
-    }
-
-    /// Writes one blob into the content store (nothing if it is there),
-    /// streaming it in chunks: a spooled layer never sits in memory whole.
-    async fn write_blob(
-        &self,
-        source: BlobSource,
-        total: i64,
-        digest: &str,
-        lease: &str,
-    ) -> Result<(), AdapterError> {
-        let timeout = self.config().import_call_timeout;
-        let mut content = self.content();
-        let info = content.info(self.leased(
-            InfoRequest {
-                digest: digest.to_owned(),
-            },
-            lease,
-            timeout,
-        )?);
-        match self.rpc("Content.Info", info).await {
-            Ok(_) => return Ok(()),
-            Err(e) if is_code(&e, Code::NotFound) => {}
-            Err(e) => return Err(e),
-        }
-        let message = {
-            let r#ref = format!("holdfast-import-{digest}");
-            let expected = digest.to_owned();
-            move |action: WriteAction, offset: i64, data: Vec<u8>| WriteContentRequest {
-                action: action as i32,
-                r#ref: r#ref.clone(),
-                total,
-                expected: expected.clone(),
-                offset,
-                data,
-                labels: HashMap::new(),
-            }
-        };
-        // The chunks come from a blocking reader through a small channel; the
-        // commit is sent only after every byte was read, so a read error can
-        // never commit a short blob.
-        let (tx, rx) = tokio::sync::mpsc::channel::<WriteContentRequest>(2);
-        let producer = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            let mut reader: Box<dyn Read> = match source {
-                BlobSource::Memory(bytes) => Box::new(std::io::Cursor::new(bytes)),
-                BlobSource::File(mut file) => {
-                    use std::io::Seek as _;
-                    file.seek(std::io::SeekFrom::Start(0))?;
-                    Box::new(file)
-                }
-            };
-            let mut offset = 0i64;
-            loop {
-                let mut chunk = Vec::with_capacity(WRITE_CHUNK);
-                reader
-                    .by_ref()
-                    .take(WRITE_CHUNK as u64)
-                    .read_to_end(&mut chunk)?;
-                if chunk.is_empty() {
-                    break;
-                }
-                let len = chunk.len() as i64;
-                if tx
-                    .blocking_send(message(WriteAction::Write, offset, chunk))
-                    .is_err()
-                {
-                    return Ok(());
-                }
-                offset += len;
-            }
-            let _ = tx.blocking_send(message(WriteAction::Commit, offset, Vec::new()));
-            Ok(())
-        });
-        let request = self.leased(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-            lease,
-            timeout,
-        )?;
-        let written = self.await_write(&mut content, request, timeout).await;
-        let read = producer
-            .await
-            .map_err(|e| bad(format!("blob reader: {e}")))?;
-        read?;
-        written
-    }
-
-    async fn await_write(
-        &self,
-        content: &mut containerd_client::services::v1::content_client::ContentClient<
-            containerd_client::tonic::transport::Channel,
-        >,
-        request: containerd_client::tonic::Request<
-            tokio_stream::wrappers::ReceiverStream<WriteContentRequest>,
-        >,
-        timeout: std::time::Duration,
-    ) -> Result<(), AdapterError> {
-        let mut responses = match self
-            .rpc_within("Content.Write", timeout, content.write(request))
-            .await
-        {
-            Ok(r) => r,
-            Err(e) if is_code(&e, Code::AlreadyExists) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        loop {
-            match tokio::time::timeout(timeout, responses.message()).await {
-                Err(_) => {
-                    return Err(AdapterError::Deadline {
-                        what: "Content.Write",
-                        timeout,
-                    });
-                }
-                Ok(Ok(Some(_))) => {}
-                Ok(Ok(None)) => return Ok(()),
-                Ok(Err(status)) if status.code() == Code::AlreadyExists => return Ok(()),
-                Ok(Err(status)) => return Err(AdapterError::rpc("Content.Write")(status)),
-            }
-        }
     }
 
     /// Writes the schema 2 manifest a docker-archive entry stands for.
@@ -486,237 +390,13 @@ impl Adapter {
         }))
         .map_err(|e| bad(e.to_string()))?;
         let digest = sha256(&manifest);
-        let size = manifest.len() as i64;
-        self.write_blob(BlobSource::Memory(manifest.clone()), size, &digest, lease)
+        self.write_document(manifest.clone(), &digest, lease)
             .await?;
         Ok(Descriptor {
             media_type: DOCKER_MANIFEST.to_owned(),
             digest,
             size: manifest.len() as i64,
         })
-    }
-
-    /// Labels indexes and manifests with `containerd.io/gc.ref.content.*` so
-    /// the image record keeps all of its content alive.
-    async fn label_tree(&self, target: &Descriptor, lease: &str) -> Result<(), AdapterError> {
-        let mut pending = vec![target.clone()];
-        let mut seen = 0;
-        while let Some(desc) = pending.pop() {
-            seen += 1;
-            if seen > 64 {
-                return Err(bad("image index too large or cyclic"));
-            }
-            let doc: Value = serde_json::from_slice(&self.read_blob(&desc.digest).await?)
-                .map_err(|e| bad(format!("{}: {e}", desc.digest)))?;
-            let mut labels = BTreeMap::new();
-            if is_index(&desc.media_type, &doc) {
-                for (i, m) in doc["manifests"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .enumerate()
-                {
-                    let child = Descriptor::from_json(m)?;
-                    labels.insert(
-                        format!("containerd.io/gc.ref.content.m.{i}"),
-                        child.digest.clone(),
-                    );
-                    pending.push(child);
-                }
-            } else {
-                let config = Descriptor::from_json(&doc["config"])?;
-                labels.insert(
-                    "containerd.io/gc.ref.content.config".to_owned(),
-                    config.digest,
-                );
-                for (i, l) in doc["layers"].as_array().into_iter().flatten().enumerate() {
-                    labels.insert(
-                        format!("containerd.io/gc.ref.content.l.{i}"),
-                        Descriptor::from_json(l)?.digest,
-                    );
-                }
-            }
-            self.set_labels(&desc.digest, labels, lease).await?;
-        }
-        Ok(())
-    }
-
-    async fn set_labels(
-        &self,
-        digest: &str,
-        labels: BTreeMap<String, String>,
-        lease: &str,
-    ) -> Result<(), AdapterError> {
-        let paths = labels.keys().map(|k| format!("labels.{k}")).collect();
-        let info = Info {
-            digest: digest.to_owned(),
-            labels: labels.into_iter().collect(),
-            ..Default::default()
-        };
-        let req = UpdateRequest {
-            info: Some(info),
-            update_mask: Some(prost_types::FieldMask { paths }),
-        };
-        let mut content = self.content();
-        let timeout = self.config().call_timeout;
-        self.rpc(
-            "Content.Update",
-            content.update(self.leased(req, lease, timeout)?),
-        )
-        .await
-        .map(|_| ())
-    }
-
-    /// Applies the linux/amd64 manifest's layers into committed snapshots
-    /// named by their chain ids, skipping those that exist.
-    async fn unpack(&self, target: &Descriptor, lease: &str) -> Result<(), AdapterError> {
-        let (_, manifest) = self
-            .find_manifest(&target.media_type, &target.digest)
-            .await?;
-        let config_desc = Descriptor::from_json(&manifest["config"])?;
-        let config: Value = serde_json::from_slice(&self.read_blob(&config_desc.digest).await?)
-            .map_err(|e| bad(format!("config: {e}")))?;
-        let diff_ids: Vec<String> = config["rootfs"]["diff_ids"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|d| d.as_str().map(str::to_owned))
-            .collect();
-        let layers: Vec<Descriptor> = manifest["layers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(Descriptor::from_json)
-            .collect::<Result<_, _>>()?;
-        if layers.len() != diff_ids.len() || layers.is_empty() {
-            return Err(bad(format!(
-                "{} layers but {} diff ids",
-                layers.len(),
-                diff_ids.len()
-            )));
-        }
-        let timeout = self.config().import_call_timeout;
-        let snapshotter = self.snapshotter().to_owned();
-        let mut parent = String::new();
-        for (i, layer) in layers.iter().enumerate() {
-            let chain = chain_id(&diff_ids[..=i]).ok_or_else(|| bad("no layers"))?;
-            let mut snapshots = self.snapshots();
-            let stat = StatSnapshotRequest {
-                snapshotter: snapshotter.clone(),
-                key: chain.clone(),
-            };
-            match self
-                .rpc("Snapshots.Stat", snapshots.stat(self.req(stat)))
-                .await
-            {
-                Ok(_) => {
-                    parent = chain;
-                    continue;
-                }
-                Err(e) if is_code(&e, Code::NotFound) => {}
-                Err(e) => return Err(e),
-            }
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos();
-            let key = format!("holdfast-unpack-{nanos}-{i}");
-            let prepare = PrepareSnapshotRequest {
-                snapshotter: snapshotter.clone(),
-                key: key.clone(),
-                parent: parent.clone(),
-                labels: HashMap::new(),
-            };
-            let mounts = self
-                .rpc(
-                    "Snapshots.Prepare",
-                    snapshots.prepare(self.leased(prepare, lease, timeout)?),
-                )
-                .await?
-                .mounts;
-            let apply = ApplyRequest {
-                diff: Some(layer.to_proto()),
-                mounts,
-                payloads: HashMap::new(),
-                sync_fs: false,
-            };
-            let mut diff = self.diff();
-            let applied = self
-                .rpc_within(
-                    "Diff.Apply",
-                    timeout,
-                    diff.apply(self.leased(apply, lease, timeout)?),
-                )
-                .await;
-            let applied = match applied {
-                Ok(a) => a.applied.map(|d| d.digest).unwrap_or_default(),
-                Err(e) => {
-                    let _ = self.remove_snapshot(&key).await;
-                    return Err(e);
-                }
-            };
-            if applied != diff_ids[i] {
-                let _ = self.remove_snapshot(&key).await;
-                return Err(bad(format!(
-                    "layer {} unpacks to {applied}, config says {}",
-                    layer.digest, diff_ids[i]
-                )));
-            }
-            let commit = CommitSnapshotRequest {
-                snapshotter: snapshotter.clone(),
-                name: chain.clone(),
-                key: key.clone(),
-                labels: HashMap::new(),
-            };
-            match self
-                .rpc(
-                    "Snapshots.Commit",
-                    snapshots.commit(self.leased(commit, lease, timeout)?),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_code(&e, Code::AlreadyExists) => {
-                    let _ = self.remove_snapshot(&key).await;
-                }
-                Err(e) => return Err(e),
-            }
-            parent = chain;
-        }
-        // The config keeps the unpacked snapshots alive (as containerd's unpacker does).
-        let label = BTreeMap::from([(
-            format!("containerd.io/gc.ref.snapshot.{snapshotter}"),
-            parent,
-        )]);
-        self.set_labels(&config_desc.digest, label, lease).await
-    }
-
-    /// Creates the image record, or points an existing one at the new target.
-    async fn put_image(&self, name: &str, target: &Descriptor) -> Result<(), AdapterError> {
-        let image = Image {
-            name: name.to_owned(),
-            target: Some(target.to_proto()),
-            ..Default::default()
-        };
-        let mut images: ImagesClient<Channel> = self.images();
-        let req = self.req(CreateImageRequest {
-            image: Some(image.clone()),
-            source_date_epoch: None,
-        });
-        match self.rpc("Images.Create", images.create(req)).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_code(&e, Code::AlreadyExists) => {
-                let req = self.req(UpdateImageRequest {
-                    image: Some(image),
-                    update_mask: None,
-                    source_date_epoch: None,
-                });
-                self.rpc("Images.Update", images.update(req))
-                    .await
-                    .map(|_| ())
-            }
-            Err(e) => Err(e),
-        }
     }
 }
 

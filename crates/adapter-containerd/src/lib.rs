@@ -40,7 +40,7 @@
 //! unreachable, and `ConnectionFact::Connected` when a call succeeds while
 //! containerd was last seen unreachable (or for the first time).
 //!
-//! The daemon also calls [`Adapter::import_image`], [`Adapter::resolve_image`],
+//! The daemon also calls [`Adapter::import_image`], [`Adapter::pull_image`], [`Adapter::resolve_image`],
 //! [`Adapter::list_images`], [`Adapter::exec`] and [`Adapter::delete_exec`]
 //! directly, outside the core.
 
@@ -54,18 +54,26 @@ mod host;
 mod image;
 mod import;
 pub mod logger;
+mod pull;
 mod relist;
 mod spec;
 mod stdio;
+mod store;
 
 pub use client::{Adapter, AdapterConfig, InputSink};
-pub use container::ensure_fifo;
+pub use container::{RootfsMount, ensure_fifo};
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
-pub use error::{AdapterError, classify_status};
+pub use error::{AdapterError, RegistryFailure, classify_status};
 pub use exec::ExecRequest;
 pub use host::find_init_binary;
-pub use image::{ImageConfig, ImageSummary, ResolvedImage, chain_id, normalize_reference};
+pub use image::{
+    ImageConfig, ImageSummary, ResolvedImage, chain_id, host_architecture, normalize_reference,
+};
 pub use import::ImportedImage;
+pub use pull::{
+    LayerStatus, MAX_DOCUMENT_BYTES, PullAuth, PullProgress, PullSink, PulledImage, check_login,
+    is_loopback_registry, pull_target,
+};
 pub use spec::{
     ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, resolve_user,
 };

@@ -1056,6 +1056,7 @@ mod tests {
             read_only_rootfs: true,
             memory_limit_bytes: Some(64 << 20),
             mounts: vec![BindMount {
+                volume: None,
                 source: "/src".into(),
                 destination: "/dst".into(),
                 read_only: true,

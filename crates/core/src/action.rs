@@ -153,6 +153,12 @@ pub enum UserEventKind {
     Stop,
     Restart,
     Destroy,
+    /// Renamed; `old_name` is the name it had.
+    Rename {
+        old_name: String,
+    },
+    /// Its restart policy was changed.
+    Update,
     /// An exec process exited; the container's state is unchanged.
     ExecDie {
         exec_id: String,

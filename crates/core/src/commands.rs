@@ -7,7 +7,10 @@ use crate::ids::{ContainerId, RequestId};
 use crate::input::{Command, WaitCondition};
 use crate::record::{Intents, Presence, Record, StopIntent};
 use crate::signal::Signal;
-use crate::{Answer, Call, ContainerConfig, Core, ErrorKind, OpOwner, TimerKind, error};
+use crate::{
+    Answer, Call, ContainerConfig, Core, ErrorKind, OpOwner, RestartPolicy, TimerKind,
+    UserEventKind, error,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,7 +57,74 @@ impl Core {
             } => self.restart(req, &id, timeout, signal),
             Command::Remove { force, .. } => self.remove(req, &id, force),
             Command::Wait { condition, .. } => self.wait(req, &id, condition),
+            Command::Rename { name, .. } => self.rename(req, &id, name),
+            Command::UpdateRestartPolicy { policy, .. } => self.update_policy(req, &id, policy),
         }
+    }
+
+    /// A record edit: nothing in containerd carries the name.
+    fn rename(&mut self, req: RequestId, id: &ContainerId, name: String) {
+        if let Err(message) = validate_name(&name) {
+            self.out.answer_now(req, error(ErrorKind::Invalid, message));
+            return;
+        }
+        if let Some(owner) = self.names.get(&name) {
+            let answer = if owner == id {
+                error(
+                    ErrorKind::Invalid,
+                    "Renaming a container with the same name as its current name",
+                )
+            } else {
+                error(
+                    ErrorKind::Conflict,
+                    format!(
+                        "Error when allocating new name: Conflict. The container name \"/{name}\" is already in use by container \"{owner}\". You have to remove (or rename) that container to be able to reuse that name."
+                    ),
+                )
+            };
+            self.out.answer_now(req, answer);
+            return;
+        }
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        let old_name = std::mem::replace(&mut c.rec.name, name.clone());
+        self.names.remove(&old_name);
+        self.names.insert(name, id.clone());
+        self.out.persist(&c.rec);
+        self.out.publish(id, UserEventKind::Rename { old_name });
+        self.out.answer_now(req, Answer::Done);
+    }
+
+    /// A record edit that counts from the next exit on. A policy restart
+    /// already waiting out its backoff is dropped if the new policy would
+    /// not have asked for it.
+    fn update_policy(&mut self, req: RequestId, id: &ContainerId, policy: RestartPolicy) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        if c.rec.config.auto_remove && policy != RestartPolicy::No {
+            let message =
+                "Restart policy cannot be updated because AutoRemove is enabled for the container";
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
+        let mut config = ContainerConfig::clone(&c.rec.config);
+        config.restart_policy = policy;
+        c.rec.config = Arc::new(config);
+        let last_exit = c.rec.exit.as_ref().map_or(0, |e| e.exit_code);
+        if c.rec.intents.policy_restart
+            && !policy.wants_restart(last_exit, c.rec.restart_count, c.rec.intents.user_stopped)
+        {
+            c.rec.intents.policy_restart = false;
+            self.out
+                .timers
+                .cancel(&TimerKind::RestartBackoff(id.clone()));
+        }
+        self.out.persist(&c.rec);
+        self.out.publish(id, UserEventKind::Update);
+        self.out.answer_now(req, Answer::Done);
     }
 
     fn create(

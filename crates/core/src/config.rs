@@ -231,9 +231,14 @@ pub enum CgroupnsMode {
 
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct BindMount {
+    /// The host path; empty for a volume until the daemon resolves it.
     pub source: String,
     pub destination: String,
     pub read_only: bool,
+    /// The volume whose data directory `source` is: a name, or empty for an
+    /// anonymous volume the daemon names at create.
+    #[serde(default)]
+    pub volume: Option<String>,
 }
 
 /// Networking beyond these is a non-goal for now (see DESIGN.md).

@@ -71,6 +71,16 @@ pub enum Command {
         id: ContainerId,
         condition: WaitCondition,
     },
+    /// A new name; the old one is free at once.
+    Rename {
+        id: ContainerId,
+        name: String,
+    },
+    /// `docker update --restart`: the policy for every exit from now on.
+    UpdateRestartPolicy {
+        id: ContainerId,
+        policy: crate::config::RestartPolicy,
+    },
 }
 
 impl Command {
@@ -82,7 +92,9 @@ impl Command {
             | Command::Kill { id, .. }
             | Command::Restart { id, .. }
             | Command::Remove { id, .. }
-            | Command::Wait { id, .. } => id,
+            | Command::Wait { id, .. }
+            | Command::Rename { id, .. }
+            | Command::UpdateRestartPolicy { id, .. } => id,
         }
     }
 }

@@ -1473,3 +1473,99 @@ fn a_stop_during_a_policy_restart_never_shows_the_created_task_as_running() {
     );
     assert_eq!(status(&d), Some(Status::Exited));
 }
+
+#[test]
+fn rename_moves_the_name_and_is_recorded() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 10);
+    d.run("c2", ContainerConfig::default(), 20);
+    let (req, actions) = d.command(Command::Rename {
+        id: cid("c1"),
+        name: "web".into(),
+    });
+    assert!(matches!(&actions[0], Action::Persist(r) if r.name == "web" && r.id == cid("c1")));
+    assert_eq!(
+        actions[1..],
+        [
+            Action::Publish(UserEvent {
+                container: cid("c1"),
+                kind: UserEventKind::Rename {
+                    old_name: "n-c1".into()
+                },
+                at: d.now.wall,
+            }),
+            Action::Answer(req, Answer::Done),
+        ]
+    );
+    assert_eq!(d.core.resolve("web"), Ok(cid("c1")));
+    assert!(d.core.resolve("n-c1").is_err(), "the old name is free");
+
+    // Taken, the same, or invalid: refused, nothing recorded.
+    for (name, kind) in [
+        ("n-c2", ErrorKind::Conflict),
+        ("web", ErrorKind::Invalid),
+        ("bad name", ErrorKind::Invalid),
+    ] {
+        let (req, actions) = d.command(Command::Rename {
+            id: cid("c1"),
+            name: name.into(),
+        });
+        assert!(
+            matches!(&actions[..], [Action::Answer(r, Answer::Error(e))] if *r == req && e.kind == kind),
+            "{name}: {actions:?}"
+        );
+    }
+    // The old name can be taken by a new container.
+    d.run("c3", ContainerConfig::default(), 30);
+    let (_, actions) = d.command(Command::Rename {
+        id: cid("c3"),
+        name: "n-c1".into(),
+    });
+    assert!(matches!(
+        actions.last(),
+        Some(Action::Answer(_, Answer::Done))
+    ));
+}
+
+#[test]
+fn a_policy_update_counts_from_the_next_exit_and_drops_a_restart_it_would_not_make() {
+    // Restarting under `always`: updated to `no`, the waiting restart goes.
+    let mut d = restarting_after_exit("c1", 10);
+    let (req, actions) = d.command(Command::UpdateRestartPolicy {
+        id: cid("c1"),
+        policy: RestartPolicy::No,
+    });
+    assert!(matches!(&actions[0], Action::Persist(r)
+        if r.config.restart_policy == RestartPolicy::No && !r.intents.policy_restart));
+    assert!(matches!(actions.last(), Some(Action::Answer(r, Answer::Done)) if *r == req));
+    assert_no_restart_pending(&d);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Exited)
+    );
+
+    // Running under `no`: updated to `always`, the next exit restarts it.
+    let mut d = ready_with_running("c2", ContainerConfig::default(), 20);
+    d.command(Command::UpdateRestartPolicy {
+        id: cid("c2"),
+        policy: RestartPolicy::Always,
+    });
+    d.exit("c2", 20, 0);
+    assert_eq!(
+        d.core.container(&cid("c2")).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+
+    // An auto-remove container keeps no policy.
+    let config = ContainerConfig {
+        auto_remove: true,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c3", config, 30);
+    let (_, actions) = d.command(Command::UpdateRestartPolicy {
+        id: cid("c3"),
+        policy: RestartPolicy::Always,
+    });
+    assert!(
+        matches!(&actions[..], [Action::Answer(_, Answer::Error(e))] if e.kind == ErrorKind::Conflict)
+    );
+}

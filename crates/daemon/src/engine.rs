@@ -403,7 +403,11 @@ impl Engine {
     }
 
     fn remember(&mut self, rec: &Record) {
-        if self.actors.contains_key(&rec.id) {
+        if let Some(actor) = self.actors.get_mut(&rec.id) {
+            // The one thing of an actor that changes: a rename.
+            if actor.name != rec.name {
+                actor.name.clone_from(&rec.name);
+            }
             return;
         }
         self.actors.insert(
@@ -444,6 +448,11 @@ impl Engine {
             UserEventKind::Stop => "stop".to_owned(),
             UserEventKind::Restart => "restart".to_owned(),
             UserEventKind::Destroy => "destroy".to_owned(),
+            UserEventKind::Rename { old_name } => {
+                attributes.push(("oldName".to_owned(), format!("/{old_name}")));
+                "rename".to_owned()
+            }
+            UserEventKind::Update => "update".to_owned(),
             UserEventKind::ExecDie { exec_id, exit_code } => {
                 attributes.push(("execID".to_owned(), exec_id.clone()));
                 attributes.push(("exitCode".to_owned(), exit_code.to_string()));

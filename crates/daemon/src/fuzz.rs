@@ -3,24 +3,27 @@
 //! cargo-fuzz target in `fuzz/` and the corpus replay test
 //! (`tests/fuzz_corpus.rs`, on stable) both call [`fuzz_api_request`].
 //!
-//! The first byte picks the decoder (`e` for the exec body, else `byte % 4`,
+//! The first byte picks the decoder (`e` or `p` exactly, else `byte % 4`,
 //! so the letters `c`, `f`, `t` and `q` name them in hand-written seeds) and
 //! the rest is its input:
 //!
-//! | byte % 4 | letter | decoder |
+//! | byte | letter | decoder |
 //! | --- | --- | --- |
-//! | (exactly `e`) | `e` | [`decode_exec_create`], the `POST /containers/{id}/exec` body |
-//! | 3 | `c` | [`decode_create`], the `POST /containers/create` body |
-//! | 2 | `f` | [`Filters::parse`], a `filters=` value |
-//! | 0 | `t` | [`parse_client_time`], a `since=`/`until=` value |
-//! | 1 | `q` | [`decode_query`], a whole query string |
+//! | `e` | `e` | [`decode_exec_create`], the `POST /containers/{id}/exec` body |
+//! | `p` | `p` | [`decode_pull`], a `POST /images/create` query string, then a newline and the `X-Registry-Auth` header |
+//! | % 4 = 3 | `c` | [`decode_create`], the `POST /containers/create` body |
+//! | % 4 = 2 | `f` | [`Filters::parse`], a `filters=` value |
+//! | % 4 = 0 | `t` | [`parse_client_time`], a `since=`/`until=` value |
+//! | % 4 = 1 | `q` | [`decode_query`], a whole query string |
 //!
 //! Text inputs are taken as the HTTP layer hands them over: bytes that are
 //! not UTF-8 become U+FFFD.
 
 use crate::api::{
-    ApiError, Filters, decode_create, decode_exec_create, decode_query, parse_client_time,
+    ApiError, Filters, decode_create, decode_exec_create, decode_pull, decode_query,
+    parse_client_time,
 };
+use holdfast_adapter_containerd::{PullAuth, normalize_reference, pull_target};
 use holdfast_core::{ContainerConfig, RestartPolicy};
 
 /// Which decoder an input went to.
@@ -31,6 +34,7 @@ pub enum Decoder {
     Filters,
     ClientTime,
     Query,
+    Pull,
 }
 
 /// What became of one input (every property held, or this panicked).
@@ -48,6 +52,7 @@ pub fn fuzz_api_request(data: &[u8]) -> Outcome {
     let text = || String::from_utf8_lossy(rest);
     let (decoder, accepted) = match selector % 4 {
         _ if *selector == b'e' => (Decoder::ExecBody, exec_body(rest)),
+        _ if *selector == b'p' => (Decoder::Pull, pull(rest)),
         3 => (Decoder::CreateBody, create_body(rest)),
         2 => (Decoder::Filters, filters(&text())),
         0 => (Decoder::ClientTime, client_time(&text())),
@@ -161,13 +166,20 @@ fn check_config(input: &str, c: &ContainerConfig) {
         fail("an empty string where none means unset");
     }
     if c.mounts.iter().any(|m| {
-        !m.source.starts_with('/')
+        // A bind: an absolute host path. A volume: a valid name (or empty,
+        // anonymous), its source left to the daemon.
+        let source_ok = match &m.volume {
+            None => m.source.starts_with('/') && !m.source.contains(':'),
+            Some(v) => {
+                m.source.is_empty() && (v.is_empty() || crate::volumes::validate_name(v).is_ok())
+            }
+        };
+        !source_ok
             || !m.destination.starts_with('/')
             || m.destination == "/"
-            || m.source.contains(':')
             || m.destination.contains(':')
     }) {
-        fail("a bind mount that is not absolute host path to absolute path");
+        fail("a mount that is neither an absolute host path nor a volume, to an absolute path");
     }
     if c.memory_limit_bytes.is_some_and(|m| m < 6 * 1024 * 1024) {
         fail("a memory limit under dockerd's 6 MB minimum");
@@ -269,6 +281,12 @@ fn check_create_options(c: &ContainerConfig) -> Result<(), String> {
             *pid = 1;
         }
     }
+    // Volumes get their data directory from the daemon at create.
+    for m in &mut resolved.mounts {
+        if m.volume.is_some() && m.source.is_empty() {
+            m.source = "/volume".to_owned();
+        }
+    }
     let host = holdfast_adapter_containerd::HostFacts {
         init_binary: Some("/init".into()),
         shm_source: Some("/shm".into()),
@@ -367,6 +385,63 @@ fn client_time(text: &str) -> bool {
     true
 }
 
+/// `query\nheader`: a pull's query string and its `X-Registry-Auth`.
+fn pull(data: &[u8]) -> bool {
+    let (query, header) = match data.iter().position(|&b| b == b'\n') {
+        Some(i) => (&data[..i], Some(&data[i + 1..])),
+        None => (data, None),
+    };
+    let query = String::from_utf8_lossy(query);
+    let decoded = decode_pull(&query, header);
+    let again = decode_pull(&query, header);
+    let request = match (decoded, again) {
+        (Err(e), Err(e2)) => {
+            // Pulling every tag, or an import, is not built: 501 says so.
+            if e.status != axum::http::StatusCode::NOT_IMPLEMENTED {
+                check_refusal("pull", &query, &e);
+            }
+            assert_eq!(
+                (e.status, &e.message),
+                (e2.status, &e2.message),
+                "pull {query:?}: refused differently twice"
+            );
+            return false;
+        }
+        (Ok(r), Ok(again)) => {
+            assert_eq!(r, again, "pull {query:?}: decoded differently twice");
+            r
+        }
+        (a, b) => panic!("pull {query:?}: {a:?} then {b:?}"),
+    };
+    let fail = |why: String| -> ! { panic!("pull {query:?}: {why}: {request:?}") };
+    // What the API accepts, the registry client can parse; the name it
+    // registers is normalized once and for all, with a tag or a digest.
+    let (name, registry) = pull_target(&request.reference)
+        .unwrap_or_else(|e| fail(format!("accepted, but the adapter refuses it: {e}")));
+    if normalize_reference(&name) != name {
+        fail(format!(
+            "{name} normalizes again to {}",
+            normalize_reference(&name)
+        ));
+    }
+    let last = name.rsplit('/').next().unwrap_or_default();
+    if !(last.contains(':') || name.contains('@')) || registry.is_empty() {
+        fail(format!("{name} lacks a tag, a digest or a registry"));
+    }
+    // Credentials never show in logs.
+    let shown = format!("{:?}", request.auth);
+    match &request.auth {
+        PullAuth::Basic { username, .. } if shown != format!("Basic({username}, <secret>)") => {
+            fail(format!("credentials shown as {shown}"))
+        }
+        PullAuth::Bearer(_) if shown != "Bearer(<secret>)" => {
+            fail(format!("a token shown as {shown}"))
+        }
+        _ => {}
+    }
+    true
+}
+
 fn query(text: &str) -> bool {
     let refused = decode_query(text);
     for e in &refused {
@@ -402,5 +477,11 @@ mod tests {
                 accepted: true
             }
         );
+        let pull = fuzz_api_request(
+            b"pfromImage=busybox&tag=latest\neyJ1c2VybmFtZSI6ImEiLCJwYXNzd29yZCI6ImIifQ",
+        );
+        assert_eq!(pull.decoder, Decoder::Pull);
+        assert!(pull.accepted);
+        assert!(!fuzz_api_request(b"pfromImage=Busybox").accepted);
     }
 }

@@ -16,6 +16,7 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+pub mod archive;
 pub mod engine;
 pub mod events;
 pub mod execs;
@@ -23,9 +24,11 @@ pub mod fuzz;
 pub mod logs;
 pub mod seed_image;
 pub mod settings;
+pub mod stats;
 pub mod stdio;
 pub mod store;
 pub mod supervisor;
+pub mod volumes;
 
 use holdfast_adapter_containerd::{Adapter, AdapterConfig};
 use holdfast_core::CoreConfig;
@@ -106,11 +109,12 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         }
     };
     let logger = std::env::current_exe().map_err(io_err("find", Path::new("/proc/self/exe")))?;
-    let adapter = Adapter::new(AdapterConfig {
-        // Stdin FIFOs mean nothing after a reboot: keep them on the exec root.
-        fifo_dir: settings.exec_root.join("fifo"),
-        ..AdapterConfig::new(&socket, &settings.namespace, logger, settings.log_dir())
-    })?;
+    let mut adapter_config =
+        AdapterConfig::new(&socket, &settings.namespace, logger, settings.log_dir());
+    adapter_config.insecure_registries = settings.insecure_registries.clone();
+    // Stdin FIFOs mean nothing after a reboot: keep them on the exec root.
+    adapter_config.fifo_dir = settings.exec_root.join("fifo");
+    let adapter = Adapter::new(adapter_config)?;
 
     let events = Arc::new(events::EventLog::default());
     let core_config = CoreConfig {
@@ -147,6 +151,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         adapter,
         events,
         execs: Arc::default(),
+        volumes: Arc::new(volumes::Volumes::new(settings.data_root.join("volumes"))),
         settings: Arc::new(settings.clone()),
         supervisor: supervisor.map(Arc::new),
     };

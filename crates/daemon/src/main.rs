@@ -16,6 +16,10 @@ fn main() -> ExitCode {
             }
         };
     }
+    // `docker cp` runs this binary as a helper chrooted into a container.
+    if holdfast_daemon::archive::is_archive_invocation() {
+        return ExitCode::from(holdfast_daemon::archive::run_helper());
+    }
     let flags = Flags::parse();
     let settings = match Settings::resolve(flags) {
         Ok(s) => s,

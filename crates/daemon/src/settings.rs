@@ -50,6 +50,9 @@ pub struct Flags {
     /// Do not build busybox:latest from the host's static busybox when the image store lacks it
     #[arg(long)]
     pub no_seed_image: bool,
+    /// A registry (host[:port]) pulled from over plain HTTP; repeat for more. Registries on loopback need none
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
+    pub insecure_registries: Vec<String>,
 }
 
 /// The config file: the same settings as the flags.
@@ -66,6 +69,7 @@ struct FileSettings {
     log_level: Option<String>,
     default_stop_timeout: Option<u64>,
     seed_image: Option<bool>,
+    insecure_registries: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug)]
@@ -81,6 +85,8 @@ pub struct Settings {
     pub log_level: String,
     pub default_stop_timeout: Duration,
     pub seed_image: bool,
+    /// Registries pulled from over plain HTTP besides those on loopback.
+    pub insecure_registries: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +152,11 @@ impl Settings {
                     .unwrap_or(10),
             ),
             seed_image: !flags.no_seed_image && file.seed_image.unwrap_or(true),
+            insecure_registries: if flags.insecure_registries.is_empty() {
+                file.insecure_registries.unwrap_or_default()
+            } else {
+                flags.insecure_registries
+            },
         })
     }
 
@@ -193,6 +204,20 @@ mod tests {
         assert_eq!(s.data_root, PathBuf::from("/var/lib/holdfast"));
         assert_eq!(s.namespace, "holdfast");
         assert!(s.seed_image);
+        assert!(s.insecure_registries.is_empty());
+    }
+
+    #[test]
+    fn insecure_registries_repeat() {
+        let s = Settings::resolve(Flags::parse_from([
+            "holdfastd",
+            "--insecure-registry",
+            "reg.lan:5000",
+            "--insecure-registry",
+            "10.1.2.3",
+        ]))
+        .expect("resolves");
+        assert_eq!(s.insecure_registries, ["reg.lan:5000", "10.1.2.3"]);
     }
 
     #[test]

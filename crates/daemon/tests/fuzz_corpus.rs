@@ -3,7 +3,7 @@
 //! (nothing panics, refusals are 4xx that say why, decoded configs are sound).
 //!
 //! Corpus files are named `<decoder>-<expect>-<what>`: the decoder
-//! (`create`, `exec`, `filters`, `time`, `query`) is the one the first byte picks,
+//! (`create`, `exec`, `filters`, `time`, `query`, `pull`) is the one the first byte picks,
 //! and `ok` seeds must be accepted, `bad` ones refused (`any` and files the
 //! fuzzer added, which have hash names, may go either way).
 
@@ -50,6 +50,7 @@ fn api_requests_corpus_replays() {
             Some("filters") => Decoder::Filters,
             Some("time") => Decoder::ClientTime,
             Some("query") => Decoder::Query,
+            Some("pull") => Decoder::Pull,
             _ => continue,
         };
         named += 1;

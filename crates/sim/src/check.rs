@@ -18,6 +18,8 @@ pub enum UserKind {
     Restart,
     Remove,
     Wait(WaitCondition),
+    /// A record edit: rename, restart policy update.
+    Edit,
 }
 
 #[derive(Debug)]
@@ -342,7 +344,12 @@ impl Checker {
                 asked.stayed_down = false;
                 asked.start_wanted = true;
             }
-            Command::Create { .. } | Command::Wait { .. } => {}
+            Command::UpdateRestartPolicy { policy, .. } => {
+                if let Some(config) = asked.config.as_mut() {
+                    config.restart_policy = *policy;
+                }
+            }
+            Command::Create { .. } | Command::Wait { .. } | Command::Rename { .. } => {}
         }
         let kind = crate::sim::user_kind(command);
         self.outstanding.insert(

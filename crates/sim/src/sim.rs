@@ -1533,5 +1533,6 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::Restart { .. } => UserKind::Restart,
         Command::Remove { .. } => UserKind::Remove,
         Command::Wait { condition, .. } => UserKind::Wait(*condition),
+        Command::Rename { .. } | Command::UpdateRestartPolicy { .. } => UserKind::Edit,
     }
 }

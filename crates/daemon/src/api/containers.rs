@@ -146,14 +146,27 @@ pub async fn remove(
         ));
     }
     let id = resolve(&state, &reference).await?;
-    lifecycle(
+    // `-v`: its anonymous volumes go with it, once it is gone.
+    let mounts = if p.bool("v") {
+        snapshot(&state, id.clone())
+            .await?
+            .record
+            .config
+            .mounts
+            .clone()
+    } else {
+        Vec::new()
+    };
+    let response = lifecycle(
         &state,
         Command::Remove {
             id,
             force: p.bool("force"),
         },
     )
-    .await
+    .await?;
+    super::volumes::remove_anonymous(&state, &mounts).await?;
+    Ok(response)
 }
 
 pub async fn wait(
@@ -314,8 +327,8 @@ struct HostConfigBody {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-struct RestartPolicyBody {
-    name: Option<String>,
+pub(super) struct RestartPolicyBody {
+    pub(super) name: Option<String>,
     maximum_retry_count: Option<i64>,
 }
 
@@ -355,7 +368,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         .filter(|i| !i.is_empty())
         .ok_or_else(|| ApiError::bad_request("no image given: config.Image is required"))?;
     let mut hc = b.host_config.unwrap_or_default();
-    refuse_unsupported(&b.healthcheck, &b.volumes, &hc)?;
+    refuse_unsupported(&b.healthcheck, &hc)?;
     let mut warnings = Vec::new();
 
     let network = match hc.network_mode.as_deref().unwrap_or("") {
@@ -399,12 +412,31 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         }
         m => Some(m.unsigned_abs()),
     };
-    let mounts = hc
+    let mut mounts = hc
         .binds
         .unwrap_or_default()
         .iter()
         .map(|b| parse_bind(b))
         .collect::<Result<Vec<_>, _>>()?;
+    for anonymous in anonymous_volumes(b.volumes)? {
+        // A bind or named volume at the same path wins, as with dockerd.
+        if !mounts
+            .iter()
+            .any(|m| m.destination == anonymous.destination)
+        {
+            mounts.push(anonymous);
+        }
+    }
+    if let Some(dup) = mounts
+        .iter()
+        .enumerate()
+        .find(|(i, m)| mounts[..*i].iter().any(|o| o.destination == m.destination))
+        .map(|(_, m)| m.destination.clone())
+    {
+        return Err(ApiError::bad_request(format!(
+            "Duplicate mount point: {dup}"
+        )));
+    }
     if let Some(env) = &b.env
         && let Some(bad) = env.iter().find(|e| e.is_empty() || e.starts_with('='))
     {
@@ -552,7 +584,7 @@ fn parse_size(s: &str) -> Option<u64> {
     (size > 0).then_some(size)
 }
 
-fn restart_policy(p: RestartPolicyBody) -> Result<RestartPolicy, ApiError> {
+pub(super) fn restart_policy(p: RestartPolicyBody) -> Result<RestartPolicy, ApiError> {
     let retries = p.maximum_retry_count.unwrap_or(0);
     if retries < 0 {
         return Err(ApiError::bad_request(
@@ -580,7 +612,7 @@ fn restart_policy(p: RestartPolicyBody) -> Result<RestartPolicy, ApiError> {
     Ok(policy)
 }
 
-/// `/host/path:/container/path[:ro|rw]`. Named volumes come later.
+/// `/host/path:/container/path[:ro|rw]` or `volume:/container/path[:ro|rw]`.
 fn parse_bind(bind: &str) -> Result<BindMount, ApiError> {
     let parts: Vec<&str> = bind.split(':').collect();
     let (source, destination, mode) = match parts.as_slice() {
@@ -592,9 +624,13 @@ fn parse_bind(bind: &str) -> Result<BindMount, ApiError> {
             )));
         }
     };
-    if !source.starts_with('/') {
+    // Not a host path: a named volume, created on first use.
+    let volume = crate::volumes::volume_of_source(source);
+    if let Some(name) = volume {
+        crate::volumes::validate_name(name).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    } else if !source.starts_with('/') {
         return Err(ApiError::bad_request(format!(
-            "invalid volume specification: '{bind}': named volumes are not supported by holdfast yet; bind an absolute host path"
+            "invalid volume specification: '{bind}'"
         )));
     }
     if !destination.starts_with('/') || destination == "/" {
@@ -612,17 +648,39 @@ fn parse_bind(bind: &str) -> Result<BindMount, ApiError> {
         }
     };
     Ok(BindMount {
-        source: source.to_owned(),
+        source: if volume.is_some() {
+            String::new()
+        } else {
+            source.to_owned()
+        },
         destination: destination.to_owned(),
         read_only,
+        volume: volume.map(str::to_owned),
     })
 }
 
-fn refuse_unsupported(
-    healthcheck: &Option<Value>,
-    volumes: &Option<BTreeMap<String, Value>>,
-    hc: &HostConfigBody,
-) -> Result<(), ApiError> {
+/// `-v /path` (the body's `Volumes`): an anonymous volume at each path.
+fn anonymous_volumes(volumes: Option<BTreeMap<String, Value>>) -> Result<Vec<BindMount>, ApiError> {
+    volumes
+        .unwrap_or_default()
+        .into_keys()
+        .map(|destination| {
+            if !destination.starts_with('/') || destination == "/" {
+                return Err(ApiError::bad_request(format!(
+                    "invalid volume specification: '{destination}': the destination must be an absolute path other than /"
+                )));
+            }
+            Ok(BindMount {
+                source: String::new(),
+                destination,
+                read_only: false,
+                volume: Some(String::new()),
+            })
+        })
+        .collect()
+}
+
+fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Result<(), ApiError> {
     let refuse = |option: &str| {
         Err(ApiError::bad_request(format!(
             "{option} is not supported by holdfast yet"
@@ -643,9 +701,6 @@ fn refuse_unsupported(
         })
     {
         return refuse("Healthcheck");
-    }
-    if volumes.as_ref().is_some_and(|v| !v.is_empty()) {
-        return refuse("Volumes (anonymous volumes)");
     }
     if set(&hc.publish_all_ports) || hc.port_bindings.as_ref().is_some_and(|p| !p.is_empty()) {
         return refuse("HostConfig.PortBindings (published ports come with bridge networks)");
@@ -812,6 +867,11 @@ pub async fn create(
         .as_deref()
         .filter(|s| !s.is_empty())
         .and_then(|s| s.parse().ok());
+    let mut to_fill = Some(super::volumes::resolve_mounts(
+        &state,
+        &mut config,
+        &image.config,
+    )?);
     let config = Arc::new(config);
     let given_name = p.str("name").filter(|n| !n.is_empty());
     // A generated name that happens to be taken is drawn again.
@@ -831,6 +891,18 @@ pub async fn create(
             .await;
         match answer {
             Answer::Done => {
+                let fill = to_fill.take().unwrap_or_default();
+                if let Err(e) = super::volumes::fill_from_image(&state, &id, fill).await {
+                    // Not half-created: the container goes again.
+                    let _ = state
+                        .engine
+                        .command(Command::Remove {
+                            id: id.clone(),
+                            force: true,
+                        })
+                        .await;
+                    return Err(e);
+                }
                 return Ok((
                     StatusCode::CREATED,
                     Json(json!({ "Id": id.to_string(), "Warnings": warnings })),
@@ -1070,7 +1142,15 @@ fn host_config_json(c: &ContainerConfig) -> Value {
         other => json!({ "Type": other.as_str(), "Config": log_config_json(c) }),
     };
     let mut hc = json!({
-        "Binds": c.mounts.iter().map(|m| format!("{}:{}{}", m.source, m.destination, if m.read_only { ":ro" } else { "" })).collect::<Vec<_>>(),
+        // As given: anonymous volumes (from `-v /path` or the image) are not binds.
+        "Binds": c.mounts.iter().filter_map(|m| {
+            let mode = if m.read_only { ":ro" } else { "" };
+            match &m.volume {
+                None => Some(format!("{}:{}{mode}", m.source, m.destination)),
+                Some(v) if crate::volumes::is_anonymous_name(v) => None,
+                Some(v) => Some(format!("{v}:{}{mode}", m.destination)),
+            }
+        }).collect::<Vec<_>>(),
         "NetworkMode": network_mode_name(c.network),
         "RestartPolicy": restart_policy_json(c.restart_policy),
         "AutoRemove": c.auto_remove,
@@ -1165,11 +1245,15 @@ fn mount_points_json(c: &ContainerConfig) -> Vec<Value> {
     let mut out: Vec<Value> = c
         .mounts
         .iter()
-        .map(|m| {
-            json!({
+        .map(|m| match &m.volume {
+            Some(name) => json!({
+                "Type": "volume", "Name": name, "Source": m.source, "Destination": m.destination,
+                "Driver": "local", "Mode": if m.read_only { "ro" } else { "z" }, "RW": !m.read_only, "Propagation": "",
+            }),
+            None => json!({
                 "Type": "bind", "Source": m.source, "Destination": m.destination,
                 "Mode": if m.read_only { "ro" } else { "" }, "RW": !m.read_only, "Propagation": "rprivate",
-            })
+            }),
         })
         .collect();
     for m in &c.mount_specs {
@@ -1530,7 +1614,9 @@ mod tests {
             (br#"{"Image":"b","HostConfig":{"PidMode":"sideways"}}"#, "PidMode"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"bridge"}}"#, "bridge"),
             (br#"{"Image":"b","HostConfig":{"RestartPolicy":{"Name":"sometimes"}}}"#, "sometimes"),
-            (br#"{"Image":"b","HostConfig":{"Binds":["vol:/data"]}}"#, "named volumes"),
+            (br#"{"Image":"b","HostConfig":{"Binds":["-vol:/data"]}}"#, "invalid characters"),
+            (br#"{"Image":"b","HostConfig":{"Binds":["rel/dir:/data"]}}"#, "use absolute path"),
+            (br#"{"Image":"b","HostConfig":{"Binds":["/a:/data","v1:/data"]}}"#, "Duplicate mount point"),
             (br#"{"Image":"b","StopSignal":"SIGNOPE"}"#, "SIGNOPE"),
             (br#"{"Image":"b","HostConfig":{"AutoRemove":true,"RestartPolicy":{"Name":"always"}}}"#, "Conflicting"),
             (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "PortBindings"),

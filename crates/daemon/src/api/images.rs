@@ -1,4 +1,4 @@
-//! `/images/...`: load, list, inspect, tag, remove. Images live in
+//! `/images/...`: load, list, inspect, tag, remove (pulls are in `pull.rs`). Images live in
 //! containerd's image store; these handlers talk to the adapter directly
 //! (no lifecycle decision is involved), and ask the engine only which
 //! containers use an image.
@@ -12,7 +12,9 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
-use holdfast_adapter_containerd::{AdapterError, ResolvedImage, normalize_reference};
+use holdfast_adapter_containerd::{
+    AdapterError, RegistryFailure, ResolvedImage, normalize_reference,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use tokio::io::AsyncWriteExt as _;
@@ -25,6 +27,11 @@ pub(super) fn image_error(reference: &str, e: AdapterError) -> ApiError {
             familiar(&normalize_reference(reference))
         )),
         AdapterError::Image(m) | AdapterError::Invalid(m) => ApiError::bad_request(m),
+        AdapterError::Registry { kind, message } => match kind {
+            RegistryFailure::NotFound => ApiError::not_found(message),
+            RegistryFailure::Invalid => ApiError::bad_request(message),
+            RegistryFailure::Failed => ApiError::internal(message),
+        },
         e if e.is_unreachable() || e.kind() == holdfast_core::FailureKind::Deadline => {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -36,7 +43,7 @@ pub(super) fn image_error(reference: &str, e: AdapterError) -> ApiError {
 }
 
 /// `docker.io/library/busybox:latest` as Docker shows it: `busybox:latest`.
-fn familiar(name: &str) -> String {
+pub(super) fn familiar(name: &str) -> String {
     name.strip_prefix("docker.io/library/")
         .or_else(|| name.strip_prefix("docker.io/"))
         .unwrap_or(name)
@@ -107,7 +114,7 @@ async fn find_image(state: &ApiState, reference: &str) -> Result<LocalImage, Api
     found.ok_or_else(not_found)
 }
 
-fn publish(state: &ApiState, action: &str, id: &str, name: &str) {
+pub(super) fn publish(state: &ApiState, action: &str, id: &str, name: &str) {
     state.events.publish(EventMessage {
         kind: "image",
         action: action.to_owned(),
@@ -330,15 +337,6 @@ fn short_id(id: &str) -> String {
         .chars()
         .take(12)
         .collect()
-}
-
-/// Registry pulls come in a later release; say so instead of pretending.
-pub async fn pull(query: RawQuery) -> ApiError {
-    let p = Params::parse(&query);
-    let what = p.str("fromImage").or(p.str("fromSrc")).unwrap_or("");
-    ApiError::not_implemented(format!(
-        "holdfast cannot pull {what:?} yet: registry pulls are not supported; load images with `docker load -i IMAGE.tar`"
-    ))
 }
 
 /// `POST /images/load`: the tarball (docker-archive or OCI layout) is

@@ -6,19 +6,27 @@
 //! [`MIN_API_VERSION`] to [`API_VERSION`]; newer or older prefixes are
 //! refused with dockerd's message.
 
+mod archive;
+mod changes;
 mod containers;
+mod edit;
 mod error;
 mod exec;
 mod images;
 mod params;
+mod prune;
+mod pull;
 mod render;
+mod resources;
 mod streams;
 mod system;
+mod volumes;
 
 pub use containers::decode_create;
 pub use error::ApiError;
 pub use exec::decode_exec_create;
 pub use params::{Filters, decode_query};
+pub use pull::{PullRequest, decode_pull, decode_registry_auth};
 pub use render::parse_client_time;
 
 use crate::engine::EngineHandle;
@@ -52,6 +60,7 @@ pub struct ApiState {
     pub adapter: Adapter,
     pub events: Arc<EventLog>,
     pub execs: Arc<crate::execs::Execs>,
+    pub volumes: Arc<crate::volumes::Volumes>,
     pub settings: Arc<Settings>,
     pub supervisor: Option<Arc<Supervisor>>,
 }
@@ -65,7 +74,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/events", get(system::events))
         .route("/containers/create", post(containers::create))
         .route("/containers/json", get(containers::list))
-        .route("/containers/prune", post(containers::unsupported))
+        .route("/containers/prune", post(prune::containers))
         .route(
             "/containers/{id}",
             axum::routing::delete(containers::remove),
@@ -79,18 +88,27 @@ pub fn router(state: ApiState) -> Router {
         .route("/containers/{id}/logs", get(streams::logs))
         .route("/containers/{id}/attach", post(streams::attach))
         .route("/containers/{id}/resize", post(containers::resize))
-        .route("/containers/{id}/top", get(containers::unsupported))
-        .route("/containers/{id}/stats", get(containers::unsupported))
+        .route("/containers/{id}/changes", get(changes::diff))
+        .route("/containers/{id}/top", get(resources::top))
+        .route("/containers/{id}/stats", get(resources::stats))
         .route("/containers/{id}/exec", post(exec::create))
         .route("/exec/{id}/start", post(exec::start))
         .route("/exec/{id}/json", get(exec::inspect))
         .route("/exec/{id}/resize", post(exec::resize))
         .route("/containers/{id}/pause", post(containers::unsupported))
         .route("/containers/{id}/unpause", post(containers::unsupported))
-        .route("/containers/{id}/rename", post(containers::unsupported))
-        .route("/containers/{id}/update", post(containers::unsupported))
+        .route("/containers/{id}/rename", post(edit::rename))
+        .route("/containers/{id}/update", post(edit::update))
+        .route("/volumes", get(volumes::list))
+        .route("/volumes/create", post(volumes::create))
+        .route("/volumes/prune", post(volumes::prune))
+        .route(
+            "/volumes/{name}",
+            get(volumes::inspect).delete(volumes::remove),
+        )
         .route("/images/json", get(images::list))
-        .route("/images/create", post(images::pull))
+        .route("/images/create", post(pull::create))
+        .route("/auth", post(pull::login))
         .route(
             "/images/{*rest}",
             get(images::by_name_get)
@@ -101,6 +119,11 @@ pub fn router(state: ApiState) -> Router {
     // A tarball of any size, streamed to disk.
     let load = Router::new()
         .route("/images/load", post(images::load))
+        .route(
+            "/containers/{id}/archive",
+            get(archive::get).head(archive::head).put(archive::put),
+        )
+        .route("/containers/{id}/export", get(archive::export))
         .layer(DefaultBodyLimit::disable());
     json_routes
         .merge(load)

@@ -1,0 +1,384 @@
+//! Registry pulls with the real docker CLI from a real registry on loopback
+//! (Debian's `docker-registry`), images put into it with `skopeo` from OCI
+//! layouts built here: a multi-layer image (pulled by `docker pull` and by
+//! `docker run`), an index with two platforms, credentials from `docker
+//! login`, a registry that dies mid-pull, a corrupted blob, and an endless
+//! manifest.
+
+use holdfast_e2e::Daemon;
+use holdfast_e2e::registry::{
+    CuttingProxy, PlatformImage, Registry, busybox_layer, host_arch, incompressible, layer_of,
+    write_layout,
+};
+use holdfast_testkit::BusyboxImage;
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn busybox(dir: &Path) -> Vec<u8> {
+    let image = BusyboxImage::build(&dir.join("busybox"), "busybox:latest", None);
+    busybox_layer(&image.docker_archive)
+}
+
+/// Every `repository:tag` the daemon lists.
+fn listed(d: &Daemon) -> Vec<String> {
+    holdfast_e2e::lines(&d.ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]))
+}
+
+#[test]
+fn pulls_from_a_local_registry() {
+    let d = Daemon::start();
+    let dir = d.root().join("registry");
+    let registry = Registry::start(&dir, None);
+    let base = busybox(&dir);
+    let two_layers = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![base.clone(), layer_of(&[("etc/pulled.txt", b"pulled\n")])],
+    };
+    write_layout(&dir.join("app"), "app", std::slice::from_ref(&two_layers));
+    registry.push(&dir.join("app"), "app", "app:1", None);
+    let r = registry.address();
+
+    // docker pull: progress, then the image is there and runs.
+    let pulled = d.ok(&["pull", &format!("{r}/app:1")]);
+    for needle in [
+        "Pulling from app",
+        "Pull complete",
+        "Digest: sha256:",
+        "Status: Downloaded newer image for",
+    ] {
+        assert!(
+            pulled.contains(needle),
+            "no {needle:?} in:\n{pulled}\n{}",
+            d.diagnostics()
+        );
+    }
+    assert!(
+        listed(&d).contains(&format!("{r}/app:1")),
+        "{}",
+        d.diagnostics()
+    );
+    let id = d.ok(&["image", "inspect", "-f", "{{.Id}}", &format!("{r}/app:1")]);
+    assert_eq!(id.trim(), two_layers.config_digest());
+    let out = d.ok(&[
+        "run",
+        "--rm",
+        &format!("{r}/app:1"),
+        "cat",
+        "/etc/pulled.txt",
+    ]);
+    assert_eq!(out, "pulled\n");
+    let again = d.ok(&["pull", &format!("{r}/app:1")]);
+    assert!(again.contains("Image is up to date for"), "{again}");
+
+    // docker run of an image not present pulls it (the CLI does, on a 404).
+    registry.push(&dir.join("app"), "app", "app:2", None);
+    let run = d.docker(&[
+        "run",
+        "--rm",
+        &format!("{r}/app:2"),
+        "cat",
+        "/etc/pulled.txt",
+    ]);
+    assert!(
+        run.success() && run.stdout.ends_with("pulled\n"),
+        "docker run of a missing image: exit {}\n{}\n{}\n{}",
+        run.code(),
+        run.stdout,
+        run.stderr,
+        d.diagnostics()
+    );
+    assert!(
+        run.stderr.contains("Unable to find image"),
+        "{}",
+        run.stderr
+    );
+
+    // An index with two platforms: the host's is chosen.
+    let other = if host_arch() == "arm64" {
+        "amd64"
+    } else {
+        "arm64"
+    };
+    let native = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            base.clone(),
+            layer_of(&[("etc/arch.txt", host_arch().as_bytes())]),
+        ],
+    };
+    let foreign = PlatformImage {
+        arch: other.to_owned(),
+        layers: vec![
+            base.clone(),
+            layer_of(&[("etc/arch.txt", other.as_bytes())]),
+        ],
+    };
+    write_layout(
+        &dir.join("multi"),
+        "multi",
+        &[foreign.clone(), native.clone()],
+    );
+    registry.push(&dir.join("multi"), "multi", "multi:1", None);
+    d.ok(&["pull", &format!("{r}/multi:1")]);
+    let id = d.ok(&["image", "inspect", "-f", "{{.Id}}", &format!("{r}/multi:1")]);
+    assert_eq!(
+        id.trim(),
+        native.config_digest(),
+        "not the {} config",
+        host_arch()
+    );
+    let arch = d.ok(&[
+        "run",
+        "--rm",
+        &format!("{r}/multi:1"),
+        "cat",
+        "/etc/arch.txt",
+    ]);
+    assert_eq!(arch, host_arch());
+
+    // Two pulls of the same new image at once both succeed.
+    let third = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            base.clone(),
+            layer_of(&[("three.bin", &incompressible(2 << 20, 3))]),
+        ],
+    };
+    write_layout(&dir.join("three"), "three", &[third]);
+    registry.push(&dir.join("three"), "three", "app:3", None);
+    let both = [
+        d.spawn_docker(&["pull", &format!("{r}/app:3")]),
+        d.spawn_docker(&["pull", &format!("{r}/app:3")]),
+    ];
+    for pull in both {
+        let out = d.wait_exit("a concurrent pull", pull);
+        assert!(
+            out.success(),
+            "a concurrent pull failed: {}\n{}",
+            out.stderr,
+            d.diagnostics()
+        );
+    }
+
+    // The API itself: dockerd's JSON progress messages, byte counts included.
+    let fresh = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            base.clone(),
+            layer_of(&[("four.bin", &incompressible(3 << 20, 4))]),
+        ],
+    };
+    write_layout(&dir.join("four"), "four", &[fresh]);
+    registry.push(&dir.join("four"), "four", "app:4", None);
+    let api = d.http(
+        "POST",
+        &format!("/images/create?fromImage={r}/app&tag=4"),
+        None,
+    );
+    assert_eq!(api.status, 200, "{}", api.body);
+    let messages: Vec<serde_json::Value> = api
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    assert!(
+        messages.iter().any(|m| m["status"] == "Downloading"
+            && m["progressDetail"]["total"]
+                .as_u64()
+                .is_some_and(|t| t > 3 << 20)
+            && m["progressDetail"]["current"].as_u64().is_some()),
+        "no Downloading with byte counts: {}",
+        api.body
+    );
+    let last = messages.last().expect("messages");
+    assert_eq!(
+        last["status"],
+        format!("Status: Downloaded newer image for {r}/app:4")
+    );
+
+    // A tag the registry lacks: dockerd's 404.
+    let missing = d.fails(&["pull", &format!("{r}/app:nope")]);
+    assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
+
+    // A corrupted blob: refused on its digest, nothing registered.
+    let corrupt = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![base, layer_of(&[("big.bin", &incompressible(4 << 20, 7))])],
+    };
+    write_layout(&dir.join("corrupt"), "corrupt", &[corrupt]);
+    registry.push(&dir.join("corrupt"), "corrupt", "corrupt:1", None);
+    let (largest, _) = registry
+        .blob_files()
+        .into_iter()
+        .next()
+        .expect("blobs stored");
+    let mut bytes = std::fs::read(&largest).expect("read the blob");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&largest, bytes).expect("corrupt the blob");
+    let refused = d.fails(&["pull", &format!("{r}/corrupt:1")]);
+    assert!(
+        refused.stderr.to_ascii_lowercase().contains("digest"),
+        "a corrupted blob: {}\n{}",
+        refused.stderr,
+        d.diagnostics()
+    );
+    assert!(
+        !listed(&d).contains(&format!("{r}/corrupt:1")),
+        "{}",
+        d.diagnostics()
+    );
+}
+
+#[test]
+fn pulls_with_docker_login_credentials() {
+    let d = Daemon::start();
+    let dir = d.root().join("registry");
+    let registry = Registry::start(&dir, Some(("holdfast", "s3cret")));
+    let image = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            busybox(&dir),
+            layer_of(&[("etc/private.txt", b"private\n")]),
+        ],
+    };
+    write_layout(&dir.join("private"), "private", &[image]);
+    registry.push(
+        &dir.join("private"),
+        "private",
+        "private:1",
+        Some(("holdfast", "s3cret")),
+    );
+    let r = registry.address();
+    let reference = format!("{r}/private:1");
+
+    let anonymous = d.fails(&["pull", &reference]);
+    assert!(
+        anonymous.stderr.contains("docker login"),
+        "an anonymous pull from a registry that asks for credentials: {}\n{}",
+        anonymous.stderr,
+        d.diagnostics()
+    );
+    let wrong = d.fails(&["login", &r, "-u", "holdfast", "-p", "wrong"]);
+    assert!(wrong.stderr.contains("refused"), "{}", wrong.stderr);
+    let login = d.docker(&["login", &r, "-u", "holdfast", "-p", "s3cret"]);
+    assert!(
+        login.success() && login.stdout.contains("Login Succeeded"),
+        "docker login: {}\n{}\n{}",
+        login.stdout,
+        login.stderr,
+        d.diagnostics()
+    );
+    d.ok(&["pull", &reference]);
+    assert_eq!(
+        d.ok(&["run", "--rm", &reference, "cat", "/etc/private.txt"]),
+        "private\n"
+    );
+}
+
+#[test]
+fn a_registry_dying_mid_pull_leaves_nothing_behind() {
+    let d = Daemon::start();
+    let dir = d.root().join("registry");
+    let mut registry = Registry::start(&dir, None);
+    let big = layer_of(&[("big.bin", &incompressible(24 << 20, 11))]);
+    let image = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![busybox(&dir), big],
+    };
+    write_layout(&dir.join("big"), "big", &[image]);
+    registry.push(&dir.join("big"), "big", "big:1", None);
+    // The registry's copy of the big layer (skopeo compressed it on push).
+    let (largest, _) = registry
+        .blob_files()
+        .into_iter()
+        .next()
+        .expect("blobs stored");
+    let hex = largest
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .expect("blobs/sha256/xx/<hex>/data");
+    let proxy = CuttingProxy::start(registry.address());
+    proxy.cut(&hex, 1 << 20);
+    let reference = format!("{}/big:1", proxy.address());
+
+    let pull = d.spawn_docker(&["pull", &reference]);
+    d.wait_until("the big layer is cut off after 1 MiB", || proxy.held());
+    registry.kill();
+    let failed = d.wait_exit("the pull cut off mid-transfer", pull);
+    assert!(!failed.success(), "the pull succeeded: {}", failed.stdout);
+    let text = format!("{}{}", failed.stdout, failed.stderr);
+    assert!(
+        text.contains(&proxy.address()) || text.contains("downloading"),
+        "no clear error: {text}\n{}",
+        d.diagnostics()
+    );
+    assert!(
+        !listed(&d).iter().any(|n| n.contains("big")),
+        "{}",
+        d.diagnostics()
+    );
+    let inspect = d.fails(&["image", "inspect", &reference]);
+    assert!(
+        inspect.stderr.contains("No such image"),
+        "{}",
+        inspect.stderr
+    );
+
+    registry.restart();
+    proxy.heal();
+    let retried = d.ok(&["pull", &reference]);
+    assert!(retried.contains("Pull complete"), "{retried}");
+    let size = d.ok(&["run", "--rm", &reference, "wc", "-c", "/big.bin"]);
+    assert!(
+        size.trim().starts_with(&(24u64 << 20).to_string()),
+        "{size}"
+    );
+}
+
+#[test]
+fn an_endless_manifest_is_refused() {
+    let d = Daemon::start();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    // A hostile registry: any manifest is an endless JSON document.
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut request = [0u8; 4096];
+                let n = stream.read(&mut request).unwrap_or(0);
+                let request = String::from_utf8_lossy(&request[..n]);
+                if request.contains("/manifests/") {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nConnection: close\r\n\r\n{\"layers\":[",
+                    );
+                    let chunk = "{\"digest\":\"sha256:0\"},".repeat(1000);
+                    let started = Instant::now();
+                    while started.elapsed() < Duration::from_secs(60)
+                        && stream.write_all(chunk.as_bytes()).is_ok()
+                    {}
+                } else {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                    );
+                }
+            });
+        }
+    });
+    let out = d.fails(&["pull", &format!("{addr}/endless:1")]);
+    assert!(
+        out.stderr.contains("larger than"),
+        "an endless manifest: {}\n{}",
+        out.stderr,
+        d.diagnostics()
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "took {:?}",
+        out.elapsed
+    );
+}

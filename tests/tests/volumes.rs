@@ -1,0 +1,190 @@
+//! Local volumes with the real docker CLI: named ones made on first use and
+//! kept through holdfastd and containerd restarts, anonymous ones for
+//! `-v /path`, a new volume filled from the image, removal refused while in
+//! use, `rm -v`, and `volume create|ls|inspect|rm|prune`.
+
+use holdfast_e2e::Daemon;
+
+#[test]
+fn a_named_volume_keeps_its_data_through_containers_and_restarts() {
+    let mut d = Daemon::start();
+    d.ok(&[
+        "run",
+        "--rm",
+        "-v",
+        "data:/data",
+        "busybox",
+        "sh",
+        "-c",
+        "echo kept > /data/f",
+    ]);
+    assert_eq!(
+        d.ok(&[
+            "run",
+            "--rm",
+            "-v",
+            "data:/data:ro",
+            "busybox",
+            "cat",
+            "/data/f"
+        ]),
+        "kept\n"
+    );
+    let out = d.docker(&[
+        "run",
+        "--rm",
+        "-v",
+        "data:/data:ro",
+        "busybox",
+        "touch",
+        "/data/g",
+    ]);
+    assert!(!out.success(), "a read-only volume is read-only: {out:?}");
+
+    d.sigkill();
+    d.restart();
+    let old = d.kill_containerd();
+    d.wait_containerd_restarted(old);
+    d.wait_until("containerd is usable again", || {
+        d.docker(&["run", "--rm", "busybox", "true"]).success()
+    });
+    assert_eq!(
+        d.ok(&[
+            "run",
+            "--rm",
+            "-v",
+            "data:/data",
+            "busybox",
+            "cat",
+            "/data/f"
+        ]),
+        "kept\n",
+        "{}",
+        d.diagnostics()
+    );
+    assert_eq!(d.ok(&["volume", "ls", "-q"]).trim(), "data");
+    let mountpoint = d.ok(&["volume", "inspect", "-f", "{{.Mountpoint}}", "data"]);
+    assert!(
+        mountpoint
+            .trim()
+            .starts_with(&*d.data_root().to_string_lossy()),
+        "volumes live under the data root: {mountpoint}"
+    );
+}
+
+#[test]
+fn a_new_volume_is_filled_from_the_image_and_an_old_one_is_not() {
+    let d = Daemon::start();
+    let listing = d.ok(&["run", "--rm", "-v", "etc:/etc", "busybox", "ls", "/etc"]);
+    assert!(
+        listing.lines().any(|l| l == "passwd"),
+        "the image's /etc came along: {listing:?}"
+    );
+    d.ok(&[
+        "run",
+        "--rm",
+        "-v",
+        "etc:/etc",
+        "busybox",
+        "sh",
+        "-c",
+        "echo mine > /etc/passwd",
+    ]);
+    assert_eq!(
+        d.ok(&[
+            "run",
+            "--rm",
+            "-v",
+            "etc:/etc",
+            "busybox",
+            "cat",
+            "/etc/passwd"
+        ]),
+        "mine\n",
+        "a volume with data is never filled again"
+    );
+    // A path the image does not have: an empty volume, no error.
+    assert_eq!(
+        d.ok(&[
+            "run",
+            "--rm",
+            "-v",
+            "fresh:/nowhere",
+            "busybox",
+            "ls",
+            "-A",
+            "/nowhere"
+        ]),
+        ""
+    );
+}
+
+#[test]
+fn in_use_volumes_stay_anonymous_ones_go_with_rm_v_and_prune() {
+    let d = Daemon::start();
+    d.ok(&["volume", "create", "--label", "team=a", "named"]);
+    assert_eq!(
+        d.ok(&["volume", "inspect", "-f", "{{.Labels.team}}", "named"])
+            .trim(),
+        "a"
+    );
+    d.ok(&[
+        "run", "-d", "--name", "user", "-v", "named:/n", "-v", "/scratch", "busybox", "sleep",
+        "1000",
+    ]);
+    let all = d.ok(&["volume", "ls", "-q"]);
+    assert_eq!(all.lines().count(), 2, "named and one anonymous: {all}");
+    d.fails_saying(
+        "removing a volume in use",
+        &["volume", "rm", "named"],
+        "volume is in use",
+    );
+    assert_eq!(
+        d.ok(&["volume", "ls", "-q", "--filter", "label=team=a"])
+            .trim(),
+        "named"
+    );
+    assert_eq!(
+        d.ok(&["volume", "ls", "-q", "--filter", "dangling=true"])
+            .trim(),
+        ""
+    );
+
+    // A stopped container still uses its volumes.
+    d.ok(&["kill", "user"]);
+    d.fails_saying(
+        "removing a volume of a stopped container",
+        &["volume", "rm", "named"],
+        "in use",
+    );
+    d.ok(&["rm", "-v", "user"]);
+    assert_eq!(
+        d.ok(&["volume", "ls", "-q"]).trim(),
+        "named",
+        "rm -v took the anonymous one only"
+    );
+
+    // Without -v an anonymous volume stays, for prune.
+    d.ok(&["run", "--name", "once", "-v", "/tmp/x", "busybox", "true"]);
+    d.ok(&["rm", "once"]);
+    assert_eq!(d.ok(&["volume", "ls", "-q"]).lines().count(), 2);
+    d.ok(&["volume", "prune", "--force"]);
+    assert_eq!(
+        d.ok(&["volume", "ls", "-q"]).trim(),
+        "named",
+        "prune takes unused anonymous ones"
+    );
+    d.ok(&["volume", "prune", "--force", "--all"]);
+    assert_eq!(
+        d.ok(&["volume", "ls", "-q"]).trim(),
+        "",
+        "--all takes named ones too"
+    );
+
+    d.fails_saying("a bad name", &["volume", "create", "--", ".bad"], "invalid");
+    d.fails_saying(
+        "a missing volume",
+        &["volume", "inspect", "nope"],
+        "no such volume",
+    );
+}
