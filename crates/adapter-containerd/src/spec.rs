@@ -765,7 +765,9 @@ fn memory(config: &ContainerConfig) -> Result<Option<LinuxMemory>, AdapterError>
     if let Some(reservation) = r.memory_reservation_bytes {
         memory.set_reservation(Some(to_i64("memory reservation", reservation)?));
     }
-    memory.set_swap(r.memory_swap_bytes);
+    // -1 (unlimited) is what a new cgroup has anyway; not writing it keeps
+    // a host without swap accounting able to run the container.
+    memory.set_swap(r.memory_swap_bytes.filter(|&s| s != -1));
     Ok(Some(memory))
 }
 

@@ -826,9 +826,17 @@ pub async fn create(
     let p = Params::parse(&query);
     let CreateRequest {
         mut config,
-        warnings,
+        mut warnings,
         cgroupns_defaulted,
     } = parse_create(&body)?;
+    // As dockerd: without swap accounting, memory is limited without swap.
+    if config.resources.memory_swap_bytes.is_some_and(|s| s > 0) && !swap_accounting() {
+        config.resources.memory_swap_bytes = Some(-1);
+        warnings.push(
+            "Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap."
+                .to_owned(),
+        );
+    }
     // dockerd's default: a cgroup namespace of its own on cgroup v2, the
     // host's on v1.
     if cgroupns_defaulted && std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
@@ -925,6 +933,22 @@ pub async fn create(
     Err(ApiError::conflict(
         "could not find a free container name; pass --name",
     ))
+}
+
+/// Whether the host's memory cgroup can limit swap (cgroup v1's
+/// `memory.memsw.*`, v2's `memory.swap.max` in the cgroups below the root).
+fn swap_accounting() -> bool {
+    let cgroup = std::path::Path::new("/sys/fs/cgroup");
+    if cgroup.join("memory/memory.memsw.limit_in_bytes").exists() {
+        return true;
+    }
+    if !cgroup.join("cgroup.controllers").exists() {
+        return false;
+    }
+    std::fs::read_dir(cgroup).is_ok_and(|dirs| {
+        dirs.flatten()
+            .any(|d| d.path().join("memory.swap.max").exists())
+    })
 }
 
 /// What create options need of this host, checked before anything is made:
