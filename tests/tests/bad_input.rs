@@ -114,12 +114,12 @@ fn bad_requests_get_4xx_and_change_nothing() {
     let r = create(
         &d,
         "",
-        br#"{"Image": "busybox", "HostConfig": {"Privileged": true}}"#,
+        br#"{"Image": "busybox", "HostConfig": {"OomScoreAdj": 100}}"#,
     );
-    let m = f.expect("Privileged is not supported yet", &r, &[400]);
+    let m = f.expect("OomScoreAdj is not supported yet", &r, &[400]);
     f.check(
-        m.contains("Privileged"),
-        format!("the Privileged message names the option: {m:?}"),
+        m.contains("OomScoreAdj"),
+        format!("the OomScoreAdj message names the option: {m:?}"),
     );
 
     // bad names

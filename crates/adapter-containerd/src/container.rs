@@ -3,9 +3,12 @@
 
 use crate::client::Adapter;
 use crate::error::AdapterError;
+use crate::host::{
+    grant_realtime_budget, host_facts, mount_shareable_shm, remove_shareable_shm, shareable_shm_dir,
+};
 use crate::image::ResolvedImage;
 use crate::logger::{LogLimits, LoggerArgs};
-use crate::spec::{SPEC_TYPE_URL, build_spec, resolve_user};
+use crate::spec::{SPEC_TYPE_URL, build_spec, cgroups_path, resolve_user};
 use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{
     MountsRequest, PrepareSnapshotRequest, RemoveSnapshotRequest,
@@ -17,7 +20,7 @@ use containerd_client::services::v1::{
 };
 use containerd_client::tonic::Code;
 use containerd_client::types::Mount;
-use holdfast_core::{ContainerConfig, ContainerId};
+use holdfast_core::{ContainerConfig, ContainerId, NamespaceMode};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -38,6 +41,40 @@ fn log_limit_labels(config: &ContainerConfig) -> Vec<(String, String)> {
         labels.push((LOG_MAX_FILE_LABEL.to_owned(), files.to_string()));
     }
     labels
+}
+
+/// A container label that carries `--log-driver none` to every task: its
+/// output is discarded and no log file is made.
+const LOG_DRIVER_NONE_LABEL: &str = "io.holdfast.log.none";
+
+fn log_driver_labels(config: &ContainerConfig) -> Vec<(String, String)> {
+    if config.log_driver == holdfast_core::LogDriver::None {
+        vec![(LOG_DRIVER_NONE_LABEL.to_owned(), "true".to_owned())]
+    } else {
+        Vec::new()
+    }
+}
+
+/// A container label naming the containers whose namespaces this one joins
+/// and the init pids they had when it was created: `pid=<id>:<pid>,...`.
+/// The spec joins `/proc/<pid>/ns/<kind>`; a later task must not join
+/// whatever process has that pid by then.
+const JOINS_LABEL: &str = "io.holdfast.joins";
+
+fn joins_label(config: &ContainerConfig) -> Vec<(String, String)> {
+    let ns = &config.namespaces;
+    let joins: Vec<String> = [("pid", &ns.pid), ("uts", &ns.uts), ("ipc", &ns.ipc)]
+        .into_iter()
+        .filter_map(|(kind, mode)| match mode {
+            NamespaceMode::Container { id, pid } => Some(format!("{kind}={id}:{pid}")),
+            _ => None,
+        })
+        .collect();
+    if joins.is_empty() {
+        Vec::new()
+    } else {
+        vec![(JOINS_LABEL.to_owned(), joins.join(","))]
+    }
 }
 
 /// One mount of a container's root filesystem, as `mount(8)` takes it.
@@ -171,7 +208,22 @@ impl Adapter {
             let group = read_rootfs_file(&mounts, "etc/group");
             resolve_user(&user_spec, passwd.as_deref(), group.as_deref())?
         };
-        let spec = build_spec(id, self.namespace(), config, &image.config, &user)?;
+        let shm_source = match &config.namespaces.ipc {
+            NamespaceMode::Shareable => {
+                let dir = shareable_shm_dir(&self.config().fifo_dir, id.as_str());
+                mount_shareable_shm(&dir, config.resources.shm_size_bytes)?;
+                Some(dir)
+            }
+            NamespaceMode::Container { id: donor, .. } => {
+                Some(shareable_shm_dir(&self.config().fifo_dir, donor))
+            }
+            _ => None,
+        };
+        let host = host_facts(config, &mounts, shm_source)?;
+        if let Some(runtime_us) = config.resources.cpu_realtime_runtime_us.filter(|&r| r > 0) {
+            grant_realtime_budget(&cgroups_path(id, self.namespace(), config), runtime_us);
+        }
+        let spec = build_spec(id, self.namespace(), config, &image.config, &user, &host)?;
         let spec =
             serde_json::to_vec(&spec).map_err(|e| AdapterError::Invalid(format!("spec: {e}")))?;
         let container = Container {
@@ -182,6 +234,8 @@ impl Adapter {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .chain(log_limit_labels(config))
                 .chain(io_labels(config))
+                .chain(log_driver_labels(config))
+                .chain(joins_label(config))
                 .collect(),
             image: image.name.clone(),
             runtime: Some(Runtime {
@@ -223,6 +277,7 @@ impl Adapter {
                 return;
             }
         }
+        remove_shareable_shm(&shareable_shm_dir(&self.config().fifo_dir, id.as_str()));
         match self.remove_snapshot(&id.to_string()).await {
             Ok(()) => tracing::debug!("failed create undone"),
             Err(e) if is_code(&e, Code::NotFound) => {}
@@ -315,7 +370,24 @@ impl Adapter {
     /// stderr going to the logger. Returns the init pid.
     pub(crate) async fn create_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
         let container = self.get_container(id).await?;
+        if let Some(joins) = container.labels.get(JOINS_LABEL) {
+            self.check_joined_containers(joins).await?;
+        }
         let mounts = self.snapshot_mounts(&container.snapshot_key).await?;
+        if container
+            .labels
+            .get(LOG_DRIVER_NONE_LABEL)
+            .is_some_and(|v| v == "true")
+        {
+            // No stdio at all: the shim gives the task /dev/null.
+            let mut tasks = self.tasks();
+            let req = self.req(CreateTaskRequest {
+                container_id: id.to_string(),
+                rootfs: mounts,
+                ..Default::default()
+            });
+            return Ok(self.rpc("Tasks.Create", tasks.create(req)).await?.pid);
+        }
         // The logger opens this file after the shim starts it; if it cannot,
         // containerd still starts the task, with nobody reading its output.
         // Find out here, while the start can still fail with the reason.
@@ -365,6 +437,40 @@ impl Adapter {
         let created = self.rpc("Tasks.Create", tasks.create(req)).await;
         io.settle();
         Ok(created?.pid)
+    }
+
+    /// The containers whose namespaces this one joins still run the init
+    /// they ran at create time (`pid=<id>:<pid>,...`, see [`JOINS_LABEL`]).
+    async fn check_joined_containers(&self, joins: &str) -> Result<(), AdapterError> {
+        for join in joins.split(',') {
+            let Some((kind, target)) = join.split_once('=') else {
+                continue;
+            };
+            let Some((donor, pid)) = target.rsplit_once(':') else {
+                continue;
+            };
+            let Ok(donor_id) = donor.parse::<ContainerId>() else {
+                continue;
+            };
+            let kind = kind.to_ascii_uppercase();
+            match self.init_pid(&donor_id).await {
+                Ok(now) if now.to_string() == pid => {}
+                Ok(now) => {
+                    return Err(AdapterError::Invalid(format!(
+                        "cannot join {kind} of container {donor}: it was restarted (pid {pid} is now {now}) since this container was created; re-create this container"
+                    )));
+                }
+                // Gone, or there but not running; any other failure (such
+                // as containerd away) is no answer and is passed on.
+                Err(e) if is_code(&e, Code::NotFound) || matches!(e, AdapterError::Invalid(_)) => {
+                    return Err(AdapterError::Invalid(format!(
+                        "cannot join {kind} of a non running container: {donor}"
+                    )));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn start_task(&self, id: &ContainerId) -> Result<u32, AdapterError> {
@@ -436,6 +542,7 @@ impl Adapter {
                 Err(e) => return Err(e),
             }
         }
+        remove_shareable_shm(&shareable_shm_dir(&self.config().fifo_dir, id.as_str()));
         match self.remove_snapshot(&snapshot_key).await {
             Ok(()) => Ok(()),
             Err(e) if is_code(&e, Code::NotFound) && container_found => Ok(()),

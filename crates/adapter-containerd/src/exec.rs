@@ -210,7 +210,7 @@ impl Adapter {
     }
 
     /// The pid of the container's init process, as containerd knows it.
-    async fn init_pid(&self, id: &ContainerId) -> Result<u32, AdapterError> {
+    pub(crate) async fn init_pid(&self, id: &ContainerId) -> Result<u32, AdapterError> {
         let mut tasks = self.tasks();
         let req = self.req(GetRequest {
             container_id: id.to_string(),

@@ -50,6 +50,7 @@ mod decode;
 mod error;
 mod events;
 mod exec;
+mod host;
 mod image;
 mod import;
 pub mod logger;
@@ -64,6 +65,7 @@ pub use container::{RootfsMount, ensure_fifo};
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
 pub use error::{AdapterError, RegistryFailure, classify_status};
 pub use exec::ExecRequest;
+pub use host::find_init_binary;
 pub use image::{
     ImageConfig, ImageSummary, ResolvedImage, chain_id, host_architecture, normalize_reference,
 };
@@ -71,4 +73,7 @@ pub use import::ImportedImage;
 pub use pull::{
     LayerStatus, MAX_DOCUMENT_BYTES, PullAuth, PullProgress, PullSink, PulledImage, check_login,
     is_loopback_registry, pull_target,
+};
+pub use spec::{
+    ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, resolve_user,
 };

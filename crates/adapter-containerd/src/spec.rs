@@ -3,8 +3,17 @@
 
 use crate::error::AdapterError;
 use crate::image::ImageConfig;
+use holdfast_core::{CgroupnsMode, MountSpec, NamespaceMode};
 use holdfast_core::{ContainerConfig, ContainerId, NetworkMode};
-use serde_json::{Value, json};
+use oci_spec::runtime::{
+    Arch, Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice,
+    LinuxDeviceBuilder, LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemory,
+    LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, LinuxPidsBuilder, LinuxResources,
+    LinuxSeccomp, LinuxSeccompAction, LinuxSeccompBuilder, LinuxSyscallBuilder, Mount,
+    MountBuilder, PosixRlimit, PosixRlimitBuilder, PosixRlimitType, Process, Root, RootBuilder,
+    Spec, UserBuilder,
+};
+use std::path::PathBuf;
 
 pub(crate) const SPEC_TYPE_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/Spec";
 pub(crate) const PROCESS_TYPE_URL: &str =
@@ -12,7 +21,7 @@ pub(crate) const PROCESS_TYPE_URL: &str =
 const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Docker's default capability set.
-const CAPABILITIES: [&str; 14] = [
+const DEFAULT_CAPABILITIES: [&str; 14] = [
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
     "CAP_FSETID",
@@ -54,14 +63,14 @@ const READONLY_PATHS: [&str; 6] = [
 
 /// A resolved user: numeric ids as the kernel wants them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct User {
+pub struct User {
     pub uid: u32,
     pub gid: u32,
 }
 
 /// Resolves `user` (`uid`, `uid:gid`, `name`, `name:group`) against the
 /// image's `/etc/passwd` and `/etc/group` (their contents, if present).
-pub(crate) fn resolve_user(
+pub fn resolve_user(
     user: &str,
     passwd: Option<&str>,
     group: Option<&str>,
@@ -182,16 +191,143 @@ pub(crate) fn hostname(id: &ContainerId, config: &ContainerConfig) -> String {
         .unwrap_or_else(|| id.as_str().chars().take(12).collect())
 }
 
-/// The full runtime spec.
-pub(crate) fn build_spec(
+/// What the spec needs from the host and from the image's files, found by
+/// the caller (the adapter's I/O), so that building the spec stays pure.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostFacts {
+    /// `--group-add`, resolved against the image's `/etc/group`.
+    pub additional_gids: Vec<u32>,
+    /// `--device` mappings, and with `--privileged` every host device.
+    pub devices: Vec<HostDevice>,
+    /// The host's init binary, for `--init`.
+    pub init_binary: Option<PathBuf>,
+    /// The capabilities holdfastd itself may grant (its bounding set, bit
+    /// per capability); `ALL` and `--privileged` mean these. `None`: all.
+    pub bounding_capabilities: Option<u64>,
+    /// With `--ipc shareable` or `container:<id>`: the host's tmpfs that is
+    /// the shareable container's `/dev/shm`.
+    pub shm_source: Option<PathBuf>,
+}
+
+/// A host device node as the container will see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostDevice {
+    pub path_in_container: String,
+    pub block: bool,
+    pub major: i64,
+    pub minor: i64,
+    pub file_mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Some of `r`, `w`, `m`.
+    pub permissions: String,
+}
+
+/// Where `--init` puts the init binary in the container (as dockerd).
+pub(crate) const INIT_PATH: &str = "/sbin/docker-init";
+
+/// Every capability the kernel knows, as docker names them (`ALL`), in
+/// the kernel's order: the index is the capability's bit.
+pub const ALL_CAPABILITIES: [&str; 41] = [
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+];
+
+/// `net_admin`, `CAP_NET_ADMIN` -> `CAP_NET_ADMIN`; `None` for an unknown name.
+pub fn capability_name(name: &str) -> Option<&'static str> {
+    let upper = name.to_ascii_uppercase();
+    let full = if upper.starts_with("CAP_") {
+        upper
+    } else {
+        format!("CAP_{upper}")
+    };
+    ALL_CAPABILITIES.into_iter().find(|c| *c == full)
+}
+
+fn is_all(name: &str) -> bool {
+    name.eq_ignore_ascii_case("ALL") || name.eq_ignore_ascii_case("CAP_ALL")
+}
+
+/// The full runtime spec of container `id` in containerd namespace
+/// `namespace`, from what the user asked for, the image, the resolved user
+/// and what the host provides. Pure.
+pub fn build_spec(
     id: &ContainerId,
     namespace: &str,
     config: &ContainerConfig,
     image: &ImageConfig,
     user: &User,
-) -> Result<Value, AdapterError> {
+    host: &HostFacts,
+) -> Result<Spec, AdapterError> {
     let hostname = hostname(id, config);
-    let args = process_args(config, image)?;
+    let mut spec = Spec::default();
+    spec.set_version("1.0.2-dev".to_owned())
+        .set_process(Some(process(config, image, user, host, &hostname)?))
+        .set_root(Some(root(config)?))
+        // Only a UTS namespace of its own can be given a name.
+        .set_hostname(matches!(config.namespaces.uts, NamespaceMode::Private).then_some(hostname))
+        .set_mounts(Some(mounts(config, host)?))
+        .set_annotations(Some(
+            config
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ))
+        .set_linux(Some(linux(id, namespace, config, host)?));
+    Ok(spec)
+}
+
+fn invalid(e: oci_spec::OciSpecError) -> AdapterError {
+    AdapterError::Invalid(format!("OCI runtime spec: {e}"))
+}
+
+fn process(
+    config: &ContainerConfig,
+    image: &ImageConfig,
+    user: &User,
+    host: &HostFacts,
+    hostname: &str,
+) -> Result<Process, AdapterError> {
     let cwd = config
         .working_dir
         .clone()
@@ -203,24 +339,190 @@ pub(crate) fn build_spec(
             "the working directory {cwd:?} is not absolute"
         )));
     }
-    let caps: Vec<&str> = CAPABILITIES.to_vec();
+    let mut args = process_args(config, image)?;
+    if config.init {
+        args.splice(0..0, [INIT_PATH.to_owned(), "--".to_owned()]);
+    }
+    let mut oci_user = UserBuilder::default()
+        .uid(user.uid)
+        .gid(user.gid)
+        .build()
+        .map_err(invalid)?;
+    if !host.additional_gids.is_empty() {
+        oci_user.set_additional_gids(Some(host.additional_gids.clone()));
+    }
+    let mut process = Process::default();
+    process
+        .set_terminal(Some(config.tty))
+        .set_user(oci_user)
+        .set_args(Some(args))
+        .set_env(Some(process_env(config, image, hostname)))
+        .set_cwd(cwd.into())
+        .set_capabilities(Some(capabilities(config, host)?))
+        .set_rlimits(Some(rlimits(config)?))
+        .set_no_new_privileges(Some(false));
+    Ok(process)
+}
+
+/// dockerd's rules: privileged has all; `--cap-add ALL` all but the
+/// dropped; `--cap-drop ALL` only the added; otherwise the defaults less
+/// the dropped plus the added. In the bounding, effective and permitted
+/// sets; none inherited, none ambient.
+fn capabilities(
+    config: &ContainerConfig,
+    host: &HostFacts,
+) -> Result<LinuxCapabilities, AdapterError> {
+    let p = &config.privileges;
+    let named = |names: &[String]| -> Result<Vec<&'static str>, AdapterError> {
+        names
+            .iter()
+            .filter(|n| !is_all(n))
+            .map(|n| {
+                capability_name(n)
+                    .ok_or_else(|| AdapterError::Invalid(format!("unknown capability: {n:?}")))
+            })
+            .collect()
+    };
+    let add = named(&p.cap_add)?;
+    let drop = named(&p.cap_drop)?;
+    // A capability outside holdfastd's own bounding set cannot be granted.
+    let all = ALL_CAPABILITIES
+        .into_iter()
+        .enumerate()
+        .filter(|(bit, _)| {
+            host.bounding_capabilities
+                .is_none_or(|mask| mask & (1 << bit) != 0)
+        })
+        .map(|(_, name)| name);
+    let names: Vec<&str> = if p.privileged {
+        all.collect()
+    } else if p.cap_add.iter().any(|n| is_all(n)) {
+        all.filter(|c| !drop.contains(c)).collect()
+    } else if p.cap_drop.iter().any(|n| is_all(n)) {
+        add
+    } else {
+        DEFAULT_CAPABILITIES
+            .into_iter()
+            .filter(|c| !drop.contains(c))
+            .chain(add)
+            .collect()
+    };
+    let set = names
+        .into_iter()
+        .map(|n| {
+            serde_json::from_value::<Capability>(serde_json::Value::from(n))
+                .map_err(|e| AdapterError::Invalid(format!("capability {n}: {e}")))
+        })
+        .collect::<Result<Capabilities, _>>()?;
+    let mut caps = LinuxCapabilities::default();
+    caps.set_bounding(Some(set.clone()))
+        .set_effective(Some(set.clone()))
+        .set_permitted(Some(set))
+        .set_inheritable(None)
+        .set_ambient(None);
+    Ok(caps)
+}
+
+/// `RLIMIT_NOFILE` 1024 unless `--ulimit` says otherwise; -1 is unlimited.
+fn rlimits(config: &ContainerConfig) -> Result<Vec<PosixRlimit>, AdapterError> {
+    let rlimit = |kind: PosixRlimitType, soft: u64, hard: u64| {
+        PosixRlimitBuilder::default()
+            .typ(kind)
+            .soft(soft)
+            .hard(hard)
+            .build()
+            .map_err(invalid)
+    };
+    let mut out = vec![rlimit(PosixRlimitType::RlimitNofile, 1024, 1024)?];
+    let limit = |v: i64| u64::try_from(v).unwrap_or(u64::MAX);
+    for u in &config.resources.ulimits {
+        let kind: PosixRlimitType = format!("RLIMIT_{}", u.name.to_ascii_uppercase())
+            .parse()
+            .map_err(|_| AdapterError::Invalid(format!("unknown ulimit {:?}", u.name)))?;
+        out.retain(|r| r.typ() != kind);
+        out.push(rlimit(kind, limit(u.soft), limit(u.hard))?);
+    }
+    Ok(out)
+}
+
+fn root(config: &ContainerConfig) -> Result<Root, AdapterError> {
+    RootBuilder::default()
+        .path("rootfs")
+        .readonly(config.read_only_rootfs)
+        .build()
+        .map_err(invalid)
+}
+
+fn mount(
+    destination: &str,
+    kind: &str,
+    source: &str,
+    options: &[&str],
+) -> Result<Mount, AdapterError> {
+    MountBuilder::default()
+        .destination(destination)
+        .typ(kind)
+        .source(source)
+        .options(options.iter().map(|o| (*o).to_owned()).collect::<Vec<_>>())
+        .build()
+        .map_err(invalid)
+}
+
+/// The file systems every container gets, then the user's mounts; a user
+/// mount on the same path replaces the default one (as with dockerd).
+fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, AdapterError> {
+    let privileged = config.privileges.privileged;
+    let sys_mode = if privileged { "rw" } else { "ro" };
     let mut mounts = vec![
-        json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]}),
-        json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
-        json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"]}),
-        json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]}),
-        json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]}),
+        mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"])?,
+        mount(
+            "/dev",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "strictatime", "mode=755", "size=65536k"],
+        )?,
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+                "gid=5",
+            ],
+        )?,
+        shm_mount(config, host)?,
+        mount(
+            "/dev/mqueue",
+            "mqueue",
+            "mqueue",
+            &["nosuid", "noexec", "nodev"],
+        )?,
+        // A fresh sysfs in both network modes, read-only unless privileged,
+        // as dockerd does. (A bind of the host's /sys would leave its
+        // submounts, such as /sys/fs/bpf, writable: `ro` does not recurse.)
+        mount(
+            "/sys",
+            "sysfs",
+            "sysfs",
+            &["nosuid", "noexec", "nodev", sys_mode],
+        )?,
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", sys_mode],
+        )?,
     ];
-    // A fresh, read-only sysfs in both modes, as dockerd does. (A bind of the
-    // host's /sys would leave its submounts, such as /sys/fs/bpf or
-    // /sys/kernel/debug, writable: `ro` does not recurse.)
-    mounts.push(json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}));
-    mounts.push(json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}));
     if config.network == NetworkMode::Host {
         for file in ["/etc/hosts", "/etc/resolv.conf"] {
-            mounts.push(json!({"destination": file, "type": "bind", "source": file, "options": ["rbind", "rprivate", "ro"]}));
+            mounts.push(mount(file, "bind", file, &["rbind", "rprivate", "ro"])?);
         }
     }
+    let mut user_mounts = Vec::new();
     for m in &config.mounts {
         if !m.source.starts_with('/') || !m.destination.starts_with('/') {
             return Err(AdapterError::Invalid(format!(
@@ -229,65 +531,348 @@ pub(crate) fn build_spec(
             )));
         }
         let mode = if m.read_only { "ro" } else { "rw" };
-        mounts.push(json!({"destination": m.destination, "type": "bind", "source": m.source, "options": ["rbind", "rprivate", mode]}));
+        user_mounts.push(mount(
+            &m.destination,
+            "bind",
+            &m.source,
+            &["rbind", "rprivate", mode],
+        )?);
     }
-    let mut namespaces = vec![
-        json!({"type": "pid"}),
-        json!({"type": "ipc"}),
-        json!({"type": "uts"}),
-        json!({"type": "mount"}),
-    ];
-    if config.network == NetworkMode::None {
-        namespaces.push(json!({"type": "network"}));
+    for (path, options) in &config.tmpfs {
+        let mut all = vec!["noexec", "nosuid", "nodev"];
+        all.extend(options.split(',').filter(|o| !o.is_empty()));
+        user_mounts.push(mount(path, "tmpfs", "tmpfs", &all)?);
     }
-    let mut resources = json!({
-        "devices": [
-            {"allow": false, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 5, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 7, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 8, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 1, "minor": 9, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 5, "minor": 0, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 5, "minor": 1, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 5, "minor": 2, "access": "rwm"},
-            {"allow": true, "type": "c", "major": 136, "access": "rwm"},
-        ]
+    for m in &config.mount_specs {
+        user_mounts.push(mount_spec(m)?);
+    }
+    if config.init {
+        let Some(init) = &host.init_binary else {
+            return Err(AdapterError::Invalid(
+                "--init: no init binary is installed on the host (install tini)".into(),
+            ));
+        };
+        let source = init.to_string_lossy();
+        user_mounts.push(mount(
+            INIT_PATH,
+            "bind",
+            &source,
+            &["rbind", "rprivate", "ro"],
+        )?);
+    }
+    mounts.retain(|m| {
+        !user_mounts
+            .iter()
+            .any(|u| u.destination() == m.destination())
     });
+    mounts.extend(user_mounts);
+    Ok(mounts)
+}
+
+/// `/dev/shm`: the host's with `--ipc host`; with `--ipc shareable` a
+/// tmpfs on the host that `--ipc container:<id>` binds too; else a tmpfs of
+/// `--shm-size` (64 MiB by default) of the container's own.
+fn shm_mount(config: &ContainerConfig, host: &HostFacts) -> Result<Mount, AdapterError> {
+    let bind = |source: &str| mount("/dev/shm", "bind", source, &["rbind", "rprivate", "rw"]);
+    match (&config.namespaces.ipc, &host.shm_source) {
+        (NamespaceMode::Host, _) => bind("/dev/shm"),
+        (NamespaceMode::Container { .. } | NamespaceMode::Shareable, Some(source)) => {
+            bind(&source.to_string_lossy())
+        }
+        (NamespaceMode::Container { id, .. }, None) => Err(AdapterError::Invalid(format!(
+            "the /dev/shm of container {id} is not known"
+        ))),
+        (NamespaceMode::Private, _) | (NamespaceMode::Shareable, None) => {
+            let size = match config.resources.shm_size_bytes {
+                Some(bytes) => format!("size={bytes}"),
+                None => "size=65536k".to_owned(),
+            };
+            mount(
+                "/dev/shm",
+                "tmpfs",
+                "shm",
+                &["nosuid", "noexec", "nodev", "mode=1777", &size],
+            )
+        }
+    }
+}
+
+fn mount_spec(m: &MountSpec) -> Result<Mount, AdapterError> {
+    match m {
+        MountSpec::Bind {
+            source,
+            target,
+            read_only,
+            propagation,
+        } => {
+            let propagation = propagation.as_deref().unwrap_or("rprivate");
+            let mode = if *read_only { "ro" } else { "rw" };
+            mount(target, "bind", source, &["rbind", propagation, mode])
+        }
+        MountSpec::Tmpfs {
+            target,
+            size_bytes,
+            mode,
+        } => {
+            let mut options = vec!["noexec".to_owned(), "nosuid".to_owned(), "nodev".to_owned()];
+            if let Some(size) = size_bytes {
+                options.push(format!("size={size}"));
+            }
+            if let Some(mode) = mode {
+                options.push(format!("mode={mode:o}"));
+            }
+            let options: Vec<&str> = options.iter().map(String::as_str).collect();
+            mount(target, "tmpfs", "tmpfs", &options)
+        }
+    }
+}
+
+fn namespace(
+    kind: LinuxNamespaceType,
+    path: Option<String>,
+) -> Result<LinuxNamespace, AdapterError> {
+    let mut ns = LinuxNamespaceBuilder::default().typ(kind);
+    if let Some(path) = path {
+        ns = ns.path(path);
+    }
+    ns.build().map_err(invalid)
+}
+
+/// A namespace of its own, the host's (none in the spec) or another
+/// container's (its init's `/proc/<pid>/ns/<kind>`).
+fn shared_namespace(
+    kind: LinuxNamespaceType,
+    file: &str,
+    mode: &NamespaceMode,
+) -> Result<Option<LinuxNamespace>, AdapterError> {
+    match mode {
+        NamespaceMode::Private | NamespaceMode::Shareable => namespace(kind, None).map(Some),
+        NamespaceMode::Host => Ok(None),
+        NamespaceMode::Container { id, pid } => {
+            if *pid == 0 {
+                return Err(AdapterError::Invalid(format!(
+                    "the {file} namespace of container {id} was not resolved to a process"
+                )));
+            }
+            namespace(kind, Some(format!("/proc/{pid}/ns/{file}"))).map(Some)
+        }
+    }
+}
+
+fn namespaces(config: &ContainerConfig) -> Result<Vec<LinuxNamespace>, AdapterError> {
+    let ns = &config.namespaces;
+    let mut out: Vec<LinuxNamespace> = [
+        shared_namespace(LinuxNamespaceType::Pid, "pid", &ns.pid)?,
+        shared_namespace(LinuxNamespaceType::Ipc, "ipc", &ns.ipc)?,
+        shared_namespace(LinuxNamespaceType::Uts, "uts", &ns.uts)?,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    out.push(namespace(LinuxNamespaceType::Mount, None)?);
+    if config.network == NetworkMode::None {
+        out.push(namespace(LinuxNamespaceType::Network, None)?);
+    }
+    if ns.cgroup == CgroupnsMode::Private {
+        out.push(namespace(LinuxNamespaceType::Cgroup, None)?);
+    }
+    Ok(out)
+}
+
+fn device_rule(
+    allow: bool,
+    kind: Option<LinuxDeviceType>,
+    major: Option<i64>,
+    minor: Option<i64>,
+    access: &str,
+) -> Result<LinuxDeviceCgroup, AdapterError> {
+    let mut rule = LinuxDeviceCgroupBuilder::default()
+        .allow(allow)
+        .access(access);
+    if let Some(kind) = kind {
+        rule = rule.typ(kind);
+    }
+    if let Some(major) = major {
+        rule = rule.major(major);
+    }
+    if let Some(minor) = minor {
+        rule = rule.minor(minor);
+    }
+    rule.build().map_err(invalid)
+}
+
+fn device_kind(device: &HostDevice) -> LinuxDeviceType {
+    if device.block {
+        LinuxDeviceType::B
+    } else {
+        LinuxDeviceType::C
+    }
+}
+
+/// The devices cgroup: privileged may use all; otherwise deny all, then the
+/// character devices every container has (null, zero, full, random,
+/// urandom, tty, console, ptmx, pts), then the `--device` ones.
+fn device_rules(
+    config: &ContainerConfig,
+    host: &HostFacts,
+) -> Result<Vec<LinuxDeviceCgroup>, AdapterError> {
+    if config.privileges.privileged {
+        return Ok(vec![device_rule(true, None, None, None, "rwm")?]);
+    }
+    let c = Some(LinuxDeviceType::C);
+    let mut rules = vec![device_rule(false, None, None, None, "rwm")?];
+    for (major, minor) in [
+        (1, 3),
+        (1, 5),
+        (1, 7),
+        (1, 8),
+        (1, 9),
+        (5, 0),
+        (5, 1),
+        (5, 2),
+    ] {
+        rules.push(device_rule(true, c, Some(major), Some(minor), "rwm")?);
+    }
+    rules.push(device_rule(true, c, Some(136), None, "rwm")?);
+    for d in &host.devices {
+        rules.push(device_rule(
+            true,
+            Some(device_kind(d)),
+            Some(d.major),
+            Some(d.minor),
+            &d.permissions,
+        )?);
+    }
+    Ok(rules)
+}
+
+fn to_i64(what: &str, v: u64) -> Result<i64, AdapterError> {
+    i64::try_from(v).map_err(|_| AdapterError::Invalid(format!("{what} too large")))
+}
+
+fn memory(config: &ContainerConfig) -> Result<Option<LinuxMemory>, AdapterError> {
+    let r = &config.resources;
+    if config.memory_limit_bytes.is_none()
+        && r.memory_reservation_bytes.is_none()
+        && r.memory_swap_bytes.is_none()
+    {
+        return Ok(None);
+    }
+    let mut memory = LinuxMemory::default();
     if let Some(limit) = config.memory_limit_bytes {
-        let limit = i64::try_from(limit)
-            .map_err(|_| AdapterError::Invalid("memory limit too large".into()))?;
-        resources["memory"] = json!({ "limit": limit });
+        memory.set_limit(Some(to_i64("memory limit", limit)?));
     }
-    let mut annotations = serde_json::Map::new();
-    for (k, v) in &config.labels {
-        annotations.insert(k.clone(), json!(v));
+    if let Some(reservation) = r.memory_reservation_bytes {
+        memory.set_reservation(Some(to_i64("memory reservation", reservation)?));
     }
-    Ok(json!({
-        "ociVersion": "1.0.2-dev",
-        "process": {
-            "terminal": config.tty,
-            "user": { "uid": user.uid, "gid": user.gid },
-            "args": args,
-            "env": process_env(config, image, &hostname),
-            "cwd": cwd,
-            "capabilities": { "bounding": caps, "effective": caps, "permitted": caps },
-            "rlimits": [{ "type": "RLIMIT_NOFILE", "hard": 1024u64, "soft": 1024u64 }],
-            "noNewPrivileges": false,
-        },
-        "root": { "path": "rootfs", "readonly": config.read_only_rootfs },
-        "hostname": hostname,
-        "mounts": mounts,
-        "annotations": annotations,
-        "linux": {
-            "resources": resources,
-            "cgroupsPath": format!("/{namespace}/{id}"),
-            "namespaces": namespaces,
-            "maskedPaths": MASKED_PATHS,
-            "readonlyPaths": READONLY_PATHS,
-            "seccomp": seccomp_profile(),
-        },
-    }))
+    // -1 (unlimited) is what a new cgroup has anyway; not writing it keeps
+    // a host without swap accounting able to run the container.
+    memory.set_swap(r.memory_swap_bytes.filter(|&s| s != -1));
+    Ok(Some(memory))
+}
+
+/// The CFS period `--cpus` is spread over, as dockerd (100 ms).
+const NANO_CPUS_PERIOD_US: u64 = 100_000;
+
+fn cpu(config: &ContainerConfig) -> Result<Option<LinuxCpu>, AdapterError> {
+    let r = &config.resources;
+    let mut cpu = LinuxCpu::default();
+    cpu.set_shares(r.cpu_shares)
+        .set_quota(r.cpu_quota_us)
+        .set_period(r.cpu_period_us)
+        .set_cpus(r.cpuset_cpus.clone())
+        .set_mems(r.cpuset_mems.clone())
+        .set_realtime_period(r.cpu_realtime_period_us)
+        .set_realtime_runtime(r.cpu_realtime_runtime_us);
+    if let Some(nano) = r.nano_cpus {
+        let quota = u128::from(nano) * u128::from(NANO_CPUS_PERIOD_US) / 1_000_000_000;
+        let quota =
+            i64::try_from(quota).map_err(|_| AdapterError::Invalid("--cpus too large".into()))?;
+        cpu.set_period(Some(NANO_CPUS_PERIOD_US))
+            .set_quota(Some(quota.max(1000)));
+    }
+    Ok((cpu != LinuxCpu::default()).then_some(cpu))
+}
+
+fn resources(config: &ContainerConfig, host: &HostFacts) -> Result<LinuxResources, AdapterError> {
+    let mut resources = LinuxResources::default();
+    resources
+        .set_devices(Some(device_rules(config, host)?))
+        .set_memory(memory(config)?)
+        .set_cpu(cpu(config)?);
+    if let Some(limit) = config.resources.pids_limit {
+        resources.set_pids(Some(
+            LinuxPidsBuilder::default()
+                .limit(limit)
+                .build()
+                .map_err(invalid)?,
+        ));
+    }
+    Ok(resources)
+}
+
+fn linux_devices(host: &HostFacts) -> Result<Vec<LinuxDevice>, AdapterError> {
+    host.devices
+        .iter()
+        .map(|d| {
+            LinuxDeviceBuilder::default()
+                .path(d.path_in_container.clone())
+                .typ(device_kind(d))
+                .major(d.major)
+                .minor(d.minor)
+                .file_mode(d.file_mode)
+                .uid(d.uid)
+                .gid(d.gid)
+                .build()
+                .map_err(invalid)
+        })
+        .collect()
+}
+
+/// `/{namespace}/{id}`, or `{cgroup parent}/{id}` below the cgroup root.
+pub(crate) fn cgroups_path(id: &ContainerId, namespace: &str, config: &ContainerConfig) -> String {
+    match &config.cgroup_parent {
+        Some(parent) => format!("/{}/{id}", parent.trim_matches('/')),
+        None => format!("/{namespace}/{id}"),
+    }
+}
+
+fn linux(
+    id: &ContainerId,
+    namespace: &str,
+    config: &ContainerConfig,
+    host: &HostFacts,
+) -> Result<Linux, AdapterError> {
+    let privileged = config.privileges.privileged;
+    let mut linux = Linux::default();
+    linux
+        .set_resources(Some(resources(config, host)?))
+        .set_cgroups_path(Some(cgroups_path(id, namespace, config).into()))
+        .set_namespaces(Some(namespaces(config)?))
+        .set_devices(Some(linux_devices(host)?).filter(|d| !d.is_empty()))
+        .set_sysctl(
+            Some(
+                config
+                    .sysctls
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+            .filter(|s: &std::collections::HashMap<String, String>| !s.is_empty()),
+        );
+    // Privileged containers see everything, unfiltered, as with dockerd.
+    if privileged {
+        linux
+            .set_masked_paths(None)
+            .set_readonly_paths(None)
+            .set_seccomp(None);
+    } else {
+        linux
+            .set_masked_paths(Some(MASKED_PATHS.map(str::to_owned).to_vec()))
+            .set_readonly_paths(Some(READONLY_PATHS.map(str::to_owned).to_vec()))
+            .set_seccomp(Some(seccomp_profile()?));
+    }
+    Ok(linux)
 }
 
 /// System calls a container is refused (EPERM), as dockerd's default profile
@@ -352,23 +937,37 @@ const SECCOMP_DENIED: [&str; 51] = [
     "vm86old",
 ];
 
-fn seccomp_profile() -> Value {
+fn seccomp_profile() -> Result<LinuxSeccomp, AdapterError> {
     // runc skips names the architecture does not have.
-    let architectures: &[&str] = match std::env::consts::ARCH {
-        "aarch64" => &["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
-        _ => &["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+    let architectures = match std::env::consts::ARCH {
+        "aarch64" => vec![Arch::ScmpArchAarch64, Arch::ScmpArchArm],
+        _ => vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86, Arch::ScmpArchX32],
     };
-    json!({
-        "defaultAction": "SCMP_ACT_ALLOW",
-        "architectures": architectures,
-        "syscalls": [{ "names": SECCOMP_DENIED.as_slice(), "action": "SCMP_ACT_ERRNO", "errnoRet": 1 }],
-    })
+    let denied = LinuxSyscallBuilder::default()
+        .names(SECCOMP_DENIED.map(str::to_owned).to_vec())
+        .action(LinuxSeccompAction::ScmpActErrno)
+        .errno_ret(1u32)
+        .build()
+        .map_err(invalid)?;
+    LinuxSeccompBuilder::default()
+        .default_action(LinuxSeccompAction::ScmpActAllow)
+        .architectures(architectures)
+        .syscalls(vec![denied])
+        .build()
+        .map_err(invalid)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use holdfast_core::BindMount;
+    use serde_json::{Value, json};
+
+    /// The spec as runc reads it.
+    fn json_spec(config: &ContainerConfig, user: &User) -> Result<Value, AdapterError> {
+        let spec = build_spec(&id(), "ns", config, &busybox(), user, &HostFacts::default())?;
+        serde_json::to_value(spec).map_err(|e| AdapterError::Invalid(e.to_string()))
+    }
 
     fn id() -> ContainerId {
         "abcdef0123456789".parse().expect("valid")
@@ -468,7 +1067,7 @@ mod tests {
         };
         c.labels.insert("k".into(), "v".into());
         let user = User { uid: 1, gid: 2 };
-        let spec = build_spec(&id(), "ns", &c, &busybox(), &user).expect("spec");
+        let spec = json_spec(&c, &user).expect("spec");
         assert_eq!(spec["process"]["args"], json!(["sleep", "1"]));
         assert_eq!(spec["process"]["cwd"], "/tmp");
         assert_eq!(spec["process"]["user"], json!({"uid": 1, "gid": 2}));
@@ -492,11 +1091,10 @@ mod tests {
         };
         assert!(has_netns(&spec));
         c.network = NetworkMode::Host;
-        let host = build_spec(&id(), "ns", &c, &busybox(), &user).expect("spec");
+        let host = json_spec(&c, &user).expect("spec");
         assert!(!has_netns(&host));
         assert_eq!(
-            build_spec(&id(), "ns", &ContainerConfig::default(), &busybox(), &user).expect("spec")
-                ["hostname"],
+            json_spec(&ContainerConfig::default(), &user).expect("spec")["hostname"],
             "abcdef012345"
         );
     }
@@ -508,7 +1106,7 @@ mod tests {
             working_dir: Some("rel".into()),
             ..Default::default()
         };
-        assert!(build_spec(&id(), "ns", &rel, &busybox(), &user).is_err());
+        assert!(json_spec(&rel, &user).is_err());
     }
 
     #[test]
@@ -518,12 +1116,101 @@ mod tests {
             tty: true,
             ..Default::default()
         };
-        let spec = build_spec(&id(), "ns", &tty, &busybox(), &user).expect("spec");
+        let spec = json_spec(&tty, &user).expect("spec");
         assert_eq!(spec["process"]["terminal"], json!(true));
         let env = spec["process"]["env"].as_array().expect("env");
         assert!(env.contains(&json!("TERM=xterm")), "{env:?}");
-        let plain =
-            build_spec(&id(), "ns", &ContainerConfig::default(), &busybox(), &user).expect("spec");
+        let plain = json_spec(&ContainerConfig::default(), &user).expect("spec");
         assert_eq!(plain["process"]["terminal"], json!(false));
+    }
+
+    fn effective(config: &ContainerConfig, host: &HostFacts) -> Vec<String> {
+        let caps = capabilities(config, host).expect("caps");
+        let mut names: Vec<String> = caps
+            .effective()
+            .iter()
+            .flatten()
+            .map(|c| {
+                serde_json::to_value(c)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn capabilities_follow_dockerd() {
+        let with = |add: &[&str], drop: &[&str], privileged: bool| ContainerConfig {
+            privileges: holdfast_core::Privileges {
+                privileged,
+                cap_add: add.iter().map(|s| (*s).to_owned()).collect(),
+                cap_drop: drop.iter().map(|s| (*s).to_owned()).collect(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let all = HostFacts::default();
+        let defaults = effective(&ContainerConfig::default(), &all);
+        assert_eq!(defaults.len(), 14);
+        assert_eq!(
+            effective(&with(&["ALL"], &[], false), &all).len(),
+            ALL_CAPABILITIES.len()
+        );
+        assert_eq!(
+            effective(&with(&["ALL"], &["CAP_CHOWN"], false), &all).len(),
+            ALL_CAPABILITIES.len() - 1
+        );
+        assert_eq!(
+            effective(&with(&["net_admin"], &["ALL"], false), &all),
+            vec!["CAP_NET_ADMIN".to_owned()]
+        );
+        let tweaked = effective(&with(&["SYS_ADMIN"], &["CAP_MKNOD"], false), &all);
+        assert!(tweaked.contains(&"CAP_SYS_ADMIN".to_owned()));
+        assert!(!tweaked.contains(&"CAP_MKNOD".to_owned()));
+        assert_eq!(tweaked.len(), 14);
+        // Privileged and ALL get only what holdfastd itself may grant.
+        let no_sys_resource = HostFacts {
+            bounding_capabilities: Some(!(1u64 << 24)),
+            ..Default::default()
+        };
+        let privileged = effective(&with(&[], &[], true), &no_sys_resource);
+        assert_eq!(privileged.len(), ALL_CAPABILITIES.len() - 1);
+        assert!(!privileged.contains(&"CAP_SYS_RESOURCE".to_owned()));
+        assert!(capabilities(&with(&["FLY"], &[], false), &all).is_err());
+    }
+
+    #[test]
+    fn ulimits_replace_the_default_and_minus_one_is_unlimited() {
+        let c = ContainerConfig {
+            resources: holdfast_core::Resources {
+                ulimits: vec![
+                    holdfast_core::Ulimit {
+                        name: "nofile".into(),
+                        soft: 10,
+                        hard: 20,
+                    },
+                    holdfast_core::Ulimit {
+                        name: "core".into(),
+                        soft: -1,
+                        hard: -1,
+                    },
+                ],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let limits = rlimits(&c).expect("rlimits");
+        assert_eq!(limits.len(), 2);
+        let of = |kind| {
+            limits
+                .iter()
+                .find(|r| r.typ() == kind)
+                .map(|r| (r.soft(), r.hard()))
+        };
+        assert_eq!(of(PosixRlimitType::RlimitNofile), Some((10, 20)));
+        assert_eq!(of(PosixRlimitType::RlimitCore), Some((u64::MAX, u64::MAX)));
     }
 }

@@ -58,6 +58,175 @@ pub struct ContainerConfig {
     pub log_max_size_bytes: Option<u64>,
     #[serde(default)]
     pub log_max_files: Option<u32>,
+    /// `--log-driver`: where the container's output goes.
+    #[serde(default)]
+    pub log_driver: LogDriver,
+    /// `--privileged`, `--cap-add`, `--cap-drop`, `--device`, `--group-add`.
+    #[serde(default)]
+    pub privileges: Privileges,
+    /// Cgroup limits and rlimits (`--pids-limit`, `--cpus`, `--ulimit`, ...).
+    #[serde(default)]
+    pub resources: Resources,
+    /// `--sysctl`: namespaced kernel parameters, set in the container.
+    #[serde(default)]
+    pub sysctls: BTreeMap<String, String>,
+    /// `--tmpfs /path[:options]`: path to its mount options (may be empty).
+    #[serde(default)]
+    pub tmpfs: BTreeMap<String, String>,
+    /// `--mount`: binds with their options and tmpfs mounts, as given.
+    #[serde(default)]
+    pub mount_specs: Vec<MountSpec>,
+    /// `--pid`, `--uts`, `--ipc`, `--cgroupns`.
+    #[serde(default)]
+    pub namespaces: Namespaces,
+    /// `--cgroup-parent`: the cgroup the container's own is created under.
+    #[serde(default)]
+    pub cgroup_parent: Option<String>,
+    /// `--init`: a small init is pid 1 and runs the command as its child.
+    #[serde(default)]
+    pub init: bool,
+}
+
+/// Where a container's stdout and stderr go.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub enum LogDriver {
+    /// A json-file log that `docker logs` reads (rotated per `log_max_*`).
+    #[default]
+    JsonFile,
+    /// dockerd's `local` driver: kept as a json-file log with its defaults.
+    Local,
+    /// Discarded; `docker logs` has nothing to read.
+    None,
+}
+
+impl LogDriver {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogDriver::JsonFile => "json-file",
+            LogDriver::Local => "local",
+            LogDriver::None => "none",
+        }
+    }
+}
+
+/// What the container's processes may do beyond docker's defaults.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Privileges {
+    /// All capabilities, all host devices, no seccomp filter, no masked paths.
+    pub privileged: bool,
+    /// Capability names as given (`NET_ADMIN`, `CAP_NET_ADMIN`, `ALL`).
+    pub cap_add: Vec<String>,
+    pub cap_drop: Vec<String>,
+    pub devices: Vec<DeviceMapping>,
+    /// Supplementary groups of the container's process: numbers or names
+    /// from the image's `/etc/group`.
+    pub group_add: Vec<String>,
+}
+
+/// `--device host[:container[:permissions]]`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct DeviceMapping {
+    pub path_on_host: String,
+    pub path_in_container: String,
+    /// Some of `r`, `w`, `m`.
+    pub cgroup_permissions: String,
+}
+
+/// Limits, as docker's HostConfig names them; `None` leaves the default.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Resources {
+    /// `--pids-limit`; -1 or 0 is unlimited.
+    pub pids_limit: Option<i64>,
+    pub cpu_shares: Option<u64>,
+    /// Microseconds per `cpu_period_us`; -1 is unlimited.
+    pub cpu_quota_us: Option<i64>,
+    pub cpu_period_us: Option<u64>,
+    /// `--cpus` in billionths of a CPU: becomes a quota over a 100 ms period.
+    pub nano_cpus: Option<u64>,
+    pub cpuset_cpus: Option<String>,
+    pub cpuset_mems: Option<String>,
+    pub cpu_realtime_period_us: Option<u64>,
+    pub cpu_realtime_runtime_us: Option<i64>,
+    /// Memory plus swap; -1 is unlimited swap.
+    pub memory_swap_bytes: Option<i64>,
+    pub memory_reservation_bytes: Option<u64>,
+    pub ulimits: Vec<Ulimit>,
+    /// Size of `/dev/shm` (default 64 MiB).
+    pub shm_size_bytes: Option<u64>,
+}
+
+/// `--ulimit name=soft[:hard]`, names as docker spells them (`nofile`).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: i64,
+    pub hard: i64,
+}
+
+/// A `--mount` the user gave.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum MountSpec {
+    Bind {
+        source: String,
+        target: String,
+        read_only: bool,
+        /// `rprivate` (the default), `private`, `rshared`, `shared`,
+        /// `rslave` or `slave`; `None` when not given.
+        propagation: Option<String>,
+    },
+    Tmpfs {
+        target: String,
+        size_bytes: Option<u64>,
+        /// File mode bits of the mount's root (default 1777).
+        mode: Option<u32>,
+    },
+}
+
+/// Which namespaces a container gets of its own and which it shares.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Namespaces {
+    pub pid: NamespaceMode,
+    pub uts: NamespaceMode,
+    pub ipc: NamespaceMode,
+    pub cgroup: CgroupnsMode,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub enum NamespaceMode {
+    /// A new namespace of its own (`ipc`: dockerd's `private`).
+    #[default]
+    Private,
+    /// `--ipc shareable`: its own, which other containers may join.
+    Shareable,
+    /// The host's.
+    Host,
+    /// Another container's: `id` is its full id, `pid` its init pid when
+    /// this container was created, whose `/proc/<pid>/ns/<kind>` it joins.
+    Container { id: String, pid: u32 },
+}
+
+impl NamespaceMode {
+    /// The mode as docker shows it (`""` for a pid or uts namespace of its own).
+    pub fn docker_name(&self, private: &str) -> String {
+        match self {
+            NamespaceMode::Private => private.to_owned(),
+            NamespaceMode::Shareable => "shareable".to_owned(),
+            NamespaceMode::Host => "host".to_owned(),
+            NamespaceMode::Container { id, .. } => format!("container:{id}"),
+        }
+    }
+}
+
+/// `--cgroupns`. When none is given the daemon picks dockerd's default:
+/// `Host` on cgroup v1, `Private` on v2.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub enum CgroupnsMode {
+    #[default]
+    Host,
+    Private,
 }
 
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
@@ -202,6 +371,20 @@ impl Default for CoreConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_from_before_the_create_options_still_loads() {
+        let old = r#"{"image":"busybox","entrypoint":null,"cmd":null,"env":[],
+            "working_dir":null,"user":null,"hostname":null,"labels":{},"mounts":[],
+            "read_only_rootfs":false,"memory_limit_bytes":null,"network":"None","tty":false,
+            "stop_signal":null,"stop_timeout":null,"image_stop_signal":null,
+            "restart_policy":"No","auto_remove":false}"#;
+        let c: ContainerConfig = serde_json::from_str(old).expect("old record loads");
+        assert_eq!(c.log_driver, LogDriver::JsonFile);
+        assert_eq!(c.privileges, Privileges::default());
+        assert_eq!(c.namespaces, Namespaces::default());
+        assert!(!c.init);
+    }
 
     #[test]
     fn restart_policy_decisions() {

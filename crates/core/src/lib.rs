@@ -76,7 +76,10 @@ mod rng;
 mod timers;
 
 pub use action::{Action, Answer, Call, ErrorKind, RequestError, UserEvent, UserEventKind};
-pub use config::{BindMount, ContainerConfig, CoreConfig, NetworkMode, RestartPolicy};
+pub use config::{
+    BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
+    NamespaceMode, Namespaces, NetworkMode, Privileges, Resources, RestartPolicy, Ulimit,
+};
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};
 pub use ids::{ContainerId, OpId, RequestId};

@@ -187,6 +187,9 @@ fn check_config(input: &str, c: &ContainerConfig) {
     if c.auto_remove && c.restart_policy != RestartPolicy::No {
         fail("both AutoRemove and a restart policy");
     }
+    if let Err(why) = check_create_options(c) {
+        fail(&why);
+    }
     // What the store records reads back as the same config.
     let encoded = serde_json::to_string(c).unwrap_or_else(|e| fail(&format!("encode: {e}")));
     let decoded: ContainerConfig =
@@ -196,6 +199,133 @@ fn check_config(input: &str, c: &ContainerConfig) {
             "re-encoded as {encoded}, read back as {decoded:?}"
         ));
     }
+}
+
+/// The create options runc honours: checked as dockerd checks them, and
+/// every accepted config makes a runtime spec.
+fn check_create_options(c: &ContainerConfig) -> Result<(), String> {
+    let p = &c.privileges;
+    let known = |n: &String| {
+        n.eq_ignore_ascii_case("ALL")
+            || n.eq_ignore_ascii_case("CAP_ALL")
+            || holdfast_adapter_containerd::capability_name(n).is_some()
+    };
+    if !p.cap_add.iter().chain(&p.cap_drop).all(known) {
+        return Err("an unknown capability".to_owned());
+    }
+    if p.devices.iter().any(|d| {
+        !d.path_on_host.starts_with('/')
+            || !d.path_in_container.starts_with('/')
+            || d.cgroup_permissions.is_empty()
+            || !d.cgroup_permissions.chars().all(|c| "rwm".contains(c))
+    }) {
+        return Err("a device that is not absolute paths with some of rwm".to_owned());
+    }
+    let r = &c.resources;
+    if r.ulimits.iter().any(|u| u.soft > u.hard) {
+        return Err("a ulimit with soft above hard".to_owned());
+    }
+    if r.pids_limit.is_some_and(|l| l <= 0) {
+        return Err("a pids limit that is not a limit".to_owned());
+    }
+    if r.nano_cpus.is_some() && (r.cpu_quota_us.is_some() || r.cpu_period_us.is_some()) {
+        return Err("both --cpus and a CFS quota or period".to_owned());
+    }
+    if let (Some(swap), Some(memory)) = (r.memory_swap_bytes, c.memory_limit_bytes)
+        && swap != -1
+        && swap.unsigned_abs() < memory
+    {
+        return Err("swap below the memory limit".to_owned());
+    }
+    if r.memory_reservation_bytes
+        .zip(c.memory_limit_bytes)
+        .is_some_and(|(res, m)| res > m)
+    {
+        return Err("a reservation above the memory limit".to_owned());
+    }
+    if c.sysctls.keys().any(|k| {
+        !(k.starts_with("net.") || k.starts_with("kernel.") || k.starts_with("fs.mqueue."))
+            || k.contains("..")
+            || k.contains('/')
+    }) {
+        return Err("a sysctl that is not namespaced".to_owned());
+    }
+    if c.tmpfs.keys().any(|t| !t.starts_with('/') || t == "/") {
+        return Err("a tmpfs that is not on an absolute path".to_owned());
+    }
+    if c.cgroup_parent
+        .as_ref()
+        .is_some_and(|p| p.split('/').any(|s| s == ".."))
+    {
+        return Err("a cgroup parent that climbs out".to_owned());
+    }
+    let ns = &c.namespaces;
+    for mode in [&ns.pid, &ns.uts, &ns.ipc] {
+        if let holdfast_core::NamespaceMode::Container { id, pid } = mode
+            && (id.is_empty() || *pid != 0)
+        {
+            return Err(
+                "a container namespace resolved by the decoder (only the daemon can)".to_owned(),
+            );
+        }
+    }
+    // The spec the adapter would build, with what the daemon and the host
+    // would have resolved: it builds, and it says what was asked.
+    let mut resolved = c.clone();
+    for mode in [
+        &mut resolved.namespaces.pid,
+        &mut resolved.namespaces.uts,
+        &mut resolved.namespaces.ipc,
+    ] {
+        if let holdfast_core::NamespaceMode::Container { pid, .. } = mode {
+            *pid = 1;
+        }
+    }
+    // Volumes get their data directory from the daemon at create.
+    for m in &mut resolved.mounts {
+        if m.volume.is_some() && m.source.is_empty() {
+            m.source = "/volume".to_owned();
+        }
+    }
+    let host = holdfast_adapter_containerd::HostFacts {
+        init_binary: Some("/init".into()),
+        shm_source: Some("/shm".into()),
+        ..Default::default()
+    };
+    let image = holdfast_adapter_containerd::ImageConfig {
+        cmd: Some(vec!["sh".to_owned()]),
+        ..Default::default()
+    };
+    let id: holdfast_core::ContainerId = "0123456789ab".parse().map_err(|_| "id".to_owned())?;
+    let user = holdfast_adapter_containerd::User { uid: 0, gid: 0 };
+    // An empty command is refused when the spec is built (the image's
+    // command is known only then); nothing else may be.
+    let no_command = match (&c.cmd, &c.entrypoint) {
+        (Some(cmd), entrypoint) => cmd.is_empty() && entrypoint.as_ref().is_none_or(Vec::is_empty),
+        (None, Some(entrypoint)) => entrypoint.is_empty(),
+        (None, None) => false,
+    };
+    let spec =
+        match holdfast_adapter_containerd::build_spec(&id, "ns", &resolved, &image, &user, &host) {
+            Ok(spec) => spec,
+            Err(_) if no_command => return Ok(()),
+            Err(e) => return Err(format!("accepted, but no spec: {e}")),
+        };
+    let Some(linux) = spec.linux() else {
+        return Err("a spec without its linux section".to_owned());
+    };
+    if linux.seccomp().is_some() == p.privileged {
+        return Err("seccomp on a privileged container, or off on another".to_owned());
+    }
+    let limit = linux
+        .resources()
+        .as_ref()
+        .and_then(|r| *r.pids())
+        .map(|p| p.limit());
+    if limit != r.pids_limit {
+        return Err("the pids limit is not the spec's".to_owned());
+    }
+    Ok(())
 }
 
 fn filters(text: &str) -> bool {

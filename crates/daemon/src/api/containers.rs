@@ -1,6 +1,8 @@
 //! `/containers/...`: create, list, inspect, the lifecycle commands, wait and
 //! remove. Translation only: every decision is the core's.
 
+mod create_options;
+
 use super::params::{Filters, Params};
 use super::render;
 use super::{ApiError, ApiState};
@@ -11,8 +13,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{
-    Answer, BindMount, Command, ContainerConfig, ContainerId, NetworkMode, Record, RestartPolicy,
-    Signal, Status, TaskState, WaitCondition,
+    Answer, BindMount, Command, ContainerConfig, ContainerId, LogDriver, NamespaceMode, Namespaces,
+    NetworkMode, Record, RestartPolicy, Signal, Status, TaskState, WaitCondition,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -287,46 +289,39 @@ struct HostConfigBody {
     network_mode: Option<String>,
     restart_policy: Option<RestartPolicyBody>,
     auto_remove: Option<bool>,
-    memory: Option<i64>,
     readonly_rootfs: Option<bool>,
     log_config: Option<LogConfigBody>,
+    /// The options runc honours (create_options.rs).
+    #[serde(flatten)]
+    options: create_options::OptionsBody,
     // Options that change behaviour and that holdfast cannot honour yet:
     // refused by name when set, never ignored.
-    privileged: Option<bool>,
     publish_all_ports: Option<bool>,
-    init: Option<bool>,
     port_bindings: Option<BTreeMap<String, Value>>,
-    cap_add: Option<Vec<String>>,
-    cap_drop: Option<Vec<String>>,
-    devices: Option<Vec<Value>>,
-    mounts: Option<Vec<Value>>,
-    tmpfs: Option<BTreeMap<String, String>>,
     volumes_from: Option<Vec<String>>,
     links: Option<Vec<String>>,
     dns: Option<Vec<String>>,
     dns_search: Option<Vec<String>>,
+    dns_options: Option<Vec<String>>,
     extra_hosts: Option<Vec<String>>,
     security_opt: Option<Vec<String>>,
-    sysctls: Option<BTreeMap<String, String>>,
-    ulimits: Option<Vec<Value>>,
-    group_add: Option<Vec<String>>,
-    pid_mode: Option<String>,
-    ipc_mode: Option<String>,
-    #[serde(rename = "UTSMode")]
-    uts_mode: Option<String>,
+    device_cgroup_rules: Option<Vec<String>>,
+    device_requests: Option<Vec<Value>>,
+    masked_paths: Option<Vec<String>>,
+    readonly_paths: Option<Vec<String>>,
     userns_mode: Option<String>,
-    cgroupns_mode: Option<String>,
-    cgroup_parent: Option<String>,
-    cpu_shares: Option<i64>,
-    nano_cpus: Option<i64>,
-    cpu_quota: Option<i64>,
-    cpu_period: Option<i64>,
-    cpuset_cpus: Option<String>,
-    pids_limit: Option<i64>,
-    memory_reservation: Option<i64>,
-    memory_swap: Option<i64>,
-    shm_size: Option<i64>,
     oom_kill_disable: Option<bool>,
+    oom_score_adj: Option<i64>,
+    memory_swappiness: Option<i64>,
+    kernel_memory: Option<i64>,
+    blkio_weight: Option<i64>,
+    blkio_weight_device: Option<Vec<Value>>,
+    blkio_device_read_bps: Option<Vec<Value>>,
+    blkio_device_write_bps: Option<Vec<Value>>,
+    blkio_device_read_i_ops: Option<Vec<Value>>,
+    blkio_device_write_i_ops: Option<Vec<Value>>,
+    cpu_count: Option<i64>,
+    cpu_percent: Option<i64>,
     runtime: Option<String>,
 }
 
@@ -350,6 +345,8 @@ struct LogConfigBody {
 pub(crate) struct CreateRequest {
     pub config: ContainerConfig,
     pub warnings: Vec<String>,
+    /// No `CgroupnsMode` was given: the host decides the default.
+    pub cgroupns_defaulted: bool,
 }
 
 /// Decodes and checks a create body. Pure, so it is unit-tested and fuzzed.
@@ -370,7 +367,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         .image
         .filter(|i| !i.is_empty())
         .ok_or_else(|| ApiError::bad_request("no image given: config.Image is required"))?;
-    let hc = b.host_config.unwrap_or_default();
+    let mut hc = b.host_config.unwrap_or_default();
     refuse_unsupported(&b.healthcheck, &hc)?;
     let mut warnings = Vec::new();
 
@@ -407,9 +404,10 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         Some(t) if t < 0 => Some(Duration::from_secs(u64::from(u32::MAX))),
         Some(t) => Some(Duration::from_secs(t.unsigned_abs())),
     };
-    let memory_limit_bytes = match hc.memory.unwrap_or(0) {
+    let memory_limit_bytes = match hc.options.memory.unwrap_or(0) {
         0 => None,
         m if m < 6 * 1024 * 1024 => {
+            // Negative included: dockerd's words for both.
             return Err(ApiError::bad_request("Minimum memory limit allowed is 6MB"));
         }
         m => Some(m.unsigned_abs()),
@@ -447,9 +445,68 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         )));
     }
     let (log_max_size_bytes, log_max_files) = log_limits(hc.log_config.as_ref())?;
+    let log_driver =
+        create_options::log_driver(hc.log_config.as_ref().and_then(|l| l.kind.as_deref()))?;
+    let tty = b.tty.unwrap_or(false);
+    let open_stdin = b.open_stdin.unwrap_or(false);
+    if log_driver == LogDriver::None && (tty || open_stdin) {
+        return Err(ApiError::bad_request(
+            "HostConfig.LogConfig.Type none with -t or -i is not supported by holdfast yet (attach reads the container's log)",
+        ));
+    }
+    if log_driver == LogDriver::None {
+        // dockerd still streams an attached run's output; holdfast's attach
+        // reads the log, and there is none.
+        warnings.push(
+            "--log-driver none: nothing is kept, and attach reads the log: an attached run shows no output"
+                .to_owned(),
+        );
+    }
+    let o = &mut hc.options;
+    let cgroupns_defaulted = o.cgroupns_mode.as_deref().unwrap_or("").is_empty();
+    let namespaces = Namespaces {
+        pid: create_options::namespace_mode(
+            "HostConfig.PidMode",
+            o.pid_mode.as_deref(),
+            &["private"],
+        )?,
+        uts: create_options::namespace_mode(
+            "HostConfig.UTSMode",
+            o.uts_mode.as_deref(),
+            &["private"],
+        )?,
+        ipc: create_options::namespace_mode(
+            "HostConfig.IpcMode",
+            o.ipc_mode.as_deref(),
+            &["private", "shareable"],
+        )?,
+        cgroup: create_options::cgroupns_mode(o.cgroupns_mode.as_deref())?,
+    };
+    if namespaces.uts != NamespaceMode::Private
+        && b.hostname.as_deref().is_some_and(|h| !h.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "Conflicting options: hostname and the UTS mode (HostConfig.UTSMode)",
+        ));
+    }
+    let resources = create_options::resources(o, memory_limit_bytes)?;
     let config = ContainerConfig {
         log_max_size_bytes,
         log_max_files,
+        log_driver,
+        privileges: create_options::privileges(o)?,
+        resources,
+        sysctls: create_options::sysctls(
+            o.sysctls.take(),
+            network,
+            &namespaces.ipc,
+            &namespaces.uts,
+        )?,
+        tmpfs: create_options::tmpfs(o.tmpfs.take())?,
+        mount_specs: create_options::mounts(o.mounts.take())?,
+        namespaces,
+        cgroup_parent: create_options::cgroup_parent(o.cgroup_parent.take())?,
+        init: o.init.unwrap_or(false),
         image,
         image_id: None,
         entrypoint: b.entrypoint.map(StrOrList::into_vec),
@@ -463,9 +520,9 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         read_only_rootfs: hc.readonly_rootfs.unwrap_or(false),
         memory_limit_bytes,
         network,
-        tty: b.tty.unwrap_or(false),
-        open_stdin: b.open_stdin.unwrap_or(false),
-        stdin_once: b.open_stdin.unwrap_or(false) && b.stdin_once.unwrap_or(false),
+        tty,
+        open_stdin,
+        stdin_once: open_stdin && b.stdin_once.unwrap_or(false),
         stop_signal,
         stop_timeout,
         image_stop_signal: None,
@@ -479,7 +536,11 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
             "the working directory '{w}' is invalid, it needs to be an absolute path"
         )));
     }
-    Ok(CreateRequest { config, warnings })
+    Ok(CreateRequest {
+        config,
+        warnings,
+        cgroupns_defaulted,
+    })
 }
 
 /// `--log-opt max-size=10m` (docker's units: k, m, g, binary) and `max-file=N`.
@@ -641,103 +702,80 @@ fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Resul
     {
         return refuse("Healthcheck");
     }
-    if set(&hc.privileged) {
-        return refuse("HostConfig.Privileged");
-    }
     if set(&hc.publish_all_ports) || hc.port_bindings.as_ref().is_some_and(|p| !p.is_empty()) {
         return refuse("HostConfig.PortBindings (published ports come with bridge networks)");
-    }
-    if set(&hc.init) {
-        return refuse("HostConfig.Init");
     }
     if set(&hc.oom_kill_disable) {
         return refuse("HostConfig.OomKillDisable");
     }
-    let lists: [(&str, bool); 14] = [
-        (
-            "HostConfig.CapAdd",
-            hc.cap_add.as_ref().is_some_and(|v| !v.is_empty()),
-        ),
-        (
-            "HostConfig.CapDrop",
-            hc.cap_drop.as_ref().is_some_and(|v| !v.is_empty()),
-        ),
-        (
-            "HostConfig.Devices",
-            hc.devices.as_ref().is_some_and(|v| !v.is_empty()),
-        ),
-        (
-            "HostConfig.Mounts",
-            hc.mounts.as_ref().is_some_and(|v| !v.is_empty()),
-        ),
-        (
-            "HostConfig.Tmpfs",
-            hc.tmpfs.as_ref().is_some_and(|v| !v.is_empty()),
-        ),
+    let nonempty = |v: Option<usize>| v.is_some_and(|n| n > 0);
+    let lists: [(&str, bool); 15] = [
         (
             "HostConfig.VolumesFrom",
-            hc.volumes_from.as_ref().is_some_and(|v| !v.is_empty()),
+            nonempty(hc.volumes_from.as_ref().map(Vec::len)),
         ),
         (
             "HostConfig.Links",
-            hc.links.as_ref().is_some_and(|v| !v.is_empty()),
+            nonempty(hc.links.as_ref().map(Vec::len)),
         ),
-        (
-            "HostConfig.Dns",
-            hc.dns.as_ref().is_some_and(|v| !v.is_empty()),
-        ),
+        ("HostConfig.Dns", nonempty(hc.dns.as_ref().map(Vec::len))),
         (
             "HostConfig.DnsSearch",
-            hc.dns_search.as_ref().is_some_and(|v| !v.is_empty()),
+            nonempty(hc.dns_search.as_ref().map(Vec::len)),
+        ),
+        (
+            "HostConfig.DnsOptions",
+            nonempty(hc.dns_options.as_ref().map(Vec::len)),
         ),
         (
             "HostConfig.ExtraHosts",
-            hc.extra_hosts.as_ref().is_some_and(|v| !v.is_empty()),
+            nonempty(hc.extra_hosts.as_ref().map(Vec::len)),
         ),
         (
             "HostConfig.SecurityOpt",
-            hc.security_opt.as_ref().is_some_and(|v| !v.is_empty()),
+            nonempty(hc.security_opt.as_ref().map(Vec::len)),
         ),
         (
-            "HostConfig.Sysctls",
-            hc.sysctls.as_ref().is_some_and(|v| !v.is_empty()),
+            "HostConfig.DeviceCgroupRules",
+            nonempty(hc.device_cgroup_rules.as_ref().map(Vec::len)),
         ),
         (
-            "HostConfig.Ulimits",
-            hc.ulimits.as_ref().is_some_and(|v| !v.is_empty()),
+            "HostConfig.DeviceRequests (--gpus)",
+            nonempty(hc.device_requests.as_ref().map(Vec::len)),
         ),
         (
-            "HostConfig.GroupAdd",
-            hc.group_add.as_ref().is_some_and(|v| !v.is_empty()),
+            "HostConfig.MaskedPaths",
+            nonempty(hc.masked_paths.as_ref().map(Vec::len)),
+        ),
+        (
+            "HostConfig.ReadonlyPaths",
+            nonempty(hc.readonly_paths.as_ref().map(Vec::len)),
+        ),
+        (
+            "HostConfig.BlkioWeightDevice",
+            nonempty(hc.blkio_weight_device.as_ref().map(Vec::len)),
+        ),
+        (
+            "HostConfig.BlkioDeviceReadBps",
+            nonempty(hc.blkio_device_read_bps.as_ref().map(Vec::len)),
+        ),
+        (
+            "HostConfig.BlkioDeviceWriteBps",
+            nonempty(hc.blkio_device_write_bps.as_ref().map(Vec::len)),
+        ),
+        (
+            "HostConfig.BlkioDeviceReadIOps/WriteIOps",
+            nonempty(hc.blkio_device_read_i_ops.as_ref().map(Vec::len))
+                || nonempty(hc.blkio_device_write_i_ops.as_ref().map(Vec::len)),
         ),
     ];
     if let Some((name, _)) = lists.iter().find(|(_, on)| *on) {
         return refuse(name);
     }
-    let modes: [(&str, bool); 7] = [
-        (
-            "HostConfig.PidMode",
-            nonempty_str(&hc.pid_mode, &["private"]),
-        ),
-        (
-            "HostConfig.IpcMode",
-            nonempty_str(&hc.ipc_mode, &["private", "shareable"]),
-        ),
-        (
-            "HostConfig.UTSMode",
-            nonempty_str(&hc.uts_mode, &["private"]),
-        ),
+    let modes: [(&str, bool); 2] = [
         (
             "HostConfig.UsernsMode",
             nonempty_str(&hc.userns_mode, &["private"]),
-        ),
-        (
-            "HostConfig.CgroupnsMode",
-            nonempty_str(&hc.cgroupns_mode, &["private", "host"]),
-        ),
-        (
-            "HostConfig.CgroupParent",
-            nonempty_str(&hc.cgroup_parent, &[]),
         ),
         (
             "HostConfig.Runtime",
@@ -747,28 +785,26 @@ fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Resul
     if let Some((name, _)) = modes.iter().find(|(_, on)| *on) {
         return refuse(name);
     }
-    let numbers: [(&str, bool); 8] = [
-        ("HostConfig.CpuShares", nonzero(&hc.cpu_shares)),
-        ("HostConfig.NanoCpus (--cpus)", nonzero(&hc.nano_cpus)),
-        ("HostConfig.CpuQuota", nonzero(&hc.cpu_quota)),
-        ("HostConfig.CpuPeriod", nonzero(&hc.cpu_period)),
-        ("HostConfig.PidsLimit", hc.pids_limit.unwrap_or(0) > 0),
+    let numbers: [(&str, bool); 6] = [
+        ("HostConfig.OomScoreAdj", nonzero(&hc.oom_score_adj)),
         (
-            "HostConfig.MemoryReservation",
-            nonzero(&hc.memory_reservation),
+            "HostConfig.MemorySwappiness",
+            hc.memory_swappiness.is_some_and(|s| s != -1),
         ),
-        ("HostConfig.MemorySwap", hc.memory_swap.unwrap_or(0) > 0),
-        ("HostConfig.ShmSize", nonzero(&hc.shm_size)),
+        ("HostConfig.KernelMemory", nonzero(&hc.kernel_memory)),
+        ("HostConfig.BlkioWeight", nonzero(&hc.blkio_weight)),
+        ("HostConfig.CpuCount", nonzero(&hc.cpu_count)),
+        ("HostConfig.CpuPercent", nonzero(&hc.cpu_percent)),
     ];
     if let Some((name, _)) = numbers.iter().find(|(_, on)| *on) {
         return refuse(name);
     }
-    if nonempty_str(&hc.cpuset_cpus, &[]) {
-        return refuse("HostConfig.CpusetCpus");
-    }
     if let Some(log) = &hc.log_config {
-        if nonempty_str(&log.kind, &["json-file"]) {
-            return refuse("HostConfig.LogConfig.Type other than json-file");
+        if log.kind.as_deref() == Some("none") && log.config.as_ref().is_some_and(|c| !c.is_empty())
+        {
+            return Err(ApiError::bad_request(
+                "--log-opt cannot be used with HostConfig.LogConfig.Type none",
+            ));
         }
         if let Some(key) = log.config.as_ref().and_then(|c| {
             c.keys()
@@ -790,8 +826,22 @@ pub async fn create(
     let p = Params::parse(&query);
     let CreateRequest {
         mut config,
-        warnings,
+        mut warnings,
+        cgroupns_defaulted,
     } = parse_create(&body)?;
+    // As dockerd: without swap accounting, memory is limited without swap.
+    if config.resources.memory_swap_bytes.is_some_and(|s| s > 0) && !swap_accounting() {
+        config.resources.memory_swap_bytes = Some(-1);
+        warnings.push(
+            "Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap."
+                .to_owned(),
+        );
+    }
+    // dockerd's default: a cgroup namespace of its own on cgroup v2, the
+    // host's on v1.
+    if cgroupns_defaulted && std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        config.namespaces.cgroup = holdfast_core::CgroupnsMode::Private;
+    }
     if let Some(platform) = p.str("platform").filter(|s| !s.is_empty())
         && platform != "linux"
         && platform != "linux/amd64"
@@ -811,6 +861,8 @@ pub async fn create(
             "containerd is unreachable: the container was not created; try again when it is back",
         ));
     }
+    check_host_options(&config)?;
+    resolve_shared_namespaces(&state, &mut config).await?;
     let image = state
         .adapter
         .resolve_image(&config.image)
@@ -881,6 +933,130 @@ pub async fn create(
     Err(ApiError::conflict(
         "could not find a free container name; pass --name",
     ))
+}
+
+/// Whether the host's memory cgroup can limit swap (cgroup v1's
+/// `memory.memsw.*`, v2's `memory.swap.max` in the cgroups below the root).
+fn swap_accounting() -> bool {
+    let cgroup = std::path::Path::new("/sys/fs/cgroup");
+    if cgroup.join("memory/memory.memsw.limit_in_bytes").exists() {
+        return true;
+    }
+    if !cgroup.join("cgroup.controllers").exists() {
+        return false;
+    }
+    std::fs::read_dir(cgroup).is_ok_and(|dirs| {
+        dirs.flatten()
+            .any(|d| d.path().join("memory.swap.max").exists())
+    })
+}
+
+/// What create options need of this host, checked before anything is made:
+/// the init binary, device nodes, bind sources.
+fn check_host_options(config: &ContainerConfig) -> Result<(), ApiError> {
+    if config.init && holdfast_adapter_containerd::find_init_binary().is_none() {
+        return Err(ApiError::bad_request(
+            "HostConfig.Init (--init): no init binary is installed on this host: install Debian's tini package (it provides tini-static), or docker-init",
+        ));
+    }
+    let r = &config.resources;
+    if (r.cpu_realtime_runtime_us.is_some() || r.cpu_realtime_period_us.is_some())
+        && std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        return Err(ApiError::bad_request(
+            "HostConfig.CpuRealtimeRuntime/CpuRealtimePeriod: cgroup v2 has no real-time CPU controller; not supported on this host",
+        ));
+    }
+    for d in &config.privileges.devices {
+        use std::os::unix::fs::FileTypeExt as _;
+        let is_device = std::fs::metadata(&d.path_on_host)
+            .map(|m| m.file_type().is_char_device() || m.file_type().is_block_device());
+        match is_device {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(ApiError::bad_request(format!(
+                    "HostConfig.Devices: error gathering device information while adding custom device {:?}: not a device node",
+                    d.path_on_host
+                )));
+            }
+            Err(e) => {
+                return Err(ApiError::bad_request(format!(
+                    "HostConfig.Devices: error gathering device information while adding custom device {:?}: {e}",
+                    d.path_on_host
+                )));
+            }
+        }
+    }
+    for m in &config.mount_specs {
+        if let holdfast_core::MountSpec::Bind { source, .. } = m
+            && std::fs::symlink_metadata(source).is_err()
+        {
+            return Err(ApiError::bad_request(format!(
+                "HostConfig.Mounts: invalid mount config for type \"bind\": bind source path does not exist: {source}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `--pid`, `--uts`, `--ipc container:<ref>`: the other container, by name
+/// or id, must be running; the spec joins its init's namespaces by pid.
+///
+/// Glue, not a core decision: the core never acts on it (no lifecycle
+/// changes, nothing to recover after a crash); it is a read of the core's
+/// view, as resize's "is it running" check. The other container may stop
+/// between this read and the create; runc then fails to join and the
+/// create fails whole, leaving nothing behind.
+async fn resolve_shared_namespaces(
+    state: &ApiState,
+    config: &mut ContainerConfig,
+) -> Result<(), ApiError> {
+    let ns = &mut config.namespaces;
+    for (kind, option, mode) in [
+        ("PID", "HostConfig.PidMode", &mut ns.pid),
+        ("UTS", "HostConfig.UTSMode", &mut ns.uts),
+        ("IPC", "HostConfig.IpcMode", &mut ns.ipc),
+    ] {
+        let NamespaceMode::Container { id: reference, .. } = mode else {
+            continue;
+        };
+        let reference = reference.clone();
+        // Not a 404: the CLI takes a 404 from create for a missing image.
+        let id = resolve(state, &reference).await.map_err(|e| {
+            if e.status == StatusCode::NOT_FOUND {
+                ApiError::bad_request(format!("invalid {option}: no such container: {reference}"))
+            } else {
+                e
+            }
+        })?;
+        let s = snapshot(state, id.clone()).await?;
+        let pid = running_pid(&s);
+        if s.status != Status::Running || pid == 0 {
+            return Err(ApiError::conflict(format!(
+                "cannot join {kind} of a non running container: {reference}"
+            )));
+        }
+        let target = &s.record.config.namespaces;
+        if kind == "IPC" {
+            match target.ipc {
+                NamespaceMode::Shareable => {}
+                NamespaceMode::Host => {
+                    *mode = NamespaceMode::Host;
+                    continue;
+                }
+                _ => {
+                    return Err(ApiError::conflict(format!(
+                        "cannot join IPC of container {reference}: non-shareable IPC (hint: use IpcMode:shareable for the donor container)"
+                    )));
+                }
+            }
+        }
+        *mode = NamespaceMode::Container {
+            id: id.to_string(),
+            pid,
+        };
+    }
+    Ok(())
 }
 
 /// 64 hex digits from 32 random bytes, as dockerd makes ids.
@@ -979,6 +1155,151 @@ fn log_config_json(c: &ContainerConfig) -> Value {
     Value::Object(m)
 }
 
+/// `HostConfig` as dockerd shows it: every option with its default when
+/// not given (`Tmpfs`, `Mounts` and `Sysctls` only when given).
+fn host_config_json(c: &ContainerConfig) -> Value {
+    let r = &c.resources;
+    let p = &c.privileges;
+    let list_or_null = |v: &[String]| (!v.is_empty()).then(|| v.to_vec());
+    let log_config = match c.log_driver {
+        LogDriver::None => json!({ "Type": "none", "Config": {} }),
+        other => json!({ "Type": other.as_str(), "Config": log_config_json(c) }),
+    };
+    let mut hc = json!({
+        // As given: anonymous volumes (from `-v /path` or the image) are not binds.
+        "Binds": c.mounts.iter().filter_map(|m| {
+            let mode = if m.read_only { ":ro" } else { "" };
+            match &m.volume {
+                None => Some(format!("{}:{}{mode}", m.source, m.destination)),
+                Some(v) if crate::volumes::is_anonymous_name(v) => None,
+                Some(v) => Some(format!("{v}:{}{mode}", m.destination)),
+            }
+        }).collect::<Vec<_>>(),
+        "NetworkMode": network_mode_name(c.network),
+        "RestartPolicy": restart_policy_json(c.restart_policy),
+        "AutoRemove": c.auto_remove,
+        "ReadonlyRootfs": c.read_only_rootfs,
+        "LogConfig": log_config,
+        "PortBindings": {},
+        "Privileged": p.privileged,
+        "CapAdd": list_or_null(&p.cap_add),
+        "CapDrop": list_or_null(&p.cap_drop),
+        "GroupAdd": list_or_null(&p.group_add),
+        "Devices": p.devices.iter().map(|d| json!({
+            "PathOnHost": d.path_on_host,
+            "PathInContainer": d.path_in_container,
+            "CgroupPermissions": d.cgroup_permissions,
+        })).collect::<Vec<_>>(),
+        "PidMode": c.namespaces.pid.docker_name(""),
+        "UTSMode": c.namespaces.uts.docker_name(""),
+        "IpcMode": c.namespaces.ipc.docker_name("private"),
+        "CgroupnsMode": match c.namespaces.cgroup {
+            holdfast_core::CgroupnsMode::Host => "host",
+            holdfast_core::CgroupnsMode::Private => "private",
+        },
+        "CgroupParent": c.cgroup_parent.clone().unwrap_or_default(),
+        "Init": c.init.then_some(true),
+        "Memory": c.memory_limit_bytes.unwrap_or(0),
+        "MemorySwap": r.memory_swap_bytes.unwrap_or(0),
+        "MemoryReservation": r.memory_reservation_bytes.unwrap_or(0),
+        "PidsLimit": r.pids_limit,
+        "CpuShares": r.cpu_shares.unwrap_or(0),
+        "CpuQuota": r.cpu_quota_us.unwrap_or(0),
+        "CpuPeriod": r.cpu_period_us.unwrap_or(0),
+        "NanoCpus": r.nano_cpus.unwrap_or(0),
+        "CpusetCpus": r.cpuset_cpus.clone().unwrap_or_default(),
+        "CpusetMems": r.cpuset_mems.clone().unwrap_or_default(),
+        "CpuRealtimePeriod": r.cpu_realtime_period_us.unwrap_or(0),
+        "CpuRealtimeRuntime": r.cpu_realtime_runtime_us.unwrap_or(0),
+        "Ulimits": r.ulimits.iter().map(|u| json!({ "Name": u.name, "Soft": u.soft, "Hard": u.hard })).collect::<Vec<_>>(),
+        "ShmSize": r.shm_size_bytes.unwrap_or(64 << 20),
+    });
+    if !c.tmpfs.is_empty() {
+        hc["Tmpfs"] = json!(c.tmpfs);
+    }
+    if !c.sysctls.is_empty() {
+        hc["Sysctls"] = json!(c.sysctls);
+    }
+    if !c.mount_specs.is_empty() {
+        hc["Mounts"] = Value::Array(c.mount_specs.iter().map(mount_spec_json).collect());
+    }
+    hc
+}
+
+fn mount_spec_json(m: &holdfast_core::MountSpec) -> Value {
+    match m {
+        holdfast_core::MountSpec::Bind {
+            source,
+            target,
+            read_only,
+            propagation,
+        } => {
+            let mut v = json!({ "Type": "bind", "Source": source, "Target": target });
+            if *read_only {
+                v["ReadOnly"] = json!(true);
+            }
+            if let Some(p) = propagation {
+                v["BindOptions"] = json!({ "Propagation": p });
+            }
+            v
+        }
+        holdfast_core::MountSpec::Tmpfs {
+            target,
+            size_bytes,
+            mode,
+        } => {
+            let mut v = json!({ "Type": "tmpfs", "Target": target });
+            let mut options = serde_json::Map::new();
+            if let Some(size) = size_bytes {
+                options.insert("SizeBytes".to_owned(), json!(size));
+            }
+            if let Some(mode) = mode {
+                options.insert("Mode".to_owned(), json!(mode));
+            }
+            if !options.is_empty() {
+                v["TmpfsOptions"] = Value::Object(options);
+            }
+            v
+        }
+    }
+}
+
+/// Inspect's top-level `Mounts`: the binds and `--mount`s as mounted.
+fn mount_points_json(c: &ContainerConfig) -> Vec<Value> {
+    let mut out: Vec<Value> = c
+        .mounts
+        .iter()
+        .map(|m| match &m.volume {
+            Some(name) => json!({
+                "Type": "volume", "Name": name, "Source": m.source, "Destination": m.destination,
+                "Driver": "local", "Mode": if m.read_only { "ro" } else { "z" }, "RW": !m.read_only, "Propagation": "",
+            }),
+            None => json!({
+                "Type": "bind", "Source": m.source, "Destination": m.destination,
+                "Mode": if m.read_only { "ro" } else { "" }, "RW": !m.read_only, "Propagation": "rprivate",
+            }),
+        })
+        .collect();
+    for m in &c.mount_specs {
+        out.push(match m {
+            holdfast_core::MountSpec::Bind {
+                source,
+                target,
+                read_only,
+                propagation,
+            } => json!({
+                "Type": "bind", "Source": source, "Destination": target, "Mode": "",
+                "RW": !read_only, "Propagation": propagation.as_deref().unwrap_or("rprivate"),
+            }),
+            holdfast_core::MountSpec::Tmpfs { target, .. } => json!({
+                "Type": "tmpfs", "Source": "", "Destination": target, "Mode": "",
+                "RW": true, "Propagation": "",
+            }),
+        });
+    }
+    out
+}
+
 fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
     let r = &s.record;
     let c = &r.config;
@@ -1019,7 +1340,7 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
         "ResolvConfPath": "",
         "HostnamePath": "",
         "HostsPath": "",
-        "LogPath": log_path.to_string_lossy(),
+        "LogPath": if c.log_driver == LogDriver::None { String::new() } else { log_path.to_string_lossy().into_owned() },
         "Name": format!("/{}", r.name),
         "RestartCount": r.restart_count,
         "Driver": "overlayfs",
@@ -1028,38 +1349,11 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
         "ProcessLabel": "",
         "AppArmorProfile": "",
         "ExecIDs": null,
-        "HostConfig": {
-            // As given: anonymous volumes (from `-v /path` or the image) are not binds.
-            "Binds": c.mounts.iter().filter_map(|m| {
-                let mode = if m.read_only { ":ro" } else { "" };
-                match &m.volume {
-                    None => Some(format!("{}:{}{mode}", m.source, m.destination)),
-                    Some(v) if crate::volumes::is_anonymous_name(v) => None,
-                    Some(v) => Some(format!("{v}:{}{mode}", m.destination)),
-                }
-            }).collect::<Vec<_>>(),
-            "NetworkMode": network,
-            "RestartPolicy": restart_policy_json(c.restart_policy),
-            "AutoRemove": c.auto_remove,
-            "Memory": c.memory_limit_bytes.unwrap_or(0),
-            "ReadonlyRootfs": c.read_only_rootfs,
-            "LogConfig": { "Type": "json-file", "Config": log_config_json(c) },
-            "Privileged": false,
-            "PortBindings": {},
-        },
+        "HostConfig": host_config_json(c),
         "GraphDriver": { "Name": "overlayfs", "Data": null },
         "SizeRw": 0,
         "SizeRootFs": 0,
-        "Mounts": c.mounts.iter().map(|m| match &m.volume {
-            Some(name) => json!({
-                "Type": "volume", "Name": name, "Source": m.source, "Destination": m.destination,
-                "Driver": "local", "Mode": if m.read_only { "ro" } else { "z" }, "RW": !m.read_only, "Propagation": "",
-            }),
-            None => json!({
-                "Type": "bind", "Source": m.source, "Destination": m.destination,
-                "Mode": if m.read_only { "ro" } else { "" }, "RW": !m.read_only, "Propagation": "rprivate",
-            }),
-        }).collect::<Vec<_>>(),
+        "Mounts": mount_points_json(c),
         "Config": {
             "Hostname": c.hostname.clone().unwrap_or_else(|| r.id.as_str().chars().take(12).collect()),
             "Domainname": "",
@@ -1334,7 +1628,14 @@ mod tests {
             (b"", "cannot be empty"),
             (br#"{"Image": 5}"#, "invalid JSON"),
             (br#"{"Cmd": ["x"]}"#, "Image"),
-            (br#"{"Image":"b","HostConfig":{"Privileged":true}}"#, "Privileged"),
+            (br#"{"Image":"b","HostConfig":{"OomScoreAdj":100}}"#, "OomScoreAdj"),
+            (br#"{"Image":"b","HostConfig":{"CapAdd":["FLY"]}}"#, "CapAdd"),
+            (br#"{"Image":"b","HostConfig":{"Sysctls":{"vm.swappiness":"1"}}}"#, "Sysctls"),
+            (br#"{"Image":"b","HostConfig":{"Ulimits":[{"Name":"nofile","Soft":2,"Hard":1}]}}"#, "Ulimits"),
+            (br#"{"Image":"b","HostConfig":{"Mounts":[{"Type":"volume","Target":"/v"}]}}"#, "type=volume"),
+            (br#"{"Image":"b","HostConfig":{"NanoCpus":1000000000,"CpuQuota":5000}}"#, "NanoCpus"),
+            (br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"syslog"}}}"#, "syslog"),
+            (br#"{"Image":"b","HostConfig":{"PidMode":"sideways"}}"#, "PidMode"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"bridge"}}"#, "bridge"),
             (br#"{"Image":"b","HostConfig":{"RestartPolicy":{"Name":"sometimes"}}}"#, "sometimes"),
             (br#"{"Image":"b","HostConfig":{"Binds":["-vol:/data"]}}"#, "invalid characters"),
@@ -1371,6 +1672,215 @@ mod tests {
         assert!(c.read_only_rootfs);
         assert_eq!(c.mounts.len(), 1);
         assert!(c.mounts[0].read_only);
+    }
+
+    /// Every create option, from the body the CLI sends through the config
+    /// the core records to the typed spec runc gets.
+    #[test]
+    fn every_create_option_reaches_the_spec() {
+        use holdfast_adapter_containerd::{HostFacts, ImageConfig, User, build_spec};
+        use oci_spec::runtime::{LinuxNamespaceType, PosixRlimitType};
+        let body = br#"{"Image":"busybox","Cmd":["sh"],"HostConfig":{
+            "CapAdd":["CAP_NET_ADMIN"],"CapDrop":["CAP_MKNOD"],
+            "Devices":[{"PathOnHost":"/dev/loop-control","PathInContainer":"/dev/lc","CgroupPermissions":"r"}],
+            "GroupAdd":["50"],"PidsLimit":64,"CpuShares":512,"CpuPeriod":50000,"CpuQuota":25000,
+            "CpusetCpus":"0-1","CpusetMems":"0","CpuRealtimePeriod":1000000,"CpuRealtimeRuntime":10000,
+            "Memory":67108864,"MemorySwap":134217728,"MemoryReservation":33554432,
+            "Ulimits":[{"Name":"nofile","Soft":512,"Hard":1024}],
+            "Sysctls":{"net.ipv4.ip_forward":"1","kernel.shmmni":"1000"},
+            "ShmSize":16777216,"Tmpfs":{"/scratch":"size=1m"},
+            "Mounts":[{"Type":"bind","Source":"/srv","Target":"/b","ReadOnly":true,"BindOptions":{"Propagation":"rslave"}},
+                      {"Type":"tmpfs","Target":"/t","TmpfsOptions":{"SizeBytes":2097152,"Mode":448}}],
+            "PidMode":"host","UTSMode":"host","IpcMode":"shareable","CgroupnsMode":"private",
+            "CgroupParent":"/parent","Init":true,"ReadonlyRootfs":true,
+            "LogConfig":{"Type":"local","Config":{"max-size":"1m"}}}}"#;
+        let (c, _) = decode_create(body).expect("decodes");
+        assert_eq!(c.log_driver, LogDriver::Local);
+        assert!(c.init && c.read_only_rootfs);
+        // Back out in inspect, where dockerd shows each.
+        let hc = host_config_json(&c);
+        for (field, want) in [
+            ("CapAdd", json!(["CAP_NET_ADMIN"])),
+            ("CapDrop", json!(["CAP_MKNOD"])),
+            ("Privileged", json!(false)),
+            (
+                "Devices",
+                json!([{"PathOnHost": "/dev/loop-control", "PathInContainer": "/dev/lc", "CgroupPermissions": "r"}]),
+            ),
+            ("GroupAdd", json!(["50"])),
+            ("PidsLimit", json!(64)),
+            ("CpuShares", json!(512)),
+            ("CpuPeriod", json!(50000)),
+            ("CpuQuota", json!(25000)),
+            ("NanoCpus", json!(0)),
+            ("CpusetCpus", json!("0-1")),
+            ("CpusetMems", json!("0")),
+            ("CpuRealtimePeriod", json!(1_000_000)),
+            ("CpuRealtimeRuntime", json!(10000)),
+            ("Memory", json!(64 << 20)),
+            ("MemorySwap", json!(128 << 20)),
+            ("MemoryReservation", json!(32 << 20)),
+            (
+                "Ulimits",
+                json!([{"Name": "nofile", "Soft": 512, "Hard": 1024}]),
+            ),
+            (
+                "Sysctls",
+                json!({"kernel.shmmni": "1000", "net.ipv4.ip_forward": "1"}),
+            ),
+            ("ShmSize", json!(16 << 20)),
+            ("Tmpfs", json!({"/scratch": "size=1m"})),
+            (
+                "Mounts",
+                json!([
+                    {"Type": "bind", "Source": "/srv", "Target": "/b", "ReadOnly": true, "BindOptions": {"Propagation": "rslave"}},
+                    {"Type": "tmpfs", "Target": "/t", "TmpfsOptions": {"SizeBytes": 2097152, "Mode": 448}},
+                ]),
+            ),
+            ("PidMode", json!("host")),
+            ("UTSMode", json!("host")),
+            ("IpcMode", json!("shareable")),
+            ("CgroupnsMode", json!("private")),
+            ("CgroupParent", json!("/parent")),
+            ("Init", json!(true)),
+            ("ReadonlyRootfs", json!(true)),
+            (
+                "LogConfig",
+                json!({"Type": "local", "Config": {"max-size": "1048576"}}),
+            ),
+        ] {
+            assert_eq!(hc[field], want, "{field}: {hc:#}");
+        }
+        let id: ContainerId = "abcdef0123456789".parse().expect("id");
+        let image = ImageConfig {
+            cmd: Some(vec!["sh".into()]),
+            ..Default::default()
+        };
+        let host = HostFacts {
+            additional_gids: vec![50],
+            init_binary: Some("/usr/bin/tini-static".into()),
+            shm_source: Some("/run/shm/abc".into()),
+            ..Default::default()
+        };
+        let spec =
+            build_spec(&id, "ns", &c, &image, &User { uid: 0, gid: 0 }, &host).expect("spec");
+        let process = spec.process().as_ref().expect("process");
+        assert_eq!(
+            process.args().as_ref().expect("args")[..3],
+            ["/sbin/docker-init".to_owned(), "--".into(), "sh".into()]
+        );
+        assert_eq!(process.user().additional_gids(), &Some(vec![50]));
+        let caps = process.capabilities().as_ref().expect("caps");
+        let effective = caps.effective().as_ref().expect("effective");
+        assert!(effective.contains(&oci_spec::runtime::Capability::NetAdmin));
+        assert!(!effective.contains(&oci_spec::runtime::Capability::Mknod));
+        let nofile = process
+            .rlimits()
+            .as_ref()
+            .and_then(|r| r.iter().find(|r| r.typ() == PosixRlimitType::RlimitNofile))
+            .expect("nofile");
+        assert_eq!((nofile.soft(), nofile.hard()), (512, 1024));
+        assert_eq!(spec.root().as_ref().and_then(|r| r.readonly()), Some(true));
+        assert_eq!(
+            spec.hostname(),
+            &None,
+            "a shared UTS namespace is not renamed"
+        );
+        let mounts = spec.mounts().as_ref().expect("mounts");
+        let at = |dest: &str| {
+            mounts
+                .iter()
+                .find(|m| m.destination() == std::path::Path::new(dest))
+                .unwrap_or_else(|| panic!("no mount at {dest}: {mounts:?}"))
+        };
+        assert_eq!(
+            at("/dev/shm").source().as_deref(),
+            Some(std::path::Path::new("/run/shm/abc"))
+        );
+        assert!(
+            at("/scratch")
+                .options()
+                .as_ref()
+                .expect("o")
+                .contains(&"size=1m".to_owned())
+        );
+        assert_eq!(
+            at("/b").options().as_deref(),
+            Some(&["rbind".to_owned(), "rslave".into(), "ro".into()][..])
+        );
+        let t = at("/t").options().clone().unwrap_or_default();
+        assert!(
+            t.contains(&"size=2097152".to_owned()) && t.contains(&"mode=700".to_owned()),
+            "{t:?}"
+        );
+        assert_eq!(
+            at("/sbin/docker-init").source().as_deref(),
+            Some(std::path::Path::new("/usr/bin/tini-static"))
+        );
+        let linux = spec.linux().as_ref().expect("linux");
+        assert_eq!(
+            linux.cgroups_path().as_deref(),
+            Some(std::path::Path::new("/parent/abcdef0123456789"))
+        );
+        let kinds: Vec<LinuxNamespaceType> = linux
+            .namespaces()
+            .as_ref()
+            .expect("namespaces")
+            .iter()
+            .map(|n| n.typ())
+            .collect();
+        assert!(!kinds.contains(&LinuxNamespaceType::Pid), "{kinds:?}");
+        assert!(!kinds.contains(&LinuxNamespaceType::Uts), "{kinds:?}");
+        assert!(kinds.contains(&LinuxNamespaceType::Ipc), "{kinds:?}");
+        assert!(kinds.contains(&LinuxNamespaceType::Cgroup), "{kinds:?}");
+        let sysctl = linux.sysctl().as_ref().expect("sysctl");
+        assert_eq!(
+            sysctl.get("kernel.shmmni").map(String::as_str),
+            Some("1000")
+        );
+        let r = linux.resources().as_ref().expect("resources");
+        assert_eq!(r.pids().map(|p| p.limit()), Some(64));
+        let memory = r.memory().expect("memory");
+        assert_eq!(
+            (memory.limit(), memory.swap(), memory.reservation()),
+            (Some(64 << 20), Some(128 << 20), Some(32 << 20))
+        );
+        let cpu = r.cpu().as_ref().expect("cpu");
+        assert_eq!(
+            (cpu.shares(), cpu.quota(), cpu.period()),
+            (Some(512), Some(25000), Some(50000))
+        );
+        assert_eq!(cpu.cpus().as_deref(), Some("0-1"));
+        assert_eq!(cpu.mems().as_deref(), Some("0"));
+        assert_eq!(
+            (cpu.realtime_period(), cpu.realtime_runtime()),
+            (Some(1_000_000), Some(10000))
+        );
+        assert!(linux.seccomp().is_some() && linux.masked_paths().is_some());
+
+        // --cpus is a quota over dockerd's 100 ms period; privileged drops
+        // the filters and may use every device.
+        let (c, _) = decode_create(
+            br#"{"Image":"b","HostConfig":{"NanoCpus":1500000000,"Privileged":true}}"#,
+        )
+        .expect("decodes");
+        let spec = build_spec(
+            &id,
+            "ns",
+            &c,
+            &image,
+            &User { uid: 0, gid: 0 },
+            &HostFacts::default(),
+        )
+        .expect("spec");
+        let linux = spec.linux().as_ref().expect("linux");
+        let r = linux.resources().as_ref().expect("resources");
+        let cpu = r.cpu().as_ref().expect("cpu");
+        assert_eq!((cpu.quota(), cpu.period()), (Some(150_000), Some(100_000)));
+        assert!(linux.seccomp().is_none() && linux.masked_paths().is_none());
+        let devices = r.devices().as_ref().expect("device rules");
+        assert_eq!(devices.len(), 1);
+        assert!(devices[0].allow() && devices[0].typ().is_none());
     }
 
     #[test]

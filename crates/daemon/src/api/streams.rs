@@ -92,7 +92,14 @@ pub async fn logs(
         ));
     }
     let id = state.engine.resolve(&reference).await?;
-    let tty = snapshot(&state, id.clone()).await?.record.config.tty;
+    let config = snapshot(&state, id.clone()).await?.record.config;
+    if config.log_driver == holdfast_core::LogDriver::None {
+        // dockerd's words and status for a driver that keeps nothing.
+        return Err(ApiError::not_implemented(
+            "configured logging driver does not support reading",
+        ));
+    }
+    let tty = config.tty;
     let stopped = stopped_future(&state, &id, true).await?;
     let options = LogOptions {
         raw: tty,
