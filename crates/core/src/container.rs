@@ -74,9 +74,12 @@ pub(crate) struct Container {
     pub(crate) last_activity: OpId,
     /// Consecutive failed attempts of the current step.
     pub(crate) attempts: u32,
-    /// A CreateTask or StartTask of the pending start failed in a way that
-    /// may have taken effect (its answer lost), and no call succeeded since.
-    pub(crate) start_uncertain: bool,
+    /// The CreateTask or StartTask of the pending start that failed in a way
+    /// that may have taken effect (its answer lost), when no call succeeded
+    /// since. Only a later refusal of that same step is in doubt: once the
+    /// start has moved on (a relist showed the created task), a refusal of
+    /// the next step is a plain refusal.
+    pub(crate) uncertain_step: Option<Step>,
     /// A retry timer is armed; do not issue until it fires (or we reconnect).
     pub(crate) retry_waiting: bool,
     pub(crate) restart_delay: Duration,
@@ -109,7 +112,7 @@ impl Container {
             in_flight: None,
             last_activity: OpId(0),
             attempts: 0,
-            start_uncertain: false,
+            uncertain_step: None,
             retry_waiting: false,
             restart_delay,
             stop_deadline: None,

@@ -191,7 +191,7 @@ impl Core {
         match result {
             Ok(done) => {
                 c.attempts = 0;
-                c.start_uncertain = false;
+                c.uncertain_step = None;
                 self.step_done(&id, step, done);
             }
             Err(failure) => self.step_failed(&id, step, failure),
@@ -291,7 +291,7 @@ impl Core {
                 K::Unavailable | K::Deadline | K::AlreadyExists
             )
         {
-            c.start_uncertain = true;
+            c.uncertain_step = Some(step);
         }
         match (step, failure.kind) {
             // Gone already is what a delete wanted.
@@ -333,13 +333,14 @@ impl Core {
             // nothing: that attempt may have created or started the task.
             // Look (a bounded number of times) before giving the start up.
             (Step::CreateTask | Step::StartTask, _)
-                if c.start_uncertain && c.attempts < self.config.retry_attempts_max =>
+                if c.uncertain_step == Some(step)
+                    && c.attempts < self.config.retry_attempts_max =>
             {
                 self.request_refresh();
                 self.schedule_retry(id);
             }
             (Step::CreateTask | Step::StartTask, _) => {
-                if std::mem::take(&mut c.start_uncertain) {
+                if c.uncertain_step.take().is_some() {
                     // Given up after an attempt that may have taken effect:
                     // a relist finds what it made, so it is cleaned up.
                     c.attempts = 0;

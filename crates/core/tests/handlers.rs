@@ -1708,3 +1708,55 @@ fn a_policy_update_counts_from_the_next_exit_and_drops_a_restart_it_would_not_ma
         matches!(&actions[..], [Action::Answer(_, Answer::Error(e))] if e.kind == ErrorKind::Conflict)
     );
 }
+
+#[test]
+fn a_start_refused_after_a_lost_create_was_settled_by_a_relist_is_answered_at_once() {
+    // The create's answer is lost, but it took effect: a relist shows the
+    // task. Its uncertainty ends there; a refusal of the start that follows
+    // is a plain refusal, answered at once (found by the properties).
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: Default::default(),
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    d.ok(op);
+    let (req, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let created = TaskInfo {
+        container: cid("c1"),
+        pid: 101,
+        status: TaskStatus::Created,
+        exit_status: 0,
+        exited_at: None,
+    };
+    let mut actions = d.fail(create, FailureKind::Deadline);
+    for _ in 0..10 {
+        let call = |want: fn(&Call) -> bool| {
+            actions.iter().find_map(|a| match a {
+                Action::Call { op, call } if want(call) => Some(*op),
+                _ => None,
+            })
+        };
+        if let Some(op) = call(|c| matches!(c, Call::StartTask { .. })) {
+            let refused = d.fail(op, FailureKind::NotFound);
+            assert!(
+                refused
+                    .iter()
+                    .any(|a| matches!(a, Action::Answer(r, Answer::Error(_)) if *r == req)),
+                "{refused:?}"
+            );
+            return;
+        }
+        actions = if let Some(op) = call(|c| matches!(c, Call::Relist)) {
+            d.relist(op, vec![created.clone()])
+        } else if let Some(op) = call(|c| matches!(c, Call::CreateTask { .. })) {
+            d.fail(op, FailureKind::AlreadyExists)
+        } else {
+            d.fire_timer().1
+        };
+    }
+    panic!("the start never reached StartTask");
+}
