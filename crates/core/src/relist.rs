@@ -142,6 +142,13 @@ impl Core {
             let placeholder = listed.is_some_and(is_placeholder);
             let settled = c.in_flight.is_none() && c.last_activity < relist.op && !placeholder;
             let before = c.task;
+            // Still, a placeholder is a task containerd has: one believed
+            // gone (a create whose answer was lost) may exist after all,
+            // and nothing that needs it gone (a container delete) may go
+            // ahead until a later relist says what it is.
+            if placeholder && c.task == TaskState::Absent {
+                c.task = TaskState::Unknown;
+            }
             match listed.filter(|_| !placeholder) {
                 Some(task) if task.status == TaskStatus::Stopped => {
                     let current = c.rec.pid.is_none_or(|pid| pid == task.pid);

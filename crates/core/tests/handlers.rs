@@ -1760,3 +1760,73 @@ fn a_start_refused_after_a_lost_create_was_settled_by_a_relist_is_answered_at_on
     }
     panic!("the start never reached StartTask");
 }
+
+#[test]
+fn a_placeholder_after_a_lost_create_keeps_the_container_delete_back() {
+    // The create's answer is lost, but it took effect; the relist lists the
+    // task only as a placeholder. Then the container is removed. A
+    // placeholder is still a task containerd has: the container delete
+    // waits until a relist says what the task is, and the task is deleted
+    // first (found by the properties: the container was left in containerd).
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: Default::default(),
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    d.ok(op);
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.fail(create, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    d.relist(relist, vec![placeholder("c1")]);
+    let (remove, _) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: false,
+    });
+    let mut relist = None;
+    for _ in 0..10 {
+        let (_, actions) = d.fire_timer();
+        assert!(
+            !actions.iter().any(|a| matches!(
+                a,
+                Action::Call {
+                    call: Call::DeleteContainer { .. },
+                    ..
+                }
+            )),
+            "a container delete while a task may exist: {actions:?}"
+        );
+        relist = actions.iter().find_map(|a| match a {
+            Action::Call {
+                op,
+                call: Call::Relist,
+            } => Some(*op),
+            _ => None,
+        });
+        if relist.is_some() {
+            break;
+        }
+    }
+    let relist = relist.expect("another relist is asked for soon");
+    let created = TaskInfo {
+        container: cid("c1"),
+        pid: 101,
+        status: TaskStatus::Created,
+        exit_status: 0,
+        exited_at: None,
+    };
+    let actions = d.relist(relist, vec![created]);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.ok(delete);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(delete);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Answer(r, Answer::Done) if *r == remove)),
+        "{actions:?}"
+    );
+}
