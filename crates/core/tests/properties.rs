@@ -201,6 +201,8 @@ struct Harness {
     relisting: bool,
     /// Consecutive failed calls per container, as the core counts attempts.
     failures: BTreeMap<ContainerId, u32>,
+    /// The container whose call is being answered.
+    answering: Option<ContainerId>,
     newest_relist: u64,
     /// When each stop's SIGKILL is due at the latest.
     kill_deadline: BTreeMap<ContainerId, Instant>,
@@ -246,6 +248,7 @@ impl Harness {
             answer_lost: false,
             relisting: false,
             failures: BTreeMap::new(),
+            answering: None,
             newest_relist: 0,
             kill_deadline: BTreeMap::new(),
             starts: BTreeMap::new(),
@@ -262,8 +265,21 @@ impl Harness {
     /// Feeds one input and checks the per-step properties.
     fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
         self.event_fed(&input);
+        if let Input::ActionResult(_, result) = &input
+            && let Some(id) = self.answering.take()
+        {
+            // Any failed answer counts, the world's own refusals too (a
+            // start refused because a lost one took effect); a lost answer
+            // is a failure to the core: a deadline.
+            let failures = self.failures.entry(id).or_default();
+            *failures = if result.is_err() { *failures + 1 } else { 0 };
+        }
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        // HF_TRACE=1: every input and what it produced, to read a failure.
+        if std::env::var_os("HF_TRACE").is_some() {
+            eprintln!("IN  {:?} @{:?}\n    -> {:?}", input, self.now.at, actions);
+        }
         for action in &actions {
             match action {
                 Action::Call { op, call } => {
@@ -685,12 +701,7 @@ impl Harness {
             5 => Some(FailureKind::AlreadyExists),
             _ => Some(FailureKind::Other),
         };
-        if let Some(id) = call.container_id() {
-            let failures = self.failures.entry(id.clone()).or_default();
-            // (A lost answer is a failure to the core: a deadline.)
-            let failed = kind.is_some() || self.answer_lost;
-            *failures = if failed { *failures + 1 } else { 0 };
-        }
+        self.answering = call.container_id().cloned();
         if let Some(kind) = kind {
             if kind == FailureKind::Unavailable && self.subscription == Some(op) {
                 self.subscription = None;
@@ -700,7 +711,7 @@ impl Harness {
             // retried as if it might have worked.
             if let Call::CreateTask { id } | Call::StartTask { id } = &call
                 && matches!(kind, FailureKind::Other | FailureKind::NotFound)
-                && self.failures.get(id) == Some(&1)
+                && self.failures.get(id).is_none_or(|n| *n == 0)
             {
                 let id = id.clone();
                 self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
