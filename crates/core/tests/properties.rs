@@ -180,7 +180,9 @@ struct Harness {
     now: Now,
     world: World,
     outstanding: Vec<(OpId, Call)>,
-    subscription: Option<OpId>,
+    /// Event streams the world holds open (an abandoned subscription may
+    /// go live late, beside the current one).
+    subscriptions: std::collections::BTreeSet<OpId>,
     past_events: Vec<ContainerdEvent>,
     next_req: u64,
     trace: Vec<Action>,
@@ -235,7 +237,7 @@ impl Harness {
                 ..World::default()
             },
             outstanding: Vec::new(),
-            subscription: None,
+            subscriptions: Default::default(),
             past_events: Vec::new(),
             next_req: 0,
             trace: Vec::new(),
@@ -646,7 +648,7 @@ impl Harness {
 
     fn event(&mut self, event: ContainerdEvent) -> Result<(), TestCaseError> {
         self.past_events.push(event.clone());
-        if self.world.up && self.subscription.is_some() {
+        if self.world.up && !self.subscriptions.is_empty() {
             self.feed(Input::Event(event))?;
         } else {
             self.lost(&event);
@@ -703,8 +705,8 @@ impl Harness {
         };
         self.answering = call.container_id().cloned();
         if let Some(kind) = kind {
-            if kind == FailureKind::Unavailable && self.subscription == Some(op) {
-                self.subscription = None;
+            if kind == FailureKind::Unavailable {
+                self.subscriptions.remove(&op);
             }
             // A start containerd refuses outright, with no attempt before it
             // that may have taken effect, is answered at once: it is not
@@ -744,7 +746,7 @@ impl Harness {
         }
         let done = match call {
             Call::Subscribe => {
-                self.subscription = Some(op);
+                self.subscriptions.insert(op);
                 return self.feed(Input::Connection(ConnectionFact::StreamLive(op)));
             }
             Call::Relist => {
@@ -1051,7 +1053,7 @@ impl Harness {
         self.newest_relist = 0;
         self.look_again_by = None;
         self.outstanding.clear();
-        self.subscription = None;
+        self.subscriptions.clear();
         self.stop_signal_ops.clear();
         self.signal_delivered.clear();
         self.kill_deadline.clear();
@@ -1326,7 +1328,7 @@ impl Harness {
                 }
             }
             Step::StreamBreaks => {
-                if let Some(sub) = self.subscription.take() {
+                for sub in std::mem::take(&mut self.subscriptions) {
                     self.feed(Input::Connection(ConnectionFact::StreamBroken(
                         sub,
                         "eof".into(),
@@ -1335,7 +1337,7 @@ impl Harness {
             }
             Step::ContainerdDown => {
                 self.world.up = false;
-                if let Some(sub) = self.subscription.take() {
+                for sub in std::mem::take(&mut self.subscriptions) {
                     self.feed(Input::Connection(ConnectionFact::StreamBroken(
                         sub,
                         "transport is closing".into(),
