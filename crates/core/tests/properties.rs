@@ -483,8 +483,13 @@ impl Harness {
     /// Follows what an input tells the core, for the OOM expectation.
     fn event_fed(&mut self, input: &Input) {
         match input {
+            // Only an OOM event after the OOM killer struck is its event: a
+            // bare one before (while the core rightly saw nothing running)
+            // proves nothing about a later kill.
             Input::Event(ContainerdEvent::TaskOom { container }) => {
-                if let Some(inst) = self.world.current(container) {
+                if let Some(inst) = self.world.current(container)
+                    && inst.oom
+                {
                     inst.oom_in_order = true;
                 }
             }
