@@ -292,6 +292,12 @@ impl Core {
             )
         {
             c.uncertain_step = Some(step);
+            // A task it may have made is no longer known absent: nothing
+            // that needs it gone (a container delete) and no second create
+            // goes ahead before a relist has said what there is.
+            if step == Step::CreateTask && c.task == TaskState::Absent {
+                c.task = TaskState::Unknown;
+            }
         }
         match (step, failure.kind) {
             // Gone already is what a delete wanted.

@@ -1830,3 +1830,63 @@ fn a_placeholder_after_a_lost_create_keeps_the_container_delete_back() {
         "{actions:?}"
     );
 }
+
+#[test]
+fn after_a_lost_create_task_nothing_needing_the_task_gone_goes_ahead_unlooked() {
+    // The create's answer is lost, but it took effect. Until a relist has
+    // looked, the task may exist: a remove must not delete the container
+    // (containerd would keep the task), nor may a second create be sent
+    // (found by the properties: the container was left in containerd).
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: Default::default(),
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    d.ok(op);
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.fail(create, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let (remove, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: false,
+    });
+    let mut seen = actions;
+    while let Some((at, _)) = d.core.poll_timeout() {
+        if at > d.now.at + Duration::from_secs(10) {
+            break;
+        }
+        seen.extend(d.fire_timer().1);
+    }
+    assert!(
+        !seen.iter().any(|a| matches!(
+            a,
+            Action::Call {
+                call: Call::DeleteContainer { .. } | Call::CreateTask { .. },
+                ..
+            }
+        )),
+        "a call that needs the task gone, before a relist looked: {seen:?}"
+    );
+    let created = TaskInfo {
+        container: cid("c1"),
+        pid: 101,
+        status: TaskStatus::Created,
+        exit_status: 0,
+        exited_at: None,
+    };
+    let actions = d.relist(relist, vec![created]);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.ok(delete);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(delete);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Answer(r, Answer::Done) if *r == remove)),
+        "{actions:?}"
+    );
+}
