@@ -45,6 +45,9 @@ enum Step {
     Restart(usize),
     Remove(usize, bool),
     Wait(usize, u8),
+    /// A record edit: a rename (even argument; often onto another's name)
+    /// or a restart policy update.
+    Edit(usize, u8),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
     /// reuse the container's last deleted pid (a CreateTask; a relist lists
@@ -80,6 +83,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => idx.clone().prop_map(Step::Restart),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Remove(i, f)),
         1 => (idx.clone(), 0..3u8).prop_map(|(i, c)| Step::Wait(i, c)),
+        1 => (idx.clone(), any::<u8>()).prop_map(|(i, a)| Step::Edit(i, a)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -116,6 +120,15 @@ enum WorldTask {
     Created(u32),
     Running(u32),
     Stopped(u32, u32, WallTime),
+}
+
+fn restart_policy(n: u8) -> RestartPolicy {
+    match n % 4 {
+        0 => RestartPolicy::No,
+        1 => RestartPolicy::Always,
+        2 => RestartPolicy::UnlessStopped,
+        _ => RestartPolicy::OnFailure { max_retries: 2 },
+    }
 }
 
 /// Stop signals a container or its image may configure.
@@ -387,6 +400,15 @@ impl Harness {
             self.check_exit_is_the_truth(&id, pid, &exit)?;
         }
         self.check_quiescent()?;
+        // Every container shown answers to its own name, and to no other's.
+        for c in self.core.containers() {
+            prop_assert_eq!(
+                self.core.resolve(&c.record.name).ok(),
+                Some(c.record.id.clone()),
+                "the name {} does not lead to its container",
+                &c.record.name
+            );
+        }
         self.trace.extend(actions);
         Ok(())
     }
@@ -1028,6 +1050,79 @@ impl Harness {
         Ok(())
     }
 
+    /// A rename or a policy update, and what its answer must mean: a name
+    /// goes to one container only, recorded on disk before it is said done.
+    fn edit(&mut self, id: &ContainerId, arg: u8) -> Result<(), TestCaseError> {
+        let before = self.core.container(id).map(|c| c.record.name.clone());
+        if arg % 2 == 1 {
+            let policy = restart_policy(arg / 2);
+            let req = self.command(Command::UpdateRestartPolicy {
+                id: id.clone(),
+                policy,
+            })?;
+            if self.answer_of(req) == Some(Answer::Done) {
+                let recorded = self.records.get(id).map(|r| r.config.restart_policy);
+                prop_assert_eq!(recorded, Some(policy), "{} updated, not recorded", req);
+            }
+            return Ok(());
+        }
+        let name = format!("n{}", arg / 2 % 4);
+        let owner = self.core.resolve(&name).ok();
+        let req = self.command(Command::Rename {
+            id: id.clone(),
+            name: name.clone(),
+        })?;
+        match self.answer_of(req) {
+            Some(Answer::Done) => {
+                prop_assert!(
+                    owner.is_none(),
+                    "{} renamed {} onto the name of {:?}",
+                    req,
+                    id,
+                    owner
+                );
+                prop_assert_eq!(self.core.resolve(&name).ok(), Some(id.clone()));
+                let recorded = self.records.get(id).map(|r| r.name.clone());
+                prop_assert_eq!(
+                    recorded,
+                    Some(name.clone()),
+                    "{} renamed, not recorded",
+                    req
+                );
+                if let Some(old) = before.filter(|old| *old != name) {
+                    prop_assert!(
+                        self.core.resolve(&old).ok().as_ref() != Some(id),
+                        "{} still answers to its old name {}",
+                        id,
+                        old
+                    );
+                }
+            }
+            Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict => {
+                let creating = self
+                    .core
+                    .container(id)
+                    .is_some_and(|c| c.record.presence == Presence::Creating);
+                prop_assert!(
+                    creating || owner.as_ref().is_some_and(|o| o != id),
+                    "{} refused a free name {}: {}",
+                    req,
+                    name,
+                    e.message
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn answer_of(&self, req: RequestId) -> Option<Answer> {
+        self.trace.iter().rev().find_map(|a| match a {
+            Action::Answer(r, answer) if *r == req => Some(answer.clone()),
+            _ => None,
+        })
+    }
+
     /// Resolves every call and lets due timers pass.
     fn settle(&mut self) -> Result<(), TestCaseError> {
         for _ in 0..50 {
@@ -1141,14 +1236,8 @@ impl Harness {
         let id = |i: &usize| cid(IDS[*i]);
         match step {
             Step::Create(i, policy, signals) => {
-                let restart_policy = match policy {
-                    0 => RestartPolicy::No,
-                    1 => RestartPolicy::Always,
-                    2 => RestartPolicy::UnlessStopped,
-                    _ => RestartPolicy::OnFailure { max_retries: 2 },
-                };
                 let config = ContainerConfig {
-                    restart_policy,
+                    restart_policy: restart_policy(*policy),
                     stop_signal: stop_signal(*signals),
                     image_stop_signal: stop_signal(*signals >> 2),
                     ..Default::default()
@@ -1168,6 +1257,7 @@ impl Harness {
             Step::Start(i) => {
                 self.command(Command::Start { id: id(i) })?;
             }
+            Step::Edit(i, arg) => self.edit(&id(i), *arg)?,
             Step::Stop(i, timeout, signal) => {
                 let timeout = timeout.map(|t| Duration::from_secs(u64::from(t)));
                 let signal = signal.and_then(stop_signal);
