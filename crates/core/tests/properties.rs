@@ -48,6 +48,8 @@ enum Step {
     /// A record edit: a rename (even argument; often onto another's name)
     /// or a restart policy update.
     Edit(usize, u8),
+    /// The client of the n-th pending wait goes away.
+    Cancel(proptest::sample::Index),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
     /// reuse the container's last deleted pid (a CreateTask; a relist lists
@@ -84,6 +86,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Remove(i, f)),
         1 => (idx.clone(), 0..3u8).prop_map(|(i, c)| Step::Wait(i, c)),
         1 => (idx.clone(), any::<u8>()).prop_map(|(i, a)| Step::Edit(i, a)),
+        1 => any::<proptest::sample::Index>().prop_map(Step::Cancel),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -216,6 +219,8 @@ struct Harness {
     relisting: bool,
     /// Consecutive failed calls per container, as the core counts attempts.
     failures: BTreeMap<ContainerId, u32>,
+    /// The world's tasks when each relist was asked for.
+    relist_snapshots: BTreeMap<OpId, BTreeMap<ContainerId, WorldTask>>,
     /// The container whose call is being answered.
     answering: Option<ContainerId>,
     newest_relist: u64,
@@ -233,6 +238,9 @@ struct Harness {
     signal_delivered: BTreeMap<ContainerId, Instant>,
     /// Every request but a wait, which may rightly wait for ever.
     must_answer: Vec<RequestId>,
+    /// Waits not answered yet: container, condition, and its recorded exit
+    /// (run, time) when the wait began.
+    waits: BTreeMap<RequestId, (ContainerId, WaitCondition, Option<(u64, WallTime)>)>,
     slack: Duration,
 }
 
@@ -264,6 +272,7 @@ impl Harness {
             relisting: false,
             failures: BTreeMap::new(),
             answering: None,
+            relist_snapshots: BTreeMap::new(),
             newest_relist: 0,
             kill_deadline: BTreeMap::new(),
             starts: BTreeMap::new(),
@@ -273,6 +282,7 @@ impl Harness {
             stop_signal_ops: BTreeMap::new(),
             signal_delivered: BTreeMap::new(),
             must_answer: Vec::new(),
+            waits: BTreeMap::new(),
             slack,
         }
     }
@@ -291,6 +301,7 @@ impl Harness {
         }
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        let mut waited = Vec::new();
         // HF_TRACE=1: every input and what it produced, to read a failure.
         if std::env::var_os("HF_TRACE").is_some() {
             eprintln!("IN  {:?} @{:?}\n    -> {:?}", input, self.now.at, actions);
@@ -314,6 +325,7 @@ impl Harness {
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
                         self.newest_relist = op.0;
+                        self.relist_snapshots.insert(*op, self.world.tasks.clone());
                     }
                     self.outstanding.push((*op, call.clone()));
                     self.check_escalation(*op, call)?;
@@ -325,6 +337,11 @@ impl Harness {
                     self.records.remove(id);
                 }
                 Action::Answer(req, answer) => {
+                    if let Some(wait) = self.waits.remove(req)
+                        && matches!(answer, Answer::Waited { .. })
+                    {
+                        waited.push((*req, wait));
+                    }
                     prop_assert!(
                         self.answered.insert(*req, self.now.at).is_none(),
                         "{req} answered twice"
@@ -400,6 +417,26 @@ impl Harness {
             self.check_exit_is_the_truth(&id, pid, &exit)?;
         }
         self.check_quiescent()?;
+        // A wait is answered only when what it waits for is true.
+        for (req, (id, condition, exit_then)) in waited {
+            let view = self.core.container(&id);
+            let exit_now = view
+                .as_ref()
+                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
+            let met = match condition {
+                WaitCondition::Removed => view.is_none(),
+                WaitCondition::NextExit => view.is_none() || exit_now != exit_then,
+                WaitCondition::NotRunning => view.is_none_or(|c| c.status != Status::Running),
+            };
+            prop_assert!(
+                met,
+                "{} (a wait {:?} of {}) answered, but it is not so: {:?}",
+                req,
+                condition,
+                id,
+                view.map(|c| c.status)
+            );
+        }
         // Every container shown answers to its own name, and to no other's.
         for c in self.core.containers() {
             prop_assert_eq!(
@@ -588,6 +625,13 @@ impl Harness {
                 .container(command.container_id())
                 .is_some_and(|c| c.record.presence == Presence::Creating);
         let is_wait = matches!(command, Command::Wait { .. });
+        if let Command::Wait { id, condition } = &command {
+            let exit = self
+                .core
+                .container(id)
+                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
+            self.waits.insert(req, (id.clone(), *condition, exit));
+        }
         self.feed(Input::Command(req, command))?;
         // A name no container shows is free: a removed container's too.
         let answer = self.trace.iter().rev().find_map(|a| match a {
@@ -780,9 +824,16 @@ impl Harness {
                 // The relist's call is open until its end.
                 self.relisting = true;
                 self.feed(Input::Relist(op, RelistPart::Begin))?;
-                let tasks: Vec<TaskInfo> = self
-                    .world
-                    .tasks
+                // containerd reads its tasks at some moment after the call:
+                // now, or (7) as early as when it was asked for, so that
+                // what happened since (an exit the core has seen, a call
+                // it made) is not in it.
+                let snapshot = self.relist_snapshots.remove(&op);
+                let read = match snapshot {
+                    Some(tasks) if failure == 7 => tasks,
+                    _ => self.world.tasks.clone(),
+                };
+                let tasks: Vec<TaskInfo> = read
                     .iter()
                     .map(|(id, t)| {
                         let (pid, status, exit_status, exited_at) = match *t {
@@ -1190,6 +1241,8 @@ impl Harness {
         self.stop_bounds.retain(|r, _| answered.contains_key(r));
         self.starts.retain(|r, _| answered.contains_key(r));
         self.failures.clear();
+        self.waits.clear();
+        self.relist_snapshots.clear();
         self.newest_relist = 0;
         self.look_again_by = None;
         self.outstanding.clear();
@@ -1299,6 +1352,22 @@ impl Harness {
             Step::Start(i) => {
                 self.command(Command::Start { id: id(i) })?;
             }
+            Step::Cancel(n) => {
+                let Some(req) = (!self.waits.is_empty())
+                    .then(|| self.waits.keys().nth(n.index(self.waits.len())).copied())
+                    .flatten()
+                else {
+                    return Ok(());
+                };
+                self.feed(Input::Cancel(req))?;
+                let answer = self.answer_of(req);
+                prop_assert!(
+                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Cancelled),
+                    "{} cancelled, answered {:?}",
+                    req,
+                    answer
+                );
+            }
             Step::Edit(i, arg) => {
                 // Half the edits go to a container waiting out a restart
                 // backoff, if there is one: a window too short to hit by
@@ -1397,6 +1466,19 @@ impl Harness {
                     .core
                     .container(&id(i))
                     .is_some_and(|c| c.record.presence == Presence::Creating);
+                // Waiting out a restart backoff: refused without force, as
+                // dockerd refuses to remove a restarting container.
+                let restarting = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.intents.policy_restart);
+                // Nothing runs, nothing is about to: `rm` goes ahead.
+                let idle = self.core.container(&id(i)).is_some_and(|c| {
+                    matches!(c.status, Status::Exited | Status::Created)
+                        && matches!(c.task, TaskState::Absent | TaskState::Stopped)
+                        && !c.record.intents.policy_restart
+                        && c.record.presence != Presence::Creating
+                });
                 let req = self.command(Command::Remove {
                     id: id(i),
                     force: *force,
@@ -1410,12 +1492,14 @@ impl Harness {
                     if *force {
                         !conflict || creating
                     } else {
-                        conflict || !running
+                        (conflict || !running && !restarting) && !(conflict && idle)
                     },
-                    "remove (force {}) of {} (running {}): conflict {}",
+                    "remove (force {}) of {} (running {}, restarting {}, idle {}): conflict {}",
                     force,
                     id(i),
                     running,
+                    restarting,
+                    idle,
                     conflict
                 );
             }
@@ -1616,7 +1700,7 @@ proptest! {
 #[test]
 fn chosen_interleavings_hold_every_property() {
     use Step::*;
-    let cases: [&[Step]; 3] = [
+    let cases: [&[Step]; 5] = [
         // A second, shorter stop during the first one's grace period, to a
         // process that ignores its stop signal: SIGKILL at the shorter end.
         &[
@@ -1663,6 +1747,37 @@ fn chosen_interleavings_hold_every_property() {
             Resolve(0, 0),
             Edit(0, 1),
             Advance(1000),
+        ],
+        // Removes while a restart waits: refused without force, done with.
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 1, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(0, 1, false),
+            Resolve(0, 0),
+            Remove(0, false),
+            Remove(0, true),
+        ],
+        // Waits while a restart waits: not running is answered, and the
+        // next exit is not (it has not happened yet).
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 1, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(0, 1, false),
+            Resolve(0, 0),
+            Wait(0, 0),
+            Wait(0, 1),
+            Wait(0, 2),
+            Stop(0, None, None),
         ],
     ];
     for steps in cases {
