@@ -58,6 +58,12 @@ pub trait Engine {
     /// The tails of the engine's and containerd's logs, for failure messages.
     fn diagnostics(&self) -> String;
 
+    /// The engine's pid while it runs (for its memory).
+    fn engine_pid(&self) -> Option<u32>;
+
+    /// containerd's pid while it runs.
+    fn containerd_pid(&self) -> Option<u32>;
+
     /// Runs `docker args...` within `bound`; whatever it did.
     fn docker(&self, args: &[&str], bound: Duration) -> CommandOutput {
         run_with_timeout(&mut self.docker_command(args), bound)
@@ -153,6 +159,14 @@ impl Engine for Holdfast {
 
     fn diagnostics(&self) -> String {
         self.daemon.diagnostics()
+    }
+
+    fn engine_pid(&self) -> Option<u32> {
+        self.daemon.holdfastd_pid()
+    }
+
+    fn containerd_pid(&self) -> Option<u32> {
+        self.daemon.containerd_pid()
     }
 }
 
@@ -366,6 +380,14 @@ impl Engine for Dockerd {
             let _ = writeln!(s, "{line}");
         }
         s
+    }
+
+    fn engine_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn containerd_pid(&self) -> Option<u32> {
+        self.containerd().pid()
     }
 }
 

@@ -48,8 +48,10 @@ const REQUEST_BOUND: Duration = Duration::from_secs(90);
 const SHIM_DEATH_BOUND: Duration = Duration::from_secs(10);
 /// An outage longer than containerd's shim retries an exit event (~21 s).
 const LONG_OUTAGE: Duration = Duration::from_secs(25);
-/// Exits 0 on SIGTERM.
-const POLITE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
+/// Exits 0 on SIGTERM, leaving `/mark/termed` (a host directory bound in
+/// by [`Chaos::run_polite`]) as evidence that SIGTERM reached it; without
+/// that evidence, its truthful exit code after a stop is SIGKILL's 137.
+const POLITE: &str = "trap 'touch /mark/termed; exit 0' TERM; while true; do sleep 0.1; done";
 
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -102,6 +104,10 @@ struct Chaos {
     engine: Box<dyn Engine>,
     counts: Counts,
     started: Instant,
+    /// Host directories bound into the polite containers.
+    marks: tempfile::TempDir,
+    /// Containers already counted as a lost exit: the audit counts each once.
+    lost: BTreeSet<String>,
 }
 
 /// What a container is known to be doing, from the test's side.
@@ -129,6 +135,11 @@ impl Chaos {
             engine: start_engine(),
             counts: Counts::default(),
             started: Instant::now(),
+            marks: tempfile::Builder::new()
+                .prefix("hf-chaos-marks-")
+                .tempdir()
+                .expect("create a directory for the stop marks"),
+            lost: BTreeSet::new(),
         }
     }
 
@@ -166,14 +177,37 @@ impl Chaos {
         ProcessIdentity::of(pid)
     }
 
+    /// A [`POLITE`] container with its own mark directory bound in.
+    fn run_polite(&mut self, name: &str) -> Option<ProcessIdentity> {
+        let dir = self.marks.path().join(name);
+        std::fs::create_dir_all(&dir).expect("create a mark directory");
+        let mount = format!("type=bind,source={},target=/mark", dir.display());
+        self.run(name, &["--mount", &mount], POLITE)
+    }
+
+    /// The truth of a stopped [`POLITE`] container: 0 when SIGTERM reached
+    /// it, else SIGKILL's 137.
+    fn stop_truth(&self, name: &str) -> Truth {
+        if self.marks.path().join(name).join("termed").exists() {
+            Truth::Exited(0)
+        } else {
+            Truth::Exited(137)
+        }
+    }
+
     /// `inspect NAME` -> State; `None` when the engine does not know it.
     fn state(&self, name: &str) -> Option<Value> {
+        Some(self.inspect(name)?["State"].clone())
+    }
+
+    /// `inspect NAME`; `None` when the engine does not know it.
+    fn inspect(&self, name: &str) -> Option<Value> {
         let out = self.docker(&["container", "inspect", name]);
         if !out.success() {
             return None;
         }
         let v: Value = serde_json::from_str(&out.stdout).ok()?;
-        Some(v.get(0)?["State"].clone())
+        v.get(0).cloned()
     }
 
     fn listed(&self) -> BTreeSet<String> {
@@ -240,6 +274,7 @@ impl Chaos {
                     return;
                 };
                 if !seen {
+                    self.lost.insert(name.to_owned());
                     count!(
                         self,
                         lost_exits,
@@ -266,7 +301,12 @@ impl Chaos {
         let ids = self.listed_ids();
         for id in &ids {
             self.counts.checks += 1;
-            let Some(s) = self.state(id) else { continue };
+            let Some(v) = self.inspect(id) else { continue };
+            let name = v["Name"].as_str().unwrap_or("").trim_start_matches('/');
+            if self.lost.contains(name) {
+                continue;
+            }
+            let s = &v["State"];
             let pid = s["Pid"].as_u64().unwrap_or(0) as u32;
             if s["Running"] == true && (pid == 0 || !procs::pid_alive(pid)) {
                 // its process may have just exited: give the engine its grace
@@ -412,7 +452,7 @@ fn containerd_sigkill_cycles_under_churn() {
         let Some(exiter) = c.run(&ex, &[], &gated_exit(code as i32)) else {
             continue;
         };
-        let stopped = c.run(&stopme, &[], POLITE);
+        let stopped = c.run_polite(&stopme);
         let removed = c.run(&rmme, &[], "sleep 1000");
         let (Some(stopped), Some(removed)) = (stopped, removed) else {
             continue;
@@ -441,7 +481,8 @@ fn containerd_sigkill_cycles_under_churn() {
 
         // stop and rm must be carried out; a run may fail, leaving nothing
         if c.must_succeed(stop) {
-            c.check(&stopme, Truth::Exited(0));
+            let truth = c.stop_truth(&stopme);
+            c.check(&stopme, truth);
         }
         if c.must_succeed(rm) {
             c.counts.checks += 1;
@@ -619,7 +660,7 @@ fn engine_sigkill_mid_operation_cycles() {
             continue;
         };
         let (Some(stopped), Some(removed)) =
-            (c.run(&stopme, &[], POLITE), c.run(&rmme, &[], "sleep 1000"))
+            (c.run_polite(&stopme), c.run(&rmme, &[], "sleep 1000"))
         else {
             continue;
         };
@@ -644,7 +685,8 @@ fn engine_sigkill_mid_operation_cycles() {
         c.wait_usable();
         c.check(&ex, Truth::Exited(code));
         if stop.success() || !stopped.is_alive() {
-            c.check(&stopme, Truth::Exited(0));
+            let truth = c.stop_truth(&stopme);
+            c.check(&stopme, truth);
         } else {
             c.check(&stopme, Truth::Running(stopped));
         }
@@ -693,7 +735,7 @@ fn engine_sigkill_mid_operation_cycles() {
 fn stop_kill_rm_during_an_outage_are_carried_out() {
     let mut c = Chaos::new("outage_stop_kill_rm");
     let (Some(a), Some(b), Some(r)) = (
-        c.run("stopped", &[], POLITE),
+        c.run_polite("stopped"),
         c.run("killed", &[], "sleep 1000"),
         c.run("removed", &[], "sleep 1000"),
     ) else {
@@ -714,7 +756,8 @@ fn stop_kill_rm_during_an_outage_are_carried_out() {
     c.wait_received("/containers/removed");
     c.engine.containerd_up();
     if c.must_succeed(stop) {
-        c.check("stopped", Truth::Exited(0));
+        let truth = c.stop_truth("stopped");
+        c.check("stopped", truth);
     }
     if c.must_succeed(kill) {
         c.check("killed", Truth::Exited(137));
@@ -766,7 +809,14 @@ fn create_during_an_outage_leaves_nothing_behind() {
     ];
     let outcomes: Vec<(String, CommandOutput)> = attempts
         .iter()
-        .map(|args| (args[3].to_owned(), c.docker(args)))
+        .map(|args| {
+            let name = args
+                .iter()
+                .position(|a| *a == "--name")
+                .and_then(|i| args.get(i + 1))
+                .expect("every attempt names its container");
+            ((*name).to_owned(), c.docker(args))
+        })
         .collect();
     c.engine.containerd_up();
     c.wait_usable();
