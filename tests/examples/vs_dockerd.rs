@@ -22,7 +22,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const BOUND: Duration = Duration::from_secs(120);
+const BOUND: Duration = Duration::from_secs(60);
 /// Exits 0 on SIGTERM (pid 1 without a handler would ignore it).
 const POLITE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 
