@@ -99,7 +99,7 @@ fn latencies(e: &dyn Engine, round: usize, out: &mut Out) {
         let p = ProcessIdentity::of(pid)?;
         let wait = e.spawn_docker(&["wait", &w], BOUND);
         let fragment = format!("/containers/{w}/wait");
-        if !poll_until(BOUND, || e.saw_request(&fragment)) {
+        if !poll_until(BOUND, || e.saw_request(&["POST", &fragment])) {
             return None;
         }
         let t0 = Instant::now();

@@ -48,8 +48,9 @@ pub trait Engine {
     fn restart_engine(&mut self);
 
     /// Whether the engine's log shows that it received a request whose
-    /// path contains `fragment` (such as `/containers/c1/stop`).
-    fn saw_request(&self, fragment: &str) -> bool;
+    /// log line contains every one of `fragments` (such as `DELETE` and
+    /// `/containers/c1?`).
+    fn saw_request(&self, fragments: &[&str]) -> bool;
 
     /// The container ids containerd holds in the engine's namespace; `None`
     /// when containerd does not answer.
@@ -149,8 +150,8 @@ impl Engine for Holdfast {
         self.daemon.restart();
     }
 
-    fn saw_request(&self, fragment: &str) -> bool {
-        log_has_request(&self.daemon.log_path(), "request method=", fragment)
+    fn saw_request(&self, fragments: &[&str]) -> bool {
+        log_has_request(&self.daemon.log_path(), "request method=", fragments)
     }
 
     fn containerd_container_ids(&self) -> Option<Vec<String>> {
@@ -360,8 +361,8 @@ impl Engine for Dockerd {
         self.spawn();
     }
 
-    fn saw_request(&self, fragment: &str) -> bool {
-        log_has_request(&self.log_path(), "Calling ", fragment)
+    fn saw_request(&self, fragments: &[&str]) -> bool {
+        log_has_request(&self.log_path(), "Calling ", fragments)
     }
 
     fn containerd_container_ids(&self) -> Option<Vec<String>> {
@@ -442,13 +443,13 @@ fn ctr_container_ids(socket: &Path, namespace: &str) -> Option<Vec<String>> {
     out.success().then(|| crate::lines(&out.stdout))
 }
 
-fn log_has_request(log: &Path, marker: &str, fragment: &str) -> bool {
+fn log_has_request(log: &Path, marker: &str, fragments: &[&str]) -> bool {
     let Ok(bytes) = fs::read(log) else {
         return false;
     };
     String::from_utf8_lossy(&bytes)
         .lines()
-        .any(|l| l.contains(marker) && l.contains(fragment))
+        .any(|l| l.contains(marker) && fragments.iter().all(|f| l.contains(f)))
 }
 
 fn tail(path: &Path, n: usize) -> String {

@@ -369,9 +369,15 @@ impl Chaos {
         false
     }
 
-    /// Waits (bounded) until the engine's log shows the request.
-    fn wait_received(&self, fragment: &str) {
-        eventually(|| self.engine.saw_request(fragment));
+    /// Waits until the engine's log shows the request; the harness is
+    /// wrong when it never does.
+    fn wait_received(&self, fragments: &[&str]) {
+        assert!(
+            eventually(|| self.engine.saw_request(fragments)),
+            "{}: the engine's log never showed a request with {fragments:?}\n{}",
+            self.scenario,
+            self.engine.diagnostics()
+        );
     }
 
     /// Prints the counts, writes them for the report, and for holdfast
@@ -668,9 +674,9 @@ fn engine_sigkill_mid_operation_cycles() {
             .engine
             .spawn_docker(&["stop", "-t", "5", &stopme], REQUEST_BOUND);
         let rm = c.engine.spawn_docker(&["rm", "-f", &rmme], REQUEST_BOUND);
-        c.wait_received(&format!("name={fresh}"));
-        c.wait_received(&format!("/containers/{stopme}/stop"));
-        c.wait_received(&format!("/containers/{rmme}"));
+        c.wait_received(&["POST", &format!("/containers/create?name={fresh}")]);
+        c.wait_received(&["POST", &format!("/containers/{stopme}/stop")]);
+        c.wait_received(&["DELETE", &format!("/containers/{rmme}?")]);
         c.engine.kill_engine();
         open_gate(exiter.pid);
         eventually(|| !exiter.is_alive());
@@ -747,9 +753,9 @@ fn stop_kill_rm_during_an_outage_are_carried_out() {
     let rm = c
         .engine
         .spawn_docker(&["rm", "-f", "removed"], REQUEST_BOUND);
-    c.wait_received("/containers/stopped/stop");
-    c.wait_received("/containers/killed/kill");
-    c.wait_received("/containers/removed");
+    c.wait_received(&["POST", "/containers/stopped/stop"]);
+    c.wait_received(&["POST", "/containers/killed/kill"]);
+    c.wait_received(&["DELETE", "/containers/removed?"]);
     c.engine.containerd_up();
     if c.must_succeed(stop) {
         let truth = c.stop_truth("stopped");
