@@ -77,7 +77,7 @@ export TMPDIR=$T
 
 cargo build --release --locked -p holdfast-daemon
 cargo build --release --locked -p holdfast-e2e --example vs_dockerd
-cargo test --release --locked -p holdfast-e2e --test chaos --no-run
+cargo test --release --locked -p holdfast-e2e --test chaos --test security_probe --no-run
 
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -102,6 +102,9 @@ if [[ -z ${SKIP_CHAOS:-} ]]; then
             cargo test --release --locked -p holdfast-e2e --test chaos -- --test-threads=1 \
             >"$T/chaos-$engine.log" 2>&1 || echo "vs-dockerd.sh: chaos against $engine counted problems (see the report)"
         grep '^chaos result' "$T/chaos-$engine.log" || true
+        CHAOS_ENGINE=$engine CHAOS_REPORT=$T/chaos \
+            cargo test --release --locked -p holdfast-e2e --test security_probe \
+            >"$T/security-$engine.log" 2>&1 || echo "vs-dockerd.sh: the security probe against $engine found a difference"
     done
 fi
 if [[ -z ${SKIP_SPEED:-} ]]; then

@@ -54,7 +54,7 @@ def chaos_section(run):
     rows = {}
     cdir = os.path.join(run, "chaos")
     for name in sorted(os.listdir(cdir)) if os.path.isdir(cdir) else []:
-        if name.endswith(".json"):
+        if name.endswith(".json") and not name.endswith("-security.json"):
             with open(os.path.join(cdir, name)) as f:
                 d = json.load(f)
             rows[(d["scenario"], d["engine"])] = d
@@ -82,6 +82,25 @@ def chaos_section(run):
                 if len(d["notes"]) > len(shown):
                     notes.append(f"  - ... and {len(d['notes']) - len(shown)} more")
     return rows, scenarios, "\n".join(out), "\n".join(notes)
+
+
+def security_section(run):
+    got = {}
+    probes = []
+    for e in ENGINES:
+        path = os.path.join(run, "chaos", f"{e}-security.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            d = json.load(f)
+        for r in d["rows"]:
+            if (r["probe"], r["must"]) not in probes:
+                probes.append((r["probe"], r["must"]))
+            got[(r["probe"], e)] = r["got"]
+    out = ["| a default container tries to | must be | holdfast | dockerd |", "|---|---|---|---|"]
+    for p, must in probes:
+        out.append(f"| {p} | {must} | {got.get((p, 'holdfast'), '-')} | {got.get((p, 'dockerd'), '-')} |")
+    return "\n".join(out)
 
 
 def speed_section(run):
@@ -186,6 +205,8 @@ def main():
         f.write(chaos_notes + "\n")
     with open(os.path.join(bench, "vs-dockerd-speed.md.part"), "w") as f:
         f.write(speed_table + "\n\n" + rss_table + "\n")
+    with open(os.path.join(bench, "vs-dockerd-security.md.part"), "w") as f:
+        f.write(security_section(run) + "\n")
     with open(os.path.join(bench, "vs-dockerd-env.md.part"), "w") as f:
         f.write("```\n" + env + "\n\n" + params + "\n```\n")
     print("\n".join(pngs))
