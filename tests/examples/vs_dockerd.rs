@@ -183,9 +183,24 @@ fn rss(e: &dyn Engine, when: &str, rss_out: &mut fs::File) {
 fn with_many(e: &mut dyn Engine, round: usize, many: usize, out: &mut Out, rss_out: &mut fs::File) {
     let name = e.name();
     if parallel_runs(e, many, out) != many {
-        eprintln!("{name}: not every parallel run succeeded; skipping the rest of round {round}");
-        rm_all(e);
-        return;
+        // the parallel sample is recorded as failed; the rest of the round
+        // needs all `many` running: make up the missing ones one by one
+        eprintln!("{name}: not every parallel run succeeded; completing them one by one");
+        for i in 0..many {
+            let n = format!("m{i}");
+            if pid_of(e, &n).is_none() {
+                e.docker(&["rm", "-f", &n], BOUND);
+                e.docker(
+                    &["run", "-d", "--name", &n, "busybox", "sleep", "100000"],
+                    BOUND,
+                );
+            }
+        }
+        if (0..many).any(|i| pid_of(e, &format!("m{i}")).is_none()) {
+            eprintln!("{name}: cannot get {many} running; skipping the rest of round {round}");
+            rm_all(e);
+            return;
+        }
     }
     for _ in 0..5 {
         out.sample(

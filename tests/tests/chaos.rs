@@ -107,6 +107,9 @@ struct Chaos {
     marks: tempfile::TempDir,
     /// Containers already counted as a lost exit: the audit counts each once.
     lost: BTreeSet<String>,
+    /// containerd's containers already counted as left behind: each once,
+    /// however many audits see it again.
+    leftovers: BTreeSet<String>,
 }
 
 /// What a container is known to be doing, from the test's side.
@@ -139,6 +142,7 @@ impl Chaos {
                 .tempdir()
                 .expect("create a directory for the stop marks"),
             lost: BTreeSet::new(),
+            leftovers: BTreeSet::new(),
         }
     }
 
@@ -328,7 +332,7 @@ impl Chaos {
         };
         let ids = self.listed_ids();
         for id in held {
-            if !ids.contains(&id) {
+            if !ids.contains(&id) && self.leftovers.insert(id.clone()) {
                 count!(
                     self,
                     half_created,
