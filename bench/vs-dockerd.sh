@@ -81,7 +81,7 @@ cargo test --release --locked -p holdfast-e2e --test chaos --test security_probe
 
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-    echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.1f GB", $2/1048576}' /proc/meminfo), kernel $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup)"
+    echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.1f GB", $2/1048576}' /proc/meminfo), kernel $(uname -r), cgroup $([[ $(stat -fc %T /sys/fs/cgroup) == cgroup2fs ]] && echo v2 || echo v1)"
     echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared with other work)"
     echo "holdfastd: $(git rev-parse --short HEAD) (release build)"
     echo "dockerd: $(dockerd --version)"
