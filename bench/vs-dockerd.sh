@@ -2,9 +2,10 @@
 # holdfast against dockerd 20.10, side by side, in one command: the chaos
 # counts (tests/tests/chaos.rs, run once per engine) and the speed and memory
 # samples (tests/examples/vs_dockerd.rs, engines alternated round by round).
-# Writes bench/chaos.md's and bench/vs-dockerd.md's tables (the .part files
-# they include) and the plots bench/vs-dockerd-latency.png and
-# bench/vs-dockerd-chaos.png. Method and reading: bench/vs-dockerd.md.
+# Writes the tables of bench/chaos.md and bench/vs-dockerd.md as .md.part
+# files in a kept directory it names, and the plots
+# bench/vs-dockerd-latency.png and bench/vs-dockerd-chaos.png. Method and
+# reading: bench/vs-dockerd.md.
 #
 #   sudo bench/vs-dockerd.sh
 #
@@ -113,7 +114,8 @@ if [[ -z ${SKIP_SPEED:-} ]]; then
         die "the speed run failed: $(tail -20 "$T/speed.log")"
 fi
 
-python3 bench/vs_dockerd_report.py "$T" bench
 keep=$(mktemp -d /tmp/vs-dockerd-logs-XXXXXX)
 cp -r "$T/chaos" "$T/speed" "$T"/*.log "$T/env.txt" "$T/params.txt" "$keep/" 2>/dev/null || true
-echo "vs-dockerd.sh: tables in bench/*.md.part, plots in bench/*.png; raw samples and logs kept in $keep"
+python3 bench/vs_dockerd_report.py "$keep" "$keep"
+cp "$keep"/*.png bench/ 2>/dev/null || true
+echo "vs-dockerd.sh: tables in $keep/*.md.part (for bench/chaos.md and bench/vs-dockerd.md), plots in bench/*.png; raw samples and logs in $keep"

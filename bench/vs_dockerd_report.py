@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Turns a bench/vs-dockerd.sh run into bench/chaos.md, bench/vs-dockerd.md
-and the plots bench/vs-dockerd-latency.png, bench/vs-dockerd-chaos.png.
+"""Turns a bench/vs-dockerd.sh run into the tables of bench/chaos.md and
+bench/vs-dockerd.md (OUT_DIR/*.md.part) and the plots
+OUT_DIR/vs-dockerd-latency.png and OUT_DIR/vs-dockerd-chaos.png.
 
-    python3 bench/vs_dockerd_report.py RUN_DIR BENCH_DIR
+    python3 bench/vs_dockerd_report.py RUN_DIR OUT_DIR
 
 RUN_DIR holds chaos/<engine>-<scenario>.json (the chaos suite's counts),
 speed/samples.jsonl and speed/rss.jsonl (the vs_dockerd example), env.txt
