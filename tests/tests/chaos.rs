@@ -506,7 +506,10 @@ fn containerd_sigkill_cycles_under_churn() {
                 count!(c, stale_states, "{rmme} is gone but its process runs");
             }
         }
-        let _ = stopped;
+        c.counts.checks += 1;
+        if stopped.is_alive() && c.state(&stopme).is_some_and(|s| s["Running"] == false) {
+            count!(c, stale_states, "{stopme} shown exited, its process runs");
+        }
         for (req, name, truth) in [
             (churn_run, &fresh, None),
             (churn_quick, &quick, Some(Truth::Exited(3))),
@@ -777,7 +780,12 @@ fn stop_kill_rm_during_an_outage_are_carried_out() {
             "removed: rm -f succeeded, still listed or running"
         );
     }
-    let _ = (a, b);
+    for (name, p) in [("stopped", a), ("killed", b)] {
+        c.counts.checks += 1;
+        if p.is_alive() && c.state(name).is_some_and(|s| s["Running"] == false) {
+            count!(c, stale_states, "{name} shown exited, its process runs");
+        }
+    }
     c.wait_usable();
     if let Some(p) = keep {
         c.check("keep", Truth::Running(p));
