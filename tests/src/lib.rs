@@ -19,6 +19,9 @@
 //!   [`Daemon::assert_never_signalled`], [`Daemon::assert_one_die`],
 //!   [`Daemon::wait_running_again`]).
 //!
+//! - [`engine`]: one interface over holdfastd and dockerd (on a private
+//!   containerd), for the chaos suite and the side-by-side benchmark.
+//!
 //! - [`registry`]: a real `docker-registry` on loopback, images pushed into
 //!   it with `skopeo` from OCI layouts built here, and a proxy that cuts a
 //!   blob off mid-transfer.
@@ -29,6 +32,7 @@
 mod command;
 mod containers;
 mod daemon;
+pub mod engine;
 pub mod procs;
 pub mod registry;
 mod terminal;

@@ -65,6 +65,9 @@ impl AdapterError {
     /// The kind of failure, as the core understands it.
     pub fn kind(&self) -> FailureKind {
         match self {
+            AdapterError::Rpc { what, status } if is_task_create_under_way(what, status) => {
+                FailureKind::AlreadyExists
+            }
             AdapterError::Rpc { status, .. } => classify_status(status),
             AdapterError::Deadline { .. } => FailureKind::Deadline,
             // The Docker API's 404 "No such image", not a bad request.
@@ -88,6 +91,19 @@ impl AdapterError {
     pub fn to_failure(&self) -> Failure {
         Failure::new(self.kind(), self.to_string())
     }
+}
+
+/// containerd 1.6 answers a `Tasks.Create` for an id whose task bundle is
+/// already there, typically because an earlier create of it is still under
+/// way (its answer lost to our deadline under load), with `Unknown` "failed
+/// to start shim: mkdir <bundle>: file exists". That is errdefs'
+/// AlreadyExists in all but its code: the task is being or was created, so
+/// the core must look before trying again, never give the start up.
+fn is_task_create_under_way(what: &str, status: &Status) -> bool {
+    what == "Tasks.Create"
+        && status.code() == Code::Unknown
+        && status.message().contains("failed to start shim")
+        && status.message().ends_with("file exists")
 }
 
 /// Classifies a gRPC status. containerd maps its errdefs onto gRPC codes;
@@ -189,6 +205,36 @@ mod tests {
                 "{code:?} {message}"
             );
         }
+    }
+
+    #[test]
+    fn a_task_create_refused_for_an_existing_bundle_is_already_exists() {
+        let exists = "failed to start shim: mkdir /run/containerd/io.containerd.runtime.v2.task/ns/abc: file exists";
+        let rpc = |what, status| AdapterError::Rpc {
+            what,
+            status: Box::new(status),
+        };
+        assert_eq!(
+            rpc("Tasks.Create", Status::unknown(exists)).kind(),
+            FailureKind::AlreadyExists
+        );
+        // only that call, that code and that refusal
+        assert_eq!(
+            rpc("Tasks.Start", Status::unknown(exists)).kind(),
+            FailureKind::Other
+        );
+        assert_eq!(
+            rpc("Tasks.Create", Status::internal(exists)).kind(),
+            FailureKind::Other
+        );
+        assert_eq!(
+            rpc(
+                "Tasks.Create",
+                Status::unknown("failed to start shim: exec: no such file")
+            )
+            .kind(),
+            FailureKind::Other
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Input throughput of the core with 10,000 containers, and the time of a
 //! relist of all of them. Results are recorded in bench/core.md.
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use holdfast_core::*;
 use std::hint::black_box;
 use std::time::Duration;
@@ -254,4 +254,35 @@ fn benches(c: &mut Criterion) {
 }
 
 criterion_group!(core_benches, benches);
-criterion_main!(core_benches);
+
+/// criterion's main, unless `CORE_STEPS=N` asks for a single pass of the
+/// mixed input (N inputs after the 10,000-container set-up) or
+/// `CORE_RELIST=1` for one complete relist after the same set-up (`0`: the
+/// set-up alone): runs for callgrind, whose instruction counts, unlike
+/// times, do not depend on the machine's load (bench/core-callgrind.sh).
+fn main() {
+    if let Some(steps) = std::env::var("CORE_STEPS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut mix = Mix::new();
+        for _ in 0..steps {
+            mix.step();
+        }
+        black_box(&mix.core);
+        return;
+    }
+    if let Ok(relist) = std::env::var("CORE_RELIST") {
+        let (mut core, op) = relisting_core();
+        let tasks = listed_tasks();
+        if relist == "1" {
+            black_box(relist_all(&mut core, op, 3, tasks));
+        } else {
+            black_box(tasks);
+        }
+        black_box(&core);
+        return;
+    }
+    core_benches();
+    Criterion::default().configure_from_args().final_summary();
+}
