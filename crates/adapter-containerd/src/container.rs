@@ -16,7 +16,7 @@ use containerd_client::services::v1::snapshots::{
 use containerd_client::services::v1::{
     Container, CreateContainerRequest, CreateRequest as CreateLeaseRequest, CreateTaskRequest,
     DeleteContainerRequest, DeleteRequest as DeleteLeaseRequest, DeleteTaskRequest,
-    GetContainerRequest, KillRequest, StartRequest,
+    GetContainerRequest, KillRequest, PauseTaskRequest, ResumeTaskRequest, StartRequest,
 };
 use containerd_client::tonic::Code;
 use containerd_client::types::Mount;
@@ -505,6 +505,26 @@ impl Adapter {
             all,
         });
         self.rpc("Tasks.Kill", tasks.kill(req)).await.map(|_| ())
+    }
+
+    /// Freezes every process of the task (the cgroup freezer, through runc).
+    pub(crate) async fn pause_task(&self, id: &ContainerId) -> Result<(), AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(PauseTaskRequest {
+            container_id: id.to_string(),
+        });
+        self.rpc("Tasks.Pause", tasks.pause(req)).await.map(|_| ())
+    }
+
+    /// Thaws the task's processes.
+    pub(crate) async fn resume_task(&self, id: &ContainerId) -> Result<(), AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(ResumeTaskRequest {
+            container_id: id.to_string(),
+        });
+        self.rpc("Tasks.Resume", tasks.resume(req))
+            .await
+            .map(|_| ())
     }
 
     /// Deletes the stopped init task; returns its exit status.

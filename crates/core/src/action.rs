@@ -58,6 +58,16 @@ pub enum Call {
         signal: Signal,
         all: bool,
     },
+    /// Freeze the task's processes (`Tasks.Pause`): the user paused it.
+    Pause {
+        id: ContainerId,
+    },
+    /// Thaw the task (`Tasks.Resume`): the user unpaused it, or a stop or
+    /// a kill that means "stay down" was delivered to a frozen process,
+    /// which cannot act on it until thawed (dockerd resumes then too).
+    Resume {
+        id: ContainerId,
+    },
     /// Delete the stopped task: containerd keeps it, and its exit, until then.
     DeleteTask {
         id: ContainerId,
@@ -76,6 +86,8 @@ impl Call {
             | Call::CreateTask { id }
             | Call::StartTask { id }
             | Call::Kill { id, .. }
+            | Call::Pause { id }
+            | Call::Resume { id }
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id } => Some(id),
         }
@@ -159,6 +171,10 @@ pub enum UserEventKind {
     },
     /// Its restart policy was changed.
     Update,
+    /// Its processes were frozen.
+    Pause,
+    /// Its processes were thawed.
+    Unpause,
     /// An exec process exited; the container's state is unchanged.
     ExecDie {
         exec_id: String,

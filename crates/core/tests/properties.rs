@@ -45,6 +45,8 @@ enum Step {
     Restart(usize),
     Remove(usize, bool),
     Wait(usize, u8),
+    /// `docker pause` (true) or `docker unpause` (false).
+    Pause(usize, bool),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
     /// reuse the container's last deleted pid (a CreateTask; a relist lists
@@ -80,6 +82,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => idx.clone().prop_map(Step::Restart),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Remove(i, f)),
         1 => (idx.clone(), 0..3u8).prop_map(|(i, c)| Step::Wait(i, c)),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -151,6 +154,8 @@ struct World {
     latest: BTreeMap<(ContainerId, u32), usize>,
     /// Pids of each container's deleted tasks, newest last.
     deleted_pids: BTreeMap<ContainerId, Vec<u32>>,
+    /// Running tasks that are frozen, by container: their pid.
+    paused: BTreeMap<ContainerId, u32>,
 }
 
 impl World {
@@ -167,6 +172,7 @@ impl World {
     }
 
     fn delete_task(&mut self, id: &ContainerId) {
+        self.paused.remove(id);
         if let Some(task) = self.tasks.remove(id) {
             let (WorldTask::Created(pid) | WorldTask::Running(pid) | WorldTask::Stopped(pid, ..)) =
                 task;
@@ -217,6 +223,8 @@ struct Harness {
     /// Every request but a wait, which may rightly wait for ever.
     must_answer: Vec<RequestId>,
     slack: Duration,
+    /// Containers a user asked to pause (true) or unpause (false).
+    pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
 }
 
 impl Harness {
@@ -256,6 +264,7 @@ impl Harness {
             signal_delivered: BTreeMap::new(),
             must_answer: Vec::new(),
             slack,
+            pauses_asked: Default::default(),
         }
     }
 
@@ -331,6 +340,16 @@ impl Harness {
                         || matches!(c.task, TaskState::Created { .. }) && !c.record.intents.start
                 }
                 (Call::DeleteContainer { .. }, Some(c)) => c.record.intents.remove,
+                // A freeze only for a user's pause; a thaw for an unpause,
+                // or so that a stop, a "stay down" kill or a remove lands.
+                (Call::Pause { id }, Some(_)) => self.pauses_asked.contains(&(id.clone(), true)),
+                (Call::Resume { id }, Some(c)) => {
+                    let i = &c.record.intents;
+                    self.pauses_asked.contains(&(id.clone(), false))
+                        || i.stop.is_some()
+                        || i.remove
+                        || i.exit_on_next
+                }
                 // Invisible: a discarded create being rolled back.
                 (Call::DeleteContainer { .. }, None) => true,
                 (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
@@ -444,6 +463,8 @@ impl Harness {
             }
             match self.world.tasks.get(id) {
                 Some(WorldTask::Running(pid) | WorldTask::Created(pid)) => {
+                    let frozen = self.world.paused.get(id) == Some(pid);
+                    prop_assert_eq!(c.paused, frozen, "{} paused as containerd says", id);
                     prop_assert!(
                         c.current_exit().is_none()
                             && matches!(c.task, TaskState::Running { pid: p } | TaskState::Created { pid: p } if p == *pid),
@@ -646,7 +667,9 @@ impl Harness {
             | ContainerdEvent::TaskStart { container, .. }
             | ContainerdEvent::TaskExit { container, .. }
             | ContainerdEvent::TaskOom { container }
-            | ContainerdEvent::TaskDelete { container, .. } => container,
+            | ContainerdEvent::TaskDelete { container, .. }
+            | ContainerdEvent::TaskPaused { container }
+            | ContainerdEvent::TaskResumed { container } => container,
         };
         self.unseen.insert(id.clone(), self.last_op);
     }
@@ -731,6 +754,7 @@ impl Harness {
             }
             return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
         }
+        let freeze = matches!(call, Call::Pause { .. });
         let done = match call {
             Call::Subscribe => {
                 self.subscription = Some(op);
@@ -747,6 +771,9 @@ impl Harness {
                     .map(|(id, t)| {
                         let (pid, status, exit_status, exited_at) = match *t {
                             WorldTask::Created(pid) => (pid, TaskStatus::Created, 0, None),
+                            WorldTask::Running(pid) if self.world.paused.get(id) == Some(&pid) => {
+                                (pid, TaskStatus::Paused, 0, None)
+                            }
                             WorldTask::Running(pid) => (pid, TaskStatus::Running, 0, None),
                             WorldTask::Stopped(pid, s, at) => {
                                 (pid, TaskStatus::Stopped, s, Some(at))
@@ -860,6 +887,13 @@ impl Harness {
                 }
             },
             Call::Kill { id, signal, .. } => match self.world.tasks.get(&id).cloned() {
+                // A frozen process dies of SIGKILL only; other signals wait
+                // for a thaw (and this world's processes forget them).
+                Some(WorldTask::Running(pid))
+                    if self.world.paused.get(&id) == Some(&pid) && signal != Signal::SIGKILL =>
+                {
+                    Done::Ok
+                }
                 Some(WorldTask::Running(pid)) | Some(WorldTask::Created(pid)) => {
                     // Every other run is PID 1 without a handler: it ignores
                     // SIGTERM, SIGINT and SIGQUIT (what stop signals are).
@@ -897,6 +931,36 @@ impl Harness {
                     return self.feed(Input::ActionResult(
                         op,
                         Err(Failure::new(FailureKind::FailedPrecondition, "running")),
+                    ));
+                }
+                None => {
+                    return self.feed(Input::ActionResult(
+                        op,
+                        Err(Failure::new(FailureKind::NotFound, "no task")),
+                    ));
+                }
+            },
+            Call::Pause { id } | Call::Resume { id } => match self.world.tasks.get(&id) {
+                Some(WorldTask::Running(pid)) => {
+                    let pid = *pid;
+                    let frozen = self.world.paused.get(&id) == Some(&pid);
+                    if frozen == freeze {
+                        return self.feed(Input::ActionResult(
+                            op,
+                            Err(Failure::new(FailureKind::FailedPrecondition, "already so")),
+                        ));
+                    }
+                    if freeze {
+                        self.world.paused.insert(id, pid);
+                    } else {
+                        self.world.paused.remove(&id);
+                    }
+                    Done::Ok
+                }
+                Some(_) => {
+                    return self.feed(Input::ActionResult(
+                        op,
+                        Err(Failure::new(FailureKind::FailedPrecondition, "not running")),
                     ));
                 }
                 None => {
@@ -944,6 +1008,7 @@ impl Harness {
         lost: bool,
     ) -> Result<(), TestCaseError> {
         let at = self.now.wall;
+        self.world.paused.remove(id);
         self.world
             .tasks
             .insert(id.clone(), WorldTask::Stopped(pid, status, at));
@@ -1144,6 +1209,15 @@ impl Harness {
             }
             Step::Start(i) => {
                 self.command(Command::Start { id: id(i) })?;
+            }
+            Step::Pause(i, freeze) => {
+                self.pauses_asked.insert((id(i), *freeze));
+                let command = if *freeze {
+                    Command::Pause { id: id(i) }
+                } else {
+                    Command::Unpause { id: id(i) }
+                };
+                self.command(command)?;
             }
             Step::Stop(i, timeout, signal) => {
                 let timeout = timeout.map(|t| Duration::from_secs(u64::from(t)));
