@@ -110,7 +110,7 @@ def main():
     failing.remove()
     assert client.containers.list(all=True) == []
 
-    step("exec_run, top, stats, rename, update, kill with a signal name")
+    step("exec_run, top, stats, rename, pause, unpause, update, kill with a signal name")
     box = client.containers.run(
         "busybox",
         ["sh", "-c", "trap 'exit 9' USR1; while true; do sleep 0.1; done"],
@@ -133,6 +133,17 @@ def main():
     box.rename("sdk-box2")
     box.reload()
     assert box.name == "sdk-box2", box.name
+    box.pause()
+    box.reload()
+    assert box.status == "paused" and box.attrs["State"]["Paused"], box.attrs["State"]
+    try:
+        box.exec_run("true")
+        raise AssertionError("exec into a paused container was accepted")
+    except docker.errors.APIError as e:
+        assert e.status_code == 409 and "paused" in str(e), e
+    box.unpause()
+    box.reload()
+    assert box.status == "running" and not box.attrs["State"]["Paused"], box.attrs["State"]
     box.update(restart_policy={"Name": "on-failure", "MaximumRetryCount": 1})
     box.reload()
     assert box.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure", box.attrs

@@ -29,6 +29,19 @@ pub(super) struct Snapshot {
     pub status: Status,
     pub task: TaskState,
     pub confirmed: bool,
+    /// Running with its processes frozen (`docker pause`).
+    pub paused: bool,
+}
+
+impl Snapshot {
+    /// dockerd's state name: "paused" for a paused running container.
+    pub(super) fn state_name(&self) -> &'static str {
+        if self.paused {
+            "paused"
+        } else {
+            self.status.as_str()
+        }
+    }
 }
 
 pub(super) async fn snapshot(state: &ApiState, id: ContainerId) -> Result<Snapshot, ApiError> {
@@ -41,6 +54,7 @@ pub(super) async fn snapshot(state: &ApiState, id: ContainerId) -> Result<Snapsh
                 status: c.status,
                 task: c.task,
                 confirmed: c.confirmed,
+                paused: c.paused,
             })
         })
         .await?
@@ -67,6 +81,24 @@ pub async fn start(
 ) -> Result<Response, ApiError> {
     let id = resolve(&state, &reference).await?;
     lifecycle(&state, Command::Start { id }).await
+}
+
+/// `POST /containers/{id}/pause`: 204 once containerd froze it.
+pub async fn pause(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = resolve(&state, &reference).await?;
+    lifecycle(&state, Command::Pause { id }).await
+}
+
+/// `POST /containers/{id}/unpause`: 204 once containerd thawed it.
+pub async fn unpause(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = resolve(&state, &reference).await?;
+    lifecycle(&state, Command::Unpause { id }).await
 }
 
 /// `t` (seconds; negative: wait for ever) and `signal`, shared by stop and restart.
@@ -1324,9 +1356,9 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
         "Path": cmdline.first().cloned().unwrap_or_default(),
         "Args": cmdline.iter().skip(1).collect::<Vec<_>>(),
         "State": {
-            "Status": s.status.as_str(),
+            "Status": s.state_name(),
             "Running": running,
-            "Paused": false,
+            "Paused": s.paused,
             "Restarting": s.status == Status::Restarting,
             "OOMKilled": oom,
             "Dead": false,
@@ -1407,10 +1439,17 @@ pub async fn inspect(
 fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
     let r = &s.record;
     match s.status {
-        Status::Running => match r.started_at {
-            Some(at) => format!("Up {}", render::human_duration(now.saturating_since(at))),
-            None => "Up Less than a second".to_owned(),
-        },
+        Status::Running => {
+            let up = match r.started_at {
+                Some(at) => format!("Up {}", render::human_duration(now.saturating_since(at))),
+                None => "Up Less than a second".to_owned(),
+            };
+            if s.paused {
+                format!("{up} (Paused)")
+            } else {
+                up
+            }
+        }
         Status::Restarting => {
             let code = r.exit.as_ref().map_or(0, |e| e.exit_code);
             let ago = r
@@ -1445,7 +1484,7 @@ fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
         "Created": r.created_at.as_unix_nanos().div_euclid(1_000_000_000),
         "Ports": [],
         "Labels": c.labels,
-        "State": s.status.as_str(),
+        "State": s.state_name(),
         "Status": status_text(s, now),
         "HostConfig": { "NetworkMode": network },
         "NetworkSettings": { "Networks": { network: { "NetworkID": network } } },
@@ -1465,7 +1504,7 @@ fn matches_filters(
     if !f.any("name", |v| r.name.contains(v.trim_start_matches('/'))) {
         return Ok(false);
     }
-    if !f.any("status", |v| v == s.status.as_str()) {
+    if !f.any("status", |v| v == s.state_name()) {
         return Ok(false);
     }
     for label in f.get("label") {
@@ -1563,6 +1602,7 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
                     status: c.status,
                     task: c.task,
                     confirmed: c.confirmed,
+                    paused: c.paused,
                 })
                 .collect::<Vec<_>>()
         })
@@ -1923,9 +1963,14 @@ mod tests {
             status: Status::Running,
             task: TaskState::Running { pid: 5 },
             confirmed: true,
+            paused: false,
         };
         let now = holdfast_core::WallTime::from_unix_nanos(180_000_000_000);
         assert_eq!(status_text(&s, now), "Up 3 minutes");
+        s.paused = true;
+        assert_eq!(status_text(&s, now), "Up 3 minutes (Paused)");
+        assert_eq!(s.state_name(), "paused");
+        s.paused = false;
         s.status = Status::Exited;
         s.record.exit = Some(holdfast_core::ExitRecord {
             run: 1,
