@@ -179,7 +179,7 @@ fn rename_and_update_restart_edit_the_record_and_survive_a_restart() {
     d.ok(&["update", "--restart", "on-failure:2", "after"]);
     d.fails_saying(
         "update of a resource",
-        &["update", "--memory", "64m", "after"],
+        &["update", "--pids-limit", "10", "after"],
         "not supported",
     );
     let events = d.events_since(since, &["--filter", "event=rename"]);

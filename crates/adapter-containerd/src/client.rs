@@ -198,6 +198,14 @@ impl Adapter {
                 .kill(&id, "", signal.number(), all)
                 .await
                 .map(|()| Done::Ok),
+            Call::UpdateResources {
+                id,
+                config,
+                running,
+            } => self
+                .update_resources(&id, &config, running)
+                .await
+                .map(|()| Done::Ok),
             Call::Pause { id } => self.pause_task(&id).await.map(|()| Done::Ok),
             Call::Resume { id } => self.resume_task(&id).await.map(|()| Done::Ok),
             Call::DeleteTask { id } => self.delete_task(&id).await.map(|_| Done::Ok),
@@ -364,6 +372,7 @@ fn call_name(call: &Call) -> &'static str {
         Call::StartTask { .. } => "start_task",
         Call::Kill { .. } => "kill",
         Call::Pause { .. } => "pause",
+        Call::UpdateResources { .. } => "update_resources",
         Call::Resume { .. } => "resume",
         Call::DeleteTask { .. } => "delete_task",
         Call::DeleteContainer { .. } => "delete_container",

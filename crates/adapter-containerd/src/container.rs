@@ -17,6 +17,7 @@ use containerd_client::services::v1::{
     Container, CreateContainerRequest, CreateRequest as CreateLeaseRequest, CreateTaskRequest,
     DeleteContainerRequest, DeleteRequest as DeleteLeaseRequest, DeleteTaskRequest,
     GetContainerRequest, KillRequest, PauseTaskRequest, ResumeTaskRequest, StartRequest,
+    UpdateContainerRequest, UpdateTaskRequest,
 };
 use containerd_client::tonic::Code;
 use containerd_client::types::Mount;
@@ -505,6 +506,56 @@ impl Adapter {
             all,
         });
         self.rpc("Tasks.Kill", tasks.kill(req)).await.map(|_| ())
+    }
+
+    /// `docker update`: the running task's cgroup first (what runc refuses
+    /// leaves the stored spec as it was), then the stored spec, which the
+    /// next run is created from.
+    pub(crate) async fn update_resources(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+        running: bool,
+    ) -> Result<(), AdapterError> {
+        let resources = crate::spec::updatable_resources(config)?;
+        if running {
+            let value = serde_json::to_vec(&resources)
+                .map_err(|e| AdapterError::Invalid(format!("resources: {e}")))?;
+            let mut tasks = self.tasks();
+            let req = self.req(UpdateTaskRequest {
+                container_id: id.to_string(),
+                resources: Some(prost_types::Any {
+                    type_url: crate::spec::RESOURCES_TYPE_URL.to_owned(),
+                    value,
+                }),
+                ..Default::default()
+            });
+            self.rpc("Tasks.Update", tasks.update(req)).await?;
+        }
+        let mut container = self.get_container(id).await?;
+        let stored = container
+            .spec
+            .take()
+            .ok_or_else(|| AdapterError::Invalid(format!("container {id} has no spec")))?;
+        let spec: oci_spec::runtime::Spec = serde_json::from_slice(&stored.value)
+            .map_err(|e| AdapterError::Invalid(format!("the stored spec of {id}: {e}")))?;
+        let spec = crate::spec::patch_resources(spec, &resources);
+        let value =
+            serde_json::to_vec(&spec).map_err(|e| AdapterError::Invalid(format!("spec: {e}")))?;
+        container.spec = Some(prost_types::Any {
+            type_url: SPEC_TYPE_URL.to_owned(),
+            value,
+        });
+        let mut containers = self.containers();
+        let req = self.req(UpdateContainerRequest {
+            container: Some(container),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["spec".to_owned()],
+            }),
+        });
+        self.rpc("Containers.Update", containers.update(req))
+            .await
+            .map(|_| ())
     }
 
     /// Freezes every process of the task (the cgroup freezer, through runc).

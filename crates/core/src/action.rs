@@ -68,6 +68,14 @@ pub enum Call {
     Resume {
         id: ContainerId,
     },
+    /// Change the resources in the container's stored spec (what later runs
+    /// get) and, when `running`, of its task's cgroup (`Tasks.Update`): the
+    /// user updated them. Recorded only once this succeeded.
+    UpdateResources {
+        id: ContainerId,
+        config: Arc<ContainerConfig>,
+        running: bool,
+    },
     /// Delete the stopped task: containerd keeps it, and its exit, until then.
     DeleteTask {
         id: ContainerId,
@@ -88,6 +96,7 @@ impl Call {
             | Call::Kill { id, .. }
             | Call::Pause { id }
             | Call::Resume { id }
+            | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id } => Some(id),
         }

@@ -61,7 +61,50 @@ impl Core {
             Command::UpdateRestartPolicy { policy, .. } => self.update_policy(req, &id, policy),
             Command::Pause { .. } => self.pause(req, &id, true),
             Command::Unpause { .. } => self.pause(req, &id, false),
+            Command::UpdateResources { update, .. } => self.update_resources(req, &id, update),
         }
+    }
+
+    /// `docker update` of resources: carried to containerd first (the
+    /// running task's cgroup, the spec of later runs), recorded when done.
+    fn update_resources(
+        &mut self,
+        req: RequestId,
+        id: &ContainerId,
+        update: crate::config::ResourceUpdate,
+    ) {
+        let ready = self.conn.is_ready();
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        let refusal = if c.rec.intents.remove {
+            Some(format!("container {id} is marked for removal"))
+        } else if c.update_wanted.is_some() {
+            Some(format!(
+                "an update of container {id} is already in progress"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
+        if !ready {
+            let message = "containerd is unreachable: the container was not updated; try again";
+            self.out
+                .answer_now(req, error(ErrorKind::Unavailable, message));
+            return;
+        }
+        c.update_wanted = Some(Arc::new(update.apply(&c.rec.config)));
+        self.add_pending(
+            id,
+            req,
+            Pending::Update,
+            Some(self.config.request_answer_bound),
+        );
+        self.reconcile(id);
     }
 
     /// `docker pause` (`freeze`) and `docker unpause`: answered once

@@ -40,6 +40,7 @@ pub(crate) enum Step {
     },
     Pause,
     Resume,
+    UpdateResources,
     DeleteTask,
     DeleteContainer,
 }
@@ -65,6 +66,7 @@ pub(crate) enum Pending {
     Wait(WaitCondition),
     Pause,
     Unpause,
+    Update,
 }
 
 #[derive(Debug)]
@@ -113,6 +115,9 @@ pub(crate) struct Container {
     /// Not persisted: it is refused while containerd is unreachable, and
     /// its requester waits for it.
     pub(crate) pause_wanted: Option<bool>,
+    /// A user's resource update not carried out yet: the whole new config.
+    /// Not persisted, like a pause.
+    pub(crate) update_wanted: Option<std::sync::Arc<crate::config::ContainerConfig>>,
     pub(crate) requests: Vec<(RequestId, Pending)>,
 }
 
@@ -137,6 +142,7 @@ impl Container {
             policy_start: false,
             paused: false,
             pause_wanted: None,
+            update_wanted: None,
             requests: Vec::new(),
         }
     }

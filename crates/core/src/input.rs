@@ -89,6 +89,12 @@ pub enum Command {
     Unpause {
         id: ContainerId,
     },
+    /// `docker update --memory/--cpus/...`: recorded once containerd took
+    /// it (the running task's cgroup and the spec of later runs).
+    UpdateResources {
+        id: ContainerId,
+        update: crate::config::ResourceUpdate,
+    },
 }
 
 impl Command {
@@ -104,7 +110,8 @@ impl Command {
             | Command::Rename { id, .. }
             | Command::UpdateRestartPolicy { id, .. }
             | Command::Pause { id }
-            | Command::Unpause { id } => id,
+            | Command::Unpause { id }
+            | Command::UpdateResources { id, .. } => id,
         }
     }
 }

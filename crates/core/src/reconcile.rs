@@ -25,6 +25,17 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         Presence::Created => {}
     }
     let intents = &c.rec.intents;
+    let update = |running: bool| {
+        let config = c.update_wanted.clone()?;
+        Some((
+            Call::UpdateResources {
+                id: id.clone(),
+                config,
+                running,
+            },
+            Step::UpdateResources,
+        ))
+    };
     let kill = |signal: Signal, purpose: KillPurpose| {
         let all = signal == Signal::SIGKILL;
         Some((
@@ -66,6 +77,7 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                 TaskState::Running { .. } if frozen && (intents.exit_on_next || intents.remove) => {
                     resume
                 }
+                TaskState::Running { .. } if c.update_wanted.is_some() => update(true),
                 TaskState::Running { .. } if c.pause_wanted == Some(true) && !c.paused => {
                     Some((Call::Pause { id }, Step::Pause))
                 }
@@ -83,6 +95,8 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         TaskState::Absent if intents.remove => {
             Some((Call::DeleteContainer { id }, Step::DeleteContainer))
         }
+        // Before a start: the new run is created from the updated spec.
+        TaskState::Absent if c.update_wanted.is_some() => update(false),
         TaskState::Absent if intents.start => Some((Call::CreateTask { id }, Step::CreateTask)),
         TaskState::Absent => None,
     }
@@ -256,6 +270,14 @@ impl Core {
                 }
             }
             Step::DeleteContainer => self.finish_removal(id),
+            Step::UpdateResources => {
+                if let Some(config) = c.update_wanted.take() {
+                    c.rec.config = config;
+                    self.out.persist(&c.rec);
+                    self.out.publish(id, UserEventKind::Update);
+                }
+                self.answer_pending_where(id, |p| p == Pending::Update, || Answer::Done);
+            }
             Step::Pause | Step::Resume => {
                 let frozen = step == Step::Pause;
                 // An exit may have overtaken this answer: the run is over.
@@ -378,6 +400,29 @@ impl Core {
                     self.request_refresh();
                 }
                 self.pause_over(id, answer);
+            }
+            // An update is the user's to retry: nothing is recorded (what
+            // containerd did of it before failing shows at the next run).
+            (Step::UpdateResources, kind) => {
+                c.update_wanted = None;
+                let answer = match kind {
+                    K::Unavailable => error(
+                        ErrorKind::Unavailable,
+                        format!("containerd became unreachable: container {id} was not updated"),
+                    ),
+                    K::Invalid => error(
+                        ErrorKind::Invalid,
+                        format!("Cannot update container {id}: {}", failure.message),
+                    ),
+                    _ => error(
+                        ErrorKind::Internal,
+                        format!("Cannot update container {id}: {}", failure.message),
+                    ),
+                };
+                if kind == K::Unavailable {
+                    self.lose_connection();
+                }
+                self.answer_pending_where(id, |p| p == Pending::Update, || answer.clone());
             }
             (_, K::Unavailable) => {
                 // containerd went away: the intent stays, and the reconnect's

@@ -47,6 +47,8 @@ enum Step {
     Wait(usize, u8),
     /// `docker pause` (true) or `docker unpause` (false).
     Pause(usize, bool),
+    /// `docker update --memory` (MiB).
+    Update(usize, u8),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
     /// reuse the container's last deleted pid (a CreateTask; a relist lists
@@ -83,6 +85,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Remove(i, f)),
         1 => (idx.clone(), 0..3u8).prop_map(|(i, c)| Step::Wait(i, c)),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
+        1 => (idx.clone(), any::<u8>()).prop_map(|(i, m)| Step::Update(i, m)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -225,6 +228,8 @@ struct Harness {
     slack: Duration,
     /// Containers a user asked to pause (true) or unpause (false).
     pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
+    /// Containers a user asked to update.
+    updates_asked: std::collections::BTreeSet<ContainerId>,
 }
 
 impl Harness {
@@ -265,6 +270,7 @@ impl Harness {
             must_answer: Vec::new(),
             slack,
             pauses_asked: Default::default(),
+            updates_asked: Default::default(),
         }
     }
 
@@ -343,6 +349,10 @@ impl Harness {
                 // A freeze only for a user's pause; a thaw for an unpause,
                 // or so that a stop, a "stay down" kill or a remove lands.
                 (Call::Pause { id }, Some(_)) => self.pauses_asked.contains(&(id.clone(), true)),
+                (Call::UpdateResources { id, running, .. }, Some(c)) => {
+                    self.updates_asked.contains(id)
+                        && *running == matches!(c.task, TaskState::Running { .. })
+                }
                 (Call::Resume { id }, Some(c)) => {
                     let i = &c.record.intents;
                     self.pauses_asked.contains(&(id.clone(), false))
@@ -940,6 +950,19 @@ impl Harness {
                     ));
                 }
             },
+            Call::UpdateResources { id, running, .. } => {
+                let task_runs = matches!(
+                    self.world.tasks.get(&id),
+                    Some(WorldTask::Running(_) | WorldTask::Created(_))
+                );
+                if !self.world.containers.contains_key(&id) || running && !task_runs {
+                    return self.feed(Input::ActionResult(
+                        op,
+                        Err(Failure::new(FailureKind::NotFound, "not found")),
+                    ));
+                }
+                Done::Ok
+            }
             Call::Pause { id } | Call::Resume { id } => match self.world.tasks.get(&id) {
                 Some(WorldTask::Running(pid)) => {
                     let pid = *pid;
@@ -1209,6 +1232,27 @@ impl Harness {
             }
             Step::Start(i) => {
                 self.command(Command::Start { id: id(i) })?;
+            }
+            Step::Update(i, mib) => {
+                self.updates_asked.insert(id(i));
+                let before = self.core.container(&id(i)).map(|c| c.record.config.clone());
+                let req = self.command(Command::UpdateResources {
+                    id: id(i),
+                    update: ResourceUpdate {
+                        memory_limit_bytes: Some(u64::from(*mib) << 20),
+                        ..Default::default()
+                    },
+                })?;
+                // Refused at once, it records nothing.
+                let refused = self
+                    .trace
+                    .iter()
+                    .rev()
+                    .any(|a| matches!(a, Action::Answer(r, Answer::Error(_)) if *r == req));
+                if refused {
+                    let after = self.core.container(&id(i)).map(|c| c.record.config.clone());
+                    prop_assert_eq!(before, after, "a refused update changed the record");
+                }
             }
             Step::Pause(i, freeze) => {
                 self.pauses_asked.insert((id(i), *freeze));

@@ -75,6 +75,8 @@ struct Asked {
     /// (a stop, kill or remove may thaw one too).
     pause_at: Option<Instant>,
     unpause_at: Option<Instant>,
+    /// A user asked for a resource update.
+    update_asked: bool,
 }
 
 #[derive(Debug)]
@@ -381,6 +383,7 @@ impl Checker {
                 }
             }
             Command::Pause { .. } => asked.pause_at = Some(now),
+            Command::UpdateResources { .. } => asked.update_asked = true,
             Command::Unpause { .. } => asked.unpause_at = Some(now),
             Command::Create { .. } | Command::Wait { .. } | Command::Rename { .. } => {}
         }
@@ -590,6 +593,11 @@ impl Checker {
                         ));
                     }
                 }
+            }
+            Call::UpdateResources { .. } if !asked.update_asked => {
+                return Err(format!(
+                    "{op}: update of {id}'s resources that no user asked for"
+                ));
             }
             Call::Pause { .. } | Call::Resume { .. } => {
                 let Some(pid) = cd.live_pid(id) else {

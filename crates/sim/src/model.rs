@@ -281,6 +281,22 @@ impl Containerd {
         Ok(Done::Ok)
     }
 
+    /// `Containers.Update` of the spec, and `Tasks.Update` of a running task.
+    pub fn update_resources(&mut self, id: &ContainerId, running: bool) -> Result<Done, Failure> {
+        if !self.containers.contains(id) {
+            return fail(FailureKind::NotFound, "container not found");
+        }
+        if running
+            && !self
+                .tasks
+                .get(id)
+                .is_some_and(|t| t.status != TaskStatus::Stopped)
+        {
+            return fail(FailureKind::NotFound, "task not found");
+        }
+        Ok(Done::Ok)
+    }
+
     /// `Tasks.Pause`: freezes a running task.
     pub fn pause(&mut self, id: &ContainerId, fx: &mut Vec<Effect>) -> Result<Done, Failure> {
         let Some(task) = self.tasks.get_mut(id) else {

@@ -821,6 +821,7 @@ impl Sim {
                 let kill_delay = self.rng_world.ms(5, 15);
                 self.cd.kill(id, *signal, kill_delay, &mut fx)
             }
+            Call::UpdateResources { id, running, .. } => self.cd.update_resources(id, *running),
             Call::Pause { id } => self.cd.pause(id, &mut fx),
             Call::Resume { id } => self.cd.resume(id, &mut fx),
             Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
@@ -1581,7 +1582,15 @@ impl Sim {
                 let Some(id) = self.target(t) else {
                     return Ok(());
                 };
-                if arg % 2 == 0 {
+                if arg % 4 == 3 {
+                    Command::UpdateResources {
+                        id,
+                        update: holdfast_core::ResourceUpdate {
+                            memory_limit_bytes: Some(u64::from(arg) << 20),
+                            ..Default::default()
+                        },
+                    }
+                } else if arg % 2 == 0 {
                     // Often another container's name: a conflict.
                     Command::Rename {
                         id,
@@ -1653,7 +1662,9 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::Restart { .. } => UserKind::Restart,
         Command::Remove { .. } => UserKind::Remove,
         Command::Wait { condition, .. } => UserKind::Wait(*condition),
-        Command::Rename { .. } | Command::UpdateRestartPolicy { .. } => UserKind::Edit,
+        Command::Rename { .. }
+        | Command::UpdateRestartPolicy { .. }
+        | Command::UpdateResources { .. } => UserKind::Edit,
         Command::Pause { .. } => UserKind::Pause,
         Command::Unpause { .. } => UserKind::Unpause,
     }

@@ -969,7 +969,7 @@ pub async fn create(
 
 /// Whether the host's memory cgroup can limit swap (cgroup v1's
 /// `memory.memsw.*`, v2's `memory.swap.max` in the cgroups below the root).
-fn swap_accounting() -> bool {
+pub(super) fn swap_accounting() -> bool {
     let cgroup = std::path::Path::new("/sys/fs/cgroup");
     if cgroup.join("memory/memory.memsw.limit_in_bytes").exists() {
         return true;
