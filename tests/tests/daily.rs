@@ -359,17 +359,11 @@ fn what_is_not_built_yet_answers_501_naming_it() {
             vec!["import", &*tarball.to_string_lossy(), "imp:1"],
             "import is not supported",
         ),
-        (vec!["image", "prune", "-f"], "prune is not supported"),
-        (vec!["system", "df"], "df is not supported"),
         (vec!["network", "ls"], "networks are not supported"),
     ] {
         d.fails_saying(&args.join(" "), &args, needle);
     }
-    for (method, path) in [
-        ("POST", "/commit?container=idle"),
-        ("GET", "/system/df"),
-        ("GET", "/networks"),
-    ] {
+    for (method, path) in [("POST", "/commit?container=idle"), ("GET", "/networks")] {
         let r = d.http(method, path, None);
         assert_eq!(r.status, 501, "{method} {path}: {r:?}");
     }

@@ -11,7 +11,7 @@ use crate::logger::{LogLimits, LoggerArgs};
 use crate::spec::{SPEC_TYPE_URL, build_spec, cgroups_path, resolve_user};
 use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{
-    MountsRequest, PrepareSnapshotRequest, RemoveSnapshotRequest,
+    MountsRequest, PrepareSnapshotRequest, RemoveSnapshotRequest, UsageRequest,
 };
 use containerd_client::services::v1::{
     Container, CreateContainerRequest, CreateRequest as CreateLeaseRequest, CreateTaskRequest,
@@ -342,6 +342,37 @@ impl Adapter {
             .rpc("Snapshots.Mounts", snapshots.mounts(req))
             .await?
             .mounts)
+    }
+
+    /// Bytes the snapshot `key` itself holds (its own layer, or what a
+    /// container wrote), as the snapshotter counts them.
+    pub(crate) async fn snapshot_size(&self, key: &str) -> Result<i64, AdapterError> {
+        let mut snapshots = self.snapshots();
+        let req = self.req(UsageRequest {
+            snapshotter: self.snapshotter().to_owned(),
+            key: key.to_owned(),
+        });
+        Ok(self
+            .rpc("Snapshots.Usage", snapshots.usage(req))
+            .await?
+            .size)
+    }
+
+    /// What container `id` wrote to its root filesystem, in bytes.
+    pub async fn container_rw_size(&self, id: &ContainerId) -> Result<i64, AdapterError> {
+        self.snapshot_size(id.as_str()).await
+    }
+
+    /// The unpacked size of an image: its layers' snapshots, each counted once.
+    pub async fn image_unpacked_size(&self, diff_ids: &[String]) -> Result<i64, AdapterError> {
+        let mut total = 0i64;
+        for n in 1..=diff_ids.len() {
+            let Some(chain) = crate::image::chain_id(&diff_ids[..n]) else {
+                continue;
+            };
+            total = total.saturating_add(self.snapshot_size(&chain).await?);
+        }
+        Ok(total)
     }
 
     pub(crate) async fn remove_snapshot(&self, key: &str) -> Result<(), AdapterError> {

@@ -1471,7 +1471,7 @@ fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
     }
 }
 
-fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
+pub(super) fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
     let r = &s.record;
     let c = &r.config;
     let network = network_mode_name(c.network);

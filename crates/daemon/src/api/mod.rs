@@ -9,6 +9,7 @@
 mod archive;
 mod changes;
 mod containers;
+mod df;
 mod edit;
 mod error;
 mod exec;
@@ -109,8 +110,8 @@ pub fn router(state: ApiState) -> Router {
         // What is not built yet says so, naming it (501), never pretends.
         .route("/commit", post(containers::unsupported))
         .route("/build", post(containers::unsupported))
-        .route("/images/prune", post(containers::unsupported))
-        .route("/system/df", get(containers::unsupported))
+        .route("/images/prune", post(prune::images))
+        .route("/system/df", get(df::system_df))
         .route("/networks", get(networks_unsupported))
         .route(
             "/networks/{*rest}",
