@@ -446,10 +446,12 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     };
     let mut mounts = hc
         .binds
+        .take()
         .unwrap_or_default()
         .iter()
         .map(|b| parse_bind(b))
         .collect::<Result<Vec<_>, _>>()?;
+    mounts.extend(create_options::volume_mounts(&mut hc.options.mounts)?);
     for anonymous in anonymous_volumes(b.volumes)? {
         // A bind or named volume at the same path wins, as with dockerd.
         if !mounts
@@ -1672,7 +1674,8 @@ mod tests {
             (br#"{"Image":"b","HostConfig":{"CapAdd":["FLY"]}}"#, "CapAdd"),
             (br#"{"Image":"b","HostConfig":{"Sysctls":{"vm.swappiness":"1"}}}"#, "Sysctls"),
             (br#"{"Image":"b","HostConfig":{"Ulimits":[{"Name":"nofile","Soft":2,"Hard":1}]}}"#, "Ulimits"),
-            (br#"{"Image":"b","HostConfig":{"Mounts":[{"Type":"volume","Target":"/v"}]}}"#, "type=volume"),
+            (br#"{"Image":"b","HostConfig":{"Mounts":[{"Type":"volume","Target":"/v","VolumeOptions":{"NoCopy":true}}]}}"#, "NoCopy"),
+            (br#"{"Image":"b","HostConfig":{"Mounts":[{"Type":"volume","Source":"a/b","Target":"/v"}]}}"#, "invalid HostConfig.Mounts"),
             (br#"{"Image":"b","HostConfig":{"NanoCpus":1000000000,"CpuQuota":5000}}"#, "NanoCpus"),
             (br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"syslog"}}}"#, "syslog"),
             (br#"{"Image":"b","HostConfig":{"PidMode":"sideways"}}"#, "PidMode"),
