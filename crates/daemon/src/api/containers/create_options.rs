@@ -480,12 +480,12 @@ pub(super) fn volume_mounts(
             ));
         }
         // What the local driver would have to honour beyond a plain volume.
-        if let Some(options) = m.volume_options.as_ref().and_then(|v| v.as_object()) {
-            if let Some((key, _)) = options.iter().find(|(_, v)| given(v)) {
-                return Err(bad(format!(
-                    "HostConfig.Mounts VolumeOptions.{key} is not supported by holdfast yet"
-                )));
-            }
+        if let Some(options) = m.volume_options.as_ref().and_then(|v| v.as_object())
+            && let Some((key, _)) = options.iter().find(|(_, v)| given(v))
+        {
+            return Err(bad(format!(
+                "HostConfig.Mounts VolumeOptions.{key} is not supported by holdfast yet"
+            )));
         }
         out.push(holdfast_core::BindMount {
             source: String::new(),
