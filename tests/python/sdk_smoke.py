@@ -144,6 +144,10 @@ def main():
     box.unpause()
     box.reload()
     assert box.status == "running" and not box.attrs["State"]["Paused"], box.attrs["State"]
+    box.update(mem_limit="96m", cpu_shares=256)
+    box.reload()
+    hc = box.attrs["HostConfig"]
+    assert (hc["Memory"], hc["CpuShares"]) == (96 << 20, 256), hc
     box.update(restart_policy={"Name": "on-failure", "MaximumRetryCount": 1})
     box.reload()
     assert box.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure", box.attrs
@@ -165,6 +169,17 @@ def main():
     assert busybox.id.startswith("sha256:"), busybox.id
     out = client.containers.run(image_ref, ["echo", "loaded"], remove=True)
     assert out == b"loaded\n", out
+
+    step("df, images.prune")
+    df = client.df()
+    assert df["Images"] and all(i["Size"] > 0 for i in df["Images"]), df["Images"]
+    assert df["LayersSize"] > 0, df
+    pruned = client.images.prune(filters={"dangling": True})
+    assert pruned["ImagesDeleted"] in (None, []), pruned
+    pruned = client.images.prune(filters={"dangling": False})
+    assert any(image_ref in d.get("Untagged", "") for d in pruned["ImagesDeleted"]), pruned
+    # No container is left, so -a takes every image.
+    assert client.containers.list(all=True) == [] and client.images.list() == [], pruned
 
     step("events with until")
     until = int(time.time()) + 1
