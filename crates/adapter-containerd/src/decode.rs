@@ -267,7 +267,7 @@ mod tests {
     #[test]
     fn unknown_types_are_ignored_and_garbage_is_an_error() {
         assert_eq!(
-            decode_event("containerd.events.TaskPaused", b"\x0a\x02c1"),
+            decode_event("containerd.events.TaskCheckpointed", b"\x0a\x02c1"),
             Ok(None)
         );
         assert_eq!(decode_event("", b""), Ok(None));
