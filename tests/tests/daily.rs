@@ -153,6 +153,22 @@ fn prune_removes_what_is_not_running_and_port_is_empty_without_networks() {
         "",
         "no published ports without a network"
     );
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "hostnet",
+        "--network",
+        "host",
+        "busybox",
+        "sleep",
+        "1000",
+    ]);
+    assert_eq!(
+        d.ok(&["port", "hostnet"]).trim(),
+        "",
+        "none on the host's network either"
+    );
 }
 
 #[test]
