@@ -115,6 +115,9 @@ pub(crate) struct Container {
     /// Not persisted: it is refused while containerd is unreachable, and
     /// its requester waits for it.
     pub(crate) pause_wanted: Option<bool>,
+    /// A kill that means "stay down" reached the frozen task: thaw it once,
+    /// so that it takes effect (dockerd resumes right after such a kill).
+    pub(crate) thaw_due: bool,
     /// A user's resource update not carried out yet: the whole new config.
     /// Not persisted, like a pause.
     pub(crate) update_wanted: Option<std::sync::Arc<crate::config::ContainerConfig>>,
@@ -142,6 +145,7 @@ impl Container {
             policy_start: false,
             paused: false,
             pause_wanted: None,
+            thaw_due: false,
             update_wanted: None,
             requests: Vec::new(),
         }
@@ -160,6 +164,7 @@ impl Container {
         self.stop_escalated = false;
         self.kill_announced = None;
         self.paused = false;
+        self.thaw_due = false;
     }
 
     /// Whether an exit with `exit_code` ends this run by the OOM killer.

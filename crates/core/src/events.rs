@@ -131,6 +131,7 @@ impl Core {
         c.kill_announced = None;
         c.paused = false;
         c.pause_wanted = None;
+        c.thaw_due = false;
         self.out.timers.cancel(&TimerKind::StopDeadline(id.clone()));
         (stopped, stopped_by_user)
     }

@@ -74,9 +74,7 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                 }
                 // A kill that means "stay down" was delivered, or the
                 // removal's SIGKILL: thaw, so that it takes effect.
-                TaskState::Running { .. } if frozen && (intents.exit_on_next || intents.remove) => {
-                    resume
-                }
+                TaskState::Running { .. } if frozen && (c.thaw_due || intents.remove) => resume,
                 TaskState::Running { .. } if c.update_wanted.is_some() => update(true),
                 TaskState::Running { .. } if c.pause_wanted == Some(true) && !c.paused => {
                     Some((Call::Pause { id }, Step::Pause))
@@ -280,6 +278,7 @@ impl Core {
             }
             Step::Pause | Step::Resume => {
                 let frozen = step == Step::Pause;
+                c.thaw_due = false;
                 // An exit may have overtaken this answer: the run is over.
                 if c.current_exit().is_none() {
                     c.paused = frozen;
@@ -307,6 +306,9 @@ impl Core {
         }
         match purpose {
             KillPurpose::User => {
+                // A signal that means "stay down", to a frozen task: thaw
+                // it next (dockerd's order: the kill, then the resume).
+                c.thaw_due = c.paused && (signal == Signal::SIGKILL || c.rec.intents.exit_on_next);
                 if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
                     c.rec.intents.kills.remove(pos);
                 }

@@ -179,6 +179,7 @@ impl Core {
                         _ => TaskState::Running { pid: task.pid },
                     };
                     c.paused = task.status == TaskStatus::Paused;
+                    c.thaw_due &= c.paused;
                     // A start whose answer was lost took effect.
                     let intents = &c.rec.intents;
                     let began = matches!(task.status, TaskStatus::Running | TaskStatus::Paused);

@@ -261,3 +261,25 @@ fn a_pause_event_that_disagrees_with_what_the_core_knows_makes_it_look() {
     }));
     assert_eq!(actions, vec![]);
 }
+
+#[test]
+fn a_stay_down_kill_thaws_the_frozen_task_once_and_a_later_pause_holds() {
+    let mut d = paused("c1");
+    // No stop signal configured: SIGHUP means "stay down" (dockerd's rule).
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::try_from(1).expect("SIGHUP"),
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.ok(kill);
+    let resume = only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+    d.ok(resume);
+    assert!(!view(&d, "c1").paused);
+    // The process survived its SIGHUP; a pause now is a pause.
+    let (req, actions) = d.command(Command::Pause { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.ok(op);
+    assert_eq!(calls(&actions), vec![], "no thaw after a later pause");
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(view(&d, "c1").paused);
+}
