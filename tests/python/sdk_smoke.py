@@ -110,7 +110,7 @@ def main():
     failing.remove()
     assert client.containers.list(all=True) == []
 
-    step("exec_run, top, stats, rename, update, kill with a signal name")
+    step("exec_run, top, stats, rename, pause, unpause, update, kill with a signal name")
     box = client.containers.run(
         "busybox",
         ["sh", "-c", "trap 'exit 9' USR1; while true; do sleep 0.1; done"],
@@ -133,6 +133,21 @@ def main():
     box.rename("sdk-box2")
     box.reload()
     assert box.name == "sdk-box2", box.name
+    box.pause()
+    box.reload()
+    assert box.status == "paused" and box.attrs["State"]["Paused"], box.attrs["State"]
+    try:
+        box.exec_run("true")
+        raise AssertionError("exec into a paused container was accepted")
+    except docker.errors.APIError as e:
+        assert e.status_code == 409 and "paused" in str(e), e
+    box.unpause()
+    box.reload()
+    assert box.status == "running" and not box.attrs["State"]["Paused"], box.attrs["State"]
+    box.update(mem_limit="96m", cpu_shares=256)
+    box.reload()
+    hc = box.attrs["HostConfig"]
+    assert (hc["Memory"], hc["CpuShares"]) == (96 << 20, 256), hc
     box.update(restart_policy={"Name": "on-failure", "MaximumRetryCount": 1})
     box.reload()
     assert box.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure", box.attrs
@@ -154,6 +169,17 @@ def main():
     assert busybox.id.startswith("sha256:"), busybox.id
     out = client.containers.run(image_ref, ["echo", "loaded"], remove=True)
     assert out == b"loaded\n", out
+
+    step("df, images.prune")
+    df = client.df()
+    assert df["Images"] and all(i["Size"] > 0 for i in df["Images"]), df["Images"]
+    assert df["LayersSize"] > 0, df
+    pruned = client.images.prune(filters={"dangling": True})
+    assert pruned["ImagesDeleted"] in (None, []), pruned
+    pruned = client.images.prune(filters={"dangling": False})
+    assert any(image_ref in d.get("Untagged", "") for d in pruned["ImagesDeleted"]), pruned
+    # No container is left, so -a takes every image.
+    assert client.containers.list(all=True) == [] and client.images.list() == [], pruned
 
     step("events with until")
     until = int(time.time()) + 1

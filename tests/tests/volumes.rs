@@ -188,3 +188,71 @@ fn in_use_volumes_stay_anonymous_ones_go_with_rm_v_and_prune() {
         "no such volume",
     );
 }
+
+#[test]
+fn mount_type_volume_is_a_volume_named_or_anonymous_and_readonly_holds() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "--rm",
+        "--mount",
+        "type=volume,src=viamount,dst=/data",
+        "busybox",
+        "sh",
+        "-c",
+        "echo kept > /data/f",
+    ]);
+    assert_eq!(d.ok(&["volume", "ls", "-q"]).trim(), "viamount");
+    let out = d.docker(&[
+        "run",
+        "--rm",
+        "--mount",
+        "type=volume,src=viamount,dst=/data,readonly",
+        "busybox",
+        "sh",
+        "-c",
+        "cat /data/f; echo more > /data/g",
+    ]);
+    assert!(
+        !out.success() && out.stdout.contains("kept") && out.stderr.contains("Read-only"),
+        "read, but not written: {out:?}\n{}",
+        d.diagnostics()
+    );
+
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "anon",
+        "--mount",
+        "type=volume,dst=/scratch",
+        "busybox",
+        "sleep",
+        "1000",
+    ]);
+    let mounts = d.inspect("anon")["Mounts"].clone();
+    let name = mounts[0]["Name"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        mounts[0]["Type"] == "volume" && mounts[0]["Destination"] == "/scratch" && name.len() == 64,
+        "an anonymous volume: {mounts}"
+    );
+    d.ok(&["rm", "-f", "-v", "anon"]);
+    assert_eq!(
+        d.ok(&["volume", "ls", "-q"]).trim(),
+        "viamount",
+        "rm -v took the anonymous one"
+    );
+
+    d.fails_saying(
+        "a volume option the local driver would have to honour",
+        &[
+            "run",
+            "--rm",
+            "--mount",
+            "type=volume,src=vx,dst=/d,volume-nocopy",
+            "busybox",
+            "true",
+        ],
+        "NoCopy",
+    );
+}

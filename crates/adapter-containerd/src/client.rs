@@ -198,6 +198,16 @@ impl Adapter {
                 .kill(&id, "", signal.number(), all)
                 .await
                 .map(|()| Done::Ok),
+            Call::UpdateResources {
+                id,
+                config,
+                running,
+            } => self
+                .update_resources(&id, &config, running)
+                .await
+                .map(|()| Done::Ok),
+            Call::Pause { id } => self.pause_task(&id).await.map(|()| Done::Ok),
+            Call::Resume { id } => self.resume_task(&id).await.map(|()| Done::Ok),
             Call::DeleteTask { id } => self.delete_task(&id).await.map(|_| Done::Ok),
             Call::DeleteContainer { id } => self.delete_container(&id).await.map(|()| Done::Ok),
             Call::Subscribe | Call::Relist => {
@@ -361,6 +371,9 @@ fn call_name(call: &Call) -> &'static str {
         Call::CreateTask { .. } => "create_task",
         Call::StartTask { .. } => "start_task",
         Call::Kill { .. } => "kill",
+        Call::Pause { .. } => "pause",
+        Call::UpdateResources { .. } => "update_resources",
+        Call::Resume { .. } => "resume",
         Call::DeleteTask { .. } => "delete_task",
         Call::DeleteContainer { .. } => "delete_container",
     }

@@ -11,12 +11,13 @@ use crate::logger::{LogLimits, LoggerArgs};
 use crate::spec::{SPEC_TYPE_URL, build_spec, cgroups_path, resolve_user};
 use containerd_client::services::v1::container::Runtime;
 use containerd_client::services::v1::snapshots::{
-    MountsRequest, PrepareSnapshotRequest, RemoveSnapshotRequest,
+    MountsRequest, PrepareSnapshotRequest, RemoveSnapshotRequest, UsageRequest,
 };
 use containerd_client::services::v1::{
     Container, CreateContainerRequest, CreateRequest as CreateLeaseRequest, CreateTaskRequest,
     DeleteContainerRequest, DeleteRequest as DeleteLeaseRequest, DeleteTaskRequest,
-    GetContainerRequest, KillRequest, StartRequest,
+    GetContainerRequest, KillRequest, PauseTaskRequest, ResumeTaskRequest, StartRequest,
+    UpdateContainerRequest, UpdateTaskRequest,
 };
 use containerd_client::tonic::Code;
 use containerd_client::types::Mount;
@@ -343,6 +344,37 @@ impl Adapter {
             .mounts)
     }
 
+    /// Bytes the snapshot `key` itself holds (its own layer, or what a
+    /// container wrote), as the snapshotter counts them.
+    pub(crate) async fn snapshot_size(&self, key: &str) -> Result<i64, AdapterError> {
+        let mut snapshots = self.snapshots();
+        let req = self.req(UsageRequest {
+            snapshotter: self.snapshotter().to_owned(),
+            key: key.to_owned(),
+        });
+        Ok(self
+            .rpc("Snapshots.Usage", snapshots.usage(req))
+            .await?
+            .size)
+    }
+
+    /// What container `id` wrote to its root filesystem, in bytes.
+    pub async fn container_rw_size(&self, id: &ContainerId) -> Result<i64, AdapterError> {
+        self.snapshot_size(id.as_str()).await
+    }
+
+    /// The unpacked size of an image: its layers' snapshots, each counted once.
+    pub async fn image_unpacked_size(&self, diff_ids: &[String]) -> Result<i64, AdapterError> {
+        let mut total = 0i64;
+        for n in 1..=diff_ids.len() {
+            let Some(chain) = crate::image::chain_id(&diff_ids[..n]) else {
+                continue;
+            };
+            total = total.saturating_add(self.snapshot_size(&chain).await?);
+        }
+        Ok(total)
+    }
+
     pub(crate) async fn remove_snapshot(&self, key: &str) -> Result<(), AdapterError> {
         let mut snapshots = self.snapshots();
         let req = self.req(RemoveSnapshotRequest {
@@ -505,6 +537,76 @@ impl Adapter {
             all,
         });
         self.rpc("Tasks.Kill", tasks.kill(req)).await.map(|_| ())
+    }
+
+    /// `docker update`: the running task's cgroup first (what runc refuses
+    /// leaves the stored spec as it was), then the stored spec, which the
+    /// next run is created from.
+    pub(crate) async fn update_resources(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+        running: bool,
+    ) -> Result<(), AdapterError> {
+        let resources = crate::spec::updatable_resources(config)?;
+        if running {
+            let value = serde_json::to_vec(&resources)
+                .map_err(|e| AdapterError::Invalid(format!("resources: {e}")))?;
+            let mut tasks = self.tasks();
+            let req = self.req(UpdateTaskRequest {
+                container_id: id.to_string(),
+                resources: Some(prost_types::Any {
+                    type_url: crate::spec::RESOURCES_TYPE_URL.to_owned(),
+                    value,
+                }),
+                ..Default::default()
+            });
+            self.rpc("Tasks.Update", tasks.update(req)).await?;
+        }
+        let mut container = self.get_container(id).await?;
+        let stored = container
+            .spec
+            .take()
+            .ok_or_else(|| AdapterError::Invalid(format!("container {id} has no spec")))?;
+        let spec: oci_spec::runtime::Spec = serde_json::from_slice(&stored.value)
+            .map_err(|e| AdapterError::Invalid(format!("the stored spec of {id}: {e}")))?;
+        let spec = crate::spec::patch_resources(spec, &resources);
+        let value =
+            serde_json::to_vec(&spec).map_err(|e| AdapterError::Invalid(format!("spec: {e}")))?;
+        container.spec = Some(prost_types::Any {
+            type_url: SPEC_TYPE_URL.to_owned(),
+            value,
+        });
+        let mut containers = self.containers();
+        let req = self.req(UpdateContainerRequest {
+            container: Some(container),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["spec".to_owned()],
+            }),
+        });
+        self.rpc("Containers.Update", containers.update(req))
+            .await
+            .map(|_| ())
+    }
+
+    /// Freezes every process of the task (the cgroup freezer, through runc).
+    pub(crate) async fn pause_task(&self, id: &ContainerId) -> Result<(), AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(PauseTaskRequest {
+            container_id: id.to_string(),
+        });
+        self.rpc("Tasks.Pause", tasks.pause(req)).await.map(|_| ())
+    }
+
+    /// Thaws the task's processes.
+    pub(crate) async fn resume_task(&self, id: &ContainerId) -> Result<(), AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(ResumeTaskRequest {
+            container_id: id.to_string(),
+        });
+        self.rpc("Tasks.Resume", tasks.resume(req))
+            .await
+            .map(|_| ())
     }
 
     /// Deletes the stopped init task; returns its exit status.

@@ -1,6 +1,8 @@
 //! Pure decoding of containerd's task events into core events. Fuzzed.
 
-use containerd_client::events::{TaskCreate, TaskDelete, TaskExit, TaskOom, TaskStart};
+use containerd_client::events::{
+    TaskCreate, TaskDelete, TaskExit, TaskOom, TaskPaused, TaskResumed, TaskStart,
+};
 use holdfast_core::{ContainerId, ContainerdEvent, WallTime};
 use prost::Message;
 
@@ -16,7 +18,7 @@ pub enum DecodeError {
 /// Decodes one event by its `Any.type_url` (containerd sends it without a
 /// leading `/`, e.g. `containerd.events.TaskExit`; a `types.googleapis.com/`
 /// style prefix or a leading `/` is accepted too). Types the core does not
-/// need (exec added/started, paused, checkpointed, non-task events) are
+/// need (exec added/started, checkpointed, non-task events) are
 /// `Ok(None)`. Never panics, whatever the input.
 pub fn decode_event(type_url: &str, bytes: &[u8]) -> Result<Option<ContainerdEvent>, DecodeError> {
     let name = type_url.rsplit('/').next().unwrap_or(type_url);
@@ -72,6 +74,18 @@ pub fn decode_event(type_url: &str, bytes: &[u8]) -> Result<Option<ContainerdEve
             ContainerdEvent::TaskDelete {
                 container: id(e.container_id)?,
                 pid: e.pid,
+            }
+        }
+        "containerd.events.TaskPaused" => {
+            let e = TaskPaused::decode(bytes).map_err(proto)?;
+            ContainerdEvent::TaskPaused {
+                container: id(e.container_id)?,
+            }
+        }
+        "containerd.events.TaskResumed" => {
+            let e = TaskResumed::decode(bytes).map_err(proto)?;
+            ContainerdEvent::TaskResumed {
+                container: id(e.container_id)?,
             }
         }
         _ => return Ok(None),
@@ -186,6 +200,24 @@ mod tests {
                 pid: 9
             }))
         );
+        let paused = TaskPaused {
+            container_id: "c1".into(),
+        };
+        assert_eq!(
+            decode_event("containerd.events.TaskPaused", &paused.encode_to_vec()),
+            Ok(Some(ContainerdEvent::TaskPaused {
+                container: cid("c1")
+            }))
+        );
+        let resumed = TaskResumed {
+            container_id: "c1".into(),
+        };
+        assert_eq!(
+            decode_event("containerd.events.TaskResumed", &resumed.encode_to_vec()),
+            Ok(Some(ContainerdEvent::TaskResumed {
+                container: cid("c1")
+            }))
+        );
         let oom = TaskOom {
             container_id: "c1".into(),
         };
@@ -235,7 +267,7 @@ mod tests {
     #[test]
     fn unknown_types_are_ignored_and_garbage_is_an_error() {
         assert_eq!(
-            decode_event("containerd.events.TaskPaused", b"\x0a\x02c1"),
+            decode_event("containerd.events.TaskCheckpointed", b"\x0a\x02c1"),
             Ok(None)
         );
         assert_eq!(decode_event("", b""), Ok(None));

@@ -794,6 +794,32 @@ fn cpu(config: &ContainerConfig) -> Result<Option<LinuxCpu>, AdapterError> {
     Ok((cpu != LinuxCpu::default()).then_some(cpu))
 }
 
+/// The type url containerd's `Tasks.Update` reads its resources with.
+pub(crate) const RESOURCES_TYPE_URL: &str =
+    "types.containerd.io/opencontainers/runtime-spec/1/LinuxResources";
+
+/// What `docker update` may change of a task's resources (memory and CPU),
+/// from the updated config; other resources are left as they are.
+pub(crate) fn updatable_resources(
+    config: &ContainerConfig,
+) -> Result<LinuxResources, AdapterError> {
+    let mut resources = LinuxResources::default();
+    resources.set_memory(memory(config)?).set_cpu(cpu(config)?);
+    Ok(resources)
+}
+
+/// `spec` with its memory and CPU resources replaced by `update`'s.
+pub(crate) fn patch_resources(mut spec: Spec, update: &LinuxResources) -> Spec {
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    let mut resources = linux.resources().clone().unwrap_or_default();
+    resources
+        .set_memory(*update.memory())
+        .set_cpu(update.cpu().clone());
+    linux.set_resources(Some(resources));
+    spec.set_linux(Some(linux));
+    spec
+}
+
 fn resources(config: &ContainerConfig, host: &HostFacts) -> Result<LinuxResources, AdapterError> {
     let mut resources = LinuxResources::default();
     resources

@@ -31,7 +31,9 @@ fn decode_event_corpus_replays() {
                 | ContainerdEvent::TaskStart { container, .. }
                 | ContainerdEvent::TaskCreate { container, .. }
                 | ContainerdEvent::TaskOom { container }
-                | ContainerdEvent::TaskDelete { container, .. } => container,
+                | ContainerdEvent::TaskDelete { container, .. }
+                | ContainerdEvent::TaskPaused { container }
+                | ContainerdEvent::TaskResumed { container } => container,
             };
             assert_eq!(container.as_str(), "c1", "{name}: {event:?}");
         }

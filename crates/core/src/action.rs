@@ -58,6 +58,24 @@ pub enum Call {
         signal: Signal,
         all: bool,
     },
+    /// Freeze the task's processes (`Tasks.Pause`): the user paused it.
+    Pause {
+        id: ContainerId,
+    },
+    /// Thaw the task (`Tasks.Resume`): the user unpaused it, or a stop or
+    /// a kill that means "stay down" was delivered to a frozen process,
+    /// which cannot act on it until thawed (dockerd resumes then too).
+    Resume {
+        id: ContainerId,
+    },
+    /// Change the resources in the container's stored spec (what later runs
+    /// get) and, when `running`, of its task's cgroup (`Tasks.Update`): the
+    /// user updated them. Recorded only once this succeeded.
+    UpdateResources {
+        id: ContainerId,
+        config: Arc<ContainerConfig>,
+        running: bool,
+    },
     /// Delete the stopped task: containerd keeps it, and its exit, until then.
     DeleteTask {
         id: ContainerId,
@@ -76,6 +94,9 @@ impl Call {
             | Call::CreateTask { id }
             | Call::StartTask { id }
             | Call::Kill { id, .. }
+            | Call::Pause { id }
+            | Call::Resume { id }
+            | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id } => Some(id),
         }
@@ -159,6 +180,10 @@ pub enum UserEventKind {
     },
     /// Its restart policy was changed.
     Update,
+    /// Its processes were frozen.
+    Pause,
+    /// Its processes were thawed.
+    Unpause,
     /// An exec process exited; the container's state is unchanged.
     ExecDie {
         exec_id: String,

@@ -59,7 +59,121 @@ impl Core {
             Command::Wait { condition, .. } => self.wait(req, &id, condition),
             Command::Rename { name, .. } => self.rename(req, &id, name),
             Command::UpdateRestartPolicy { policy, .. } => self.update_policy(req, &id, policy),
+            Command::Pause { .. } => self.pause(req, &id, true),
+            Command::Unpause { .. } => self.pause(req, &id, false),
+            Command::UpdateResources { update, .. } => self.update_resources(req, &id, update),
         }
+    }
+
+    /// `docker update` of resources: carried to containerd first (the
+    /// running task's cgroup, the spec of later runs), recorded when done.
+    fn update_resources(
+        &mut self,
+        req: RequestId,
+        id: &ContainerId,
+        update: crate::config::ResourceUpdate,
+    ) {
+        let ready = self.conn.is_ready();
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        let refusal = if c.rec.intents.remove {
+            Some(format!("container {id} is marked for removal"))
+        } else if c.update_wanted.is_some() {
+            Some(format!(
+                "an update of container {id} is already in progress"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
+        if !ready {
+            let message = "containerd is unreachable: the container was not updated; try again";
+            self.out
+                .answer_now(req, error(ErrorKind::Unavailable, message));
+            return;
+        }
+        c.update_wanted = Some(Arc::new(update.apply(&c.rec.config)));
+        self.add_pending(
+            id,
+            req,
+            Pending::Update,
+            Some(self.config.request_answer_bound),
+        );
+        self.reconcile(id);
+    }
+
+    /// `docker pause` (`freeze`) and `docker unpause`: answered once
+    /// containerd did it. Refused, as dockerd refuses, for a container that
+    /// is not running, already in that state, or on its way down; and while
+    /// containerd is unreachable (not kept across an outage, like a start).
+    fn pause(&mut self, req: RequestId, id: &ContainerId, freeze: bool) {
+        let ready = self.conn.is_ready();
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        let running = matches!(c.task, TaskState::Running { .. })
+            && c.is_running()
+            && c.status() == crate::Status::Running;
+        let intents = &c.rec.intents;
+        let refusal = if c.status() == crate::Status::Restarting {
+            Some(format!(
+                "Container {id} is restarting, wait until the container is running"
+            ))
+        } else if !running || intents.remove || intents.start {
+            Some(format!("Container {id} is not running"))
+        } else if c.pause_wanted.is_some() {
+            Some(format!(
+                "a pause or unpause of container {id} is already in progress"
+            ))
+        } else if freeze && c.paused {
+            Some(format!("Container {id} is already paused"))
+        } else if !freeze && !c.paused {
+            Some(format!("Container {id} is not paused"))
+        } else if freeze && intents.stop.is_some() {
+            Some(format!("Container {id} is being stopped"))
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
+        if !ready {
+            let what = if freeze { "paused" } else { "unpaused" };
+            let message =
+                format!("containerd is unreachable: the container was not {what}; try again");
+            self.out
+                .answer_now(req, error(ErrorKind::Unavailable, message));
+            return;
+        }
+        c.pause_wanted = Some(freeze);
+        let pending = if freeze {
+            Pending::Pause
+        } else {
+            Pending::Unpause
+        };
+        self.add_pending(id, req, pending, Some(self.config.request_answer_bound));
+        self.reconcile(id);
+    }
+
+    /// The user's pause or unpause is over (done, refused or moot): it is
+    /// forgotten and its requests get `answer`.
+    pub(crate) fn pause_over(&mut self, id: &ContainerId, answer: Answer) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        c.pause_wanted = None;
+        self.answer_pending_where(
+            id,
+            |p| matches!(p, Pending::Pause | Pending::Unpause),
+            || answer.clone(),
+        );
     }
 
     /// A record edit: nothing in containerd carries the name.
@@ -207,6 +321,12 @@ impl Core {
         };
         if c.rec.intents.remove {
             let message = format!("container {id} is marked for removal and cannot be started");
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
+        if c.is_paused() {
+            let message = "cannot start a paused container, try unpause instead";
             self.out
                 .answer_now(req, error(ErrorKind::Conflict, message));
             return;
@@ -417,6 +537,14 @@ impl Core {
         if c.rec.intents.policy_restart && !force {
             let message = format!(
                 "You cannot remove a restarting container {id}. Stop the container before attempting removal or force remove"
+            );
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
+        if c.is_paused() && !force && !c.rec.intents.remove {
+            let message = format!(
+                "You cannot remove a paused container {id}. Unpause and then stop the container before attempting removal or force remove"
             );
             self.out
                 .answer_now(req, error(ErrorKind::Conflict, message));

@@ -157,6 +157,37 @@ pub struct Resources {
     pub shm_size_bytes: Option<u64>,
 }
 
+/// `docker update` of the resources a running task can change: each field
+/// given replaces the container's setting (as dockerd does).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub struct ResourceUpdate {
+    pub memory_limit_bytes: Option<u64>,
+    /// Memory plus swap; -1 is unlimited swap.
+    pub memory_swap_bytes: Option<i64>,
+    pub nano_cpus: Option<u64>,
+    pub cpu_shares: Option<u64>,
+}
+
+impl ResourceUpdate {
+    /// `config` with this update applied.
+    pub fn apply(&self, config: &ContainerConfig) -> ContainerConfig {
+        let mut c = config.clone();
+        if let Some(m) = self.memory_limit_bytes {
+            c.memory_limit_bytes = Some(m);
+        }
+        if let Some(s) = self.memory_swap_bytes {
+            c.resources.memory_swap_bytes = Some(s);
+        }
+        if let Some(n) = self.nano_cpus {
+            c.resources.nano_cpus = Some(n);
+        }
+        if let Some(s) = self.cpu_shares {
+            c.resources.cpu_shares = Some(s);
+        }
+        c
+    }
+}
+
 /// `--ulimit name=soft[:hard]`, names as docker spells them (`nofile`).
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct Ulimit {

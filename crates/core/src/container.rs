@@ -38,6 +38,9 @@ pub(crate) enum Step {
         signal: Signal,
         purpose: KillPurpose,
     },
+    Pause,
+    Resume,
+    UpdateResources,
     DeleteTask,
     DeleteContainer,
 }
@@ -61,6 +64,9 @@ pub(crate) enum Pending {
     Restart,
     Remove,
     Wait(WaitCondition),
+    Pause,
+    Unpause,
+    Update,
 }
 
 #[derive(Debug)]
@@ -101,6 +107,20 @@ pub(crate) struct Container {
     /// The pending start is the restart policy's: shown as `restarting`
     /// until the run is up, as dockerd shows it.
     pub(crate) policy_start: bool,
+    /// containerd froze the current run's task: learned from our own Pause
+    /// and Resume answers and from settled relists (events only make us
+    /// look). Not persisted: a restarted daemon learns it from its relist.
+    pub(crate) paused: bool,
+    /// A user's pause (`true`) or unpause (`false`) not carried out yet.
+    /// Not persisted: it is refused while containerd is unreachable, and
+    /// its requester waits for it.
+    pub(crate) pause_wanted: Option<bool>,
+    /// A kill that means "stay down" reached the frozen task: thaw it once,
+    /// so that it takes effect (dockerd resumes right after such a kill).
+    pub(crate) thaw_due: bool,
+    /// A user's resource update not carried out yet: the whole new config.
+    /// Not persisted, like a pause.
+    pub(crate) update_wanted: Option<std::sync::Arc<crate::config::ContainerConfig>>,
     pub(crate) requests: Vec<(RequestId, Pending)>,
 }
 
@@ -123,6 +143,10 @@ impl Container {
             kill_announced: None,
             confirmed: false,
             policy_start: false,
+            paused: false,
+            pause_wanted: None,
+            thaw_due: false,
+            update_wanted: None,
             requests: Vec::new(),
         }
     }
@@ -139,6 +163,8 @@ impl Container {
         self.stop_deadline = None;
         self.stop_escalated = false;
         self.kill_announced = None;
+        self.paused = false;
+        self.thaw_due = false;
     }
 
     /// Whether an exit with `exit_code` ends this run by the OOM killer.
@@ -167,6 +193,11 @@ impl Container {
             TaskState::Absent | TaskState::Stopped => false,
             TaskState::Unknown => self.rec.pid.is_some(),
         }
+    }
+
+    /// Whether the current run is frozen (only a running one can be).
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused && self.is_running() && self.status() == Status::Running
     }
 
     pub(crate) fn status(&self) -> Status {
@@ -246,6 +277,9 @@ pub struct ContainerView<'a> {
     pub task: TaskState,
     /// Confirmed by a complete relist since the last reconnect.
     pub confirmed: bool,
+    /// Running, with its processes frozen (`docker pause`): dockerd shows
+    /// such a container as running and paused, with status "paused".
+    pub paused: bool,
 }
 
 impl<'a> ContainerView<'a> {
@@ -255,6 +289,7 @@ impl<'a> ContainerView<'a> {
             status: c.status(),
             task: c.task,
             confirmed: c.confirmed,
+            paused: c.is_paused(),
         }
     }
 

@@ -90,9 +90,27 @@ impl Core {
                     self.start_took_effect(&container);
                 }
             }
+            // Someone else may have frozen or thawed the task, or this is
+            // the echo of our own call, possibly late (after a later call's
+            // answer): when it disagrees with what we know, look.
+            ContainerdEvent::TaskPaused { container } => self.pause_event(&container, true),
+            ContainerdEvent::TaskResumed { container } => self.pause_event(&container, false),
             // Pids are learned from our own CreateTask result and relists; a
             // late create event of an earlier run must not set them.
             ContainerdEvent::TaskCreate { .. } => {}
+        }
+    }
+
+    /// Someone else may have frozen or thawed the task, or this is the echo
+    /// of our own call, possibly late (after a later call's answer): when
+    /// it disagrees with what we know, look.
+    fn pause_event(&mut self, id: &ContainerId, frozen: bool) {
+        let Some(c) = self.containers.get(id) else {
+            return;
+        };
+        let ours = matches!(c.in_flight, Some((_, Step::Pause | Step::Resume)));
+        if c.is_running() && c.paused != frozen && !ours {
+            self.request_refresh();
         }
     }
 
@@ -111,6 +129,9 @@ impl Core {
         c.stop_escalated = false;
         c.rec.intents.kills.clear();
         c.kill_announced = None;
+        c.paused = false;
+        c.pause_wanted = None;
+        c.thaw_due = false;
         self.out.timers.cancel(&TimerKind::StopDeadline(id.clone()));
         (stopped, stopped_by_user)
     }
@@ -139,7 +160,7 @@ impl Core {
             let answer = match (pending, exit_code) {
                 (Pending::Stop, _) => Answer::Done,
                 (Pending::Kill(s), _) if Some(*s) == delivering => Answer::Done,
-                (Pending::Kill(_), _) => error(
+                (Pending::Kill(_) | Pending::Pause | Pending::Unpause, _) => error(
                     ErrorKind::Conflict,
                     format!("Container {id} is not running"),
                 ),

@@ -81,6 +81,20 @@ pub enum Command {
         id: ContainerId,
         policy: crate::config::RestartPolicy,
     },
+    /// `docker pause`: freeze every process of the running container.
+    Pause {
+        id: ContainerId,
+    },
+    /// `docker unpause`: thaw a paused container.
+    Unpause {
+        id: ContainerId,
+    },
+    /// `docker update --memory/--cpus/...`: recorded once containerd took
+    /// it (the running task's cgroup and the spec of later runs).
+    UpdateResources {
+        id: ContainerId,
+        update: crate::config::ResourceUpdate,
+    },
 }
 
 impl Command {
@@ -94,7 +108,10 @@ impl Command {
             | Command::Remove { id, .. }
             | Command::Wait { id, .. }
             | Command::Rename { id, .. }
-            | Command::UpdateRestartPolicy { id, .. } => id,
+            | Command::UpdateRestartPolicy { id, .. }
+            | Command::Pause { id }
+            | Command::Unpause { id }
+            | Command::UpdateResources { id, .. } => id,
         }
     }
 }
@@ -135,6 +152,16 @@ pub enum ContainerdEvent {
     TaskDelete {
         container: ContainerId,
         pid: u32,
+    },
+    /// The task was frozen (by us or by anyone with access to containerd).
+    /// It names no pid, and may arrive after a later resume's answer: it is
+    /// a reason to look (relist), never a fact to record.
+    TaskPaused {
+        container: ContainerId,
+    },
+    /// The task was thawed; like `TaskPaused`, only a reason to look.
+    TaskResumed {
+        container: ContainerId,
     },
 }
 

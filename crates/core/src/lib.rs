@@ -78,7 +78,8 @@ mod timers;
 pub use action::{Action, Answer, Call, ErrorKind, RequestError, UserEvent, UserEventKind};
 pub use config::{
     BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
-    NamespaceMode, Namespaces, NetworkMode, Privileges, Resources, RestartPolicy, Ulimit,
+    NamespaceMode, Namespaces, NetworkMode, Privileges, ResourceUpdate, Resources, RestartPolicy,
+    Ulimit,
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};

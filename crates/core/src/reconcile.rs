@@ -25,6 +25,17 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         Presence::Created => {}
     }
     let intents = &c.rec.intents;
+    let update = |running: bool| {
+        let config = c.update_wanted.clone()?;
+        Some((
+            Call::UpdateResources {
+                id: id.clone(),
+                config,
+                running,
+            },
+            Step::UpdateResources,
+        ))
+    };
     let kill = |signal: Signal, purpose: KillPurpose| {
         let all = signal == Signal::SIGKILL;
         Some((
@@ -42,12 +53,17 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             if let Some(&signal) = intents.kills.first() {
                 return kill(signal, KillPurpose::User);
             }
+            let resume = Some((Call::Resume { id: id.clone() }, Step::Resume));
+            let frozen = c.paused && matches!(c.task, TaskState::Running { .. });
             if let Some(stop) = intents.stop {
                 return match c.stop_deadline {
                     None => kill(stop.signal, KillPurpose::Stop),
                     Some(deadline) if now >= deadline && !c.stop_escalated => {
                         kill(Signal::SIGKILL, KillPurpose::Escalate)
                     }
+                    // The stop signal is out; a frozen process acts on it
+                    // only once thawed.
+                    Some(_) if frozen => resume,
                     Some(_) => None,
                 };
             }
@@ -56,6 +72,14 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                 TaskState::Running { .. } if intents.remove && !c.stop_escalated => {
                     kill(Signal::SIGKILL, KillPurpose::Escalate)
                 }
+                // A kill that means "stay down" was delivered, or the
+                // removal's SIGKILL: thaw, so that it takes effect.
+                TaskState::Running { .. } if frozen && (c.thaw_due || intents.remove) => resume,
+                TaskState::Running { .. } if c.update_wanted.is_some() => update(true),
+                TaskState::Running { .. } if c.pause_wanted == Some(true) && !c.paused => {
+                    Some((Call::Pause { id }, Step::Pause))
+                }
+                TaskState::Running { .. } if c.pause_wanted == Some(false) && c.paused => resume,
                 TaskState::Created { .. } if intents.start && !intents.remove => {
                     Some((Call::StartTask { id }, Step::StartTask))
                 }
@@ -69,6 +93,8 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         TaskState::Absent if intents.remove => {
             Some((Call::DeleteContainer { id }, Step::DeleteContainer))
         }
+        // Before a start: the new run is created from the updated spec.
+        TaskState::Absent if c.update_wanted.is_some() => update(false),
         TaskState::Absent if intents.start => Some((Call::CreateTask { id }, Step::CreateTask)),
         TaskState::Absent => None,
     }
@@ -85,6 +111,11 @@ impl Core {
         };
         if c.in_flight.is_some() || c.retry_waiting {
             return;
+        }
+        if c.pause_wanted == Some(c.paused) {
+            // Already so (a relist found it done by an answer we lost).
+            self.pause_over(id, Answer::Done);
+            return self.reconcile(id);
         }
         let Some((call, step)) = next_step(c, self.out.now.at) else {
             return;
@@ -237,6 +268,31 @@ impl Core {
                 }
             }
             Step::DeleteContainer => self.finish_removal(id),
+            Step::UpdateResources => {
+                if let Some(config) = c.update_wanted.take() {
+                    c.rec.config = config;
+                    self.out.persist(&c.rec);
+                    self.out.publish(id, UserEventKind::Update);
+                }
+                self.answer_pending_where(id, |p| p == Pending::Update, || Answer::Done);
+            }
+            Step::Pause | Step::Resume => {
+                let frozen = step == Step::Pause;
+                c.thaw_due = false;
+                // An exit may have overtaken this answer: the run is over.
+                if c.current_exit().is_none() {
+                    c.paused = frozen;
+                    let kind = if frozen {
+                        UserEventKind::Pause
+                    } else {
+                        UserEventKind::Unpause
+                    };
+                    self.out.publish(id, kind);
+                }
+                if c.pause_wanted == Some(frozen) {
+                    self.pause_over(id, Answer::Done);
+                }
+            }
         }
     }
 
@@ -250,6 +306,9 @@ impl Core {
         }
         match purpose {
             KillPurpose::User => {
+                // A signal that means "stay down", to a frozen task: thaw
+                // it next (dockerd's order: the kill, then the resume).
+                c.thaw_due = c.paused && (signal == Signal::SIGKILL || c.rec.intents.exit_on_next);
                 if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
                     c.rec.intents.kills.remove(pos);
                 }
@@ -322,6 +381,56 @@ impl Core {
                 if kind == K::Unavailable {
                     self.lose_connection();
                 }
+            }
+            // A user's pause or unpause is not retried: it may or may not
+            // have taken effect (a relist finds out), and the user is told.
+            (Step::Pause | Step::Resume, kind) if c.pause_wanted == Some(step == Step::Pause) => {
+                let what = if step == Step::Pause {
+                    "pause"
+                } else {
+                    "unpause"
+                };
+                let answer = match kind {
+                    K::Unavailable => error(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "containerd became unreachable: the {what} of container {id} may not have taken effect"
+                        ),
+                    ),
+                    _ => error(
+                        ErrorKind::Internal,
+                        format!("Cannot {what} container {id}: {}", failure.message),
+                    ),
+                };
+                if kind == K::Unavailable {
+                    self.lose_connection();
+                } else {
+                    self.request_refresh();
+                }
+                self.pause_over(id, answer);
+            }
+            // An update is the user's to retry: nothing is recorded (what
+            // containerd did of it before failing shows at the next run).
+            (Step::UpdateResources, kind) => {
+                c.update_wanted = None;
+                let answer = match kind {
+                    K::Unavailable => error(
+                        ErrorKind::Unavailable,
+                        format!("containerd became unreachable: container {id} was not updated"),
+                    ),
+                    K::Invalid => error(
+                        ErrorKind::Invalid,
+                        format!("Cannot update container {id}: {}", failure.message),
+                    ),
+                    _ => error(
+                        ErrorKind::Internal,
+                        format!("Cannot update container {id}: {}", failure.message),
+                    ),
+                };
+                if kind == K::Unavailable {
+                    self.lose_connection();
+                }
+                self.answer_pending_where(id, |p| p == Pending::Update, || answer.clone());
             }
             (_, K::Unavailable) => {
                 // containerd went away: the intent stays, and the reconnect's
@@ -411,6 +520,12 @@ impl Core {
             // A stop, a discard or a removal is never given up: retry with a
             // capped backoff (after a relist, in case the task is gone).
             (Step::Kill { .. }, _) => {
+                self.request_refresh();
+                self.schedule_retry(id);
+            }
+            // A thaw for a stop or a kill is never given up, like the stop;
+            // a relist first, in case the task is not frozen (or gone).
+            (Step::Pause | Step::Resume, _) => {
                 self.request_refresh();
                 self.schedule_retry(id);
             }

@@ -141,7 +141,7 @@ impl Core {
             // unknown, pid 0) is no fact about it.
             let placeholder = listed.is_some_and(is_placeholder);
             let settled = c.in_flight.is_none() && c.last_activity < relist.op && !placeholder;
-            let before = c.task;
+            let before = (c.task, c.paused);
             // Still, a placeholder is a task containerd has: one believed
             // gone (a create whose answer was lost) may exist after all,
             // and nothing that needs it gone (a container delete) may go
@@ -185,10 +185,12 @@ impl Core {
                         TaskStatus::Created => TaskState::Created { pid: task.pid },
                         _ => TaskState::Running { pid: task.pid },
                     };
+                    c.paused = task.status == TaskStatus::Paused;
+                    c.thaw_due &= c.paused;
                     // A start whose answer was lost took effect.
                     let intents = &c.rec.intents;
-                    if task.status == TaskStatus::Running && intents.start && intents.stop.is_none()
-                    {
+                    let began = matches!(task.status, TaskStatus::Running | TaskStatus::Paused);
+                    if began && intents.start && intents.stop.is_none() {
                         started.push(id.clone());
                     }
                 }
@@ -216,7 +218,7 @@ impl Core {
             if settled {
                 c.confirmed = true;
             }
-            if c.task != before {
+            if (c.task, c.paused) != before {
                 touched.push(id.clone());
             }
         }

@@ -50,6 +50,10 @@ enum Step {
     Edit(usize, u8),
     /// The client of the n-th pending wait goes away.
     Cancel(proptest::sample::Index),
+    /// `docker pause` (true) or `docker unpause` (false).
+    Pause(usize, bool),
+    /// `docker update --memory` (MiB).
+    Update(usize, u8),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
     /// reuse the container's last deleted pid (a CreateTask; a relist lists
@@ -87,6 +91,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (idx.clone(), 0..3u8).prop_map(|(i, c)| Step::Wait(i, c)),
         1 => (idx.clone(), any::<u8>()).prop_map(|(i, a)| Step::Edit(i, a)),
         1 => any::<proptest::sample::Index>().prop_map(Step::Cancel),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
+        1 => (idx.clone(), any::<u8>()).prop_map(|(i, m)| Step::Update(i, m)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -167,6 +173,8 @@ struct World {
     latest: BTreeMap<(ContainerId, u32), usize>,
     /// Pids of each container's deleted tasks, newest last.
     deleted_pids: BTreeMap<ContainerId, Vec<u32>>,
+    /// Running tasks that are frozen, by container: their pid.
+    paused: BTreeMap<ContainerId, u32>,
 }
 
 impl World {
@@ -183,6 +191,7 @@ impl World {
     }
 
     fn delete_task(&mut self, id: &ContainerId) {
+        self.paused.remove(id);
         if let Some(task) = self.tasks.remove(id) {
             let (WorldTask::Created(pid) | WorldTask::Running(pid) | WorldTask::Stopped(pid, ..)) =
                 task;
@@ -242,6 +251,10 @@ struct Harness {
     /// (run, time) when the wait began.
     waits: BTreeMap<RequestId, (ContainerId, WaitCondition, Option<(u64, WallTime)>)>,
     slack: Duration,
+    /// Containers a user asked to pause (true) or unpause (false).
+    pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
+    /// Containers a user asked to update.
+    updates_asked: std::collections::BTreeSet<ContainerId>,
 }
 
 impl Harness {
@@ -284,6 +297,8 @@ impl Harness {
             must_answer: Vec::new(),
             waits: BTreeMap::new(),
             slack,
+            pauses_asked: Default::default(),
+            updates_asked: Default::default(),
         }
     }
 
@@ -379,6 +394,20 @@ impl Harness {
                         || matches!(c.task, TaskState::Created { .. }) && !c.record.intents.start
                 }
                 (Call::DeleteContainer { .. }, Some(c)) => c.record.intents.remove,
+                // A freeze only for a user's pause; a thaw for an unpause,
+                // or so that a stop, a "stay down" kill or a remove lands.
+                (Call::Pause { id }, Some(_)) => self.pauses_asked.contains(&(id.clone(), true)),
+                (Call::UpdateResources { id, running, .. }, Some(c)) => {
+                    self.updates_asked.contains(id)
+                        && *running == matches!(c.task, TaskState::Running { .. })
+                }
+                (Call::Resume { id }, Some(c)) => {
+                    let i = &c.record.intents;
+                    self.pauses_asked.contains(&(id.clone(), false))
+                        || i.stop.is_some()
+                        || i.remove
+                        || i.exit_on_next
+                }
                 // Invisible: a discarded create being rolled back.
                 (Call::DeleteContainer { .. }, None) => true,
                 (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
@@ -521,6 +550,12 @@ impl Harness {
             }
             match self.world.tasks.get(id) {
                 Some(WorldTask::Running(pid) | WorldTask::Created(pid)) => {
+                    // (A container being removed shows as removing, not
+                    // paused, whatever its task is.)
+                    let frozen = self.world.paused.get(id) == Some(pid);
+                    if c.status != Status::Removing {
+                        prop_assert_eq!(c.paused, frozen, "{} paused as containerd says", id);
+                    }
                     prop_assert!(
                         c.current_exit().is_none()
                             && matches!(c.task, TaskState::Running { pid: p } | TaskState::Created { pid: p } if p == *pid),
@@ -735,7 +770,9 @@ impl Harness {
             | ContainerdEvent::TaskStart { container, .. }
             | ContainerdEvent::TaskExit { container, .. }
             | ContainerdEvent::TaskOom { container }
-            | ContainerdEvent::TaskDelete { container, .. } => container,
+            | ContainerdEvent::TaskDelete { container, .. }
+            | ContainerdEvent::TaskPaused { container }
+            | ContainerdEvent::TaskResumed { container } => container,
         };
         self.unseen.insert(id.clone(), self.last_op);
     }
@@ -815,6 +852,7 @@ impl Harness {
             }
             return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
         }
+        let freeze = matches!(call, Call::Pause { .. });
         let done = match call {
             Call::Subscribe => {
                 self.subscriptions.insert(op);
@@ -838,6 +876,9 @@ impl Harness {
                     .map(|(id, t)| {
                         let (pid, status, exit_status, exited_at) = match *t {
                             WorldTask::Created(pid) => (pid, TaskStatus::Created, 0, None),
+                            WorldTask::Running(pid) if self.world.paused.get(id) == Some(&pid) => {
+                                (pid, TaskStatus::Paused, 0, None)
+                            }
                             WorldTask::Running(pid) => (pid, TaskStatus::Running, 0, None),
                             WorldTask::Stopped(pid, s, at) => {
                                 (pid, TaskStatus::Stopped, s, Some(at))
@@ -951,6 +992,13 @@ impl Harness {
                 }
             },
             Call::Kill { id, signal, .. } => match self.world.tasks.get(&id).cloned() {
+                // A frozen process dies of SIGKILL only; other signals wait
+                // for a thaw (and this world's processes forget them).
+                Some(WorldTask::Running(pid))
+                    if self.world.paused.get(&id) == Some(&pid) && signal != Signal::SIGKILL =>
+                {
+                    Done::Ok
+                }
                 Some(WorldTask::Running(pid)) | Some(WorldTask::Created(pid)) => {
                     // Every other run is PID 1 without a handler: it ignores
                     // SIGTERM, SIGINT and SIGQUIT (what stop signals are).
@@ -988,6 +1036,49 @@ impl Harness {
                     return self.feed(Input::ActionResult(
                         op,
                         Err(Failure::new(FailureKind::FailedPrecondition, "running")),
+                    ));
+                }
+                None => {
+                    return self.feed(Input::ActionResult(
+                        op,
+                        Err(Failure::new(FailureKind::NotFound, "no task")),
+                    ));
+                }
+            },
+            Call::UpdateResources { id, running, .. } => {
+                let task_runs = matches!(
+                    self.world.tasks.get(&id),
+                    Some(WorldTask::Running(_) | WorldTask::Created(_))
+                );
+                if !self.world.containers.contains_key(&id) || running && !task_runs {
+                    return self.feed(Input::ActionResult(
+                        op,
+                        Err(Failure::new(FailureKind::NotFound, "not found")),
+                    ));
+                }
+                Done::Ok
+            }
+            Call::Pause { id } | Call::Resume { id } => match self.world.tasks.get(&id) {
+                Some(WorldTask::Running(pid)) => {
+                    let pid = *pid;
+                    let frozen = self.world.paused.get(&id) == Some(&pid);
+                    if frozen == freeze {
+                        return self.feed(Input::ActionResult(
+                            op,
+                            Err(Failure::new(FailureKind::FailedPrecondition, "already so")),
+                        ));
+                    }
+                    if freeze {
+                        self.world.paused.insert(id, pid);
+                    } else {
+                        self.world.paused.remove(&id);
+                    }
+                    Done::Ok
+                }
+                Some(_) => {
+                    return self.feed(Input::ActionResult(
+                        op,
+                        Err(Failure::new(FailureKind::FailedPrecondition, "not running")),
                     ));
                 }
                 None => {
@@ -1035,6 +1126,7 @@ impl Harness {
         lost: bool,
     ) -> Result<(), TestCaseError> {
         let at = self.now.wall;
+        self.world.paused.remove(id);
         self.world
             .tasks
             .insert(id.clone(), WorldTask::Stopped(pid, status, at));
@@ -1379,6 +1471,36 @@ impl Harness {
                     .map(|c| c.record.id.clone());
                 let target = waiting.filter(|_| arg & 0x80 != 0).unwrap_or(id(i));
                 self.edit(&target, arg & 0x7f)?
+            }
+            Step::Update(i, mib) => {
+                self.updates_asked.insert(id(i));
+                let before = self.core.container(&id(i)).map(|c| c.record.config.clone());
+                let req = self.command(Command::UpdateResources {
+                    id: id(i),
+                    update: ResourceUpdate {
+                        memory_limit_bytes: Some(u64::from(*mib) << 20),
+                        ..Default::default()
+                    },
+                })?;
+                // Refused at once, it records nothing.
+                let refused = self
+                    .trace
+                    .iter()
+                    .rev()
+                    .any(|a| matches!(a, Action::Answer(r, Answer::Error(_)) if *r == req));
+                if refused {
+                    let after = self.core.container(&id(i)).map(|c| c.record.config.clone());
+                    prop_assert_eq!(before, after, "a refused update changed the record");
+                }
+            }
+            Step::Pause(i, freeze) => {
+                self.pauses_asked.insert((id(i), *freeze));
+                let command = if *freeze {
+                    Command::Pause { id: id(i) }
+                } else {
+                    Command::Unpause { id: id(i) }
+                };
+                self.command(command)?;
             }
             Step::Stop(i, timeout, signal) => {
                 let timeout = timeout.map(|t| Duration::from_secs(u64::from(t)));

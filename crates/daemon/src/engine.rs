@@ -453,6 +453,8 @@ impl Engine {
                 "rename".to_owned()
             }
             UserEventKind::Update => "update".to_owned(),
+            UserEventKind::Pause => "pause".to_owned(),
+            UserEventKind::Unpause => "unpause".to_owned(),
             UserEventKind::ExecDie { exec_id, exit_code } => {
                 attributes.push(("execID".to_owned(), exec_id.clone()));
                 attributes.push(("exitCode".to_owned(), exit_code.to_string()));

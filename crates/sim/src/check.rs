@@ -20,6 +20,8 @@ pub enum UserKind {
     Wait(WaitCondition),
     /// A record edit: rename, restart policy update.
     Edit,
+    Pause,
+    Unpause,
 }
 
 #[derive(Debug)]
@@ -69,6 +71,12 @@ struct Asked {
     /// When a SIGKILL was last sent: a 137 after it is ours, not the OOM
     /// killer's.
     sigkill_sent_at: Option<Instant>,
+    /// The last user pause and unpause: what may freeze or thaw a task
+    /// (a stop, kill or remove may thaw one too).
+    pause_at: Option<Instant>,
+    unpause_at: Option<Instant>,
+    /// A user asked for a resource update.
+    update_asked: bool,
 }
 
 #[derive(Debug)]
@@ -374,6 +382,9 @@ impl Checker {
                     config.restart_policy = *policy;
                 }
             }
+            Command::Pause { .. } => asked.pause_at = Some(now),
+            Command::UpdateResources { .. } => asked.update_asked = true,
+            Command::Unpause { .. } => asked.unpause_at = Some(now),
             Command::Create { .. } | Command::Wait { .. } | Command::Rename { .. } => {}
         }
         let kind = crate::sim::user_kind(command);
@@ -444,6 +455,19 @@ impl Checker {
                 }
                 if request.kind == UserKind::Create && *answer == Answer::Done {
                     self.asked.entry(id.clone()).or_default().create_done = true;
+                }
+                if request.kind == UserKind::Pause && *answer == Answer::Done {
+                    let pid = core
+                        .and_then(|c| c.container(id))
+                        .and_then(|v| v.record.pid);
+                    let frozen = pid
+                        .and_then(|pid| cd.truth_of(id, pid))
+                        .is_some_and(|t| t.pauses > 0);
+                    if !frozen {
+                        return Err(format!(
+                            "pause of {id} answered done, but its task (pid {pid:?}) was never frozen"
+                        ));
+                    }
                 }
                 if request.kind == UserKind::Stop && *answer == Answer::Done {
                     let pid = core
@@ -570,9 +594,35 @@ impl Checker {
                     }
                 }
             }
+            Call::UpdateResources { .. } if !asked.update_asked => {
+                return Err(format!(
+                    "{op}: update of {id}'s resources that no user asked for"
+                ));
+            }
+            Call::Pause { .. } | Call::Resume { .. } => {
+                let Some(pid) = cd.live_pid(id) else {
+                    return Ok(());
+                };
+                let created = cd.truth.get(&pid).map_or(Instant::ZERO, |t| t.created_at);
+                let since = |at: Option<Instant>| at.is_some_and(|at| at >= created);
+                let why = if matches!(call, Call::Pause { .. }) {
+                    since(asked.pause_at)
+                } else {
+                    since(asked.unpause_at) || since(asked.kill_at)
+                };
+                if !why {
+                    return Err(format!(
+                        "{op}: {call:?} of {id} (pid {pid}) that no user asked for (pause {:?}, unpause {:?}, stop/kill/remove {:?})",
+                        asked.pause_at, asked.unpause_at, asked.kill_at
+                    ));
+                }
+            }
             Call::DeleteTask { .. } => {
                 if let Some(task) = cd.tasks.get(id)
-                    && task.status == holdfast_core::TaskStatus::Running
+                    && matches!(
+                        task.status,
+                        holdfast_core::TaskStatus::Running | holdfast_core::TaskStatus::Paused
+                    )
                 {
                     return Err(format!(
                         "{op}: delete of the running task of {id} (pid {})",
@@ -871,6 +921,17 @@ impl Checker {
                     "{id}: holdfast says {:?} pid {:?}, containerd's task is {:?}",
                     view.status,
                     view.record.pid,
+                    cd.tasks.get(id).map(|t| (t.pid, t.status))
+                ));
+            }
+            let frozen = cd
+                .tasks
+                .get(id)
+                .is_some_and(|t| t.status == holdfast_core::TaskStatus::Paused);
+            if running && view.paused != frozen {
+                return Some(format!(
+                    "{id}: holdfast says paused {}, containerd's task is {:?}",
+                    view.paused,
                     cd.tasks.get(id).map(|t| (t.pid, t.status))
                 ));
             }

@@ -38,6 +38,9 @@ pub struct Task {
     pub exit_status: u32,
     pub exited_at: Option<WallTime>,
     pub behavior: Behavior,
+    /// Exits (status, oom) that came due while the task was frozen: a
+    /// frozen process does nothing until thawed, except die of SIGKILL.
+    pub frozen_exits: Vec<(u32, bool)>,
 }
 
 /// The truth about one pid. When a later task reuses the pid, the earlier
@@ -54,6 +57,8 @@ pub struct PidTruth {
     pub shim_died: bool,
     /// The task was deleted from containerd.
     pub deleted: bool,
+    /// How often the task was frozen.
+    pub pauses: u32,
 }
 
 /// What a state change means for the rest of the world.
@@ -189,6 +194,7 @@ impl Containerd {
                 exit_status: 0,
                 exited_at: None,
                 behavior,
+                frozen_exits: Vec::new(),
             },
         );
         let truth = PidTruth {
@@ -199,6 +205,7 @@ impl Containerd {
             oom: false,
             shim_died: false,
             deleted: false,
+            pauses: 0,
         };
         self.truth.insert(pid, truth);
         fx.push(Effect::Publish(ContainerdEvent::TaskCreate {
@@ -256,7 +263,9 @@ impl Containerd {
                 });
             }
             // SIGINT, SIGQUIT and SIGTERM are what programs handle to shut down.
-            TaskStatus::Running if matches!(signal.number(), 2 | 3 | 15) => {
+            // A frozen process gets the signal when thawed: its exit, if
+            // due meanwhile, waits (see `process_exit`).
+            TaskStatus::Running | TaskStatus::Paused if matches!(signal.number(), 2 | 3 | 15) => {
                 if let OnTerm::Exit { after, status } = task.behavior.on_term {
                     fx.push(Effect::Exit {
                         pid,
@@ -272,11 +281,69 @@ impl Containerd {
         Ok(Done::Ok)
     }
 
+    /// `Containers.Update` of the spec, and `Tasks.Update` of a running task.
+    pub fn update_resources(&mut self, id: &ContainerId, running: bool) -> Result<Done, Failure> {
+        if !self.containers.contains(id) {
+            return fail(FailureKind::NotFound, "container not found");
+        }
+        if running
+            && !self
+                .tasks
+                .get(id)
+                .is_some_and(|t| t.status != TaskStatus::Stopped)
+        {
+            return fail(FailureKind::NotFound, "task not found");
+        }
+        Ok(Done::Ok)
+    }
+
+    /// `Tasks.Pause`: freezes a running task.
+    pub fn pause(&mut self, id: &ContainerId, fx: &mut Vec<Effect>) -> Result<Done, Failure> {
+        let Some(task) = self.tasks.get_mut(id) else {
+            return fail(FailureKind::NotFound, "task not found");
+        };
+        if task.status != TaskStatus::Running {
+            return fail(FailureKind::FailedPrecondition, "task is not running");
+        }
+        task.status = TaskStatus::Paused;
+        if let Some(t) = self.truth.get_mut(&task.pid) {
+            t.pauses += 1;
+        }
+        fx.push(Effect::Publish(ContainerdEvent::TaskPaused {
+            container: id.clone(),
+        }));
+        Ok(Done::Ok)
+    }
+
+    /// `Tasks.Resume`: thaws a frozen task; what came due meanwhile happens.
+    pub fn resume(&mut self, id: &ContainerId, fx: &mut Vec<Effect>) -> Result<Done, Failure> {
+        let Some(task) = self.tasks.get_mut(id) else {
+            return fail(FailureKind::NotFound, "task not found");
+        };
+        if task.status != TaskStatus::Paused {
+            return fail(FailureKind::FailedPrecondition, "task is not paused");
+        }
+        task.status = TaskStatus::Running;
+        let pid = task.pid;
+        for (status, oom) in std::mem::take(&mut task.frozen_exits) {
+            fx.push(Effect::Exit {
+                pid,
+                after: Duration::from_millis(1),
+                status,
+                oom,
+            });
+        }
+        fx.push(Effect::Publish(ContainerdEvent::TaskResumed {
+            container: id.clone(),
+        }));
+        Ok(Done::Ok)
+    }
+
     pub fn delete_task(&mut self, id: &ContainerId, fx: &mut Vec<Effect>) -> Result<Done, Failure> {
         let Some(task) = self.tasks.get(id) else {
             return fail(FailureKind::NotFound, "task not found");
         };
-        if task.status == TaskStatus::Running {
+        if matches!(task.status, TaskStatus::Running | TaskStatus::Paused) {
             return fail(
                 FailureKind::FailedPrecondition,
                 "cannot delete a running task",
@@ -316,6 +383,12 @@ impl Containerd {
     ) -> Option<ContainerId> {
         let (id, task) = self.tasks.iter_mut().find(|(_, t)| t.pid == pid)?;
         if task.status == TaskStatus::Stopped {
+            return None;
+        }
+        // Only SIGKILL (137, no OOM: a frozen process allocates nothing)
+        // ends a frozen process; anything else happens once it is thawed.
+        if task.status == TaskStatus::Paused && (status != 137 || oom) {
+            task.frozen_exits.push((status, oom));
             return None;
         }
         task.status = TaskStatus::Stopped;

@@ -124,6 +124,8 @@ pub enum UserOp {
     Wait(u8, u8),
     /// A record edit: a rename (even argument) or a restart policy update.
     Edit(u8, u8),
+    /// `docker pause` (true) or `docker unpause` (false).
+    Pause(u8, bool),
 }
 
 /// One scripted step (from fuzz bytes).
@@ -819,6 +821,9 @@ impl Sim {
                 let kill_delay = self.rng_world.ms(5, 15);
                 self.cd.kill(id, *signal, kill_delay, &mut fx)
             }
+            Call::UpdateResources { id, running, .. } => self.cd.update_resources(id, *running),
+            Call::Pause { id } => self.cd.pause(id, &mut fx),
+            Call::Resume { id } => self.cd.resume(id, &mut fx),
             Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
             Call::DeleteContainer { id } => self.cd.delete_container(id),
         };
@@ -1466,6 +1471,7 @@ impl Sim {
             55..=64 => UserOp::Kill(target, arg),
             65..=74 => UserOp::Restart(target),
             75..=84 => UserOp::Remove(target, r.chance(500)),
+            85..=89 => UserOp::Pause(target, arg % 3 != 0),
             95..=99 => UserOp::Edit(target, arg),
             _ => UserOp::Wait(target, arg),
         }
@@ -1576,7 +1582,15 @@ impl Sim {
                 let Some(id) = self.target(t) else {
                     return Ok(());
                 };
-                if arg % 2 == 0 {
+                if arg % 4 == 3 {
+                    Command::UpdateResources {
+                        id,
+                        update: holdfast_core::ResourceUpdate {
+                            memory_limit_bytes: Some(u64::from(arg) << 20),
+                            ..Default::default()
+                        },
+                    }
+                } else if arg % 2 == 0 {
                     // Often another container's name: a conflict.
                     Command::Rename {
                         id,
@@ -1587,6 +1601,16 @@ impl Sim {
                         id,
                         policy: policy_of(arg / 2),
                     }
+                }
+            }
+            UserOp::Pause(t, freeze) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                if freeze {
+                    Command::Pause { id }
+                } else {
+                    Command::Unpause { id }
                 }
             }
             UserOp::Wait(t, c) => {
@@ -1638,6 +1662,10 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::Restart { .. } => UserKind::Restart,
         Command::Remove { .. } => UserKind::Remove,
         Command::Wait { condition, .. } => UserKind::Wait(*condition),
-        Command::Rename { .. } | Command::UpdateRestartPolicy { .. } => UserKind::Edit,
+        Command::Rename { .. }
+        | Command::UpdateRestartPolicy { .. }
+        | Command::UpdateResources { .. } => UserKind::Edit,
+        Command::Pause { .. } => UserKind::Pause,
+        Command::Unpause { .. } => UserKind::Unpause,
     }
 }

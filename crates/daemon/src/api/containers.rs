@@ -29,6 +29,19 @@ pub(super) struct Snapshot {
     pub status: Status,
     pub task: TaskState,
     pub confirmed: bool,
+    /// Running with its processes frozen (`docker pause`).
+    pub paused: bool,
+}
+
+impl Snapshot {
+    /// dockerd's state name: "paused" for a paused running container.
+    pub(super) fn state_name(&self) -> &'static str {
+        if self.paused {
+            "paused"
+        } else {
+            self.status.as_str()
+        }
+    }
 }
 
 pub(super) async fn snapshot(state: &ApiState, id: ContainerId) -> Result<Snapshot, ApiError> {
@@ -41,6 +54,7 @@ pub(super) async fn snapshot(state: &ApiState, id: ContainerId) -> Result<Snapsh
                 status: c.status,
                 task: c.task,
                 confirmed: c.confirmed,
+                paused: c.paused,
             })
         })
         .await?
@@ -67,6 +81,24 @@ pub async fn start(
 ) -> Result<Response, ApiError> {
     let id = resolve(&state, &reference).await?;
     lifecycle(&state, Command::Start { id }).await
+}
+
+/// `POST /containers/{id}/pause`: 204 once containerd froze it.
+pub async fn pause(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = resolve(&state, &reference).await?;
+    lifecycle(&state, Command::Pause { id }).await
+}
+
+/// `POST /containers/{id}/unpause`: 204 once containerd thawed it.
+pub async fn unpause(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = resolve(&state, &reference).await?;
+    lifecycle(&state, Command::Unpause { id }).await
 }
 
 /// `t` (seconds; negative: wait for ever) and `signal`, shared by stop and restart.
@@ -414,10 +446,12 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     };
     let mut mounts = hc
         .binds
+        .take()
         .unwrap_or_default()
         .iter()
         .map(|b| parse_bind(b))
         .collect::<Result<Vec<_>, _>>()?;
+    mounts.extend(create_options::volume_mounts(&mut hc.options.mounts)?);
     for anonymous in anonymous_volumes(b.volumes)? {
         // A bind or named volume at the same path wins, as with dockerd.
         if !mounts
@@ -937,7 +971,7 @@ pub async fn create(
 
 /// Whether the host's memory cgroup can limit swap (cgroup v1's
 /// `memory.memsw.*`, v2's `memory.swap.max` in the cgroups below the root).
-fn swap_accounting() -> bool {
+pub(super) fn swap_accounting() -> bool {
     let cgroup = std::path::Path::new("/sys/fs/cgroup");
     if cgroup.join("memory/memory.memsw.limit_in_bytes").exists() {
         return true;
@@ -1324,9 +1358,9 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
         "Path": cmdline.first().cloned().unwrap_or_default(),
         "Args": cmdline.iter().skip(1).collect::<Vec<_>>(),
         "State": {
-            "Status": s.status.as_str(),
+            "Status": s.state_name(),
             "Running": running,
-            "Paused": false,
+            "Paused": s.paused,
             "Restarting": s.status == Status::Restarting,
             "OOMKilled": oom,
             "Dead": false,
@@ -1407,10 +1441,17 @@ pub async fn inspect(
 fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
     let r = &s.record;
     match s.status {
-        Status::Running => match r.started_at {
-            Some(at) => format!("Up {}", render::human_duration(now.saturating_since(at))),
-            None => "Up Less than a second".to_owned(),
-        },
+        Status::Running => {
+            let up = match r.started_at {
+                Some(at) => format!("Up {}", render::human_duration(now.saturating_since(at))),
+                None => "Up Less than a second".to_owned(),
+            };
+            if s.paused {
+                format!("{up} (Paused)")
+            } else {
+                up
+            }
+        }
         Status::Restarting => {
             let code = r.exit.as_ref().map_or(0, |e| e.exit_code);
             let ago = r
@@ -1432,7 +1473,7 @@ fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
     }
 }
 
-fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
+pub(super) fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
     let r = &s.record;
     let c = &r.config;
     let network = network_mode_name(c.network);
@@ -1445,7 +1486,7 @@ fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
         "Created": r.created_at.as_unix_nanos().div_euclid(1_000_000_000),
         "Ports": [],
         "Labels": c.labels,
-        "State": s.status.as_str(),
+        "State": s.state_name(),
         "Status": status_text(s, now),
         "HostConfig": { "NetworkMode": network },
         "NetworkSettings": { "Networks": { network: { "NetworkID": network } } },
@@ -1465,7 +1506,7 @@ fn matches_filters(
     if !f.any("name", |v| r.name.contains(v.trim_start_matches('/'))) {
         return Ok(false);
     }
-    if !f.any("status", |v| v == s.status.as_str()) {
+    if !f.any("status", |v| v == s.state_name()) {
         return Ok(false);
     }
     for label in f.get("label") {
@@ -1563,6 +1604,7 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
                     status: c.status,
                     task: c.task,
                     confirmed: c.confirmed,
+                    paused: c.paused,
                 })
                 .collect::<Vec<_>>()
         })
@@ -1632,7 +1674,8 @@ mod tests {
             (br#"{"Image":"b","HostConfig":{"CapAdd":["FLY"]}}"#, "CapAdd"),
             (br#"{"Image":"b","HostConfig":{"Sysctls":{"vm.swappiness":"1"}}}"#, "Sysctls"),
             (br#"{"Image":"b","HostConfig":{"Ulimits":[{"Name":"nofile","Soft":2,"Hard":1}]}}"#, "Ulimits"),
-            (br#"{"Image":"b","HostConfig":{"Mounts":[{"Type":"volume","Target":"/v"}]}}"#, "type=volume"),
+            (br#"{"Image":"b","HostConfig":{"Mounts":[{"Type":"volume","Target":"/v","VolumeOptions":{"NoCopy":true}}]}}"#, "NoCopy"),
+            (br#"{"Image":"b","HostConfig":{"Mounts":[{"Type":"volume","Source":"a/b","Target":"/v"}]}}"#, "invalid HostConfig.Mounts"),
             (br#"{"Image":"b","HostConfig":{"NanoCpus":1000000000,"CpuQuota":5000}}"#, "NanoCpus"),
             (br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"syslog"}}}"#, "syslog"),
             (br#"{"Image":"b","HostConfig":{"PidMode":"sideways"}}"#, "PidMode"),
@@ -1923,9 +1966,14 @@ mod tests {
             status: Status::Running,
             task: TaskState::Running { pid: 5 },
             confirmed: true,
+            paused: false,
         };
         let now = holdfast_core::WallTime::from_unix_nanos(180_000_000_000);
         assert_eq!(status_text(&s, now), "Up 3 minutes");
+        s.paused = true;
+        assert_eq!(status_text(&s, now), "Up 3 minutes (Paused)");
+        assert_eq!(s.state_name(), "paused");
+        s.paused = false;
         s.status = Status::Exited;
         s.record.exit = Some(holdfast_core::ExitRecord {
             run: 1,

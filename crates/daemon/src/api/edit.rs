@@ -1,7 +1,7 @@
-//! Edits of a container's record: `docker rename` and `docker update
-//! --restart`. Both are the core's commands (it owns names and restart
-//! decisions); what runc would have to change (`update --memory`, CPU) is
-//! refused by name until it is carried to the running task.
+//! Edits of a container: `docker rename`, `docker update --restart` and
+//! `docker update` of memory and CPU. All are the core's commands (it owns
+//! names, restart decisions and when containerd is asked to change a task);
+//! what else `update` can name is refused by name.
 
 use super::containers::{RestartPolicyBody, restart_policy};
 use super::params::Params;
@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use holdfast_core::{Answer, Command, RestartPolicy};
+use holdfast_core::{Answer, Command, ResourceUpdate, RestartPolicy};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -56,15 +56,75 @@ struct UpdateBody {
     resources: BTreeMap<String, Value>,
 }
 
-/// Decodes an update body: the new restart policy, if any. Resource
-/// changes are refused by name. Pure, so it is unit-tested.
-pub fn decode_update(body: &[u8]) -> Result<Option<RestartPolicy>, ApiError> {
-    let b: UpdateBody = if body.iter().all(u8::is_ascii_whitespace) {
+/// What an update body asks for.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Update {
+    pub policy: Option<RestartPolicy>,
+    /// `None` when no resource is given.
+    pub resources: Option<ResourceUpdate>,
+}
+
+/// dockerd's floor for a memory limit.
+const MEMORY_MIN_BYTES: i64 = 6 << 20;
+
+/// Takes a resource field the CLI sends (0 when not given) out of `map`.
+fn take_i64(map: &mut BTreeMap<String, Value>, key: &str) -> Result<Option<i64>, ApiError> {
+    match map.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(0) => Ok(None),
+            Some(n) => Ok(Some(n)),
+            None => Err(ApiError::bad_request(format!(
+                "invalid {key}: {v} is not an integer"
+            ))),
+        },
+    }
+}
+
+/// Decodes an update body: the new restart policy and the memory and CPU
+/// resources, if any; other resources are refused by name. Pure, so it is
+/// unit-tested.
+pub fn decode_update(body: &[u8]) -> Result<Update, ApiError> {
+    let mut b: UpdateBody = if body.iter().all(u8::is_ascii_whitespace) {
         UpdateBody::default()
     } else {
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON in the request body: {e}")))?
     };
+    let memory = take_i64(&mut b.resources, "Memory")?;
+    let swap = take_i64(&mut b.resources, "MemorySwap")?;
+    let nano_cpus = take_i64(&mut b.resources, "NanoCpus")?;
+    let cpu_shares = take_i64(&mut b.resources, "CpuShares")?;
+    if let Some(m) = memory
+        && m < MEMORY_MIN_BYTES
+    {
+        return Err(ApiError::bad_request("Minimum memory limit allowed is 6MB"));
+    }
+    if let (Some(m), Some(s)) = (memory, swap)
+        && s > 0
+        && s < m
+    {
+        return Err(ApiError::bad_request(
+            "Minimum memoryswap limit should be larger than memory limit, see usage",
+        ));
+    }
+    if swap.is_some_and(|s| s < -1) {
+        return Err(ApiError::bad_request("invalid MemorySwap: below -1"));
+    }
+    let positive = |name: &str, v: Option<i64>| {
+        v.map(|n| {
+            u64::try_from(n)
+                .map_err(|_| ApiError::bad_request(format!("invalid {name}: {n} is negative")))
+        })
+        .transpose()
+    };
+    let update = ResourceUpdate {
+        memory_limit_bytes: positive("Memory", memory)?,
+        memory_swap_bytes: swap,
+        nano_cpus: positive("NanoCpus", nano_cpus)?,
+        cpu_shares: positive("CpuShares", cpu_shares)?,
+    };
+    let resources = (update != ResourceUpdate::default()).then_some(update);
     // The CLI sends every field, zero when not given.
     let asked: Vec<&String> = b
         .resources
@@ -74,13 +134,15 @@ pub fn decode_update(body: &[u8]) -> Result<Option<RestartPolicy>, ApiError> {
         .collect();
     if let Some(first) = asked.first() {
         return Err(ApiError::bad_request(format!(
-            "updating {first} of a container is not supported by holdfast yet (only --restart)"
+            "updating {first} of a container is not supported by holdfast yet (only --restart, --memory, --memory-swap, --cpus and --cpu-shares)"
         )));
     }
-    b.restart_policy
+    let policy = b
+        .restart_policy
         .filter(|p| p.name.as_deref().is_some_and(|n| !n.is_empty()))
         .map(restart_policy)
-        .transpose()
+        .transpose()?;
+    Ok(Update { policy, resources })
 }
 
 fn is_unset(v: &Value) -> bool {
@@ -100,19 +162,35 @@ pub async fn update(
     Path(reference): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let policy = decode_update(&body)?;
+    let Update { policy, resources } = decode_update(&body)?;
     let id = state.engine.resolve(&reference).await?;
-    match policy {
-        Some(policy) => {
-            done(
-                &state,
-                Command::UpdateRestartPolicy { id, policy },
-                StatusCode::OK,
-            )
-            .await
+    let mut warnings = Vec::new();
+    if let Some(mut update) = resources {
+        // As at create: without swap accounting, memory is limited without swap.
+        if update.memory_swap_bytes.is_some_and(|s| s > 0) && !super::containers::swap_accounting()
+        {
+            update.memory_swap_bytes = Some(-1);
+            warnings.push(
+                "Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap.",
+            );
         }
-        None => Ok(Json(json!({ "Warnings": Vec::<String>::new() })).into_response()),
+        let command = Command::UpdateResources {
+            id: id.clone(),
+            update,
+        };
+        if let Answer::Error(e) = state.engine.command(command).await {
+            return Err(e.into());
+        }
     }
+    if let Some(policy) = policy {
+        done(
+            &state,
+            Command::UpdateRestartPolicy { id, policy },
+            StatusCode::OK,
+        )
+        .await?;
+    }
+    Ok(Json(json!({ "Warnings": warnings })).into_response())
 }
 
 #[cfg(test)]
@@ -125,16 +203,42 @@ mod tests {
         let cli = br#"{"CpuShares":0,"Memory":0,"CpusetCpus":"","BlkioWeight":0,
             "RestartPolicy":{"Name":"on-failure","MaximumRetryCount":3}}"#;
         assert_eq!(
-            decode_update(cli).unwrap(),
+            decode_update(cli).unwrap().policy,
             Some(RestartPolicy::OnFailure { max_retries: 3 })
         );
-        assert_eq!(decode_update(b"").unwrap(), None);
+        assert_eq!(decode_update(b"").unwrap(), Update::default());
         assert_eq!(
             decode_update(br#"{"RestartPolicy":{"Name":""}}"#).unwrap(),
-            None
+            Update::default()
         );
-        let memory = decode_update(br#"{"Memory":67108864}"#).unwrap_err();
-        assert!(memory.message.contains("Memory"), "{}", memory.message);
+        let memory = decode_update(br#"{"Memory":67108864,"CpuShares":0}"#).unwrap();
+        assert_eq!(
+            memory.resources,
+            Some(ResourceUpdate {
+                memory_limit_bytes: Some(64 << 20),
+                ..ResourceUpdate::default()
+            })
+        );
+        let cpus = decode_update(br#"{"NanoCpus":500000000,"CpuShares":512}"#).unwrap();
+        assert_eq!(
+            cpus.resources,
+            Some(ResourceUpdate {
+                nano_cpus: Some(500_000_000),
+                cpu_shares: Some(512),
+                ..ResourceUpdate::default()
+            })
+        );
+        for (body, needle) in [
+            (&br#"{"Memory":1024}"#[..], "Minimum memory limit"),
+            (br#"{"Memory":67108864,"MemorySwap":1048576}"#, "memoryswap"),
+            (br#"{"Memory":"lots"}"#, "Memory"),
+            (br#"{"PidsLimit":10}"#, "PidsLimit"),
+            (br#"{"CpuShares":-5}"#, "CpuShares"),
+        ] {
+            let e = decode_update(body).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}", e.message);
+            assert!(e.message.contains(needle), "{needle}: {}", e.message);
+        }
         let bad = decode_update(br#"{"RestartPolicy":{"Name":"sometimes"}}"#).unwrap_err();
         assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     }

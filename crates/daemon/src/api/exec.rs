@@ -84,6 +84,12 @@ fn not_running(container: &str) -> ApiError {
     ApiError::conflict(format!("Container {container} is not running"))
 }
 
+fn paused(container: &str) -> ApiError {
+    ApiError::conflict(format!(
+        "Container {container} is paused, unpause the container before exec"
+    ))
+}
+
 /// `POST /containers/{id}/exec`
 pub async fn create(
     State(state): State<ApiState>,
@@ -92,8 +98,12 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let spec = decode_exec_create(&body)?;
     let id = state.engine.resolve(&reference).await?;
-    if snapshot(&state, id.clone()).await?.status != Status::Running {
+    let s = snapshot(&state, id.clone()).await?;
+    if s.status != Status::Running {
         return Err(not_running(id.as_str()));
+    }
+    if s.paused {
+        return Err(paused(id.as_str()));
     }
     let exec_id = new_exec_id()?;
     state.execs.insert(exec_id.clone(), id, spec);
@@ -137,8 +147,12 @@ pub async fn start(
     };
     let exec = lookup(&state, &exec_id)?;
     let container = exec.container.clone();
-    if snapshot(&state, container.clone()).await?.status != Status::Running {
+    let s = snapshot(&state, container.clone()).await?;
+    if s.status != Status::Running {
         return Err(not_running(container.as_str()));
+    }
+    if s.paused {
+        return Err(paused(container.as_str()));
     }
     if !exec.begin() {
         return Err(ApiError::conflict(format!(

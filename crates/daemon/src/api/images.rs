@@ -52,13 +52,13 @@ pub(super) fn familiar(name: &str) -> String {
 
 /// One image id with every name it has.
 #[derive(Debug)]
-struct LocalImage {
-    names: Vec<String>,
-    resolved: ResolvedImage,
-    size: i64,
+pub(super) struct LocalImage {
+    pub(super) names: Vec<String>,
+    pub(super) resolved: ResolvedImage,
+    pub(super) size: i64,
 }
 
-async fn local_images(state: &ApiState) -> Result<Vec<LocalImage>, ApiError> {
+pub(super) async fn local_images(state: &ApiState) -> Result<Vec<LocalImage>, ApiError> {
     let summaries = state
         .adapter
         .list_images()
@@ -331,7 +331,7 @@ pub async fn remove(
     Ok(Json(Value::Array(out)).into_response())
 }
 
-fn short_id(id: &str) -> String {
+pub(super) fn short_id(id: &str) -> String {
     id.strip_prefix("sha256:")
         .unwrap_or(id)
         .chars()

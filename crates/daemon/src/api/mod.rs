@@ -9,6 +9,7 @@
 mod archive;
 mod changes;
 mod containers;
+mod df;
 mod edit;
 mod error;
 mod exec;
@@ -95,8 +96,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/exec/{id}/start", post(exec::start))
         .route("/exec/{id}/json", get(exec::inspect))
         .route("/exec/{id}/resize", post(exec::resize))
-        .route("/containers/{id}/pause", post(containers::unsupported))
-        .route("/containers/{id}/unpause", post(containers::unsupported))
+        .route("/containers/{id}/pause", post(containers::pause))
+        .route("/containers/{id}/unpause", post(containers::unpause))
         .route("/containers/{id}/rename", post(edit::rename))
         .route("/containers/{id}/update", post(edit::update))
         .route("/volumes", get(volumes::list))
@@ -109,8 +110,8 @@ pub fn router(state: ApiState) -> Router {
         // What is not built yet says so, naming it (501), never pretends.
         .route("/commit", post(containers::unsupported))
         .route("/build", post(containers::unsupported))
-        .route("/images/prune", post(containers::unsupported))
-        .route("/system/df", get(containers::unsupported))
+        .route("/images/prune", post(prune::images))
+        .route("/system/df", get(df::system_df))
         .route("/networks", get(networks_unsupported))
         .route(
             "/networks/{*rest}",

@@ -71,3 +71,62 @@ pub async fn containers(
     }
     Ok(Json(json!({ "ContainersDeleted": deleted, "SpaceReclaimed": 0 })).into_response())
 }
+
+/// `POST /images/prune?filters={"dangling":["false"]}`: `docker image
+/// prune` removes dangling images, `-a` every image no container uses.
+/// containerd's image store has no untagged images (an image goes with its
+/// last name), so there is never a dangling one to remove.
+pub async fn images(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
+    let filters = Params::parse(&query).filters()?;
+    filters.only(&["dangling"])?;
+    let mut dangling_only = true;
+    for v in filters.get("dangling") {
+        dangling_only = match v.as_str() {
+            "true" | "1" => true,
+            "false" | "0" => false,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid filter 'dangling={v}'"
+                )));
+            }
+        };
+    }
+    let mut deleted = Vec::new();
+    let mut reclaimed = 0i64;
+    if !dangling_only {
+        let used: std::collections::BTreeSet<String> = state
+            .engine
+            .read(|v| {
+                v.core
+                    .containers()
+                    .filter_map(|c| c.record.config.image_id.clone())
+                    .collect()
+            })
+            .await?;
+        for image in super::images::local_images(&state).await? {
+            let id = image.resolved.config_digest.clone();
+            if used.contains(&id) {
+                continue;
+            }
+            let size = state
+                .adapter
+                .image_unpacked_size(&image.resolved.diff_ids)
+                .await
+                .unwrap_or(0);
+            for name in &image.names {
+                state
+                    .adapter
+                    .delete_image(name)
+                    .await
+                    .map_err(|e| super::images::image_error(name, e))?;
+                let familiar = super::images::familiar(name);
+                super::images::publish(&state, "untag", &id, &familiar);
+                deleted.push(json!({ "Untagged": familiar }));
+            }
+            super::images::publish(&state, "delete", &id, &super::images::short_id(&id));
+            deleted.push(json!({ "Deleted": id }));
+            reclaimed = reclaimed.saturating_add(size);
+        }
+    }
+    Ok(Json(json!({ "ImagesDeleted": deleted, "SpaceReclaimed": reclaimed })).into_response())
+}

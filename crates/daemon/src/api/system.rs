@@ -75,6 +75,7 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
             let mut counts = [0usize; 3]; // running, paused, stopped
             for c in v.core.containers() {
                 match c.status {
+                    Status::Running if c.paused => counts[1] += 1,
                     Status::Running | Status::Restarting => counts[0] += 1,
                     _ => counts[2] += 1,
                 }

@@ -130,7 +130,9 @@ pub async fn fill_from_image(
 }
 
 /// Which containers name each volume in their mounts.
-async fn users(state: &ApiState) -> Result<BTreeMap<String, Vec<ContainerId>>, ApiError> {
+pub(super) async fn users(
+    state: &ApiState,
+) -> Result<BTreeMap<String, Vec<ContainerId>>, ApiError> {
     let pairs: Vec<(String, ContainerId)> = state
         .engine
         .read(|v| {
@@ -156,7 +158,7 @@ async fn users(state: &ApiState) -> Result<BTreeMap<String, Vec<ContainerId>>, A
     Ok(map)
 }
 
-fn render(state: &ApiState, v: &Volume) -> Value {
+pub(super) fn render(state: &ApiState, v: &Volume) -> Value {
     json!({
         "Name": v.name,
         "Driver": "local",

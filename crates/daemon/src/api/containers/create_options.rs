@@ -444,6 +444,59 @@ pub(super) fn tmpfs(
     Ok(tmpfs)
 }
 
+/// Whether a JSON option carries anything (the CLI sends empty ones).
+fn given(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null | serde_json::Value::Bool(false) => false,
+        serde_json::Value::Object(o) => o.values().any(given),
+        serde_json::Value::Array(a) => !a.is_empty(),
+        serde_json::Value::String(s) => !s.is_empty(),
+        serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
+        serde_json::Value::Bool(true) => true,
+    }
+}
+
+/// `--mount type=volume`: takes them out of `mounts`, as volume mounts
+/// like `-v name:/path` (anonymous when no source is given).
+pub(super) fn volume_mounts(
+    mounts: &mut Option<Vec<MountBody>>,
+) -> Result<Vec<holdfast_core::BindMount>, ApiError> {
+    let Some(all) = mounts.take() else {
+        return Ok(Vec::new());
+    };
+    let (volumes, others): (Vec<MountBody>, Vec<MountBody>) =
+        all.into_iter().partition(|m| m.kind == "volume");
+    *mounts = Some(others);
+    let mut out = Vec::new();
+    for m in volumes {
+        absolute_target("HostConfig.Mounts", &m.target)?;
+        if !m.source.is_empty() {
+            crate::volumes::validate_name(&m.source)
+                .map_err(|e| bad(format!("invalid HostConfig.Mounts: {e}")))?;
+        }
+        if m.bind_options.is_some() || m.tmpfs_options.is_some() {
+            return Err(bad(
+                "invalid HostConfig.Mounts: bind or tmpfs options given for a volume",
+            ));
+        }
+        // What the local driver would have to honour beyond a plain volume.
+        if let Some(options) = m.volume_options.as_ref().and_then(|v| v.as_object())
+            && let Some((key, _)) = options.iter().find(|(_, v)| given(v))
+        {
+            return Err(bad(format!(
+                "HostConfig.Mounts VolumeOptions.{key} is not supported by holdfast yet"
+            )));
+        }
+        out.push(holdfast_core::BindMount {
+            source: String::new(),
+            destination: m.target,
+            read_only: m.read_only,
+            volume: Some(m.source),
+        });
+    }
+    Ok(out)
+}
+
 const PROPAGATIONS: [&str; 6] = [
     "rprivate", "private", "rshared", "shared", "rslave", "slave",
 ];
@@ -499,11 +552,8 @@ pub(super) fn mounts(mounts: Option<Vec<MountBody>>) -> Result<Vec<MountSpec>, A
                     mode: Some(options.mode).filter(|&m| m != 0),
                 }
             }
-            "volume" => {
-                return Err(bad(
-                    "HostConfig.Mounts type=volume is not supported by holdfast yet: bind an absolute host path",
-                ));
-            }
+            // Taken out before, by `volume_mounts`.
+            "volume" => continue,
             other => {
                 return Err(bad(format!(
                     "HostConfig.Mounts type {other:?} is not supported by holdfast (bind and tmpfs are)"

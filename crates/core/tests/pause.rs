@@ -1,0 +1,285 @@
+//! `docker pause` and `docker unpause`: handler tests, one input each, with
+//! the exact actions it produces.
+
+mod support;
+
+use holdfast_core::*;
+use support::*;
+
+fn ready_with_running(id: &str, pid: u32) -> Driver {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.run(id, ContainerConfig::default(), pid);
+    d
+}
+
+/// A running container `id` (pid 10), paused through the core.
+fn paused(id: &str) -> Driver {
+    let mut d = ready_with_running(id, 10);
+    let (_, actions) = d.command(Command::Pause { id: cid(id) });
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    d.ok(op);
+    assert!(view(&d, id).paused);
+    d
+}
+
+fn view<'a>(d: &'a Driver, id: &str) -> ContainerView<'a> {
+    d.core.container(&cid(id)).expect("the container exists")
+}
+
+fn conflict(actions: &[Action], req: RequestId, needle: &str) {
+    assert!(
+        matches!(actions, [Action::Answer(r, Answer::Error(e))]
+            if *r == req && e.kind == ErrorKind::Conflict && e.message.contains(needle)),
+        "want a conflict naming {needle:?}: {actions:?}"
+    );
+}
+
+#[test]
+fn pause_freezes_the_task_and_unpause_thaws_it_each_answered_when_containerd_did_it() {
+    let mut d = ready_with_running("c1", 10);
+    let (req, actions) = d.command(Command::Pause { id: cid("c1") });
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Pause { id: cid("c1") }],
+        "{actions:?}"
+    );
+    assert!(answers(&actions).is_empty(), "answered before it was done");
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.ok(op);
+    assert_eq!(events(&actions), vec![UserEventKind::Pause]);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    let v = view(&d, "c1");
+    // dockerd shows a paused container as running and paused.
+    assert_eq!((v.status, v.paused), (Status::Running, true));
+
+    let (req, actions) = d.command(Command::Unpause { id: cid("c1") });
+    assert_eq!(calls(&actions), vec![Call::Resume { id: cid("c1") }]);
+    let op = only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+    let actions = d.ok(op);
+    assert_eq!(events(&actions), vec![UserEventKind::Unpause]);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(!view(&d, "c1").paused);
+}
+
+#[test]
+fn pause_and_unpause_are_refused_as_dockerd_refuses_them() {
+    let mut d = paused("c1");
+    let (req, actions) = d.command(Command::Pause { id: cid("c1") });
+    conflict(&actions, req, "is already paused");
+    let (req, actions) = d.command(Command::Start { id: cid("c1") });
+    conflict(&actions, req, "cannot start a paused container");
+    let (req, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: false,
+    });
+    conflict(&actions, req, "You cannot remove a paused container");
+    assert!(view(&d, "c1").paused, "a refusal changes nothing");
+
+    let mut d = ready_with_running("c2", 20);
+    let (req, actions) = d.command(Command::Unpause { id: cid("c2") });
+    conflict(&actions, req, "is not paused");
+    d.exit("c2", 20, 0);
+    let (req, actions) = d.command(Command::Pause { id: cid("c2") });
+    conflict(&actions, req, "is not running");
+
+    let (req, actions) = d.command(Command::Pause { id: cid("nope") });
+    assert!(matches!(&actions[..], [Action::Answer(r, Answer::Error(e))]
+        if *r == req && e.kind == ErrorKind::NotFound));
+}
+
+#[test]
+fn a_pause_is_refused_while_containerd_is_unreachable_and_nothing_is_recorded() {
+    let mut d = ready_with_running("c1", 10);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    let (req, actions) = d.command(Command::Pause { id: cid("c1") });
+    assert!(matches!(&actions[..], [Action::Answer(r, Answer::Error(e))]
+        if *r == req && e.kind == ErrorKind::Unavailable));
+    assert_eq!(d.core.requests_pending(), 0);
+}
+
+#[test]
+fn a_stop_of_a_paused_container_signals_then_thaws_it_so_that_it_can_act() {
+    let mut d = paused("c1");
+    let (req, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    let kill = only_call(
+        &actions,
+        |c| matches!(c, Call::Kill { signal, .. } if *signal == Signal::SIGTERM),
+    );
+    let actions = d.ok(kill);
+    // dockerd's order: the signal first, then the resume that lets it land.
+    assert_eq!(calls(&actions), vec![Call::Resume { id: cid("c1") }]);
+    let resume = only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+    let actions = d.ok(resume);
+    assert_eq!(events(&actions), vec![UserEventKind::Unpause]);
+    assert!(!view(&d, "c1").paused);
+    let actions = d.exit("c1", 10, 143);
+    assert_eq!(
+        events(&actions),
+        vec![UserEventKind::Die { exit_code: 143 }, UserEventKind::Stop]
+    );
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+}
+
+#[test]
+fn a_forced_remove_of_a_paused_container_kills_then_thaws_it() {
+    let mut d = paused("c1");
+    let (_, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: true,
+    });
+    let kill = only_call(
+        &actions,
+        |c| matches!(c, Call::Kill { signal, all: true, .. } if *signal == Signal::SIGKILL),
+    );
+    let actions = d.ok(kill);
+    let resume = only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+    d.ok(resume);
+    let actions = d.exit("c1", 10, 137);
+    only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+}
+
+#[test]
+fn a_signal_that_is_not_a_stop_leaves_a_paused_container_paused() {
+    // With no stop signal configured any signal means "stay down" (dockerd's
+    // rule); with one, SIGUSR1 is just a signal.
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let config = ContainerConfig {
+        stop_signal: Some(Signal::SIGTERM),
+        ..ContainerConfig::default()
+    };
+    d.run("c2", config, 20);
+    let (_, actions) = d.command(Command::Pause { id: cid("c2") });
+    d.ok(only_call(&actions, |c| matches!(c, Call::Pause { .. })));
+    let (req, actions) = d.command(Command::Kill {
+        id: cid("c2"),
+        signal: Signal::try_from(10).expect("SIGUSR1"),
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.ok(kill);
+    assert_eq!(calls(&actions), vec![], "no resume for a plain signal");
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(view(&d, "c2").paused);
+}
+
+#[test]
+fn an_exit_while_a_pause_is_in_flight_answers_it_not_running_and_its_late_answer_changes_nothing() {
+    let mut d = ready_with_running("c1", 10);
+    let (req, actions) = d.command(Command::Pause { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.exit("c1", 10, 0);
+    assert!(
+        answers(&actions)
+            .iter()
+            .any(|(r, a)| *r == req
+                && matches!(a, Answer::Error(e) if e.kind == ErrorKind::Conflict))
+    );
+    let actions = d.ok(op);
+    assert!(
+        !events(&actions).contains(&UserEventKind::Pause),
+        "{actions:?}"
+    );
+    assert!(answers(&actions).is_empty());
+    let v = view(&d, "c1");
+    assert_eq!((v.status, v.paused), (Status::Exited, false));
+}
+
+#[test]
+fn a_refused_pause_is_answered_with_containerds_reason_and_the_truth_is_looked_up() {
+    let mut d = ready_with_running("c1", 10);
+    let (req, actions) = d.command(Command::Pause { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.fail(op, FailureKind::FailedPrecondition);
+    assert!(
+        answers(&actions).iter().any(|(r, a)| *r == req
+            && matches!(a, Answer::Error(e) if e.kind == ErrorKind::Internal && e.message.contains("Cannot pause"))),
+        "{actions:?}"
+    );
+    only_call(&actions, |c| matches!(c, Call::Relist));
+    assert!(!view(&d, "c1").paused);
+    assert_eq!(d.core.requests_pending(), 0);
+}
+
+#[test]
+fn a_pause_whose_answer_was_lost_is_settled_by_the_relist_that_follows() {
+    let mut d = ready_with_running("c1", 10);
+    let (req, actions) = d.command(Command::Pause { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.fail(op, FailureKind::Unavailable);
+    assert!(answers(&actions).iter().any(
+        |(r, a)| *r == req && matches!(a, Answer::Error(e) if e.kind == ErrorKind::Unavailable)
+    ));
+    // It took effect: the reconnect's relist shows the task paused.
+    let relist = d.resubscribe();
+    let mut task = running("c1", 10);
+    task.status = TaskStatus::Paused;
+    d.relist(relist, vec![task]);
+    let v = view(&d, "c1");
+    assert_eq!(
+        (v.status, v.paused, v.confirmed),
+        (Status::Running, true, true)
+    );
+}
+
+#[test]
+fn a_restarted_daemon_learns_that_a_container_is_paused_from_its_relist() {
+    let d = paused("c1");
+    let rec = view(&d, "c1").record.clone();
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec]));
+    let mut task = running("c1", 10);
+    task.status = TaskStatus::Paused;
+    assert_eq!(d.connect(vec![task]), vec![]);
+    assert!(view(&d, "c1").paused);
+    // And an unpause works from there.
+    let (_, actions) = d.command(Command::Unpause { id: cid("c1") });
+    only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+}
+
+#[test]
+fn a_pause_event_that_disagrees_with_what_the_core_knows_makes_it_look() {
+    let mut d = ready_with_running("c1", 10);
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskPaused {
+        container: cid("c1"),
+    }));
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    assert!(!view(&d, "c1").paused, "an event is no fact to record");
+    let mut task = running("c1", 10);
+    task.status = TaskStatus::Paused;
+    d.relist(relist, vec![task]);
+    assert!(view(&d, "c1").paused);
+    // The echo of what it knows already: nothing to do.
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskPaused {
+        container: cid("c1"),
+    }));
+    assert_eq!(actions, vec![]);
+}
+
+#[test]
+fn a_stay_down_kill_thaws_the_frozen_task_once_and_a_later_pause_holds() {
+    let mut d = paused("c1");
+    // No stop signal configured: SIGHUP means "stay down" (dockerd's rule).
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::try_from(1).expect("SIGHUP"),
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.ok(kill);
+    let resume = only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+    d.ok(resume);
+    assert!(!view(&d, "c1").paused);
+    // The process survived its SIGHUP; a pause now is a pause.
+    let (req, actions) = d.command(Command::Pause { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.ok(op);
+    assert_eq!(calls(&actions), vec![], "no thaw after a later pause");
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(view(&d, "c1").paused);
+}

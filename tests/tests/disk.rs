@@ -1,0 +1,98 @@
+//! Disk use with the real docker CLI: `docker system df` (images unpacked,
+//! what containers wrote, what volumes hold) and `docker image prune`
+//! (dangling: none can exist in containerd's store; `-a`: every image no
+//! container uses).
+
+use holdfast_e2e::Daemon;
+use holdfast_testkit::BusyboxImage;
+use serde_json::Value;
+
+#[test]
+fn system_df_measures_and_image_prune_removes_only_unused_images() {
+    let d = Daemon::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let extra = BusyboxImage::build_with_ballast(dir.path(), "extra:1", None, 300_000);
+    d.ok(&["load", "-i", extra.docker_archive.to_str().expect("utf-8")]);
+    d.ok(&["run", "-d", "--name", "writer", "busybox", "sleep", "1000"]);
+    d.ok(&[
+        "exec",
+        "writer",
+        "sh",
+        "-c",
+        "head -c 1000000 /dev/zero > /big",
+    ]);
+    d.ok(&["volume", "create", "vol"]);
+    d.ok(&[
+        "run",
+        "--rm",
+        "-v",
+        "vol:/data",
+        "busybox",
+        "sh",
+        "-c",
+        "head -c 500000 /dev/zero > /data/f",
+    ]);
+
+    let df = d.http("GET", "/system/df", None);
+    assert_eq!(df.status, 200, "{df:?}");
+    let df: Value = df.json().expect("JSON");
+    let images = df["Images"].as_array().cloned().unwrap_or_default();
+    assert_eq!(images.len(), 2, "{df}");
+    let extra_size = images
+        .iter()
+        .find(|i| i["RepoTags"][0] == "extra:1")
+        .map(|i| (i["Size"].as_i64().unwrap_or(0), i["Containers"].clone()));
+    assert!(
+        extra_size
+            .as_ref()
+            .is_some_and(|(s, n)| *s >= 300_000 && *n == 0),
+        "the extra image holds its ballast and no container: {df}"
+    );
+    let writer = &df["Containers"][0];
+    assert!(
+        writer["SizeRw"].as_i64().is_some_and(|s| s >= 1_000_000),
+        "what the container wrote: {writer}"
+    );
+    let vol = &df["Volumes"][0];
+    assert_eq!(
+        (
+            &vol["Name"],
+            &vol["UsageData"]["Size"],
+            &vol["UsageData"]["RefCount"]
+        ),
+        (
+            &serde_json::json!("vol"),
+            &serde_json::json!(500_000),
+            &serde_json::json!(0)
+        ),
+        "{vol}"
+    );
+    // The CLI's summary: two images, one in use; one running container.
+    let rows = d.ok(&[
+        "system",
+        "df",
+        "--format",
+        "{{.Type}} {{.TotalCount}} {{.Active}}",
+    ]);
+    for want in ["Images 2 1", "Containers 1 1", "Local Volumes 1 0"] {
+        assert!(rows.lines().any(|l| l == want), "{want:?} in\n{rows}");
+    }
+
+    // Dangling only: there are none.
+    let out = d.ok(&["image", "prune", "-f"]);
+    assert!(out.contains("Total reclaimed space: 0B"), "{out}");
+    // -a: what no container uses goes; busybox stays.
+    let out = d.ok(&["image", "prune", "-a", "-f"]);
+    assert!(out.contains("extra:1"), "{out}");
+    assert_eq!(
+        d.ok(&["images", "--format", "{{.Repository}}"]).trim(),
+        "busybox",
+        "{}",
+        d.diagnostics()
+    );
+    d.fails_saying(
+        "an unknown prune filter",
+        &["image", "prune", "-f", "--filter", "until=1h"],
+        "invalid filter",
+    );
+}
