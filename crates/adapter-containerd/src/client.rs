@@ -200,7 +200,11 @@ impl Adapter {
                 .map(|()| Done::Ok),
             Call::DeleteTask { id } => self.delete_task(&id).await.map(|_| Done::Ok),
             Call::DeleteContainer { id } => self.delete_container(&id).await.map(|()| Done::Ok),
-            Call::Subscribe | Call::Relist => {
+            // The daemon's network side carries these out (CNI), not containerd.
+            Call::Subscribe
+            | Call::Relist
+            | Call::NetworkSetup { .. }
+            | Call::NetworkTeardown { .. } => {
                 Err(AdapterError::Invalid("not an ordinary call".into()))
             }
         }
@@ -363,5 +367,7 @@ fn call_name(call: &Call) -> &'static str {
         Call::Kill { .. } => "kill",
         Call::DeleteTask { .. } => "delete_task",
         Call::DeleteContainer { .. } => "delete_container",
+        Call::NetworkSetup { .. } => "network_setup",
+        Call::NetworkTeardown { .. } => "network_teardown",
     }
 }

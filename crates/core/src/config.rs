@@ -35,6 +35,10 @@ pub struct ContainerConfig {
     pub read_only_rootfs: bool,
     pub memory_limit_bytes: Option<u64>,
     pub network: NetworkMode,
+    /// `-p`/`-P`: host ports published to the container's ports (bridge
+    /// networks only). A host port of 0 is chosen when the network is set up.
+    #[serde(default)]
+    pub ports: Vec<PortBinding>,
     pub tty: bool,
     /// `-i`: the container's stdin stays open for attaches to write to.
     #[serde(default)]
@@ -249,6 +253,29 @@ pub enum NetworkMode {
     None,
     /// The host's network namespace.
     Host,
+    /// A network namespace of its own, attached to the default `bridge`
+    /// network (a Linux bridge with outbound NAT) by the network step.
+    Bridge,
+}
+
+impl NetworkMode {
+    /// Whether the container is attached by a network step of its own
+    /// (`Call::NetworkSetup`) before its task is created.
+    pub fn needs_attachment(self) -> bool {
+        self == NetworkMode::Bridge
+    }
+}
+
+/// One published port: `host_ip:host_port -> container_port/protocol`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct PortBinding {
+    pub container_port: u16,
+    /// `tcp` or `udp`.
+    pub protocol: String,
+    /// Empty: every host address.
+    pub host_ip: String,
+    /// 0: chosen at setup.
+    pub host_port: u16,
 }
 
 /// Docker's restart policies. A policy restart happens only after an exit was

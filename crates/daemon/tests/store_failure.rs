@@ -79,6 +79,7 @@ fn record(id: &str) -> Record {
         exit: None,
         restart_count: 0,
         intents: Intents::default(),
+        network: holdfast_core::NetworkState::Detached,
     }
 }
 

@@ -491,6 +491,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     }
     let resources = create_options::resources(o, memory_limit_bytes)?;
     let config = ContainerConfig {
+        ports: Vec::new(),
         log_max_size_bytes,
         log_max_files,
         log_driver,
@@ -1123,6 +1124,7 @@ fn network_mode_name(m: NetworkMode) -> &'static str {
     match m {
         NetworkMode::None => "none",
         NetworkMode::Host => "host",
+        NetworkMode::Bridge => "bridge",
     }
 }
 
@@ -1919,6 +1921,7 @@ mod tests {
                 exit: None,
                 restart_count: 0,
                 intents: holdfast_core::Intents::default(),
+                network: holdfast_core::NetworkState::Detached,
             },
             status: Status::Running,
             task: TaskState::Running { pid: 5 },
