@@ -29,6 +29,7 @@
 mod command;
 mod containers;
 mod daemon;
+pub mod network;
 pub mod procs;
 pub mod registry;
 mod terminal;

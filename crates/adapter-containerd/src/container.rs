@@ -219,7 +219,10 @@ impl Adapter {
             }
             _ => None,
         };
-        let host = host_facts(config, &mounts, shm_source)?;
+        let mut host = host_facts(config, &mounts, shm_source)?;
+        if config.network == holdfast_core::NetworkMode::Bridge {
+            host.netns_path = Some(self.config().netns_dir.join(id.as_str()));
+        }
         if let Some(runtime_us) = config.resources.cpu_realtime_runtime_us.filter(|&r| r > 0) {
             grant_realtime_budget(&cgroups_path(id, self.namespace(), config), runtime_us);
         }

@@ -67,6 +67,7 @@ pub(crate) fn host_facts(
         init_binary,
         bounding_capabilities: bounding_capabilities(),
         shm_source,
+        netns_path: None,
     })
 }
 

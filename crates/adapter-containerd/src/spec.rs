@@ -207,6 +207,9 @@ pub struct HostFacts {
     /// With `--ipc shareable` or `container:<id>`: the host's tmpfs that is
     /// the shareable container's `/dev/shm`.
     pub shm_source: Option<PathBuf>,
+    /// On a bridge network: the network namespace the network step made
+    /// (a bind mount that outlives the task until the attachment is released).
+    pub netns_path: Option<PathBuf>,
 }
 
 /// A host device node as the container will see it.
@@ -517,8 +520,15 @@ fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, Adap
             &["nosuid", "noexec", "nodev", "relatime", sys_mode],
         )?,
     ];
-    if config.network == NetworkMode::Host {
-        for file in ["/etc/hosts", "/etc/resolv.conf"] {
+    // The host's resolver for both; its hosts file only where the host's
+    // names are the container's own.
+    let host_files: &[&str] = match config.network {
+        NetworkMode::Host => &["/etc/hosts", "/etc/resolv.conf"],
+        NetworkMode::Bridge => &["/etc/resolv.conf"],
+        NetworkMode::None => &[],
+    };
+    {
+        for &file in host_files {
             mounts.push(mount(file, "bind", file, &["rbind", "rprivate", "ro"])?);
         }
     }
@@ -659,7 +669,7 @@ fn shared_namespace(
     }
 }
 
-fn namespaces(config: &ContainerConfig) -> Result<Vec<LinuxNamespace>, AdapterError> {
+fn namespaces(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<LinuxNamespace>, AdapterError> {
     let ns = &config.namespaces;
     let mut out: Vec<LinuxNamespace> = [
         shared_namespace(LinuxNamespaceType::Pid, "pid", &ns.pid)?,
@@ -670,8 +680,18 @@ fn namespaces(config: &ContainerConfig) -> Result<Vec<LinuxNamespace>, AdapterEr
     .flatten()
     .collect();
     out.push(namespace(LinuxNamespaceType::Mount, None)?);
-    if config.network == NetworkMode::None {
-        out.push(namespace(LinuxNamespaceType::Network, None)?);
+    match config.network {
+        NetworkMode::None => out.push(namespace(LinuxNamespaceType::Network, None)?),
+        NetworkMode::Host => {}
+        NetworkMode::Bridge => {
+            let Some(path) = &host.netns_path else {
+                return Err(AdapterError::Invalid(
+                    "a bridge network needs the network namespace of its attachment".into(),
+                ));
+            };
+            let path = path.to_string_lossy().into_owned();
+            out.push(namespace(LinuxNamespaceType::Network, Some(path))?);
+        }
     }
     if ns.cgroup == CgroupnsMode::Private {
         out.push(namespace(LinuxNamespaceType::Cgroup, None)?);
@@ -848,7 +868,7 @@ fn linux(
     linux
         .set_resources(Some(resources(config, host)?))
         .set_cgroups_path(Some(cgroups_path(id, namespace, config).into()))
-        .set_namespaces(Some(namespaces(config)?))
+        .set_namespaces(Some(namespaces(config, host)?))
         .set_devices(Some(linux_devices(host)?).filter(|d| !d.is_empty()))
         .set_sysctl(
             Some(

@@ -19,7 +19,7 @@ use crate::events::{EventLog, EventMessage};
 use crate::store::{Store, StoreError};
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{
-    Action, Answer, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input,
+    Action, Answer, Call, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input,
     Instant, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind, WallTime,
 };
 use std::collections::HashMap;
@@ -185,6 +185,7 @@ pub struct EngineParts {
     pub seed: u64,
     pub store: Store,
     pub adapter: Adapter,
+    pub network: crate::network::Network,
     pub events: Arc<EventLog>,
 }
 
@@ -196,6 +197,7 @@ pub struct Engine {
     store: Option<Store>,
     store_path: PathBuf,
     adapter: Adapter,
+    network: crate::network::Network,
     sink: mpsc::UnboundedSender<Input>,
     inputs: mpsc::UnboundedReceiver<Input>,
     requests: mpsc::UnboundedReceiver<Request>,
@@ -233,6 +235,7 @@ impl Engine {
             store_path: parts.store.path().to_owned(),
             store: Some(parts.store),
             adapter: parts.adapter,
+            network: parts.network,
             sink,
             inputs,
             requests,
@@ -341,7 +344,14 @@ impl Engine {
             match action {
                 Action::Call { op, call } => {
                     tracing::debug!(%op, ?call, "call");
-                    tokio::spawn(self.adapter.execute(op, call, self.sink.clone()));
+                    match call {
+                        Call::NetworkSetup { .. } | Call::NetworkTeardown { .. } => {
+                            self.network_call(op, call);
+                        }
+                        call => {
+                            tokio::spawn(self.adapter.execute(op, call, self.sink.clone()));
+                        }
+                    }
                 }
                 Action::Persist(rec) => {
                     if let Err(e) = self.write(|s| s.put(&rec)) {
@@ -380,6 +390,34 @@ impl Engine {
             (false, None) => self.facts.unready_since = Some(now.wall),
             _ => {}
         }
+    }
+
+    /// The network side runs plugins (processes, iptables): off the loop.
+    /// Exactly one result for `op`, whatever happens.
+    fn network_call(&self, op: holdfast_core::OpId, call: Call) {
+        let network = self.network.clone();
+        let sink = self.sink.clone();
+        tokio::spawn(async move {
+            let result = tokio::task::spawn_blocking(move || match &call {
+                Call::NetworkSetup { id, config } => network.setup(id, config),
+                Call::NetworkTeardown { id, config } => network.teardown(id, config),
+                _ => Err(holdfast_core::Failure::new(
+                    holdfast_core::FailureKind::Other,
+                    "not a network call",
+                )),
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(holdfast_core::Failure::new(
+                    holdfast_core::FailureKind::Other,
+                    format!("the network call panicked: {e}"),
+                ))
+            });
+            if let Err(f) = &result {
+                tracing::warn!(%op, kind = ?f.kind, message = %f.message, "network call failed");
+            }
+            let _ = sink.send(Input::ActionResult(op, result));
+        });
     }
 
     fn write(

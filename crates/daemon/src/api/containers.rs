@@ -12,9 +12,10 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use crate::network::Attachment;
 use holdfast_core::{
     Answer, BindMount, Command, ContainerConfig, ContainerId, LogDriver, NamespaceMode, Namespaces,
-    NetworkMode, Record, RestartPolicy, Signal, Status, TaskState, WaitCondition,
+    NetworkMode, PortBinding, Record, RestartPolicy, Signal, Status, TaskState, WaitCondition,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -278,6 +279,7 @@ struct CreateBody {
     open_stdin: Option<bool>,
     stdin_once: Option<bool>,
     volumes: Option<BTreeMap<String, Value>>,
+    exposed_ports: Option<BTreeMap<String, Value>>,
     healthcheck: Option<Value>,
     host_config: Option<HostConfigBody>,
 }
@@ -347,6 +349,10 @@ pub(crate) struct CreateRequest {
     pub warnings: Vec<String>,
     /// No `CgroupnsMode` was given: the host decides the default.
     pub cgroupns_defaulted: bool,
+    /// `-P`: the image's exposed ports are published too, once it is resolved.
+    pub publish_all: bool,
+    /// No network was named: the daemon's default (bridge, unless disabled).
+    pub network_defaulted: bool,
 }
 
 /// Decodes and checks a create body. Pure, so it is unit-tested and fuzzed.
@@ -371,22 +377,28 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     refuse_unsupported(&b.healthcheck, &hc)?;
     let mut warnings = Vec::new();
 
+    let network_defaulted = matches!(hc.network_mode.as_deref(), None | Some("" | "default"));
     let network = match hc.network_mode.as_deref().unwrap_or("") {
-        "" | "default" => {
-            warnings.push(
-                "holdfast has no bridge network yet: the container gets only loopback (as with --network none)"
-                    .to_owned(),
-            );
-            NetworkMode::None
-        }
+        "" | "default" | "bridge" => NetworkMode::Bridge,
         "none" => NetworkMode::None,
         "host" => NetworkMode::Host,
         other => {
             return Err(ApiError::bad_request(format!(
-                "network mode {other:?} is not supported by holdfast yet: use none or host"
+                "network mode {other:?} is not supported by holdfast yet: use bridge, none or host"
             )));
         }
     };
+    let publish_all = hc.publish_all_ports.unwrap_or(false);
+    let mut ports = port_bindings(hc.port_bindings.take().unwrap_or_default())?;
+    if publish_all {
+        publish_exposed(&mut ports, b.exposed_ports.iter().flat_map(|e| e.keys()))?;
+    }
+    if network != NetworkMode::Bridge && !ports.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "published ports need the bridge network: not with network mode {}",
+            network_mode_name(network)
+        )));
+    }
     let restart_policy = restart_policy(hc.restart_policy.unwrap_or_default())?;
     let auto_remove = hc.auto_remove.unwrap_or(false);
     if auto_remove && restart_policy != RestartPolicy::No {
@@ -491,7 +503,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     }
     let resources = create_options::resources(o, memory_limit_bytes)?;
     let config = ContainerConfig {
-        ports: Vec::new(),
+        ports,
         log_max_size_bytes,
         log_max_files,
         log_driver,
@@ -541,6 +553,8 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         config,
         warnings,
         cgroupns_defaulted,
+        publish_all,
+        network_defaulted,
     })
 }
 
@@ -681,6 +695,96 @@ fn anonymous_volumes(volumes: Option<BTreeMap<String, Value>>) -> Result<Vec<Bin
         .collect()
 }
 
+/// `HostConfig.PortBindings`: `"80/tcp": [{"HostIp": "", "HostPort": "8080"}]`.
+/// An empty host port is chosen at start.
+fn port_bindings(raw: BTreeMap<String, Value>) -> Result<Vec<PortBinding>, ApiError> {
+    let mut out = Vec::new();
+    for (key, bindings) in raw {
+        let (container_port, protocol) = parse_port_key(&key)?;
+        let list = match bindings {
+            Value::Null => Vec::new(),
+            Value::Array(list) => list,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid port binding for {key}: expected a list, got {other}"
+                )));
+            }
+        };
+        let list = if list.is_empty() {
+            vec![json!({})]
+        } else {
+            list
+        };
+        for b in list {
+            let host_ip = b["HostIp"].as_str().unwrap_or_default().to_owned();
+            if !host_ip.is_empty() && host_ip.parse::<std::net::Ipv4Addr>().is_err() {
+                return Err(ApiError::bad_request(format!(
+                    "invalid host IP {host_ip:?} for port {key}: holdfast publishes on IPv4 addresses"
+                )));
+            }
+            let host_port = match b["HostPort"].as_str().unwrap_or_default() {
+                "" => 0,
+                p => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "invalid host port {p:?} for {key}: a port number 1-65535 (ranges are not supported)"
+                    ))
+                })?,
+            };
+            out.push(PortBinding {
+                container_port,
+                protocol: protocol.clone(),
+                host_ip,
+                host_port,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `80`, `80/tcp`, `53/udp`.
+fn parse_port_key(key: &str) -> Result<(u16, String), ApiError> {
+    let (port, proto) = key.split_once('/').unwrap_or((key, "tcp"));
+    let proto = proto.to_ascii_lowercase();
+    if proto != "tcp" && proto != "udp" {
+        return Err(ApiError::bad_request(format!(
+            "invalid port {key:?}: the protocol must be tcp or udp"
+        )));
+    }
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "invalid port {key:?}: a container port 1-65535 (ranges are not supported)"
+            ))
+        })?;
+    Ok((port, proto))
+}
+
+/// `-P`: every exposed port not yet published gets a chosen host port.
+fn publish_exposed<'a>(
+    ports: &mut Vec<PortBinding>,
+    exposed: impl Iterator<Item = &'a String>,
+) -> Result<(), ApiError> {
+    for key in exposed {
+        let (container_port, protocol) = parse_port_key(key)?;
+        if ports
+            .iter()
+            .any(|p| p.container_port == container_port && p.protocol == protocol)
+        {
+            continue;
+        }
+        ports.push(PortBinding {
+            container_port,
+            protocol,
+            host_ip: String::new(),
+            host_port: 0,
+        });
+    }
+    Ok(())
+}
+
 fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Result<(), ApiError> {
     let refuse = |option: &str| {
         Err(ApiError::bad_request(format!(
@@ -702,9 +806,6 @@ fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Resul
         })
     {
         return refuse("Healthcheck");
-    }
-    if set(&hc.publish_all_ports) || hc.port_bindings.as_ref().is_some_and(|p| !p.is_empty()) {
-        return refuse("HostConfig.PortBindings (published ports come with bridge networks)");
     }
     if set(&hc.oom_kill_disable) {
         return refuse("HostConfig.OomKillDisable");
@@ -829,7 +930,20 @@ pub async fn create(
         mut config,
         mut warnings,
         cgroupns_defaulted,
+        publish_all,
+        network_defaulted,
     } = parse_create(&body)?;
+    if config.network == NetworkMode::Bridge && !state.network.enabled() {
+        if !network_defaulted || !config.ports.is_empty() || publish_all {
+            return Err(ApiError::bad_request(
+                "the bridge network is disabled on this daemon (holdfastd --bridge none): use --network none or host",
+            ));
+        }
+        warnings.push(
+            "the bridge network is disabled (holdfastd --bridge none): the container gets only loopback".to_owned(),
+        );
+        config.network = NetworkMode::None;
+    }
     // As dockerd: without swap accounting, memory is limited without swap.
     if config.resources.memory_swap_bytes.is_some_and(|s| s > 0) && !swap_accounting() {
         config.resources.memory_swap_bytes = Some(-1);
@@ -870,6 +984,12 @@ pub async fn create(
         .await
         .map_err(|e| super::images::image_error(&config.image, e))?;
     config.image_id = Some(image.config_digest.clone());
+    if publish_all {
+        publish_exposed(
+            &mut config.ports,
+            image.config.exposed_ports.iter().flat_map(|e| e.keys()),
+        )?;
+    }
     config.image_stop_signal = image
         .config
         .stop_signal
@@ -1182,7 +1302,7 @@ fn host_config_json(c: &ContainerConfig) -> Value {
         "AutoRemove": c.auto_remove,
         "ReadonlyRootfs": c.read_only_rootfs,
         "LogConfig": log_config,
-        "PortBindings": {},
+        "PortBindings": port_bindings_json(c),
         "Privileged": p.privileged,
         "CapAdd": list_or_null(&p.cap_add),
         "CapDrop": list_or_null(&p.cap_drop),
@@ -1302,7 +1422,72 @@ fn mount_points_json(c: &ContainerConfig) -> Vec<Value> {
     out
 }
 
-fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
+/// The container's attachment to the bridge network, if it has one now.
+fn attachment(state: &ApiState, s: &Snapshot) -> Option<Attachment> {
+    let attached = s.record.network != holdfast_core::NetworkState::Detached;
+    attached
+        .then(|| state.network.attachment(&s.record.id))
+        .flatten()
+}
+
+/// `NetworkSettings.Ports` as dockerd shows it: `"80/tcp": [{HostIp, HostPort}]`.
+fn ports_json(att: Option<&Attachment>) -> Value {
+    let mut ports = serde_json::Map::new();
+    for p in att.map_or(&[][..], |a| &a.ports[..]) {
+        let key = format!("{}/{}", p.container_port, p.protocol);
+        let ip = if p.host_ip.is_empty() { "0.0.0.0" } else { &p.host_ip };
+        let entry = ports.entry(key).or_insert_with(|| json!([]));
+        if let Some(list) = entry.as_array_mut() {
+            list.push(json!({"HostIp": ip, "HostPort": p.host_port.to_string()}));
+        }
+    }
+    Value::Object(ports)
+}
+
+fn port_bindings_json(c: &ContainerConfig) -> Value {
+    let mut ports = serde_json::Map::new();
+    for p in &c.ports {
+        let key = format!("{}/{}", p.container_port, p.protocol);
+        let port = if p.host_port == 0 { String::new() } else { p.host_port.to_string() };
+        let entry = ports.entry(key).or_insert_with(|| json!([]));
+        if let Some(list) = entry.as_array_mut() {
+            list.push(json!({"HostIp": p.host_ip, "HostPort": port}));
+        }
+    }
+    Value::Object(ports)
+}
+
+/// `NetworkSettings`: the address, gateway and MAC the bridge plugin gave.
+fn network_settings_json(c: &ContainerConfig, net_name: &str, att: Option<&Attachment>) -> Value {
+    let network = network_mode_name(c.network);
+    let ip = att.and_then(|a| a.ip).map(|i| i.to_string()).unwrap_or_default();
+    let gateway = att.and_then(|a| a.gateway).map(|i| i.to_string()).unwrap_or_default();
+    let mac = att.and_then(|a| a.mac.clone()).unwrap_or_default();
+    let prefix = att.filter(|a| a.ip.is_some()).map_or(0, |a| a.prefix_len);
+    json!({
+        "Bridge": if c.network == NetworkMode::Bridge { net_name } else { "" },
+        "SandboxID": "",
+        "Ports": ports_json(att),
+        "IPAddress": ip,
+        "IPPrefixLen": prefix,
+        "Gateway": gateway,
+        "MacAddress": mac,
+        "Networks": { network: {
+            "NetworkID": network,
+            "IPAddress": ip,
+            "IPPrefixLen": prefix,
+            "Gateway": gateway,
+            "MacAddress": mac,
+        } },
+    })
+}
+
+fn inspect_json(
+    s: &Snapshot,
+    log_path: &std::path::Path,
+    net_name: &str,
+    att: Option<&Attachment>,
+) -> Value {
     let r = &s.record;
     let c = &r.config;
     let running = s.status == Status::Running;
@@ -1319,7 +1504,6 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
         })
     };
     let cmdline = command_line(c);
-    let network = network_mode_name(c.network);
     json!({
         "Id": r.id.to_string(),
         "Created": render::time(r.created_at),
@@ -1376,15 +1560,7 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
             "StopSignal": c.stop_signal.or(c.image_stop_signal).map(|s| s.to_string()),
             "StopTimeout": c.stop_timeout.map(|t| t.as_secs()),
         },
-        "NetworkSettings": {
-            "Bridge": "",
-            "SandboxID": "",
-            "Ports": {},
-            "IPAddress": "",
-            "Gateway": "",
-            "MacAddress": "",
-            "Networks": { network: { "NetworkID": network, "IPAddress": "", "Gateway": "", "MacAddress": "" } },
-        },
+        "NetworkSettings": network_settings_json(c, net_name, att),
         // holdfast's own truth: whether this view was confirmed by a relist
         // since containerd was last (re)connected.
         "Holdfast": {
@@ -1402,7 +1578,9 @@ pub async fn inspect(
     let id = resolve(&state, &reference).await?;
     let s = snapshot(&state, id).await?;
     let log_path = state.adapter.log_path(&s.record.id);
-    Ok(Json(inspect_json(&s, &log_path)).into_response())
+    let att = attachment(&state, &s);
+    let net_name = state.network.name();
+    Ok(Json(inspect_json(&s, &log_path, net_name, att.as_ref())).into_response())
 }
 
 /// `docker ps`'s STATUS column, as dockerd words it.
@@ -1434,7 +1612,7 @@ fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
     }
 }
 
-fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
+fn list_json(s: &Snapshot, now: holdfast_core::WallTime, att: Option<&Attachment>) -> Value {
     let r = &s.record;
     let c = &r.config;
     let network = network_mode_name(c.network);
@@ -1445,7 +1623,12 @@ fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
         "ImageID": c.image_id.clone().unwrap_or_default(),
         "Command": command_line(c).join(" "),
         "Created": r.created_at.as_unix_nanos().div_euclid(1_000_000_000),
-        "Ports": [],
+        "Ports": att.map_or(&[][..], |a| &a.ports[..]).iter().map(|p| json!({
+            "IP": if p.host_ip.is_empty() { "0.0.0.0" } else { &p.host_ip },
+            "PrivatePort": p.container_port,
+            "PublicPort": p.host_port,
+            "Type": p.protocol,
+        })).collect::<Vec<_>>(),
         "Labels": c.labels,
         "State": s.status.as_str(),
         "Status": status_text(s, now),
@@ -1595,7 +1778,7 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
         if !matches_filters(s, &filters, &all_ids)? {
             continue;
         }
-        out.push(list_json(s, now));
+        out.push(list_json(s, now, attachment(&state, s).as_ref()));
         if let Some(l) = limit
             && l > 0
             && out.len() as i64 >= l
@@ -1619,8 +1802,8 @@ mod tests {
             config.cmd,
             Some(vec!["sleep".to_owned(), "1000".to_owned()])
         );
-        assert_eq!(config.network, NetworkMode::None);
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(config.network, NetworkMode::Bridge);
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]
@@ -1638,19 +1821,51 @@ mod tests {
             (br#"{"Image":"b","HostConfig":{"NanoCpus":1000000000,"CpuQuota":5000}}"#, "NanoCpus"),
             (br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"syslog"}}}"#, "syslog"),
             (br#"{"Image":"b","HostConfig":{"PidMode":"sideways"}}"#, "PidMode"),
-            (br#"{"Image":"b","HostConfig":{"NetworkMode":"bridge"}}"#, "bridge"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"}}"#, "\"app\""),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"host","PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "need the bridge network"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/sctp":[{"HostPort":"8080"}]}}}"#, "tcp or udp"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"0/tcp":[{"HostPort":"8080"}]}}}"#, "container port"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostPort":"8000-8010"}]}}}"#, "ranges are not supported"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostPort":"70000"}]}}}"#, "70000"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostIp":"::1","HostPort":"80"}]}}}"#, "IPv4"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":"8080"}}}"#, "expected a list"),
             (br#"{"Image":"b","HostConfig":{"RestartPolicy":{"Name":"sometimes"}}}"#, "sometimes"),
             (br#"{"Image":"b","HostConfig":{"Binds":["-vol:/data"]}}"#, "invalid characters"),
             (br#"{"Image":"b","HostConfig":{"Binds":["rel/dir:/data"]}}"#, "use absolute path"),
             (br#"{"Image":"b","HostConfig":{"Binds":["/a:/data","v1:/data"]}}"#, "Duplicate mount point"),
             (br#"{"Image":"b","StopSignal":"SIGNOPE"}"#, "SIGNOPE"),
             (br#"{"Image":"b","HostConfig":{"AutoRemove":true,"RestartPolicy":{"Name":"always"}}}"#, "Conflicting"),
-            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "PortBindings"),
         ] {
             let err = decode_create(body).expect_err("refused");
             assert_eq!(err.status, StatusCode::BAD_REQUEST);
             assert!(err.message.contains(needle), "{needle}: {}", err.message);
         }
+    }
+
+    #[test]
+    fn published_ports_decode_as_the_cli_sends_them() {
+        // -p 8080:80 -p 127.0.0.1:9090:90/udp -p 70 -P with --expose 7000
+        let body = br#"{"Image":"busybox","ExposedPorts":{"80/tcp":{},"90/udp":{},"70/tcp":{},"7000/tcp":{}},
+            "HostConfig":{"PortBindings":{"80/tcp":[{"HostIp":"","HostPort":"8080"}],
+            "90/udp":[{"HostIp":"127.0.0.1","HostPort":"9090"}],"70/tcp":[{"HostIp":"","HostPort":""}]},
+            "PublishAllPorts":true}}"#;
+        let req = parse_create(body).expect("decodes");
+        assert!(req.publish_all && req.network_defaulted);
+        let got: Vec<(u16, &str, &str, u16)> = req
+            .config
+            .ports
+            .iter()
+            .map(|p| (p.container_port, p.protocol.as_str(), p.host_ip.as_str(), p.host_port))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (70, "tcp", "", 0),
+                (80, "tcp", "", 8080),
+                (90, "udp", "127.0.0.1", 9090),
+                (7000, "tcp", "", 0),
+            ]
+        );
     }
 
     #[test]
