@@ -34,7 +34,11 @@ impl BridgeDaemon {
         // Unique among this process's tests (n) and, mostly, among
         // concurrent runs (the pid); at most 15 characters.
         let bridge = format!("hft{:05x}{n}", pid & 0xfffff);
-        let subnet = format!("10.{}.{}.0/24", 200 + pid % 50, (pid / 50 % 25) * 10 + n % 10);
+        let subnet = format!(
+            "10.{}.{}.0/24",
+            200 + pid % 50,
+            (pid / 50 % 25) * 10 + n % 10
+        );
         let mut all = vec!["--bridge", &bridge, "--bridge-subnet", &subnet];
         all.extend_from_slice(args);
         let d = Daemon::start_with(&all);
@@ -63,7 +67,9 @@ impl BridgeDaemon {
 
     /// Interfaces on the bridge (one veth per attached container).
     pub fn bridge_ports(&self) -> Vec<String> {
-        let dir = PathBuf::from("/sys/class/net").join(&self.bridge).join("brif");
+        let dir = PathBuf::from("/sys/class/net")
+            .join(&self.bridge)
+            .join("brif");
         let mut out: Vec<String> = std::fs::read_dir(dir)
             .map(|e| {
                 e.flatten()
@@ -80,7 +86,11 @@ impl BridgeDaemon {
         let mut out = Vec::new();
         for sub in ["net/netns", "net/attachments"] {
             if let Ok(entries) = std::fs::read_dir(self.d.exec_root().join(sub)) {
-                out.extend(entries.flatten().map(|e| format!("{sub}/{}", e.file_name().to_string_lossy())));
+                out.extend(
+                    entries
+                        .flatten()
+                        .map(|e| format!("{sub}/{}", e.file_name().to_string_lossy())),
+                );
             }
         }
         out.sort();

@@ -79,10 +79,15 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
 
     // portmap's shared chains are made once and kept, as with every user of
     // the plugin: one container first, then the baseline.
-    net.d.ok(&["run", "-d", "--name", "warm", "-p", "80", "busybox", "sleep", "100"]);
+    net.d.ok(&[
+        "run", "-d", "--name", "warm", "-p", "80", "busybox", "sleep", "100",
+    ]);
     net.d.ok(&["rm", "-f", "warm"]);
     let baseline = held(&net);
-    assert!(baseline.addresses.is_empty() && baseline.files.is_empty(), "{baseline:?}");
+    assert!(
+        baseline.addresses.is_empty() && baseline.files.is_empty(),
+        "{baseline:?}"
+    );
 
     for crash in ["holdfastd", "containerd"] {
         for f in ["mark", "go", "done"] {
@@ -91,10 +96,21 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
         std::fs::write(g.join("gate"), "").expect("close the gate");
         let name = format!("after-{crash}");
         let run = net.d.spawn_docker(&[
-            "run", "-d", "--name", &name, "-p", "80", "busybox", "sh", "-c", &httpd("alive"),
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "-p",
+            "80",
+            "busybox",
+            "sh",
+            "-c",
+            &httpd("alive"),
         ]);
         net.d
-            .wait_until("portmap is reached: an address is allocated", || g.join("mark").exists());
+            .wait_until("portmap is reached: an address is allocated", || {
+                g.join("mark").exists()
+            });
         assert_eq!(net.allocations().len(), 1, "{:?}", net.allocations());
         match crash {
             "holdfastd" => net.d.sigkill(),
@@ -104,21 +120,33 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
         }
         // The plugin the dead daemon started finishes its work.
         std::fs::write(g.join("go"), "").expect("open the gate");
-        net.d.wait_until("the gated portmap finished", || g.join("done").exists());
+        net.d
+            .wait_until("the gated portmap finished", || g.join("done").exists());
         std::fs::remove_file(g.join("gate")).expect("remove the gate");
         if crash == "holdfastd" {
             drop(run);
             net.d.restart();
         } else {
-            let _ = net.d.wait_exit("docker run during the containerd crash", run);
+            let _ = net
+                .d
+                .wait_exit("docker run during the containerd crash", run);
         }
         // The start the user asked for is carried out: the attachment in
         // doubt is released and made again.
         net.d.wait_until(&format!("{name} runs"), || {
-            net.d.docker(&["inspect", "-f", "{{.State.Status}}", &name]).stdout.trim() == "running"
+            net.d
+                .docker(&["inspect", "-f", "{{.State.Status}}", &name])
+                .stdout
+                .trim()
+                == "running"
         });
         let port = net.d.ok(&["port", &name, "80"]);
-        let port = port.trim().rsplit(':').next().unwrap_or_default().to_owned();
+        let port = port
+            .trim()
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
         net.d.wait_until(&format!("{name} serves on {port}"), || {
             holdfast_e2e::run_with_timeout(
                 std::process::Command::new("curl").args([
@@ -133,22 +161,39 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
             .trim()
                 == "alive"
         });
-        assert_eq!(net.allocations().len(), 1, "one address, not two: {:?}", net.allocations());
+        assert_eq!(
+            net.allocations().len(),
+            1,
+            "one address, not two: {:?}",
+            net.allocations()
+        );
         net.d.ok(&["rm", "-f", &name]);
         let now = held(&net);
-        assert_eq!(now, baseline, "after {crash} was killed\n{}", net.d.diagnostics());
+        assert_eq!(
+            now,
+            baseline,
+            "after {crash} was killed\n{}",
+            net.d.diagnostics()
+        );
     }
 
     // Many containers, published ports chosen, created, started, removed.
     const N: usize = 20;
     let names: Vec<String> = (0..N).map(|i| format!("many{i}")).collect();
     for n in &names {
-        net.d.ok(&["run", "-d", "--name", n, "-p", "80", "-p", "53/udp", "busybox", "sleep", "300"]);
+        net.d.ok(&[
+            "run", "-d", "--name", n, "-p", "80", "-p", "53/udp", "busybox", "sleep", "300",
+        ]);
     }
     assert_eq!(net.allocations().len(), N, "{:?}", net.allocations());
     assert_eq!(net.bridge_ports().len(), N);
     let mut args = vec!["rm", "-f"];
     args.extend(names.iter().map(String::as_str));
     net.d.ok(&args);
-    assert_eq!(held(&net), baseline, "after {N} containers\n{}", net.d.diagnostics());
+    assert_eq!(
+        held(&net),
+        baseline,
+        "after {N} containers\n{}",
+        net.d.diagnostics()
+    );
 }

@@ -45,27 +45,65 @@ fn a_published_port_reaches_httpd_and_ps_port_and_inspect_show_it() {
     let d = &net.d;
     let port = free_port();
     let mapping = format!("{port}:80");
-    d.ok(&["run", "-d", "--name", "web", "-p", &mapping, "busybox", "sh", "-c", &httpd("hello-web")]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "web",
+        "-p",
+        &mapping,
+        "busybox",
+        "sh",
+        "-c",
+        &httpd("hello-web"),
+    ]);
     // -p with the host port chosen, on loopback only
-    d.ok(&["run", "-d", "--name", "web2", "-p", "127.0.0.1::80", "busybox", "sh", "-c", &httpd("hello-two")]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "web2",
+        "-p",
+        "127.0.0.1::80",
+        "busybox",
+        "sh",
+        "-c",
+        &httpd("hello-two"),
+    ]);
 
     wait_served(d, &format!("http://127.0.0.1:{port}/"), "hello-web");
     let v = d.inspect("web");
     let ns = &v["NetworkSettings"];
     let ip = ns["IPAddress"].as_str().unwrap_or_default().to_owned();
     let prefix = net.subnet.trim_end_matches("0/24");
-    assert!(ip.starts_with(prefix), "address {ip} not in {}\n{v}", net.subnet);
+    assert!(
+        ip.starts_with(prefix),
+        "address {ip} not in {}\n{v}",
+        net.subnet
+    );
     assert_eq!(ns["Gateway"], format!("{prefix}1"), "{v}");
     assert_eq!(ns["IPPrefixLen"], 24, "{v}");
     assert_eq!(ns["MacAddress"].as_str().map(str::len), Some(17), "{v}");
     assert_eq!(ns["Networks"]["bridge"]["IPAddress"], ip.as_str(), "{v}");
-    assert_eq!(ns["Ports"]["80/tcp"][0]["HostPort"], port.to_string(), "{v}");
-    assert_eq!(v["HostConfig"]["PortBindings"]["80/tcp"][0]["HostPort"], port.to_string());
+    assert_eq!(
+        ns["Ports"]["80/tcp"][0]["HostPort"],
+        port.to_string(),
+        "{v}"
+    );
+    assert_eq!(
+        v["HostConfig"]["PortBindings"]["80/tcp"][0]["HostPort"],
+        port.to_string()
+    );
     // the container's own address, straight over the bridge
     wait_served(d, &format!("http://{ip}:80/"), "hello-web");
 
     let shown = d.ok(&["port", "web"]);
-    assert_eq!(shown.trim(), format!("80/tcp -> 0.0.0.0:{port}"), "{}", d.diagnostics());
+    assert_eq!(
+        shown.trim(),
+        format!("80/tcp -> 0.0.0.0:{port}"),
+        "{}",
+        d.diagnostics()
+    );
     let two = d.ok(&["port", "web2", "80"]);
     let chosen: u16 = two
         .trim()
@@ -77,14 +115,16 @@ fn a_published_port_reaches_httpd_and_ps_port_and_inspect_show_it() {
     wait_served(d, &format!("http://127.0.0.1:{chosen}/"), "hello-two");
     let ps = d.ok(&["ps", "--format", "{{.Names}} {{.Ports}}"]);
     assert!(ps.contains(&format!("web 0.0.0.0:{port}->80/tcp")), "{ps}");
-    assert!(ps.contains(&format!("web2 127.0.0.1:{chosen}->80/tcp")), "{ps}");
+    assert!(
+        ps.contains(&format!("web2 127.0.0.1:{chosen}->80/tcp")),
+        "{ps}"
+    );
 
     // A stop releases the attachment (once the task is deleted, just after
     // the stop is answered); a start makes it again, same port.
     d.ok(&["stop", "-t", "1", "web"]);
     d.wait_until("web's address is released; web2 keeps its own", || {
-        net.allocations().len() == 1
-            && d.inspect("web")["NetworkSettings"]["IPAddress"] == ""
+        net.allocations().len() == 1 && d.inspect("web")["NetworkSettings"]["IPAddress"] == ""
     });
     d.ok(&["start", "web"]);
     wait_served(d, &format!("http://127.0.0.1:{port}/"), "hello-web");
@@ -93,7 +133,10 @@ fn a_published_port_reaches_httpd_and_ps_port_and_inspect_show_it() {
     assert!(net.allocations().is_empty(), "{:?}", net.allocations());
     assert!(net.held_files().is_empty(), "{:?}", net.held_files());
     assert!(net.bridge_ports().is_empty(), "{:?}", net.bridge_ports());
-    assert!(get(&format!("http://127.0.0.1:{port}/")).is_none(), "still served after rm");
+    assert!(
+        get(&format!("http://127.0.0.1:{port}/")).is_none(),
+        "still served after rm"
+    );
 }
 
 #[test]
@@ -106,7 +149,9 @@ fn a_host_port_in_use_is_a_409_and_the_container_stays_created() {
     let mapping = format!("{taken}:80");
     let out = d.fails_saying(
         "a port held by the host",
-        &["run", "-d", "--name", "clash", "-p", &mapping, "busybox", "sleep", "100"],
+        &[
+            "run", "-d", "--name", "clash", "-p", &mapping, "busybox", "sleep", "100",
+        ],
         "port is already allocated",
     );
     assert!(out.stderr.contains(&taken.to_string()), "{}", out.stderr);
@@ -120,10 +165,14 @@ fn a_host_port_in_use_is_a_409_and_the_container_stays_created() {
     drop(listener);
     let port = free_port();
     let mapping = format!("{port}:80");
-    d.ok(&["run", "-d", "--name", "first", "-p", &mapping, "busybox", "sleep", "100"]);
+    d.ok(&[
+        "run", "-d", "--name", "first", "-p", &mapping, "busybox", "sleep", "100",
+    ]);
     d.fails_saying(
         "a port another container publishes",
-        &["run", "-d", "--name", "second", "-p", &mapping, "busybox", "sleep", "100"],
+        &[
+            "run", "-d", "--name", "second", "-p", &mapping, "busybox", "sleep", "100",
+        ],
         "port is already allocated",
     );
     assert_eq!(d.state("second")["Status"], "created");

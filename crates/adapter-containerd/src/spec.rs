@@ -669,7 +669,10 @@ fn shared_namespace(
     }
 }
 
-fn namespaces(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<LinuxNamespace>, AdapterError> {
+fn namespaces(
+    config: &ContainerConfig,
+    host: &HostFacts,
+) -> Result<Vec<LinuxNamespace>, AdapterError> {
     let ns = &config.namespaces;
     let mut out: Vec<LinuxNamespace> = [
         shared_namespace(LinuxNamespaceType::Pid, "pid", &ns.pid)?,

@@ -78,15 +78,16 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             }
         }
         TaskState::Stopped => Some((Call::DeleteTask { id }, Step::DeleteTask)),
+        // A task may exist that the view does not show (a create whose
+        // answer was lost): the attachment stays, and so does the container
+        // that owns it, until a relist has looked.
+        TaskState::Absent if c.task_in_doubt && network != NetworkState::Detached => None,
         // No task: an attachment nobody will use, or one in doubt (a setup
         // or release that failed, lost its answer or was cut by a crash), is
-        // released before anything else. Not while a task may exist that
-        // the view does not show (a create whose answer was lost).
+        // released before anything else.
         TaskState::Absent
-            if !c.task_in_doubt
-                && (network == NetworkState::Attaching
-                    || (network == NetworkState::Attached
-                        && (intents.remove || !intents.start))) =>
+            if (network == NetworkState::Attaching
+                || (network == NetworkState::Attached && (intents.remove || !intents.start))) =>
         {
             teardown()
         }

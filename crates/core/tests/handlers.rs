@@ -1912,3 +1912,25 @@ fn removing_an_attached_container_releases_the_attachment_before_deleting_it() {
     let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
     assert!(answers(&d.ok(delete)).contains(&(removed, Answer::Done)));
 }
+
+#[test]
+fn an_attachment_outlives_a_task_create_in_doubt_until_a_relist_has_looked() {
+    let mut d = Driver::new();
+    let (_, setup) = bridge_start_until_setup(&mut d);
+    let actions = d.ok(setup);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    // The create's answer is lost: a task may exist, using the attachment.
+    let actions = d.fail(create, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let (_, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: false,
+    });
+    assert_eq!(calls(&actions), vec![], "nothing released or deleted yet");
+    // The relist shows no task: at the retry, the release, then the delete.
+    assert_eq!(calls(&d.relist(relist, vec![])), vec![]);
+    let (_, actions) = d.fire_timer();
+    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let actions = d.ok(teardown);
+    only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+}

@@ -1211,7 +1211,7 @@ impl Harness {
                 };
                 let config = ContainerConfig {
                     restart_policy,
-                    network: if *i % 2 == 0 {
+                    network: if i.is_multiple_of(2) {
                         NetworkMode::Bridge
                     } else {
                         NetworkMode::None

@@ -19,8 +19,9 @@ use crate::events::{EventLog, EventMessage};
 use crate::store::{Store, StoreError};
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{
-    Action, Answer, Call, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input,
-    Instant, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind, WallTime,
+    Action, Answer, Call, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind,
+    Input, Instant, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind,
+    WallTime,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -178,7 +178,10 @@ impl Network {
         let kept = settings.state_dir.join("subnet");
         if settings.bridge.is_empty()
             || settings.bridge.len() > 15
-            || !settings.bridge.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            || !settings
+                .bridge
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
             return Err(NetworkError::Settings(format!(
                 "invalid bridge name {:?}: 1 to 15 letters, digits, - or _",
@@ -266,7 +269,8 @@ impl Network {
         };
         self.write_attachment(id, &attachment)?;
         let netns = self.netns_dir().join(id.as_str());
-        create_netns(&netns).map_err(|e| other(format!("network namespace {}: {e}", netns.display())))?;
+        create_netns(&netns)
+            .map_err(|e| other(format!("network namespace {}: {e}", netns.display())))?;
         let netns = netns.to_string_lossy().into_owned();
         self.exec(
             "loopback",
@@ -369,7 +373,10 @@ impl Network {
             if p.host_port == 0 {
                 p.host_port = free_port(&p, &held)?;
             } else if let Some(h) = held.iter().find(|h| clashes(h, &p)) {
-                return Err(in_use(&p, &format!("holdfast maps it to {}", h.container_port)));
+                return Err(in_use(
+                    &p,
+                    &format!("holdfast maps it to {}", h.container_port),
+                ));
             } else if let Err(e) = probe_port(&p) {
                 return Err(in_use(&p, &e.to_string()));
             }
@@ -508,7 +515,9 @@ fn read_result(result: &Value, a: &mut Attachment) {
         a.prefix_len = len.parse().unwrap_or(0);
     }
     a.gateway = ip["gateway"].as_str().and_then(|g| g.parse().ok());
-    let iface = ip["interface"].as_u64().and_then(|i| usize::try_from(i).ok());
+    let iface = ip["interface"]
+        .as_u64()
+        .and_then(|i| usize::try_from(i).ok());
     a.mac = iface
         .and_then(|i| result["interfaces"].get(i))
         .and_then(|i| i["mac"].as_str())
@@ -614,8 +623,8 @@ fn remove_netns(path: &Path) -> std::io::Result<()> {
 }
 
 fn is_nsfs(path: &Path) -> bool {
-    const NSFS_MAGIC: i64 = 0x6e73_6673;
-    nix::sys::statfs::statfs(path).is_ok_and(|s| s.filesystem_type().0 as i64 == NSFS_MAGIC)
+    nix::sys::statfs::statfs(path)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
 }
 
 #[cfg(test)]
@@ -654,7 +663,10 @@ br1\t000012AC\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
         };
         assert!(clashes(&p("", 8080, "tcp"), &p("127.0.0.1", 8080, "tcp")));
         assert!(!clashes(&p("", 8080, "tcp"), &p("", 8080, "udp")));
-        assert!(!clashes(&p("127.0.0.1", 8080, "tcp"), &p("127.0.0.2", 8080, "tcp")));
+        assert!(!clashes(
+            &p("127.0.0.1", 8080, "tcp"),
+            &p("127.0.0.2", 8080, "tcp")
+        ));
         assert!(!clashes(&p("", 8080, "tcp"), &p("", 8081, "tcp")));
     }
 

@@ -1537,7 +1537,7 @@ impl Sim {
                 ];
                 let signal = |n: Option<u32>| n.and_then(|n| Signal::try_from(n).ok());
                 // Every other container is on the default bridge network.
-                let network = if n % 2 == 0 {
+                let network = if n.is_multiple_of(2) {
                     NetworkMode::Bridge
                 } else {
                     NetworkMode::None

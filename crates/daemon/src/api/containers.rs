@@ -7,12 +7,12 @@ use super::params::{Filters, Params};
 use super::render;
 use super::{ApiError, ApiState};
 use crate::engine::wall_now;
+use crate::network::Attachment;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use crate::network::Attachment;
 use holdfast_core::{
     Answer, BindMount, Command, ContainerConfig, ContainerId, LogDriver, NamespaceMode, Namespaces,
     NetworkMode, PortBinding, Record, RestartPolicy, Signal, Status, TaskState, WaitCondition,
@@ -750,15 +750,11 @@ fn parse_port_key(key: &str) -> Result<(u16, String), ApiError> {
             "invalid port {key:?}: the protocol must be tcp or udp"
         )));
     }
-    let port = port
-        .parse::<u16>()
-        .ok()
-        .filter(|&p| p > 0)
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "invalid port {key:?}: a container port 1-65535 (ranges are not supported)"
-            ))
-        })?;
+    let port = port.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid port {key:?}: a container port 1-65535 (ranges are not supported)"
+        ))
+    })?;
     Ok((port, proto))
 }
 
@@ -1435,7 +1431,11 @@ fn ports_json(att: Option<&Attachment>) -> Value {
     let mut ports = serde_json::Map::new();
     for p in att.map_or(&[][..], |a| &a.ports[..]) {
         let key = format!("{}/{}", p.container_port, p.protocol);
-        let ip = if p.host_ip.is_empty() { "0.0.0.0" } else { &p.host_ip };
+        let ip = if p.host_ip.is_empty() {
+            "0.0.0.0"
+        } else {
+            &p.host_ip
+        };
         let entry = ports.entry(key).or_insert_with(|| json!([]));
         if let Some(list) = entry.as_array_mut() {
             list.push(json!({"HostIp": ip, "HostPort": p.host_port.to_string()}));
@@ -1448,7 +1448,11 @@ fn port_bindings_json(c: &ContainerConfig) -> Value {
     let mut ports = serde_json::Map::new();
     for p in &c.ports {
         let key = format!("{}/{}", p.container_port, p.protocol);
-        let port = if p.host_port == 0 { String::new() } else { p.host_port.to_string() };
+        let port = if p.host_port == 0 {
+            String::new()
+        } else {
+            p.host_port.to_string()
+        };
         let entry = ports.entry(key).or_insert_with(|| json!([]));
         if let Some(list) = entry.as_array_mut() {
             list.push(json!({"HostIp": p.host_ip, "HostPort": port}));
@@ -1460,8 +1464,14 @@ fn port_bindings_json(c: &ContainerConfig) -> Value {
 /// `NetworkSettings`: the address, gateway and MAC the bridge plugin gave.
 fn network_settings_json(c: &ContainerConfig, net_name: &str, att: Option<&Attachment>) -> Value {
     let network = network_mode_name(c.network);
-    let ip = att.and_then(|a| a.ip).map(|i| i.to_string()).unwrap_or_default();
-    let gateway = att.and_then(|a| a.gateway).map(|i| i.to_string()).unwrap_or_default();
+    let ip = att
+        .and_then(|a| a.ip)
+        .map(|i| i.to_string())
+        .unwrap_or_default();
+    let gateway = att
+        .and_then(|a| a.gateway)
+        .map(|i| i.to_string())
+        .unwrap_or_default();
     let mac = att.and_then(|a| a.mac.clone()).unwrap_or_default();
     let prefix = att.filter(|a| a.ip.is_some()).map_or(0, |a| a.prefix_len);
     json!({
@@ -1855,7 +1865,14 @@ mod tests {
             .config
             .ports
             .iter()
-            .map(|p| (p.container_port, p.protocol.as_str(), p.host_ip.as_str(), p.host_port))
+            .map(|p| {
+                (
+                    p.container_port,
+                    p.protocol.as_str(),
+                    p.host_ip.as_str(),
+                    p.host_port,
+                )
+            })
             .collect();
         assert_eq!(
             got,
@@ -1977,6 +1994,7 @@ mod tests {
             additional_gids: vec![50],
             init_binary: Some("/usr/bin/tini-static".into()),
             shm_source: Some("/run/shm/abc".into()),
+            netns_path: Some("/run/holdfast/net/netns/abcdef0123456789".into()),
             ..Default::default()
         };
         let spec =
@@ -2081,15 +2099,8 @@ mod tests {
             br#"{"Image":"b","HostConfig":{"NanoCpus":1500000000,"Privileged":true}}"#,
         )
         .expect("decodes");
-        let spec = build_spec(
-            &id,
-            "ns",
-            &c,
-            &image,
-            &User { uid: 0, gid: 0 },
-            &HostFacts::default(),
-        )
-        .expect("spec");
+        let spec =
+            build_spec(&id, "ns", &c, &image, &User { uid: 0, gid: 0 }, &host).expect("spec");
         let linux = spec.linux().as_ref().expect("linux");
         let r = linux.resources().as_ref().expect("resources");
         let cpu = r.cpu().as_ref().expect("cpu");
