@@ -1,6 +1,7 @@
 //! Allocations never leak: holdfastd SIGKILLed between a container's
 //! address allocation and its start, containerd SIGKILLed at the same
-//! point, and 20 containers with published ports created, started and
+//! point, an allocation whose record is lost (holdfastd SIGKILLed at that
+//! point and its store replaced by an older copy), and 20 containers with published ports created, started and
 //! removed; after each, the nat table's CNI rules, the IPAM store, the
 //! bridge's ports and the daemon's namespaces and attachment files are
 //! exactly where they started.
@@ -88,13 +89,19 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
         baseline.addresses.is_empty() && baseline.files.is_empty(),
         "{baseline:?}"
     );
+    // A copy of the store from before anything below, taken at rest.
+    net.d.sigterm_and_wait();
+    let store = net.d.data_root().join("holdfast.redb");
+    let old_store = g.join("old.redb");
+    std::fs::copy(&store, &old_store).expect("copy the store");
+    net.d.restart();
 
-    for crash in ["holdfastd", "containerd"] {
+    for crash in ["holdfastd", "containerd", "the store"] {
         for f in ["mark", "go", "done"] {
             let _ = std::fs::remove_file(g.join(f));
         }
         std::fs::write(g.join("gate"), "").expect("close the gate");
-        let name = format!("after-{crash}");
+        let name = format!("after-{}", crash.replace(' ', "-"));
         let run = net.d.spawn_docker(&[
             "run",
             "-d",
@@ -113,23 +120,40 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
             });
         assert_eq!(net.allocations().len(), 1, "{:?}", net.allocations());
         match crash {
-            "holdfastd" => net.d.sigkill(),
-            _ => {
+            "containerd" => {
                 net.d.kill_containerd();
             }
+            _ => net.d.sigkill(),
+        }
+        if crash == "the store" {
+            // The record that owns the allocation is lost: an older store.
+            std::fs::copy(&old_store, &store).expect("restore the old store");
         }
         // The plugin the dead daemon started finishes its work.
         std::fs::write(g.join("go"), "").expect("open the gate");
         net.d
             .wait_until("the gated portmap finished", || g.join("done").exists());
         std::fs::remove_file(g.join("gate")).expect("remove the gate");
-        if crash == "holdfastd" {
-            drop(run);
-            net.d.restart();
-        } else {
+        if crash == "containerd" {
             let _ = net
                 .d
                 .wait_exit("docker run during the containerd crash", run);
+        } else {
+            drop(run);
+            net.d.restart();
+        }
+        if crash == "the store" {
+            // No record owns what the setup made: found at start-up, released.
+            net.d.wait_until("the orphan attachment is released", || {
+                held(&net) == baseline
+            });
+            assert_eq!(
+                net.d.ok(&["ps", "-aq"]).trim(),
+                "",
+                "{}",
+                net.d.diagnostics()
+            );
+            continue;
         }
         // The start the user asked for is carried out: the attachment in
         // doubt is released and made again.

@@ -1934,3 +1934,45 @@ fn an_attachment_outlives_a_task_create_in_doubt_until_a_relist_has_looked() {
     let actions = d.ok(teardown);
     only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
 }
+
+#[test]
+fn an_adopted_orphan_attachment_is_released_then_forgotten() {
+    // What the daemon restores for an attachment found with no record.
+    let mut d = Driver::new();
+    let rec = Record {
+        presence: Presence::Discarding,
+        network: NetworkState::Attaching,
+        config: bridge_config(),
+        ..created_record_template("orphan")
+    };
+    d.feed(Input::Restore(vec![rec]));
+    let actions = d.connect(vec![]);
+    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let actions = d.ok(teardown);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.fail(delete, FailureKind::NotFound);
+    assert!(
+        actions.contains(&Action::Unpersist(cid("orphan"))),
+        "{actions:?}"
+    );
+    assert!(d.core.container(&cid("orphan")).is_none());
+}
+
+fn created_record_template(id: &str) -> Record {
+    Record {
+        id: cid(id),
+        name: format!("n-{id}"),
+        config: Default::default(),
+        created_at: WallTime::from_unix_nanos(1),
+        presence: Presence::Created,
+        run: 0,
+        pid: None,
+        started_at: None,
+        began_at: None,
+        start_sent: false,
+        exit: None,
+        restart_count: 0,
+        intents: Intents::default(),
+        network: NetworkState::Detached,
+    }
+}

@@ -223,7 +223,20 @@ impl Engine {
     /// Loads the records, restores them into a new core and returns the
     /// engine with its handle. Nothing runs until [`Engine::run`].
     pub fn new(parts: EngineParts) -> Result<(Engine, EngineHandle), StoreError> {
-        let records = parts.store.load()?;
+        let mut records = parts.store.load()?;
+        // The network side's relist: what exists of attachments that no
+        // record owns (the core never makes one, but a store restored from
+        // an older copy would leave them) is adopted as a discarded
+        // container whose attachment is in doubt, persisted first: the core
+        // releases it, then forgets it.
+        let owned: std::collections::BTreeSet<ContainerId> =
+            records.iter().map(|r| r.id.clone()).collect();
+        for id in parts.network.found().difference(&owned) {
+            tracing::warn!(container_id = %id, "an attachment no record owns: releasing it");
+            let rec = orphan_attachment(id.clone(), clock(std::time::Instant::now()).wall);
+            parts.store.put(&rec)?;
+            records.push(rec);
+        }
         let clock_origin = std::time::Instant::now();
         let now = clock(clock_origin);
         let (sink, inputs) = mpsc::unbounded_channel();
@@ -579,6 +592,30 @@ impl Engine {
         self.facts.unready_since = Some(now.wall);
         tracing::info!(containers = records.len(), "engine rebuilt from the store");
         self.feed(Input::Restore(records));
+    }
+}
+
+/// The record that owns an attachment found without one: a container being
+/// discarded (never shown), on the bridge network, its attachment in doubt.
+fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
+    Record {
+        name: format!("orphan-{id}"),
+        config: std::sync::Arc::new(holdfast_core::ContainerConfig {
+            network: holdfast_core::NetworkMode::Bridge,
+            ..Default::default()
+        }),
+        created_at: now,
+        presence: holdfast_core::Presence::Discarding,
+        run: 0,
+        pid: None,
+        started_at: None,
+        began_at: None,
+        start_sent: false,
+        exit: None,
+        restart_count: 0,
+        intents: holdfast_core::Intents::default(),
+        network: holdfast_core::NetworkState::Attaching,
+        id,
     }
 }
 

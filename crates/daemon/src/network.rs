@@ -249,6 +249,40 @@ impl Network {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// Every container that something of an attachment exists for: its
+    /// attachment file, its network namespace, an address the IPAM store
+    /// holds for it. The network side's relist, read at start-up.
+    pub fn found(&self) -> std::collections::BTreeSet<ContainerId> {
+        let dir = &self.inner.settings.state_dir;
+        let names = |sub: PathBuf| -> Vec<String> {
+            std::fs::read_dir(sub)
+                .map(|e| {
+                    e.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut ids: Vec<String> = names(dir.join("attachments"))
+            .into_iter()
+            .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
+            .collect();
+        ids.extend(names(dir.join("netns")));
+        let ipam = dir.join("ipam").join(self.name());
+        for n in names(ipam.clone()) {
+            if n == "lock" || n.starts_with("last_reserved_ip") {
+                continue;
+            }
+            // host-local: the owner's container id, then the interface.
+            if let Ok(text) = std::fs::read_to_string(ipam.join(&n))
+                && let Some(id) = text.lines().next()
+            {
+                ids.push(id.trim().to_owned());
+            }
+        }
+        ids.iter().filter_map(|i| i.parse().ok()).collect()
+    }
+
     /// Carries out `Call::NetworkSetup`. Blocking: run it off the loop.
     pub fn setup(&self, id: &ContainerId, config: &ContainerConfig) -> Result<Done, Failure> {
         if !self.enabled() {
@@ -630,6 +664,28 @@ fn is_nsfs(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn found_lists_every_trace_of_an_attachment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = Network::new(NetworkSettings {
+            bridge: "hf-test".into(),
+            subnet: Some("10.9.9.0/24".into()),
+            plugin_dir: dir.path().join("none"),
+            state_dir: dir.path().join("net"),
+        })
+        .expect("network");
+        let state = dir.path().join("net");
+        std::fs::write(state.join("attachments/aaa.json"), "{}").expect("write");
+        std::fs::write(state.join("attachments/zzz.tmp"), "{}").expect("write");
+        std::fs::write(state.join("netns/bbb"), "").expect("write");
+        std::fs::create_dir_all(state.join("ipam/hf-test")).expect("mkdir");
+        std::fs::write(state.join("ipam/hf-test/10.9.9.2"), "ccc\r\neth0").expect("write");
+        std::fs::write(state.join("ipam/hf-test/lock"), "").expect("write");
+        std::fs::write(state.join("ipam/hf-test/last_reserved_ip.0"), "10.9.9.2").expect("write");
+        let found: Vec<String> = net.found().iter().map(ToString::to_string).collect();
+        assert_eq!(found, ["aaa", "bbb", "ccc"]);
+    }
 
     #[test]
     fn subnets_parse_and_normalise() {
