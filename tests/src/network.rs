@@ -84,7 +84,7 @@ impl BridgeDaemon {
     /// Network namespaces and attachment records still held.
     pub fn held_files(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for sub in ["net/netns", "net/attachments"] {
+        for sub in ["net/netns", "net/attachments", "net/hosts"] {
             if let Ok(entries) = std::fs::read_dir(self.d.exec_root().join(sub)) {
                 out.extend(
                     entries

@@ -96,6 +96,12 @@ fn a_published_port_reaches_httpd_and_ps_port_and_inspect_show_it() {
     );
     // the container's own address, straight over the bridge
     wait_served(d, &format!("http://{ip}:80/"), "hello-web");
+    // its /etc/hosts names it and localhost, as dockerd's does
+    let id = v["Id"].as_str().unwrap_or_default();
+    let hosts = d.ok(&["exec", "web", "cat", "/etc/hosts"]);
+    assert!(hosts.contains(&format!("{ip}\t{}", &id[..12])), "{hosts}");
+    let local = d.ok(&["exec", "web", "wget", "-qO-", "http://localhost:80/"]);
+    assert_eq!(local.trim(), "hello-web");
 
     let shown = d.ok(&["port", "web"]);
     assert_eq!(

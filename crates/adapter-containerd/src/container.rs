@@ -221,7 +221,12 @@ impl Adapter {
         };
         let mut host = host_facts(config, &mounts, shm_source)?;
         if config.network == holdfast_core::NetworkMode::Bridge {
-            host.netns_path = Some(self.config().netns_dir.join(id.as_str()));
+            let netns_dir = &self.config().netns_dir;
+            host.netns_path = Some(netns_dir.join(id.as_str()));
+            // Beside the namespaces: see the daemon's network module.
+            host.hosts_path = netns_dir
+                .parent()
+                .map(|net| net.join("hosts").join(id.as_str()));
         }
         if let Some(runtime_us) = config.resources.cpu_realtime_runtime_us.filter(|&r| r > 0) {
             grant_realtime_budget(&cgroups_path(id, self.namespace(), config), runtime_us);

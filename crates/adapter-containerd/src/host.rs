@@ -68,6 +68,7 @@ pub(crate) fn host_facts(
         bounding_capabilities: bounding_capabilities(),
         shm_source,
         netns_path: None,
+        hosts_path: None,
     })
 }
 

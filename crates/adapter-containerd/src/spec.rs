@@ -210,6 +210,9 @@ pub struct HostFacts {
     /// On a bridge network: the network namespace the network step made
     /// (a bind mount that outlives the task until the attachment is released).
     pub netns_path: Option<PathBuf>,
+    /// On a bridge network: the hosts file the network step writes (the
+    /// container's address and hostname), bound at `/etc/hosts`.
+    pub hosts_path: Option<PathBuf>,
 }
 
 /// A host device node as the container will see it.
@@ -527,10 +530,17 @@ fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, Adap
         NetworkMode::Bridge => &["/etc/resolv.conf"],
         NetworkMode::None => &[],
     };
-    {
-        for &file in host_files {
-            mounts.push(mount(file, "bind", file, &["rbind", "rprivate", "ro"])?);
-        }
+    for &file in host_files {
+        mounts.push(mount(file, "bind", file, &["rbind", "rprivate", "ro"])?);
+    }
+    if let (NetworkMode::Bridge, Some(hosts)) = (config.network, &host.hosts_path) {
+        let source = hosts.to_string_lossy();
+        mounts.push(mount(
+            "/etc/hosts",
+            "bind",
+            &source,
+            &["rbind", "rprivate"],
+        )?);
     }
     let mut user_mounts = Vec::new();
     for m in &config.mounts {

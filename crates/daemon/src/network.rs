@@ -172,6 +172,7 @@ impl Network {
             settings.state_dir.join("netns"),
             settings.state_dir.join("attachments"),
             settings.state_dir.join("ipam"),
+            settings.state_dir.join("hosts"),
         ] {
             std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
         }
@@ -268,6 +269,7 @@ impl Network {
             .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
             .collect();
         ids.extend(names(dir.join("netns")));
+        ids.extend(names(dir.join("hosts")));
         let ipam = dir.join("ipam").join(self.name());
         for n in names(ipam.clone()) {
             if n == "lock" || n.starts_with("last_reserved_ip") {
@@ -323,6 +325,7 @@ impl Network {
             read_result(result, &mut attachment);
         }
         attachment.result = prev;
+        self.write_hosts(id, config, &attachment)?;
         self.write_attachment(id, &attachment)?;
         Ok(Done::Ok)
     }
@@ -354,6 +357,11 @@ impl Network {
             let conf = with_prev(plugin, prev.as_ref(), &ports);
             let ty = conf["type"].as_str().unwrap_or_default().to_owned();
             self.exec(&ty, "DEL", id, &netns, conf)?;
+        }
+        match std::fs::remove_file(self.hosts_path(id)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(other(format!("remove the hosts file: {e}"))),
         }
         remove_netns(&netns_path)
             .map_err(|e| other(format!("network namespace {}: {e}", netns_path.display())))?;
@@ -434,6 +442,36 @@ impl Network {
             .filter_map(|b| serde_json::from_slice::<Attachment>(&b).ok())
             .flat_map(|a| a.ports)
             .collect()
+    }
+
+    /// `<state>/hosts/<id>`: the container's `/etc/hosts`.
+    fn hosts_path(&self, id: &ContainerId) -> PathBuf {
+        self.inner
+            .settings
+            .state_dir
+            .join("hosts")
+            .join(id.as_str())
+    }
+
+    /// The container's `/etc/hosts`, as dockerd writes it: loopback, and its
+    /// address under its hostname.
+    fn write_hosts(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+        a: &Attachment,
+    ) -> Result<(), Failure> {
+        let hostname = config
+            .hostname
+            .clone()
+            .unwrap_or_else(|| id.as_str().chars().take(12).collect());
+        let mut text =
+            String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+        if let Some(ip) = a.ip {
+            text.push_str(&format!("{ip}\t{hostname}\n"));
+        }
+        let path = self.hosts_path(id);
+        std::fs::write(&path, text).map_err(|e| other(format!("write {}: {e}", path.display())))
     }
 
     fn write_attachment(&self, id: &ContainerId, a: &Attachment) -> Result<(), Failure> {
