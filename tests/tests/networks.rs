@@ -146,6 +146,73 @@ fn a_published_port_reaches_httpd_and_ps_port_and_inspect_show_it() {
 }
 
 #[test]
+fn add_host_and_dns_write_the_containers_hosts_and_resolver() {
+    let net = BridgeDaemon::start();
+    let d = &net.d;
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "named",
+        "--hostname",
+        "box1",
+        "--add-host",
+        "db.internal:10.1.2.3",
+        "--dns",
+        "10.0.0.53",
+        "--dns-search",
+        "example.test",
+        "--dns-option",
+        "ndots:2",
+        "busybox",
+        "sleep",
+        "300",
+    ]);
+    let hosts = d.ok(&["exec", "named", "cat", "/etc/hosts"]);
+    let ip = d.inspect("named")["NetworkSettings"]["IPAddress"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(hosts.contains("10.1.2.3\tdb.internal"), "{hosts}");
+    assert!(hosts.contains(&format!("{ip}\tbox1")), "{hosts}");
+    let hc = &d.inspect("named")["HostConfig"];
+    assert_eq!(hc["ExtraHosts"][0], "db.internal:10.1.2.3", "{hc}");
+    assert_eq!(hc["Dns"][0], "10.0.0.53", "{hc}");
+    let resolv = d.ok(&["exec", "named", "cat", "/etc/resolv.conf"]);
+    assert_eq!(
+        resolv,
+        "nameserver 10.0.0.53\nsearch example.test\noptions ndots:2\n",
+        "{}",
+        d.diagnostics()
+    );
+    d.fails_saying(
+        "--add-host off the bridge network",
+        &[
+            "create",
+            "--network",
+            "none",
+            "--add-host",
+            "a:1.2.3.4",
+            "busybox",
+        ],
+        "need the bridge network",
+    );
+    // (the CLI checks what it can; the API must too)
+    let bad = d.http(
+        "POST",
+        "/containers/create",
+        Some(br#"{"Image":"busybox","HostConfig":{"ExtraHosts":["a:not-an-ip"]}}"#),
+    );
+    assert_eq!(bad.status, 400, "{bad:?}");
+    assert!(
+        bad.message().is_some_and(|m| m.contains("name:ip")),
+        "{bad:?}"
+    );
+    d.ok(&["rm", "-f", "named"]);
+    assert!(net.held_files().is_empty(), "{:?}", net.held_files());
+}
+
+#[test]
 fn a_host_port_in_use_is_a_409_and_the_container_stays_created() {
     let net = BridgeDaemon::start();
     let d = &net.d;

@@ -227,6 +227,9 @@ impl Adapter {
             host.hosts_path = netns_dir
                 .parent()
                 .map(|net| net.join("hosts").join(id.as_str()));
+            host.resolv_path = netns_dir
+                .parent()
+                .map(|net| net.join("hosts").join(format!("{id}.resolv.conf")));
         }
         if let Some(runtime_us) = config.resources.cpu_realtime_runtime_us.filter(|&r| r > 0) {
             grant_realtime_budget(&cgroups_path(id, self.namespace(), config), runtime_us);

@@ -69,6 +69,7 @@ pub(crate) fn host_facts(
         shm_source,
         netns_path: None,
         hosts_path: None,
+        resolv_path: None,
     })
 }
 

@@ -213,6 +213,9 @@ pub struct HostFacts {
     /// On a bridge network: the hosts file the network step writes (the
     /// container's address and hostname), bound at `/etc/hosts`.
     pub hosts_path: Option<PathBuf>,
+    /// On a bridge network with `--dns`, `--dns-search` or `--dns-option`:
+    /// the resolver file the network step writes, bound at `/etc/resolv.conf`.
+    pub resolv_path: Option<PathBuf>,
 }
 
 /// A host device node as the container will see it.
@@ -525,8 +528,11 @@ fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, Adap
     ];
     // The host's resolver for both; its hosts file only where the host's
     // names are the container's own.
+    let own_resolver =
+        !(config.dns.is_empty() && config.dns_search.is_empty() && config.dns_options.is_empty());
     let host_files: &[&str] = match config.network {
         NetworkMode::Host => &["/etc/hosts", "/etc/resolv.conf"],
+        NetworkMode::Bridge if own_resolver && host.resolv_path.is_some() => &[],
         NetworkMode::Bridge => &["/etc/resolv.conf"],
         NetworkMode::None => &[],
     };
@@ -537,6 +543,17 @@ fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, Adap
         let source = hosts.to_string_lossy();
         mounts.push(mount(
             "/etc/hosts",
+            "bind",
+            &source,
+            &["rbind", "rprivate"],
+        )?);
+    }
+    if let (NetworkMode::Bridge, true, Some(resolv)) =
+        (config.network, own_resolver, &host.resolv_path)
+    {
+        let source = resolv.to_string_lossy();
+        mounts.push(mount(
+            "/etc/resolv.conf",
             "bind",
             &source,
             &["rbind", "rprivate"],

@@ -39,6 +39,16 @@ pub struct ContainerConfig {
     /// networks only). A host port of 0 is chosen when the network is set up.
     #[serde(default)]
     pub ports: Vec<PortBinding>,
+    /// `--add-host name:ip`, `--dns`, `--dns-search`, `--dns-option`: the
+    /// bridge network's `/etc/hosts` and `/etc/resolv.conf`, as given.
+    #[serde(default)]
+    pub extra_hosts: Vec<String>,
+    #[serde(default)]
+    pub dns: Vec<String>,
+    #[serde(default)]
+    pub dns_search: Vec<String>,
+    #[serde(default)]
+    pub dns_options: Vec<String>,
     pub tty: bool,
     /// `-i`: the container's stdin stays open for attaches to write to.
     #[serde(default)]

@@ -269,7 +269,11 @@ impl Network {
             .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
             .collect();
         ids.extend(names(dir.join("netns")));
-        ids.extend(names(dir.join("hosts")));
+        ids.extend(
+            names(dir.join("hosts"))
+                .into_iter()
+                .map(|n| n.trim_end_matches(".resolv.conf").to_owned()),
+        );
         let ipam = dir.join("ipam").join(self.name());
         for n in names(ipam.clone()) {
             if n == "lock" || n.starts_with("last_reserved_ip") {
@@ -358,10 +362,12 @@ impl Network {
             let ty = conf["type"].as_str().unwrap_or_default().to_owned();
             self.exec(&ty, "DEL", id, &netns, conf)?;
         }
-        match std::fs::remove_file(self.hosts_path(id)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(other(format!("remove the hosts file: {e}"))),
+        for path in [self.hosts_path(id), self.resolv_path(id)] {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(other(format!("remove {}: {e}", path.display()))),
+            }
         }
         remove_netns(&netns_path)
             .map_err(|e| other(format!("network namespace {}: {e}", netns_path.display())))?;
@@ -470,8 +476,46 @@ impl Network {
         if let Some(ip) = a.ip {
             text.push_str(&format!("{ip}\t{hostname}\n"));
         }
+        for h in &config.extra_hosts {
+            if let Some((name, ip)) = h.split_once(':') {
+                text.push_str(&format!("{ip}\t{name}\n"));
+            }
+        }
         let path = self.hosts_path(id);
-        std::fs::write(&path, text).map_err(|e| other(format!("write {}: {e}", path.display())))
+        std::fs::write(&path, text).map_err(|e| other(format!("write {}: {e}", path.display())))?;
+        if config.dns.is_empty() && config.dns_search.is_empty() && config.dns_options.is_empty() {
+            return Ok(());
+        }
+        // Without --dns, the host's name servers, as dockerd does.
+        let mut servers = config.dns.clone();
+        if servers.is_empty() {
+            let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+            servers = host
+                .lines()
+                .filter_map(|l| l.strip_prefix("nameserver"))
+                .map(|s| s.trim().to_owned())
+                .collect();
+        }
+        let mut resolv = String::new();
+        for s in &servers {
+            resolv.push_str(&format!("nameserver {s}\n"));
+        }
+        if !config.dns_search.is_empty() {
+            resolv.push_str(&format!("search {}\n", config.dns_search.join(" ")));
+        }
+        if !config.dns_options.is_empty() {
+            resolv.push_str(&format!("options {}\n", config.dns_options.join(" ")));
+        }
+        let path = self.resolv_path(id);
+        std::fs::write(&path, resolv).map_err(|e| other(format!("write {}: {e}", path.display())))
+    }
+
+    fn resolv_path(&self, id: &ContainerId) -> PathBuf {
+        self.inner
+            .settings
+            .state_dir
+            .join("hosts")
+            .join(format!("{id}.resolv.conf"))
     }
 
     fn write_attachment(&self, id: &ContainerId, a: &Attachment) -> Result<(), Failure> {

@@ -300,12 +300,14 @@ struct HostConfigBody {
     // refused by name when set, never ignored.
     publish_all_ports: Option<bool>,
     port_bindings: Option<BTreeMap<String, Value>>,
-    volumes_from: Option<Vec<String>>,
-    links: Option<Vec<String>>,
     dns: Option<Vec<String>>,
     dns_search: Option<Vec<String>>,
     dns_options: Option<Vec<String>>,
     extra_hosts: Option<Vec<String>>,
+    // Options that change behaviour and that holdfast cannot honour yet:
+    // refused by name when set, never ignored.
+    volumes_from: Option<Vec<String>>,
+    links: Option<Vec<String>>,
     security_opt: Option<Vec<String>>,
     device_cgroup_rules: Option<Vec<String>>,
     device_requests: Option<Vec<Value>>,
@@ -392,6 +394,46 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     let mut ports = port_bindings(hc.port_bindings.take().unwrap_or_default())?;
     if publish_all {
         publish_exposed(&mut ports, b.exposed_ports.iter().flat_map(|e| e.keys()))?;
+    }
+    let extra_hosts = hc.extra_hosts.take().unwrap_or_default();
+    for h in &extra_hosts {
+        let valid = h.split_once(':').is_some_and(|(name, ip)| {
+            !name.is_empty()
+                && !name.contains(char::is_whitespace)
+                && ip.parse::<std::net::IpAddr>().is_ok()
+        });
+        if !valid {
+            return Err(ApiError::bad_request(format!(
+                "invalid --add-host {h:?}: want name:ip"
+            )));
+        }
+    }
+    let dns = hc.dns.take().unwrap_or_default();
+    if let Some(bad) = dns.iter().find(|d| d.parse::<std::net::IpAddr>().is_err()) {
+        return Err(ApiError::bad_request(format!(
+            "invalid --dns {bad:?}: an IP address"
+        )));
+    }
+    let dns_search = hc.dns_search.take().unwrap_or_default();
+    let dns_options = hc.dns_options.take().unwrap_or_default();
+    if let Some(bad) = dns_search
+        .iter()
+        .chain(&dns_options)
+        .find(|s| s.is_empty() || s.contains(char::is_whitespace))
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid --dns-search or --dns-option {bad:?}"
+        )));
+    }
+    let names_files = !extra_hosts.is_empty()
+        || !dns.is_empty()
+        || !dns_search.is_empty()
+        || !dns_options.is_empty();
+    if network != NetworkMode::Bridge && names_files {
+        return Err(ApiError::bad_request(format!(
+            "--add-host, --dns, --dns-search and --dns-option need the bridge network in holdfast: not with network mode {}",
+            network_mode_name(network)
+        )));
     }
     if network != NetworkMode::Bridge && !ports.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -504,6 +546,10 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     let resources = create_options::resources(o, memory_limit_bytes)?;
     let config = ContainerConfig {
         ports,
+        extra_hosts,
+        dns,
+        dns_search,
+        dns_options,
         log_max_size_bytes,
         log_max_files,
         log_driver,
@@ -807,7 +853,7 @@ fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Resul
         return refuse("HostConfig.OomKillDisable");
     }
     let nonempty = |v: Option<usize>| v.is_some_and(|n| n > 0);
-    let lists: [(&str, bool); 15] = [
+    let lists: [(&str, bool); 11] = [
         (
             "HostConfig.VolumesFrom",
             nonempty(hc.volumes_from.as_ref().map(Vec::len)),
@@ -815,19 +861,6 @@ fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Resul
         (
             "HostConfig.Links",
             nonempty(hc.links.as_ref().map(Vec::len)),
-        ),
-        ("HostConfig.Dns", nonempty(hc.dns.as_ref().map(Vec::len))),
-        (
-            "HostConfig.DnsSearch",
-            nonempty(hc.dns_search.as_ref().map(Vec::len)),
-        ),
-        (
-            "HostConfig.DnsOptions",
-            nonempty(hc.dns_options.as_ref().map(Vec::len)),
-        ),
-        (
-            "HostConfig.ExtraHosts",
-            nonempty(hc.extra_hosts.as_ref().map(Vec::len)),
         ),
         (
             "HostConfig.SecurityOpt",
@@ -1299,6 +1332,10 @@ fn host_config_json(c: &ContainerConfig) -> Value {
         "ReadonlyRootfs": c.read_only_rootfs,
         "LogConfig": log_config,
         "PortBindings": port_bindings_json(c),
+        "ExtraHosts": c.extra_hosts,
+        "Dns": c.dns,
+        "DnsSearch": c.dns_search,
+        "DnsOptions": c.dns_options,
         "Privileged": p.privileged,
         "CapAdd": list_or_null(&p.cap_add),
         "CapDrop": list_or_null(&p.cap_drop),
