@@ -321,7 +321,12 @@ impl Network {
         )?;
         let mut prev: Option<Value> = None;
         for plugin in self.plugins(&attachment.ports) {
-            let conf = with_prev(plugin.clone(), prev.as_ref(), &attachment.ports);
+            let conf = with_prev(
+                plugin.clone(),
+                self.name(),
+                prev.as_ref(),
+                &attachment.ports,
+            );
             let ty = conf["type"].as_str().unwrap_or_default().to_owned();
             prev = Some(self.exec(&ty, "ADD", id, &netns, conf)?);
         }
@@ -358,7 +363,7 @@ impl Network {
         let mut plugins = self.plugins(&ports);
         plugins.reverse();
         for plugin in plugins {
-            let conf = with_prev(plugin, prev.as_ref(), &ports);
+            let conf = with_prev(plugin, self.name(), prev.as_ref(), &ports);
             let ty = conf["type"].as_str().unwrap_or_default().to_owned();
             self.exec(&ty, "DEL", id, &netns, conf)?;
         }
@@ -595,12 +600,11 @@ impl Network {
 
 /// A plugin's config as run in a chain: the network's name and version,
 /// the previous plugin's result, and the runtime's port mappings.
-fn with_prev(mut plugin: Value, prev: Option<&Value>, ports: &[PortBinding]) -> Value {
+fn with_prev(mut plugin: Value, name: &str, prev: Option<&Value>, ports: &[PortBinding]) -> Value {
     plugin["cniVersion"] = json!("1.0.0");
-    plugin["name"] = plugin
-        .get("bridge")
-        .cloned()
-        .unwrap_or_else(|| json!("holdfast"));
+    // One network: every plugin of the chain names it the same (rule
+    // comments and chain names derive from it).
+    plugin["name"] = json!(name);
     if let Some(prev) = prev.filter(|p| !p.is_null()) {
         plugin["prevResult"] = prev.clone();
     }
