@@ -31,6 +31,8 @@ pub struct Daemon {
     namespace: String,
     binary: PathBuf,
     child: Option<Child>,
+    /// Flags given to every start of this holdfastd.
+    extra_args: Vec<String>,
     transcript: Mutex<Vec<String>>,
     requests: AtomicUsize,
 }
@@ -60,6 +62,14 @@ impl Daemon {
     /// Starts holdfastd on fresh roots and waits until it serves the API with
     /// `busybox:latest` in its image store.
     pub fn start() -> Daemon {
+        // No bridge network unless a test asks for one (Daemon::start_with):
+        // a bridge, its NAT rules and addresses are host-wide, and each
+        // test that uses one makes its own and removes it.
+        Daemon::start_with(&["--bridge", "none"])
+    }
+
+    /// [`Daemon::start`] with these holdfastd flags, at every (re)start.
+    pub fn start_with(args: &[&str]) -> Daemon {
         let binary = holdfastd_binary();
         require_tools();
         let dir = tempfile::Builder::new()
@@ -74,6 +84,7 @@ impl Daemon {
             namespace: holdfast_testkit::unique_namespace("e2e"),
             binary,
             child: None,
+            extra_args: args.iter().map(|a| (*a).to_owned()).collect(),
             transcript: Mutex::new(Vec::new()),
             requests: AtomicUsize::new(0),
         };
@@ -712,6 +723,7 @@ impl Daemon {
             .arg(self.host())
             .arg("--containerd-namespace")
             .arg(&self.namespace)
+            .args(&self.extra_args)
             .env("RUST_LOG", RUST_LOG)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

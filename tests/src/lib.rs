@@ -33,6 +33,7 @@ mod command;
 mod containers;
 mod daemon;
 pub mod engine;
+pub mod network;
 pub mod procs;
 pub mod registry;
 mod terminal;

@@ -49,6 +49,9 @@ pub struct AdapterConfig {
     /// Where the stdin FIFOs of containers and execs run with `-i` live
     /// (best on a tmpfs: they mean nothing after a reboot).
     pub fifo_dir: PathBuf,
+    /// Where the network step keeps each bridge container's network
+    /// namespace, as `<container id>` (see the daemon's network module).
+    pub netns_dir: PathBuf,
     /// Deadline of every ordinary RPC.
     pub call_timeout: Duration,
     /// Deadline of each RPC of an image import (unpacking a big layer takes long).
@@ -74,6 +77,7 @@ impl AdapterConfig {
             namespace: namespace.into(),
             logger_binary: logger_binary.into(),
             fifo_dir: log_dir.join("fifo"),
+            netns_dir: log_dir.join("netns"),
             log_dir,
             call_timeout: Duration::from_secs(10),
             import_call_timeout: Duration::from_secs(600),
@@ -210,7 +214,11 @@ impl Adapter {
             Call::Resume { id } => self.resume_task(&id).await.map(|()| Done::Ok),
             Call::DeleteTask { id } => self.delete_task(&id).await.map(|_| Done::Ok),
             Call::DeleteContainer { id } => self.delete_container(&id).await.map(|()| Done::Ok),
-            Call::Subscribe | Call::Relist => {
+            // The daemon's network side carries these out (CNI), not containerd.
+            Call::Subscribe
+            | Call::Relist
+            | Call::NetworkSetup { .. }
+            | Call::NetworkTeardown { .. } => {
                 Err(AdapterError::Invalid("not an ordinary call".into()))
             }
         }
@@ -376,5 +384,7 @@ fn call_name(call: &Call) -> &'static str {
         Call::Resume { .. } => "resume",
         Call::DeleteTask { .. } => "delete_task",
         Call::DeleteContainer { .. } => "delete_container",
+        Call::NetworkSetup { .. } => "network_setup",
+        Call::NetworkTeardown { .. } => "network_teardown",
     }
 }

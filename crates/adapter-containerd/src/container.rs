@@ -220,7 +220,18 @@ impl Adapter {
             }
             _ => None,
         };
-        let host = host_facts(config, &mounts, shm_source)?;
+        let mut host = host_facts(config, &mounts, shm_source)?;
+        if config.network == holdfast_core::NetworkMode::Bridge {
+            let netns_dir = &self.config().netns_dir;
+            host.netns_path = Some(netns_dir.join(id.as_str()));
+            // Beside the namespaces: see the daemon's network module.
+            host.hosts_path = netns_dir
+                .parent()
+                .map(|net| net.join("hosts").join(id.as_str()));
+            host.resolv_path = netns_dir
+                .parent()
+                .map(|net| net.join("hosts").join(format!("{id}.resolv.conf")));
+        }
         if let Some(runtime_us) = config.resources.cpu_realtime_runtime_us.filter(|&r| r > 0) {
             grant_realtime_budget(&cgroups_path(id, self.namespace(), config), runtime_us);
         }

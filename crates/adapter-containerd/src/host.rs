@@ -67,6 +67,9 @@ pub(crate) fn host_facts(
         init_binary,
         bounding_capabilities: bounding_capabilities(),
         shm_source,
+        netns_path: None,
+        hosts_path: None,
+        resolv_path: None,
     })
 }
 

@@ -38,6 +38,9 @@ pub struct ImageConfig {
     /// `VOLUME` paths (the values are empty objects).
     #[serde(default)]
     pub volumes: Option<BTreeMap<String, serde_json::Value>>,
+    /// `EXPOSE`d ports as `port/proto` (the values are empty objects).
+    #[serde(default)]
+    pub exposed_ports: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize)]

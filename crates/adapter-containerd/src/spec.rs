@@ -207,6 +207,15 @@ pub struct HostFacts {
     /// With `--ipc shareable` or `container:<id>`: the host's tmpfs that is
     /// the shareable container's `/dev/shm`.
     pub shm_source: Option<PathBuf>,
+    /// On a bridge network: the network namespace the network step made
+    /// (a bind mount that outlives the task until the attachment is released).
+    pub netns_path: Option<PathBuf>,
+    /// On a bridge network: the hosts file the network step writes (the
+    /// container's address and hostname), bound at `/etc/hosts`.
+    pub hosts_path: Option<PathBuf>,
+    /// On a bridge network with `--dns`, `--dns-search` or `--dns-option`:
+    /// the resolver file the network step writes, bound at `/etc/resolv.conf`.
+    pub resolv_path: Option<PathBuf>,
 }
 
 /// A host device node as the container will see it.
@@ -517,10 +526,38 @@ fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, Adap
             &["nosuid", "noexec", "nodev", "relatime", sys_mode],
         )?,
     ];
-    if config.network == NetworkMode::Host {
-        for file in ["/etc/hosts", "/etc/resolv.conf"] {
-            mounts.push(mount(file, "bind", file, &["rbind", "rprivate", "ro"])?);
-        }
+    // The host's resolver for both; its hosts file only where the host's
+    // names are the container's own.
+    let own_resolver =
+        !(config.dns.is_empty() && config.dns_search.is_empty() && config.dns_options.is_empty());
+    let host_files: &[&str] = match config.network {
+        NetworkMode::Host => &["/etc/hosts", "/etc/resolv.conf"],
+        NetworkMode::Bridge if own_resolver && host.resolv_path.is_some() => &[],
+        NetworkMode::Bridge => &["/etc/resolv.conf"],
+        NetworkMode::None => &[],
+    };
+    for &file in host_files {
+        mounts.push(mount(file, "bind", file, &["rbind", "rprivate", "ro"])?);
+    }
+    if let (NetworkMode::Bridge, Some(hosts)) = (config.network, &host.hosts_path) {
+        let source = hosts.to_string_lossy();
+        mounts.push(mount(
+            "/etc/hosts",
+            "bind",
+            &source,
+            &["rbind", "rprivate"],
+        )?);
+    }
+    if let (NetworkMode::Bridge, true, Some(resolv)) =
+        (config.network, own_resolver, &host.resolv_path)
+    {
+        let source = resolv.to_string_lossy();
+        mounts.push(mount(
+            "/etc/resolv.conf",
+            "bind",
+            &source,
+            &["rbind", "rprivate"],
+        )?);
     }
     let mut user_mounts = Vec::new();
     for m in &config.mounts {
@@ -659,7 +696,10 @@ fn shared_namespace(
     }
 }
 
-fn namespaces(config: &ContainerConfig) -> Result<Vec<LinuxNamespace>, AdapterError> {
+fn namespaces(
+    config: &ContainerConfig,
+    host: &HostFacts,
+) -> Result<Vec<LinuxNamespace>, AdapterError> {
     let ns = &config.namespaces;
     let mut out: Vec<LinuxNamespace> = [
         shared_namespace(LinuxNamespaceType::Pid, "pid", &ns.pid)?,
@@ -670,8 +710,18 @@ fn namespaces(config: &ContainerConfig) -> Result<Vec<LinuxNamespace>, AdapterEr
     .flatten()
     .collect();
     out.push(namespace(LinuxNamespaceType::Mount, None)?);
-    if config.network == NetworkMode::None {
-        out.push(namespace(LinuxNamespaceType::Network, None)?);
+    match config.network {
+        NetworkMode::None => out.push(namespace(LinuxNamespaceType::Network, None)?),
+        NetworkMode::Host => {}
+        NetworkMode::Bridge => {
+            let Some(path) = &host.netns_path else {
+                return Err(AdapterError::Invalid(
+                    "a bridge network needs the network namespace of its attachment".into(),
+                ));
+            };
+            let path = path.to_string_lossy().into_owned();
+            out.push(namespace(LinuxNamespaceType::Network, Some(path))?);
+        }
     }
     if ns.cgroup == CgroupnsMode::Private {
         out.push(namespace(LinuxNamespaceType::Cgroup, None)?);
@@ -874,7 +924,7 @@ fn linux(
     linux
         .set_resources(Some(resources(config, host)?))
         .set_cgroups_path(Some(cgroups_path(id, namespace, config).into()))
-        .set_namespaces(Some(namespaces(config)?))
+        .set_namespaces(Some(namespaces(config, host)?))
         .set_devices(Some(linux_devices(host)?).filter(|d| !d.is_empty()))
         .set_sysctl(
             Some(

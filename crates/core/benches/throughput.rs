@@ -31,6 +31,7 @@ fn record(i: usize, pid: u32) -> Record {
         exit: None,
         restart_count: 0,
         intents: Intents::default(),
+        network: holdfast_core::NetworkState::Detached,
     }
 }
 

@@ -84,6 +84,22 @@ pub enum Call {
     DeleteContainer {
         id: ContainerId,
     },
+    /// Attach the container to its network before its task is created: its
+    /// network namespace, an address, the veth on the bridge, published
+    /// ports and NAT. The record already says `NetworkState::Attaching`, so
+    /// whatever a failure or a crash leaves is owned and torn down. A host
+    /// port used by something else fails with `AlreadyExists`.
+    NetworkSetup {
+        id: ContainerId,
+        config: Arc<ContainerConfig>,
+    },
+    /// Release everything a setup of this container may have made. Idempotent
+    /// (nothing to release is done), so it is safe after any crash; issued
+    /// only when no task of the container exists.
+    NetworkTeardown {
+        id: ContainerId,
+        config: Arc<ContainerConfig>,
+    },
 }
 
 impl Call {
@@ -98,7 +114,9 @@ impl Call {
             | Call::Resume { id }
             | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
-            | Call::DeleteContainer { id } => Some(id),
+            | Call::DeleteContainer { id }
+            | Call::NetworkSetup { id, .. }
+            | Call::NetworkTeardown { id, .. } => Some(id),
         }
     }
 }

@@ -291,6 +291,7 @@ impl Core {
             exit: None,
             restart_count: 0,
             intents: Intents::default(),
+            network: crate::NetworkState::Detached,
         };
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);

@@ -35,6 +35,20 @@ pub struct ContainerConfig {
     pub read_only_rootfs: bool,
     pub memory_limit_bytes: Option<u64>,
     pub network: NetworkMode,
+    /// `-p`/`-P`: host ports published to the container's ports (bridge
+    /// networks only). A host port of 0 is chosen when the network is set up.
+    #[serde(default)]
+    pub ports: Vec<PortBinding>,
+    /// `--add-host name:ip`, `--dns`, `--dns-search`, `--dns-option`: the
+    /// bridge network's `/etc/hosts` and `/etc/resolv.conf`, as given.
+    #[serde(default)]
+    pub extra_hosts: Vec<String>,
+    #[serde(default)]
+    pub dns: Vec<String>,
+    #[serde(default)]
+    pub dns_search: Vec<String>,
+    #[serde(default)]
+    pub dns_options: Vec<String>,
     pub tty: bool,
     /// `-i`: the container's stdin stays open for attaches to write to.
     #[serde(default)]
@@ -280,6 +294,29 @@ pub enum NetworkMode {
     None,
     /// The host's network namespace.
     Host,
+    /// A network namespace of its own, attached to the default `bridge`
+    /// network (a Linux bridge with outbound NAT) by the network step.
+    Bridge,
+}
+
+impl NetworkMode {
+    /// Whether the container is attached by a network step of its own
+    /// (`Call::NetworkSetup`) before its task is created.
+    pub fn needs_attachment(self) -> bool {
+        self == NetworkMode::Bridge
+    }
+}
+
+/// One published port: `host_ip:host_port -> container_port/protocol`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct PortBinding {
+    pub container_port: u16,
+    /// `tcp` or `udp`.
+    pub protocol: String,
+    /// Empty: every host address.
+    pub host_ip: String,
+    /// 0: chosen at setup.
+    pub host_port: u16,
 }
 
 /// Docker's restart policies. A policy restart happens only after an exit was

@@ -43,6 +43,8 @@ pub(crate) enum Step {
     UpdateResources,
     DeleteTask,
     DeleteContainer,
+    NetworkSetup,
+    NetworkTeardown,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -86,6 +88,10 @@ pub(crate) struct Container {
     /// start has moved on (a relist showed the created task), a refusal of
     /// the next step is a plain refusal.
     pub(crate) uncertain_step: Option<Step>,
+    /// A CreateTask failed in a way that may have taken effect (its answer
+    /// lost): a task may exist although the view says absent. The network
+    /// attachment is not released until a relist has looked.
+    pub(crate) task_in_doubt: bool,
     /// A retry timer is armed; do not issue until it fires (or we reconnect).
     pub(crate) retry_waiting: bool,
     pub(crate) restart_delay: Duration,
@@ -133,6 +139,7 @@ impl Container {
             last_activity: OpId(0),
             attempts: 0,
             uncertain_step: None,
+            task_in_doubt: false,
             retry_waiting: false,
             restart_delay,
             stop_deadline: None,

@@ -78,8 +78,8 @@ mod timers;
 pub use action::{Action, Answer, Call, ErrorKind, RequestError, UserEvent, UserEventKind};
 pub use config::{
     BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
-    NamespaceMode, Namespaces, NetworkMode, Privileges, ResourceUpdate, Resources, RestartPolicy,
-    Ulimit,
+    NamespaceMode, Namespaces, NetworkMode, PortBinding, Privileges, ResourceUpdate, Resources,
+    RestartPolicy, Ulimit,
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};
@@ -88,7 +88,7 @@ pub use input::{
     Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
     TaskInfo, TaskStatus, WaitCondition,
 };
-pub use record::{ExitRecord, Intents, Presence, Record, StopIntent};
+pub use record::{ExitRecord, Intents, NetworkState, Presence, Record, StopIntent};
 pub use signal::Signal;
 pub use time::{Instant, Now, WallTime};
 pub use timers::TimerKind;

@@ -11,7 +11,7 @@
 use crate::container::{Container, KillPurpose, Pending, Step, TaskState};
 use crate::ids::{ContainerId, OpId};
 use crate::input::{Done, Failure, FailureKind, WaitCondition};
-use crate::record::{Presence, Record};
+use crate::record::{NetworkState, Presence, Record};
 use crate::signal::Signal;
 use crate::time::Instant;
 use crate::{Answer, Call, Core, ErrorKind, OpOwner, TimerKind, UserEventKind, error};
@@ -19,8 +19,20 @@ use crate::{Answer, Call, Core, ErrorKind, OpOwner, TimerKind, UserEventKind, er
 /// The next call for `c`, if any. Pure: a function of the container and `now`.
 fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
     let id = c.rec.id.clone();
+    let network = c.rec.network;
+    let teardown = || {
+        let config = c.rec.config.clone();
+        Some((
+            Call::NetworkTeardown {
+                id: c.rec.id.clone(),
+                config,
+            },
+            Step::NetworkTeardown,
+        ))
+    };
     match c.rec.presence {
         Presence::Creating => return None,
+        Presence::Discarding if network != NetworkState::Detached => return teardown(),
         Presence::Discarding => return Some((Call::DeleteContainer { id }, Step::DeleteContainer)),
         Presence::Created => {}
     }
@@ -90,11 +102,32 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             }
         }
         TaskState::Stopped => Some((Call::DeleteTask { id }, Step::DeleteTask)),
+        // A task may exist that the view does not show (a create whose
+        // answer was lost): the attachment stays, and so does the container
+        // that owns it, until a relist has looked.
+        TaskState::Absent if c.task_in_doubt && network != NetworkState::Detached => None,
+        // No task: an attachment nobody will use, or one in doubt (a setup
+        // or release that failed, lost its answer or was cut by a crash), is
+        // released before anything else.
+        TaskState::Absent
+            if (network == NetworkState::Attaching
+                || (network == NetworkState::Attached && (intents.remove || !intents.start))) =>
+        {
+            teardown()
+        }
         TaskState::Absent if intents.remove => {
             Some((Call::DeleteContainer { id }, Step::DeleteContainer))
         }
         // Before a start: the new run is created from the updated spec.
         TaskState::Absent if c.update_wanted.is_some() => update(false),
+        TaskState::Absent
+            if intents.start
+                && network == NetworkState::Detached
+                && c.rec.config.network.needs_attachment() =>
+        {
+            let config = c.rec.config.clone();
+            Some((Call::NetworkSetup { id, config }, Step::NetworkSetup))
+        }
         TaskState::Absent if intents.start => Some((Call::CreateTask { id }, Step::CreateTask)),
         TaskState::Absent => None,
     }
@@ -143,6 +176,19 @@ impl Core {
             Step::CreateTask => c.create_sent_at = Some(self.out.now.wall),
             Step::StartTask => {
                 c.rec.start_sent = true;
+                self.out.persist(&c.rec);
+            }
+            // Owned before it is made: a crash from here on leaves a record
+            // that releases whatever part of it exists.
+            Step::NetworkSetup => {
+                c.rec.network = NetworkState::Attaching;
+                self.out.persist(&c.rec);
+            }
+            // A release cut short leaves any part of the attachment: until it
+            // is answered, the attachment is in doubt, and a start must set
+            // it up anew (after another release), never use what is left.
+            Step::NetworkTeardown if c.rec.network == NetworkState::Attached => {
+                c.rec.network = NetworkState::Attaching;
                 self.out.persist(&c.rec);
             }
             // Only a task believed never started is deleted while created.
@@ -250,6 +296,7 @@ impl Core {
                     return self.step_failed(id, step, failure);
                 };
                 c.begin_run(pid);
+                c.task_in_doubt = false;
                 c.rec.began_at = Some(self.out.now.wall);
                 c.task = TaskState::Created { pid };
                 self.out.persist(&c.rec);
@@ -292,6 +339,14 @@ impl Core {
                 if c.pause_wanted == Some(frozen) {
                     self.pause_over(id, Answer::Done);
                 }
+            }
+            Step::NetworkSetup => {
+                c.rec.network = NetworkState::Attached;
+                self.out.persist(&c.rec);
+            }
+            Step::NetworkTeardown => {
+                c.rec.network = NetworkState::Detached;
+                self.out.persist(&c.rec);
             }
         }
     }
@@ -351,11 +406,14 @@ impl Core {
             )
         {
             c.uncertain_step = Some(step);
-            // A task it may have made is no longer known absent: nothing
-            // that needs it gone (a container delete) and no second create
-            // goes ahead before a relist has said what there is.
-            if step == Step::CreateTask && c.task == TaskState::Absent {
-                c.task = TaskState::Unknown;
+            if step == Step::CreateTask {
+                c.task_in_doubt = true;
+                // A task it may have made is no longer known absent: nothing
+                // that needs it gone (a container delete) and no second create
+                // goes ahead before a relist has said what there is.
+                if c.task == TaskState::Absent {
+                    c.task = TaskState::Unknown;
+                }
             }
         }
         match (step, failure.kind) {
@@ -432,6 +490,14 @@ impl Core {
                 }
                 self.answer_pending_where(id, |p| p == Pending::Update, || answer.clone());
             }
+            // The setup may have taken effect in part: the record still
+            // says Attaching, so it is torn down, then tried again.
+            (Step::NetworkSetup, K::Deadline | K::Unavailable) => self.schedule_retry(id),
+            // Refused (a host port in use, a bad address): retrying cannot
+            // help. The start is given up; what the setup made is torn down.
+            (Step::NetworkSetup, _) => self.give_up_start(id, step, failure),
+            // A release is never given up.
+            (Step::NetworkTeardown, _) => self.schedule_retry(id),
             (_, K::Unavailable) => {
                 // containerd went away: the intent stays, and the reconnect's
                 // relist decides what is still to do.
@@ -461,36 +527,7 @@ impl Core {
                     c.attempts = 0;
                     self.request_refresh();
                 }
-                let Some(c) = self.containers.get_mut(id) else {
-                    return;
-                };
-                // Starting cannot succeed by retrying (a bad command, a
-                // missing binary): drop the start and say why. An auto-remove
-                // container goes, as with dockerd.
-                c.rec.intents.start = false;
-                c.rec.start_sent = false;
-                if c.policy_start {
-                    // Nobody asked who could be told: the policy's restart
-                    // is not dropped, it is tried again after its backoff.
-                    c.policy_start = false;
-                    c.rec.intents.policy_restart = true;
-                    let delay = c.restart_delay;
-                    c.restart_delay = delay.saturating_mul(2).min(self.config.restart_max);
-                    self.out.timers.set(
-                        TimerKind::RestartBackoff(id.clone()),
-                        self.out.now.at + delay,
-                    );
-                } else if c.rec.config.auto_remove {
-                    c.rec.intents.remove = true;
-                }
-                self.out.persist(&c.rec);
-                let message = format!("failed to start container {id}: {}", failure.message);
-                let kind = if failure.kind == K::Invalid {
-                    ErrorKind::Invalid
-                } else {
-                    ErrorKind::Internal
-                };
-                self.start_abandoned(id, error(kind, message));
+                self.give_up_start(id, step, failure);
             }
             (
                 Step::Kill {
@@ -536,6 +573,40 @@ impl Core {
                 self.schedule_retry(id);
             }
         }
+    }
+
+    /// Starting cannot succeed by retrying (a bad command, a missing binary,
+    /// a host port in use): drop the start and say why. An auto-remove
+    /// container goes, as with dockerd.
+    fn give_up_start(&mut self, id: &ContainerId, step: Step, failure: Failure) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        c.rec.intents.start = false;
+        c.rec.start_sent = false;
+        if c.policy_start {
+            // Nobody asked who could be told: the policy's restart
+            // is not dropped, it is tried again after its backoff.
+            c.policy_start = false;
+            c.rec.intents.policy_restart = true;
+            let delay = c.restart_delay;
+            c.restart_delay = delay.saturating_mul(2).min(self.config.restart_max);
+            self.out.timers.set(
+                TimerKind::RestartBackoff(id.clone()),
+                self.out.now.at + delay,
+            );
+        } else if c.rec.config.auto_remove {
+            c.rec.intents.remove = true;
+        }
+        self.out.persist(&c.rec);
+        let message = format!("failed to start container {id}: {}", failure.message);
+        let kind = match (step, failure.kind) {
+            (_, FailureKind::Invalid) => ErrorKind::Invalid,
+            // A host port in use, or an address taken.
+            (Step::NetworkSetup, FailureKind::AlreadyExists) => ErrorKind::Conflict,
+            _ => ErrorKind::Internal,
+        };
+        self.start_abandoned(id, error(kind, message));
     }
 
     /// The task's start took effect (its answer, an exit that overtook it,

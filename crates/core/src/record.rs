@@ -40,6 +40,26 @@ pub struct Record {
     /// Restarts made by the restart policy.
     pub restart_count: u32,
     pub intents: Intents,
+    /// What may exist of the container's network attachment (its network
+    /// namespace, address, veth, port mappings and NAT rules). Written
+    /// before the attachment is made, so a crash at any point leaves a
+    /// record that owns whatever was made.
+    #[serde(default)]
+    pub network: NetworkState,
+}
+
+/// The attachment's state, as far as the record can promise it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub enum NetworkState {
+    /// Nothing of it exists.
+    #[default]
+    Detached,
+    /// In doubt: a setup or a release was issued and not answered, so any
+    /// part of it may exist. It is released (idempotent) before anything
+    /// else is done, and never used by a task.
+    Attaching,
+    /// Set up completely; released once the task is gone and no start wants it.
+    Attached,
 }
 
 /// Whether containerd has the container (not the task).

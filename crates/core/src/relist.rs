@@ -215,10 +215,12 @@ impl Core {
                 }
                 None => {}
             }
+            let doubt_settled = settled && c.task_in_doubt;
             if settled {
                 c.confirmed = true;
+                c.task_in_doubt = false;
             }
-            if (c.task, c.paused) != before {
+            if (c.task, c.paused) != before || doubt_settled {
                 touched.push(id.clone());
             }
         }

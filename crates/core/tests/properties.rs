@@ -21,6 +21,11 @@
 //! 6. No request is lost: all but waits are answered once the world heals,
 //!    and nothing is left behind (containerd and holdfast show the same
 //!    containers, no stopped task is kept).
+//! 7. Network attachments (every other container is on the bridge network):
+//!    no allocation without an owner (every attachment in the world has a
+//!    persisted record that says it may exist), no owner without its
+//!    allocation (every task of a bridge container has its attachment), no
+//!    attachment made twice, and none left without a task once healed.
 
 mod support;
 
@@ -175,6 +180,8 @@ struct World {
     deleted_pids: BTreeMap<ContainerId, Vec<u32>>,
     /// Running tasks that are frozen, by container: their pid.
     paused: BTreeMap<ContainerId, u32>,
+    /// Containers attached to the network (the CNI plugins' state).
+    attached: std::collections::BTreeSet<ContainerId>,
 }
 
 impl World {
@@ -199,6 +206,10 @@ impl World {
         }
     }
 }
+
+/// A wait not answered yet: container, condition, and the exit recorded
+/// (run, time) when it began.
+type PendingWait = (ContainerId, WaitCondition, Option<(u64, WallTime)>);
 
 struct Harness {
     core: Core,
@@ -249,7 +260,7 @@ struct Harness {
     must_answer: Vec<RequestId>,
     /// Waits not answered yet: container, condition, and its recorded exit
     /// (run, time) when the wait began.
-    waits: BTreeMap<RequestId, (ContainerId, WaitCondition, Option<(u64, WallTime)>)>,
+    waits: BTreeMap<RequestId, PendingWait>,
     slack: Duration,
     /// Containers a user asked to pause (true) or unpause (false).
     pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
@@ -408,6 +419,11 @@ impl Harness {
                         || i.remove
                         || i.exit_on_next
                 }
+                (Call::NetworkSetup { .. }, Some(c)) => {
+                    c.record.intents.start && c.task == TaskState::Absent
+                }
+                // A release: only with no task that could be using it.
+                (Call::NetworkTeardown { .. }, Some(c)) => c.task == TaskState::Absent,
                 // Invisible: a discarded create being rolled back.
                 (Call::DeleteContainer { .. }, None) => true,
                 (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
@@ -475,6 +491,7 @@ impl Harness {
                 &c.record.name
             );
         }
+        self.check_network()?;
         self.trace.extend(actions);
         Ok(())
     }
@@ -798,6 +815,9 @@ impl Harness {
             }
             self.signal_delivered.insert(id, self.now.at);
         }
+        if let Call::NetworkSetup { id, .. } | Call::NetworkTeardown { id, .. } = &call {
+            return self.resolve_network(op, &call, id.clone(), failure);
+        }
         let connection_call = matches!(call, Call::Subscribe | Call::Relist);
         self.answer_lost = failure == 9 && !connection_call;
         let kind = match failure {
@@ -1088,6 +1108,7 @@ impl Harness {
                     ));
                 }
             },
+            Call::NetworkSetup { .. } | Call::NetworkTeardown { .. } => Done::Ok,
             Call::DeleteContainer { id } => {
                 if self.world.tasks.contains_key(&id) {
                     return self.feed(Input::ActionResult(
@@ -1105,6 +1126,67 @@ impl Harness {
             }
         };
         self.reply(op, done)
+    }
+
+    /// A network call, carried out by the daemon's CNI side (up whatever
+    /// containerd does): refused (a host port in use, a plugin failing), or
+    /// done with its answer lost, or done.
+    fn resolve_network(
+        &mut self,
+        op: OpId,
+        call: &Call,
+        id: ContainerId,
+        failure: u8,
+    ) -> Result<(), TestCaseError> {
+        let kind = match failure {
+            3 | 5 => Some(FailureKind::AlreadyExists),
+            4 | 6 => Some(FailureKind::Other),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            // A refused setup may still have made part of the attachment.
+            if failure >= 5 && matches!(call, Call::NetworkSetup { .. }) {
+                self.world.attached.insert(id);
+            }
+            return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
+        }
+        if matches!(call, Call::NetworkSetup { .. }) {
+            prop_assert!(
+                self.world.attached.insert(id.clone()),
+                "{} attached twice: a leaked address",
+                id
+            );
+        } else {
+            self.world.attached.remove(&id);
+        }
+        self.answer_lost = matches!(failure, 2 | 9);
+        self.reply(op, Done::Ok)
+    }
+
+    /// Property 7, after every input: the attachments and their owners.
+    fn check_network(&self) -> Result<(), TestCaseError> {
+        for id in &self.world.attached {
+            prop_assert!(
+                self.records
+                    .get(id)
+                    .is_some_and(|r| r.network != NetworkState::Detached),
+                "{} attached with no record owning it: {:?}",
+                id,
+                self.records.get(id).map(|r| r.network)
+            );
+        }
+        for id in self.world.tasks.keys() {
+            let bridged = self
+                .records
+                .get(id)
+                .is_some_and(|r| r.config.network.needs_attachment());
+            prop_assert!(
+                !bridged || self.world.attached.contains(id),
+                "{} has a task on the bridge network without its attachment",
+                id
+            );
+        }
+        Ok(())
     }
 
     /// The answer to a call that took effect; lost (a deadline) when the
@@ -1394,6 +1476,13 @@ impl Harness {
         shown.sort();
         let kept: Vec<ContainerId> = self.world.containers.keys().cloned().collect();
         prop_assert_eq!(&shown, &kept, "holdfast shows, containerd has");
+        for id in &self.world.attached {
+            prop_assert!(
+                self.world.tasks.contains_key(id),
+                "{} is still attached with no task: an allocation left behind",
+                id
+            );
+        }
         for (id, task) in &self.world.tasks {
             prop_assert!(
                 !matches!(task, WorldTask::Stopped(..)),
@@ -1425,6 +1514,11 @@ impl Harness {
                     restart_policy: restart_policy(*policy),
                     // `--rm` (the API takes it with no restart policy only).
                     auto_remove: *policy == 0 && signals & 0x10 != 0,
+                    network: if i.is_multiple_of(2) {
+                        NetworkMode::Bridge
+                    } else {
+                        NetworkMode::None
+                    },
                     stop_signal: stop_signal(*signals),
                     image_stop_signal: stop_signal(*signals >> 2),
                     ..Default::default()

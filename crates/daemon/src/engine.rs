@@ -19,8 +19,9 @@ use crate::events::{EventLog, EventMessage};
 use crate::store::{Store, StoreError};
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{
-    Action, Answer, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input,
-    Instant, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind, WallTime,
+    Action, Answer, Call, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind,
+    Input, Instant, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind,
+    WallTime,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -185,6 +186,7 @@ pub struct EngineParts {
     pub seed: u64,
     pub store: Store,
     pub adapter: Adapter,
+    pub network: crate::network::Network,
     pub events: Arc<EventLog>,
 }
 
@@ -196,6 +198,7 @@ pub struct Engine {
     store: Option<Store>,
     store_path: PathBuf,
     adapter: Adapter,
+    network: crate::network::Network,
     sink: mpsc::UnboundedSender<Input>,
     inputs: mpsc::UnboundedReceiver<Input>,
     requests: mpsc::UnboundedReceiver<Request>,
@@ -220,7 +223,20 @@ impl Engine {
     /// Loads the records, restores them into a new core and returns the
     /// engine with its handle. Nothing runs until [`Engine::run`].
     pub fn new(parts: EngineParts) -> Result<(Engine, EngineHandle), StoreError> {
-        let records = parts.store.load()?;
+        let mut records = parts.store.load()?;
+        // The network side's relist: what exists of attachments that no
+        // record owns (the core never makes one, but a store restored from
+        // an older copy would leave them) is adopted as a discarded
+        // container whose attachment is in doubt, persisted first: the core
+        // releases it, then forgets it.
+        let owned: std::collections::BTreeSet<ContainerId> =
+            records.iter().map(|r| r.id.clone()).collect();
+        for id in parts.network.found().difference(&owned) {
+            tracing::warn!(container_id = %id, "an attachment no record owns: releasing it");
+            let rec = orphan_attachment(id.clone(), clock(std::time::Instant::now()).wall);
+            parts.store.put(&rec)?;
+            records.push(rec);
+        }
         let clock_origin = std::time::Instant::now();
         let now = clock(clock_origin);
         let (sink, inputs) = mpsc::unbounded_channel();
@@ -233,6 +249,7 @@ impl Engine {
             store_path: parts.store.path().to_owned(),
             store: Some(parts.store),
             adapter: parts.adapter,
+            network: parts.network,
             sink,
             inputs,
             requests,
@@ -341,7 +358,14 @@ impl Engine {
             match action {
                 Action::Call { op, call } => {
                     tracing::debug!(%op, ?call, "call");
-                    tokio::spawn(self.adapter.execute(op, call, self.sink.clone()));
+                    match call {
+                        Call::NetworkSetup { .. } | Call::NetworkTeardown { .. } => {
+                            self.network_call(op, call);
+                        }
+                        call => {
+                            tokio::spawn(self.adapter.execute(op, call, self.sink.clone()));
+                        }
+                    }
                 }
                 Action::Persist(rec) => {
                     if let Err(e) = self.write(|s| s.put(&rec)) {
@@ -380,6 +404,34 @@ impl Engine {
             (false, None) => self.facts.unready_since = Some(now.wall),
             _ => {}
         }
+    }
+
+    /// The network side runs plugins (processes, iptables): off the loop.
+    /// Exactly one result for `op`, whatever happens.
+    fn network_call(&self, op: holdfast_core::OpId, call: Call) {
+        let network = self.network.clone();
+        let sink = self.sink.clone();
+        tokio::spawn(async move {
+            let result = tokio::task::spawn_blocking(move || match &call {
+                Call::NetworkSetup { id, config } => network.setup(id, config),
+                Call::NetworkTeardown { id, config } => network.teardown(id, config),
+                _ => Err(holdfast_core::Failure::new(
+                    holdfast_core::FailureKind::Other,
+                    "not a network call",
+                )),
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(holdfast_core::Failure::new(
+                    holdfast_core::FailureKind::Other,
+                    format!("the network call panicked: {e}"),
+                ))
+            });
+            if let Err(f) = &result {
+                tracing::warn!(%op, kind = ?f.kind, message = %f.message, "network call failed");
+            }
+            let _ = sink.send(Input::ActionResult(op, result));
+        });
     }
 
     fn write(
@@ -542,6 +594,30 @@ impl Engine {
         self.facts.unready_since = Some(now.wall);
         tracing::info!(containers = records.len(), "engine rebuilt from the store");
         self.feed(Input::Restore(records));
+    }
+}
+
+/// The record that owns an attachment found without one: a container being
+/// discarded (never shown), on the bridge network, its attachment in doubt.
+fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
+    Record {
+        name: format!("orphan-{id}"),
+        config: std::sync::Arc::new(holdfast_core::ContainerConfig {
+            network: holdfast_core::NetworkMode::Bridge,
+            ..Default::default()
+        }),
+        created_at: now,
+        presence: holdfast_core::Presence::Discarding,
+        run: 0,
+        pid: None,
+        started_at: None,
+        began_at: None,
+        start_sent: false,
+        exit: None,
+        restart_count: 0,
+        intents: holdfast_core::Intents::default(),
+        network: holdfast_core::NetworkState::Attaching,
+        id,
     }
 }
 

@@ -290,6 +290,8 @@ fn check_create_options(c: &ContainerConfig) -> Result<(), String> {
     let host = holdfast_adapter_containerd::HostFacts {
         init_binary: Some("/init".into()),
         shm_source: Some("/shm".into()),
+        // What the network step makes for a bridge container.
+        netns_path: Some("/run/netns/x".into()),
         ..Default::default()
     };
     let image = holdfast_adapter_containerd::ImageConfig {

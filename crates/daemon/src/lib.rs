@@ -22,6 +22,7 @@ pub mod events;
 pub mod execs;
 pub mod fuzz;
 pub mod logs;
+pub mod network;
 pub mod seed_image;
 pub mod settings;
 pub mod stats;
@@ -50,6 +51,8 @@ pub enum DaemonError {
     Store(#[from] store::StoreError),
     #[error(transparent)]
     Supervisor(#[from] supervisor::SupervisorError),
+    #[error("network: {0}")]
+    Network(#[from] network::NetworkError),
     #[error("containerd adapter: {0}")]
     Adapter(#[from] holdfast_adapter_containerd::AdapterError),
     #[error(
@@ -114,6 +117,14 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     adapter_config.insecure_registries = settings.insecure_registries.clone();
     // Stdin FIFOs mean nothing after a reboot: keep them on the exec root.
     adapter_config.fifo_dir = settings.exec_root.join("fifo");
+    // Network state has the kernel's lifetime (rules, namespaces): the exec root.
+    let network = network::Network::new(network::NetworkSettings {
+        bridge: settings.bridge_name.clone(),
+        subnet: settings.bridge_subnet.clone(),
+        plugin_dir: settings.cni_plugin_dir.clone(),
+        state_dir: settings.exec_root.join("net"),
+    })?;
+    adapter_config.netns_dir = network.netns_dir();
     let adapter = Adapter::new(adapter_config)?;
 
     let events = Arc::new(events::EventLog::default());
@@ -132,6 +143,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         seed,
         store,
         adapter: adapter.clone(),
+        network: network.clone(),
         events: Arc::clone(&events),
     })?;
     let engine_task = tokio::spawn(engine.run());
@@ -149,6 +161,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     let state = api::ApiState {
         engine: handle.clone(),
         adapter,
+        network,
         events,
         execs: Arc::default(),
         volumes: Arc::new(volumes::Volumes::new(settings.data_root.join("volumes"))),

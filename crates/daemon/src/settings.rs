@@ -53,6 +53,15 @@ pub struct Flags {
     /// A registry (host[:port]) pulled from over plain HTTP; repeat for more. Registries on loopback need none
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure_registries: Vec<String>,
+    /// The default bridge network's Linux bridge (and CNI network name), or none: no bridge network [default: holdfast0]
+    #[arg(short = 'b', long = "bridge", value_name = "NAME")]
+    pub bridge_name: Option<String>,
+    /// The default bridge network's subnet, a.b.c.d/len [default: a private /16 no host route uses]
+    #[arg(long, value_name = "CIDR")]
+    pub bridge_subnet: Option<String>,
+    /// Where the CNI plugins are [default: /usr/lib/cni]
+    #[arg(long, value_name = "DIR")]
+    pub cni_plugin_dir: Option<PathBuf>,
 }
 
 /// The config file: the same settings as the flags.
@@ -70,6 +79,9 @@ struct FileSettings {
     default_stop_timeout: Option<u64>,
     seed_image: Option<bool>,
     insecure_registries: Option<Vec<String>>,
+    bridge: Option<String>,
+    bridge_subnet: Option<String>,
+    cni_plugin_dir: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +99,10 @@ pub struct Settings {
     pub seed_image: bool,
     /// Registries pulled from over plain HTTP besides those on loopback.
     pub insecure_registries: Vec<String>,
+    /// `none`: no bridge network; containers default to `none`.
+    pub bridge_name: String,
+    pub bridge_subnet: Option<String>,
+    pub cni_plugin_dir: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +173,15 @@ impl Settings {
             } else {
                 flags.insecure_registries
             },
+            bridge_name: flags
+                .bridge_name
+                .or(file.bridge)
+                .unwrap_or_else(|| "holdfast0".to_owned()),
+            bridge_subnet: flags.bridge_subnet.or(file.bridge_subnet),
+            cni_plugin_dir: flags
+                .cni_plugin_dir
+                .or(file.cni_plugin_dir)
+                .unwrap_or_else(|| PathBuf::from("/usr/lib/cni")),
         })
     }
 

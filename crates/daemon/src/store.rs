@@ -170,6 +170,7 @@ mod tests {
             exit: None,
             restart_count: 1,
             intents: Intents::default(),
+            network: holdfast_core::NetworkState::Detached,
         }
     }
 

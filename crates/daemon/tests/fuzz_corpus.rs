@@ -82,7 +82,11 @@ fn the_real_cli_body_decodes() {
         config.cmd,
         Some(vec!["sleep".to_owned(), "1000".to_owned()])
     );
-    assert_eq!(warnings.len(), 1, "no bridge network: {warnings:?}");
+    assert!(
+        warnings.is_empty(),
+        "the default bridge network: {warnings:?}"
+    );
+    assert_eq!(config.network, holdfast_core::NetworkMode::Bridge);
 }
 
 #[test]

@@ -79,6 +79,7 @@ fn record(id: &str) -> Record {
         exit: None,
         restart_count: 0,
         intents: Intents::default(),
+        network: holdfast_core::NetworkState::Detached,
     }
 }
 
@@ -105,6 +106,16 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
         seed: 1,
         store: Store::open(&store_path).expect("reopen store"),
         adapter,
+        // No container here is on a bridge network: nothing is set up.
+        network: holdfast_daemon::network::Network::new(
+            holdfast_daemon::network::NetworkSettings {
+                bridge: "hf-unused".into(),
+                subnet: Some("10.255.255.0/24".into()),
+                plugin_dir: work.path().join("no-plugins"),
+                state_dir: work.path().join("net"),
+            },
+        )
+        .expect("network"),
         events: Arc::new(EventLog::default()),
     })
     .expect("engine");

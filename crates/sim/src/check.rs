@@ -858,6 +858,48 @@ impl Checker {
         Ok(())
     }
 
+    /// The network's books, after every step, against the store (what a
+    /// restarted holdfastd would know), so they hold while it is down too.
+    /// No allocation without an owner: every attachment on the host has a
+    /// record that says it may exist. No owner without its allocation: every
+    /// task of a container on a bridge network has its attachment. And no
+    /// attachment is made twice.
+    pub fn network(
+        &self,
+        _core: Option<&Core>,
+        cd: &Containerd,
+        net: &crate::model::HostNetwork,
+        records: &BTreeMap<ContainerId, holdfast_core::Record>,
+    ) -> Result<(), String> {
+        if let Some(id) = net.doubled.first() {
+            return Err(format!(
+                "{id}: a network setup was made while its attachment existed (a leaked address)"
+            ));
+        }
+        for id in &net.attached {
+            let owned = records
+                .get(id)
+                .is_some_and(|r| r.network != holdfast_core::NetworkState::Detached);
+            if !owned {
+                return Err(format!(
+                    "{id}: an attachment on the host that no record owns (leaked); record: {:?}",
+                    records.get(id).map(|r| r.network)
+                ));
+            }
+        }
+        for id in cd.tasks.keys() {
+            let bridged = records
+                .get(id)
+                .is_some_and(|r| r.config.network.needs_attachment());
+            if bridged && !net.attached.contains(id) {
+                return Err(format!(
+                    "{id}: a task on the bridge network without its attachment"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Why the world has not converged yet; `None` once it has. With
     /// `truth_only`, a restart policy's start still to come (its backoff)
     /// does not count: the view is true, the policy is merely waiting.
@@ -992,4 +1034,13 @@ impl Checker {
         }
         None
     }
+}
+
+/// Once healed and quiet, every attachment left belongs to a task: nothing
+/// stays allocated for a container that has none.
+pub fn network_converged(cd: &Containerd, net: &crate::model::HostNetwork) -> Option<String> {
+    net.attached
+        .iter()
+        .find(|id| !cd.tasks.contains_key(*id))
+        .map(|id| format!("{id}: still attached with no task (an allocation left behind)"))
 }

@@ -448,3 +448,29 @@ impl Containerd {
             .map(|t| t.pid)
     }
 }
+
+/// The host's network side, as the CNI plugins keep it: one attachment
+/// (address, veth, port mappings, NAT rules) per container at most. It does
+/// not depend on containerd: it stays up through containerd's outages.
+#[derive(Debug, Default)]
+pub struct HostNetwork {
+    pub attached: BTreeSet<ContainerId>,
+    /// Setups made while an attachment of the container already existed:
+    /// a second address leaked under the same owner.
+    pub doubled: Vec<ContainerId>,
+}
+
+impl HostNetwork {
+    pub fn setup(&mut self, id: &ContainerId) -> Result<Done, Failure> {
+        if !self.attached.insert(id.clone()) {
+            self.doubled.push(id.clone());
+        }
+        Ok(Done::Ok)
+    }
+
+    /// Idempotent, as CNI DEL is.
+    pub fn teardown(&mut self, id: &ContainerId) -> Result<Done, Failure> {
+        self.attached.remove(id);
+        Ok(Done::Ok)
+    }
+}

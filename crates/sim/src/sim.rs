@@ -10,8 +10,8 @@ use crate::rng::Rng;
 use crate::trace::{Trace, TraceItem};
 use holdfast_core::{
     Action, Call, Command, ConnectionFact, ContainerConfig, ContainerId, ContainerdEvent, Core,
-    CoreConfig, Done, Failure, FailureKind, Input, Instant, Now, OpId, Record, RelistPart,
-    RequestId, RestartPolicy, Signal, TaskInfo, WaitCondition, WallTime,
+    CoreConfig, Done, Failure, FailureKind, Input, Instant, NetworkMode, Now, OpId, Record,
+    RelistPart, RequestId, RestartPolicy, Signal, TaskInfo, WaitCondition, WallTime,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -220,6 +220,7 @@ pub struct Sim {
     rng_user: Rng,
     rng_fault: Rng,
     cd: Containerd,
+    net: crate::model::HostNetwork,
     core: Option<Core>,
     /// Incarnation of holdfastd; op ids restart with each.
     daemon: u64,
@@ -315,6 +316,7 @@ impl Sim {
             rng_user: rng.fork(),
             rng_fault: rng.fork(),
             cd: Containerd::new(),
+            net: crate::model::HostNetwork::default(),
             core: None,
             daemon: 0,
             stream: None,
@@ -397,7 +399,10 @@ impl Sim {
                 {
                     self.stats.truth_after = Some(self.now.saturating_since(healed_at));
                 }
-                let why = self.checker.converged(core, &self.cd, pending, false);
+                let why = self
+                    .checker
+                    .converged(core, &self.cd, pending, false)
+                    .or_else(|| crate::check::network_converged(&self.cd, &self.net));
                 // A call the core still makes (a periodic relist, the retry
                 // of a delete whose answer was lost) is no change of view.
                 let busy = why.as_ref().is_some_and(|w| w.contains("calls in flight"));
@@ -624,7 +629,11 @@ impl Sim {
         let pending = self.pending_calls();
         let result = self
             .checker
-            .after_step(self.core.as_ref(), &self.cd, pending, self.now);
+            .after_step(self.core.as_ref(), &self.cd, pending, self.now)
+            .and_then(|()| {
+                self.checker
+                    .network(self.core.as_ref(), &self.cd, &self.net, &self.records)
+            });
         result.map_err(|message| self.failure(message))
     }
 
@@ -700,7 +709,8 @@ impl Sim {
             relist_breaks: false,
             reply_fixed: false,
         };
-        if !self.cd.up {
+        let network = is_network(&pending.call);
+        if !self.cd.up && !network {
             pending.result = Some(Err(Failure::new(
                 FailureKind::Unavailable,
                 "connection refused",
@@ -714,13 +724,14 @@ impl Sim {
             Call::CreateContainer { .. } => self.rng_world.ms(5, 30),
             Call::CreateTask { .. } => self.rng_world.ms(35, 58),
             Call::StartTask { .. } => self.rng_world.ms(6, 9),
+            Call::NetworkSetup { .. } => self.rng_world.ms(20, 60),
             // A busy containerd lists slowly now and then: calls made and
             // answered meanwhile overtake the listing, and a listing of a
             // connection already given up arrives during the next one's.
             Call::Relist if self.rng_world.chance(150) => self.rng_world.ms(20, 1500),
             _ => self.rng_world.ms(0, 3),
         };
-        if self.take_fault(FaultKind::RpcUnavailable) {
+        if !network && self.take_fault(FaultKind::RpcUnavailable) {
             if matches!(pending.call, Call::Relist) && self.rng_fault.chance(500) {
                 // Fails midway: part of the list, then the failure.
                 pending.relist_breaks = true;
@@ -754,6 +765,9 @@ impl Sim {
                     K::FailedPrecondition,
                     K::Other,
                 ],
+                // A host port in use; a plugin that fails.
+                Call::NetworkSetup { .. } => &[K::AlreadyExists, K::Other],
+                Call::NetworkTeardown { .. } => &[K::Other],
                 _ => &[K::FailedPrecondition, K::Other],
             };
             let kind = self.rng_fault.pick(kinds);
@@ -797,7 +811,7 @@ impl Sim {
         let Some(pending) = self.calls.get(&key) else {
             return;
         };
-        if pending.generation != generation || !self.cd.up {
+        if pending.generation != generation || (!self.cd.up && !is_network(&pending.call)) {
             return;
         }
         let call = pending.call.clone();
@@ -826,6 +840,8 @@ impl Sim {
             Call::Resume { id } => self.cd.resume(id, &mut fx),
             Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
             Call::DeleteContainer { id } => self.cd.delete_container(id),
+            Call::NetworkSetup { id, .. } => self.net.setup(id),
+            Call::NetworkTeardown { id, .. } => self.net.teardown(id),
         };
         self.effects(fx);
         let Some(pending) = self.calls.get_mut(&key) else {
@@ -889,6 +905,8 @@ impl Sim {
         // or the first ever, says it is back. A deadline says neither.
         self.mid_relist = true;
         let noted = match &result {
+            // The network calls never reach containerd: they say nothing of it.
+            _ if is_network(&pending.call) => Ok(()),
             Err(f) if f.kind == FailureKind::Unavailable => {
                 self.note_unreachable(&f.message.clone())
             }
@@ -1397,6 +1415,9 @@ impl Sim {
                         self.calls.remove(&key);
                         continue;
                     }
+                    if is_network(&p.call) {
+                        continue;
+                    }
                     p.generation += 1;
                     p.result = Some(Err(Failure::new(
                         FailureKind::Unavailable,
@@ -1521,8 +1542,15 @@ impl Sim {
                     Some(1),
                 ];
                 let signal = |n: Option<u32>| n.and_then(|n| Signal::try_from(n).ok());
+                // Every other container is on the default bridge network.
+                let network = if n.is_multiple_of(2) {
+                    NetworkMode::Bridge
+                } else {
+                    NetworkMode::None
+                };
                 let config = ContainerConfig {
                     image: "busybox".into(),
+                    network,
                     stop_timeout: stop_timeout_s.map(|s| Duration::from_secs(u64::from(s % 16))),
                     stop_signal: signal(SIGNALS[usize::from(stop_signal % 8)]),
                     image_stop_signal: signal(SIGNALS[usize::from((stop_signal >> 3) % 8)]),
@@ -1668,4 +1696,12 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::Pause { .. } => UserKind::Pause,
         Command::Unpause { .. } => UserKind::Unpause,
     }
+}
+
+/// Calls carried out by the daemon's network side, not by containerd.
+fn is_network(call: &Call) -> bool {
+    matches!(
+        call,
+        Call::NetworkSetup { .. } | Call::NetworkTeardown { .. }
+    )
 }

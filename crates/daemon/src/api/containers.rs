@@ -7,6 +7,7 @@ use super::params::{Filters, Params};
 use super::render;
 use super::{ApiError, ApiState};
 use crate::engine::wall_now;
+use crate::network::Attachment;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -14,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{
     Answer, BindMount, Command, ContainerConfig, ContainerId, LogDriver, NamespaceMode, Namespaces,
-    NetworkMode, Record, RestartPolicy, Signal, Status, TaskState, WaitCondition,
+    NetworkMode, PortBinding, Record, RestartPolicy, Signal, Status, TaskState, WaitCondition,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -310,6 +311,7 @@ struct CreateBody {
     open_stdin: Option<bool>,
     stdin_once: Option<bool>,
     volumes: Option<BTreeMap<String, Value>>,
+    exposed_ports: Option<BTreeMap<String, Value>>,
     healthcheck: Option<Value>,
     host_config: Option<HostConfigBody>,
 }
@@ -330,12 +332,14 @@ struct HostConfigBody {
     // refused by name when set, never ignored.
     publish_all_ports: Option<bool>,
     port_bindings: Option<BTreeMap<String, Value>>,
-    volumes_from: Option<Vec<String>>,
-    links: Option<Vec<String>>,
     dns: Option<Vec<String>>,
     dns_search: Option<Vec<String>>,
     dns_options: Option<Vec<String>>,
     extra_hosts: Option<Vec<String>>,
+    // Options that change behaviour and that holdfast cannot honour yet:
+    // refused by name when set, never ignored.
+    volumes_from: Option<Vec<String>>,
+    links: Option<Vec<String>>,
     security_opt: Option<Vec<String>>,
     device_cgroup_rules: Option<Vec<String>>,
     device_requests: Option<Vec<Value>>,
@@ -379,6 +383,10 @@ pub(crate) struct CreateRequest {
     pub warnings: Vec<String>,
     /// No `CgroupnsMode` was given: the host decides the default.
     pub cgroupns_defaulted: bool,
+    /// `-P`: the image's exposed ports are published too, once it is resolved.
+    pub publish_all: bool,
+    /// No network was named: the daemon's default (bridge, unless disabled).
+    pub network_defaulted: bool,
 }
 
 /// Decodes and checks a create body. Pure, so it is unit-tested and fuzzed.
@@ -403,22 +411,68 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     refuse_unsupported(&b.healthcheck, &hc)?;
     let mut warnings = Vec::new();
 
+    let network_defaulted = matches!(hc.network_mode.as_deref(), None | Some("" | "default"));
     let network = match hc.network_mode.as_deref().unwrap_or("") {
-        "" | "default" => {
-            warnings.push(
-                "holdfast has no bridge network yet: the container gets only loopback (as with --network none)"
-                    .to_owned(),
-            );
-            NetworkMode::None
-        }
+        "" | "default" | "bridge" => NetworkMode::Bridge,
         "none" => NetworkMode::None,
         "host" => NetworkMode::Host,
         other => {
             return Err(ApiError::bad_request(format!(
-                "network mode {other:?} is not supported by holdfast yet: use none or host"
+                "network mode {other:?} is not supported by holdfast yet: use bridge, none or host"
             )));
         }
     };
+    let publish_all = hc.publish_all_ports.unwrap_or(false);
+    let mut ports = port_bindings(hc.port_bindings.take().unwrap_or_default())?;
+    if publish_all {
+        publish_exposed(&mut ports, b.exposed_ports.iter().flat_map(|e| e.keys()))?;
+    }
+    let extra_hosts = hc.extra_hosts.take().unwrap_or_default();
+    for h in &extra_hosts {
+        let valid = h.split_once(':').is_some_and(|(name, ip)| {
+            !name.is_empty()
+                && !name.contains(char::is_whitespace)
+                && ip.parse::<std::net::IpAddr>().is_ok()
+        });
+        if !valid {
+            return Err(ApiError::bad_request(format!(
+                "invalid --add-host {h:?}: want name:ip"
+            )));
+        }
+    }
+    let dns = hc.dns.take().unwrap_or_default();
+    if let Some(bad) = dns.iter().find(|d| d.parse::<std::net::IpAddr>().is_err()) {
+        return Err(ApiError::bad_request(format!(
+            "invalid --dns {bad:?}: an IP address"
+        )));
+    }
+    let dns_search = hc.dns_search.take().unwrap_or_default();
+    let dns_options = hc.dns_options.take().unwrap_or_default();
+    if let Some(bad) = dns_search
+        .iter()
+        .chain(&dns_options)
+        .find(|s| s.is_empty() || s.contains(char::is_whitespace))
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid --dns-search or --dns-option {bad:?}"
+        )));
+    }
+    let names_files = !extra_hosts.is_empty()
+        || !dns.is_empty()
+        || !dns_search.is_empty()
+        || !dns_options.is_empty();
+    if network != NetworkMode::Bridge && names_files {
+        return Err(ApiError::bad_request(format!(
+            "--add-host, --dns, --dns-search and --dns-option need the bridge network in holdfast: not with network mode {}",
+            network_mode_name(network)
+        )));
+    }
+    if network != NetworkMode::Bridge && !ports.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "published ports need the bridge network: not with network mode {}",
+            network_mode_name(network)
+        )));
+    }
     let restart_policy = restart_policy(hc.restart_policy.unwrap_or_default())?;
     let auto_remove = hc.auto_remove.unwrap_or(false);
     if auto_remove && restart_policy != RestartPolicy::No {
@@ -525,6 +579,11 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     }
     let resources = create_options::resources(o, memory_limit_bytes)?;
     let config = ContainerConfig {
+        ports,
+        extra_hosts,
+        dns,
+        dns_search,
+        dns_options,
         log_max_size_bytes,
         log_max_files,
         log_driver,
@@ -574,6 +633,8 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         config,
         warnings,
         cgroupns_defaulted,
+        publish_all,
+        network_defaulted,
     })
 }
 
@@ -714,6 +775,92 @@ fn anonymous_volumes(volumes: Option<BTreeMap<String, Value>>) -> Result<Vec<Bin
         .collect()
 }
 
+/// `HostConfig.PortBindings`: `"80/tcp": [{"HostIp": "", "HostPort": "8080"}]`.
+/// An empty host port is chosen at start.
+fn port_bindings(raw: BTreeMap<String, Value>) -> Result<Vec<PortBinding>, ApiError> {
+    let mut out = Vec::new();
+    for (key, bindings) in raw {
+        let (container_port, protocol) = parse_port_key(&key)?;
+        let list = match bindings {
+            Value::Null => Vec::new(),
+            Value::Array(list) => list,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid port binding for {key}: expected a list, got {other}"
+                )));
+            }
+        };
+        let list = if list.is_empty() {
+            vec![json!({})]
+        } else {
+            list
+        };
+        for b in list {
+            let host_ip = b["HostIp"].as_str().unwrap_or_default().to_owned();
+            if !host_ip.is_empty() && host_ip.parse::<std::net::Ipv4Addr>().is_err() {
+                return Err(ApiError::bad_request(format!(
+                    "invalid host IP {host_ip:?} for port {key}: holdfast publishes on IPv4 addresses"
+                )));
+            }
+            let host_port = match b["HostPort"].as_str().unwrap_or_default() {
+                "" => 0,
+                p => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "invalid host port {p:?} for {key}: a port number 1-65535 (ranges are not supported)"
+                    ))
+                })?,
+            };
+            out.push(PortBinding {
+                container_port,
+                protocol: protocol.clone(),
+                host_ip,
+                host_port,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `80`, `80/tcp`, `53/udp`.
+fn parse_port_key(key: &str) -> Result<(u16, String), ApiError> {
+    let (port, proto) = key.split_once('/').unwrap_or((key, "tcp"));
+    let proto = proto.to_ascii_lowercase();
+    if proto != "tcp" && proto != "udp" {
+        return Err(ApiError::bad_request(format!(
+            "invalid port {key:?}: the protocol must be tcp or udp"
+        )));
+    }
+    let port = port.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid port {key:?}: a container port 1-65535 (ranges are not supported)"
+        ))
+    })?;
+    Ok((port, proto))
+}
+
+/// `-P`: every exposed port not yet published gets a chosen host port.
+fn publish_exposed<'a>(
+    ports: &mut Vec<PortBinding>,
+    exposed: impl Iterator<Item = &'a String>,
+) -> Result<(), ApiError> {
+    for key in exposed {
+        let (container_port, protocol) = parse_port_key(key)?;
+        if ports
+            .iter()
+            .any(|p| p.container_port == container_port && p.protocol == protocol)
+        {
+            continue;
+        }
+        ports.push(PortBinding {
+            container_port,
+            protocol,
+            host_ip: String::new(),
+            host_port: 0,
+        });
+    }
+    Ok(())
+}
+
 fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Result<(), ApiError> {
     let refuse = |option: &str| {
         Err(ApiError::bad_request(format!(
@@ -736,14 +883,11 @@ fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Resul
     {
         return refuse("Healthcheck");
     }
-    if set(&hc.publish_all_ports) || hc.port_bindings.as_ref().is_some_and(|p| !p.is_empty()) {
-        return refuse("HostConfig.PortBindings (published ports come with bridge networks)");
-    }
     if set(&hc.oom_kill_disable) {
         return refuse("HostConfig.OomKillDisable");
     }
     let nonempty = |v: Option<usize>| v.is_some_and(|n| n > 0);
-    let lists: [(&str, bool); 15] = [
+    let lists: [(&str, bool); 11] = [
         (
             "HostConfig.VolumesFrom",
             nonempty(hc.volumes_from.as_ref().map(Vec::len)),
@@ -751,19 +895,6 @@ fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Resul
         (
             "HostConfig.Links",
             nonempty(hc.links.as_ref().map(Vec::len)),
-        ),
-        ("HostConfig.Dns", nonempty(hc.dns.as_ref().map(Vec::len))),
-        (
-            "HostConfig.DnsSearch",
-            nonempty(hc.dns_search.as_ref().map(Vec::len)),
-        ),
-        (
-            "HostConfig.DnsOptions",
-            nonempty(hc.dns_options.as_ref().map(Vec::len)),
-        ),
-        (
-            "HostConfig.ExtraHosts",
-            nonempty(hc.extra_hosts.as_ref().map(Vec::len)),
         ),
         (
             "HostConfig.SecurityOpt",
@@ -862,7 +993,20 @@ pub async fn create(
         mut config,
         mut warnings,
         cgroupns_defaulted,
+        publish_all,
+        network_defaulted,
     } = parse_create(&body)?;
+    if config.network == NetworkMode::Bridge && !state.network.enabled() {
+        if !network_defaulted || !config.ports.is_empty() || publish_all {
+            return Err(ApiError::bad_request(
+                "the bridge network is disabled on this daemon (holdfastd --bridge none): use --network none or host",
+            ));
+        }
+        warnings.push(
+            "the bridge network is disabled (holdfastd --bridge none): the container gets only loopback".to_owned(),
+        );
+        config.network = NetworkMode::None;
+    }
     // As dockerd: without swap accounting, memory is limited without swap.
     if config.resources.memory_swap_bytes.is_some_and(|s| s > 0) && !swap_accounting() {
         config.resources.memory_swap_bytes = Some(-1);
@@ -903,6 +1047,12 @@ pub async fn create(
         .await
         .map_err(|e| super::images::image_error(&config.image, e))?;
     config.image_id = Some(image.config_digest.clone());
+    if publish_all {
+        publish_exposed(
+            &mut config.ports,
+            image.config.exposed_ports.iter().flat_map(|e| e.keys()),
+        )?;
+    }
     config.image_stop_signal = image
         .config
         .stop_signal
@@ -1157,6 +1307,7 @@ fn network_mode_name(m: NetworkMode) -> &'static str {
     match m {
         NetworkMode::None => "none",
         NetworkMode::Host => "host",
+        NetworkMode::Bridge => "bridge",
     }
 }
 
@@ -1214,7 +1365,11 @@ fn host_config_json(c: &ContainerConfig) -> Value {
         "AutoRemove": c.auto_remove,
         "ReadonlyRootfs": c.read_only_rootfs,
         "LogConfig": log_config,
-        "PortBindings": {},
+        "PortBindings": port_bindings_json(c),
+        "ExtraHosts": c.extra_hosts,
+        "Dns": c.dns,
+        "DnsSearch": c.dns_search,
+        "DnsOptions": c.dns_options,
         "Privileged": p.privileged,
         "CapAdd": list_or_null(&p.cap_add),
         "CapDrop": list_or_null(&p.cap_drop),
@@ -1334,7 +1489,86 @@ fn mount_points_json(c: &ContainerConfig) -> Vec<Value> {
     out
 }
 
-fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
+/// The container's attachment to the bridge network, if it has one now.
+pub(super) fn attachment(state: &ApiState, s: &Snapshot) -> Option<Attachment> {
+    let attached = s.record.network != holdfast_core::NetworkState::Detached;
+    attached
+        .then(|| state.network.attachment(&s.record.id))
+        .flatten()
+}
+
+/// `NetworkSettings.Ports` as dockerd shows it: `"80/tcp": [{HostIp, HostPort}]`.
+fn ports_json(att: Option<&Attachment>) -> Value {
+    let mut ports = serde_json::Map::new();
+    for p in att.map_or(&[][..], |a| &a.ports[..]) {
+        let key = format!("{}/{}", p.container_port, p.protocol);
+        let ip = if p.host_ip.is_empty() {
+            "0.0.0.0"
+        } else {
+            &p.host_ip
+        };
+        let entry = ports.entry(key).or_insert_with(|| json!([]));
+        if let Some(list) = entry.as_array_mut() {
+            list.push(json!({"HostIp": ip, "HostPort": p.host_port.to_string()}));
+        }
+    }
+    Value::Object(ports)
+}
+
+fn port_bindings_json(c: &ContainerConfig) -> Value {
+    let mut ports = serde_json::Map::new();
+    for p in &c.ports {
+        let key = format!("{}/{}", p.container_port, p.protocol);
+        let port = if p.host_port == 0 {
+            String::new()
+        } else {
+            p.host_port.to_string()
+        };
+        let entry = ports.entry(key).or_insert_with(|| json!([]));
+        if let Some(list) = entry.as_array_mut() {
+            list.push(json!({"HostIp": p.host_ip, "HostPort": port}));
+        }
+    }
+    Value::Object(ports)
+}
+
+/// `NetworkSettings`: the address, gateway and MAC the bridge plugin gave.
+fn network_settings_json(c: &ContainerConfig, net_name: &str, att: Option<&Attachment>) -> Value {
+    let network = network_mode_name(c.network);
+    let ip = att
+        .and_then(|a| a.ip)
+        .map(|i| i.to_string())
+        .unwrap_or_default();
+    let gateway = att
+        .and_then(|a| a.gateway)
+        .map(|i| i.to_string())
+        .unwrap_or_default();
+    let mac = att.and_then(|a| a.mac.clone()).unwrap_or_default();
+    let prefix = att.filter(|a| a.ip.is_some()).map_or(0, |a| a.prefix_len);
+    json!({
+        "Bridge": if c.network == NetworkMode::Bridge { net_name } else { "" },
+        "SandboxID": "",
+        "Ports": ports_json(att),
+        "IPAddress": ip,
+        "IPPrefixLen": prefix,
+        "Gateway": gateway,
+        "MacAddress": mac,
+        "Networks": { network: {
+            "NetworkID": network,
+            "IPAddress": ip,
+            "IPPrefixLen": prefix,
+            "Gateway": gateway,
+            "MacAddress": mac,
+        } },
+    })
+}
+
+fn inspect_json(
+    s: &Snapshot,
+    log_path: &std::path::Path,
+    net_name: &str,
+    att: Option<&Attachment>,
+) -> Value {
     let r = &s.record;
     let c = &r.config;
     let running = s.status == Status::Running;
@@ -1351,7 +1585,6 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
         })
     };
     let cmdline = command_line(c);
-    let network = network_mode_name(c.network);
     json!({
         "Id": r.id.to_string(),
         "Created": render::time(r.created_at),
@@ -1408,15 +1641,7 @@ fn inspect_json(s: &Snapshot, log_path: &std::path::Path) -> Value {
             "StopSignal": c.stop_signal.or(c.image_stop_signal).map(|s| s.to_string()),
             "StopTimeout": c.stop_timeout.map(|t| t.as_secs()),
         },
-        "NetworkSettings": {
-            "Bridge": "",
-            "SandboxID": "",
-            "Ports": {},
-            "IPAddress": "",
-            "Gateway": "",
-            "MacAddress": "",
-            "Networks": { network: { "NetworkID": network, "IPAddress": "", "Gateway": "", "MacAddress": "" } },
-        },
+        "NetworkSettings": network_settings_json(c, net_name, att),
         // holdfast's own truth: whether this view was confirmed by a relist
         // since containerd was last (re)connected.
         "Holdfast": {
@@ -1434,7 +1659,9 @@ pub async fn inspect(
     let id = resolve(&state, &reference).await?;
     let s = snapshot(&state, id).await?;
     let log_path = state.adapter.log_path(&s.record.id);
-    Ok(Json(inspect_json(&s, &log_path)).into_response())
+    let att = attachment(&state, &s);
+    let net_name = state.network.name();
+    Ok(Json(inspect_json(&s, &log_path, net_name, att.as_ref())).into_response())
 }
 
 /// `docker ps`'s STATUS column, as dockerd words it.
@@ -1473,7 +1700,11 @@ fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
     }
 }
 
-pub(super) fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
+pub(super) fn list_json(
+    s: &Snapshot,
+    now: holdfast_core::WallTime,
+    att: Option<&Attachment>,
+) -> Value {
     let r = &s.record;
     let c = &r.config;
     let network = network_mode_name(c.network);
@@ -1484,7 +1715,12 @@ pub(super) fn list_json(s: &Snapshot, now: holdfast_core::WallTime) -> Value {
         "ImageID": c.image_id.clone().unwrap_or_default(),
         "Command": command_line(c).join(" "),
         "Created": r.created_at.as_unix_nanos().div_euclid(1_000_000_000),
-        "Ports": [],
+        "Ports": att.map_or(&[][..], |a| &a.ports[..]).iter().map(|p| json!({
+            "IP": if p.host_ip.is_empty() { "0.0.0.0" } else { &p.host_ip },
+            "PrivatePort": p.container_port,
+            "PublicPort": p.host_port,
+            "Type": p.protocol,
+        })).collect::<Vec<_>>(),
         "Labels": c.labels,
         "State": s.state_name(),
         "Status": status_text(s, now),
@@ -1635,7 +1871,7 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
         if !matches_filters(s, &filters, &all_ids)? {
             continue;
         }
-        out.push(list_json(s, now));
+        out.push(list_json(s, now, attachment(&state, s).as_ref()));
         if let Some(l) = limit
             && l > 0
             && out.len() as i64 >= l
@@ -1659,8 +1895,8 @@ mod tests {
             config.cmd,
             Some(vec!["sleep".to_owned(), "1000".to_owned()])
         );
-        assert_eq!(config.network, NetworkMode::None);
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(config.network, NetworkMode::Bridge);
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]
@@ -1679,19 +1915,58 @@ mod tests {
             (br#"{"Image":"b","HostConfig":{"NanoCpus":1000000000,"CpuQuota":5000}}"#, "NanoCpus"),
             (br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"syslog"}}}"#, "syslog"),
             (br#"{"Image":"b","HostConfig":{"PidMode":"sideways"}}"#, "PidMode"),
-            (br#"{"Image":"b","HostConfig":{"NetworkMode":"bridge"}}"#, "bridge"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"}}"#, "\"app\""),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"host","PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "need the bridge network"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/sctp":[{"HostPort":"8080"}]}}}"#, "tcp or udp"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"0/tcp":[{"HostPort":"8080"}]}}}"#, "container port"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostPort":"8000-8010"}]}}}"#, "ranges are not supported"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostPort":"70000"}]}}}"#, "70000"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostIp":"::1","HostPort":"80"}]}}}"#, "IPv4"),
+            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":"8080"}}}"#, "expected a list"),
             (br#"{"Image":"b","HostConfig":{"RestartPolicy":{"Name":"sometimes"}}}"#, "sometimes"),
             (br#"{"Image":"b","HostConfig":{"Binds":["-vol:/data"]}}"#, "invalid characters"),
             (br#"{"Image":"b","HostConfig":{"Binds":["rel/dir:/data"]}}"#, "use absolute path"),
             (br#"{"Image":"b","HostConfig":{"Binds":["/a:/data","v1:/data"]}}"#, "Duplicate mount point"),
             (br#"{"Image":"b","StopSignal":"SIGNOPE"}"#, "SIGNOPE"),
             (br#"{"Image":"b","HostConfig":{"AutoRemove":true,"RestartPolicy":{"Name":"always"}}}"#, "Conflicting"),
-            (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "PortBindings"),
         ] {
             let err = decode_create(body).expect_err("refused");
             assert_eq!(err.status, StatusCode::BAD_REQUEST);
             assert!(err.message.contains(needle), "{needle}: {}", err.message);
         }
+    }
+
+    #[test]
+    fn published_ports_decode_as_the_cli_sends_them() {
+        // -p 8080:80 -p 127.0.0.1:9090:90/udp -p 70 -P with --expose 7000
+        let body = br#"{"Image":"busybox","ExposedPorts":{"80/tcp":{},"90/udp":{},"70/tcp":{},"7000/tcp":{}},
+            "HostConfig":{"PortBindings":{"80/tcp":[{"HostIp":"","HostPort":"8080"}],
+            "90/udp":[{"HostIp":"127.0.0.1","HostPort":"9090"}],"70/tcp":[{"HostIp":"","HostPort":""}]},
+            "PublishAllPorts":true}}"#;
+        let req = parse_create(body).expect("decodes");
+        assert!(req.publish_all && req.network_defaulted);
+        let got: Vec<(u16, &str, &str, u16)> = req
+            .config
+            .ports
+            .iter()
+            .map(|p| {
+                (
+                    p.container_port,
+                    p.protocol.as_str(),
+                    p.host_ip.as_str(),
+                    p.host_port,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (70, "tcp", "", 0),
+                (80, "tcp", "", 8080),
+                (90, "udp", "127.0.0.1", 9090),
+                (7000, "tcp", "", 0),
+            ]
+        );
     }
 
     #[test]
@@ -1803,6 +2078,7 @@ mod tests {
             additional_gids: vec![50],
             init_binary: Some("/usr/bin/tini-static".into()),
             shm_source: Some("/run/shm/abc".into()),
+            netns_path: Some("/run/holdfast/net/netns/abcdef0123456789".into()),
             ..Default::default()
         };
         let spec =
@@ -1907,15 +2183,8 @@ mod tests {
             br#"{"Image":"b","HostConfig":{"NanoCpus":1500000000,"Privileged":true}}"#,
         )
         .expect("decodes");
-        let spec = build_spec(
-            &id,
-            "ns",
-            &c,
-            &image,
-            &User { uid: 0, gid: 0 },
-            &HostFacts::default(),
-        )
-        .expect("spec");
+        let spec =
+            build_spec(&id, "ns", &c, &image, &User { uid: 0, gid: 0 }, &host).expect("spec");
         let linux = spec.linux().as_ref().expect("linux");
         let r = linux.resources().as_ref().expect("resources");
         let cpu = r.cpu().as_ref().expect("cpu");
@@ -1962,6 +2231,7 @@ mod tests {
                 exit: None,
                 restart_count: 0,
                 intents: holdfast_core::Intents::default(),
+                network: holdfast_core::NetworkState::Detached,
             },
             status: Status::Running,
             task: TaskState::Running { pid: 5 },

@@ -3,7 +3,7 @@
 //! come from containerd's snapshotter and the volumes' directories; nothing
 //! here decides anything.
 
-use super::containers::{Snapshot, list_json};
+use super::containers::{Snapshot, attachment, list_json};
 use super::images::{familiar, local_images};
 use super::{ApiError, ApiState};
 use crate::engine::wall_now;
@@ -93,7 +93,7 @@ pub async fn system_df(State(state): State<ApiState>) -> Result<Json<Value>, Api
             Err(e) if e.kind() == holdfast_core::FailureKind::NotFound => 0,
             Err(e) => return Err(e.into()),
         };
-        let mut j = list_json(c, now);
+        let mut j = list_json(c, now, attachment(&state, c).as_ref());
         if let Some(o) = j.as_object_mut() {
             o.insert("SizeRw".to_owned(), json!(size_rw));
             o.insert("SizeRootFs".to_owned(), json!(size_rw));

@@ -59,6 +59,7 @@ const JSON_BODY_MAX_BYTES: usize = 1 << 20;
 pub struct ApiState {
     pub engine: EngineHandle,
     pub adapter: Adapter,
+    pub network: crate::network::Network,
     pub events: Arc<EventLog>,
     pub execs: Arc<crate::execs::Execs>,
     pub volumes: Arc<crate::volumes::Volumes>,

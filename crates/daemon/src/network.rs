@@ -1,0 +1,829 @@
+//! The default `bridge` network, made by the standard CNI plugins
+//! (Debian's containernetworking-plugins): `loopback`, `bridge` with
+//! `host-local` IPAM and outbound NAT (`ipMasq`), and `portmap` for
+//! published ports. This module only carries out the core's
+//! `NetworkSetup` and `NetworkTeardown` calls; when to make or release an
+//! attachment is the core's decision (see `holdfast_core::NetworkState`).
+//!
+//! Everything an attachment makes lives under `<exec-root>/net`, which has
+//! the lifetime of the rules the plugins write (the kernel's, gone at a
+//! reboot): the network namespace, bind-mounted at `netns/<id>` (it outlives
+//! the task, so the bridge plugin's release finds the address whose NAT
+//! rule it must delete, whatever happened to the task); the IPAM store
+//! (`ipam/<network>/`); and `attachments/<id>.json`, written before the
+//! plugins run with the host ports chosen, then with the plugins' result.
+//!
+//! A thin invoker of our own over the CNI spec (exec the plugin with the
+//! `CNI_*` environment and the config on stdin), as no well-kept Rust crate
+//! invokes plugins (the published ones implement plugins, or are
+//! undocumented experiments).
+
+use holdfast_core::{ContainerConfig, ContainerId, Done, Failure, FailureKind, PortBinding};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::io::Write as _;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// What the network is made of; from the daemon's settings.
+#[derive(Clone, Debug)]
+pub struct NetworkSettings {
+    /// The Linux bridge, also the CNI network's name (rule comments, IPAM dir).
+    pub bridge: String,
+    /// `a.b.c.d/len`; `None`: the first private /16 no host route touches.
+    pub subnet: Option<String>,
+    /// Where the CNI plugins are.
+    pub plugin_dir: PathBuf,
+    /// `<exec-root>/net`.
+    pub state_dir: PathBuf,
+}
+
+/// An IPv4 subnet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Subnet {
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+}
+
+impl Subnet {
+    pub fn parse(s: &str) -> Result<Subnet, String> {
+        let (addr, len) = s
+            .split_once('/')
+            .ok_or_else(|| format!("invalid subnet {s:?}: expected a.b.c.d/len"))?;
+        let addr: Ipv4Addr = addr
+            .parse()
+            .map_err(|e| format!("invalid subnet {s:?}: {e}"))?;
+        let prefix_len: u8 = len
+            .parse()
+            .ok()
+            .filter(|l| (8..=30).contains(l))
+            .ok_or_else(|| format!("invalid subnet {s:?}: the prefix length must be 8 to 30"))?;
+        let subnet = Subnet { addr, prefix_len };
+        Ok(Subnet {
+            addr: Ipv4Addr::from(u32::from(addr) & subnet.mask()),
+            prefix_len,
+        })
+    }
+
+    fn mask(self) -> u32 {
+        u32::MAX << (32 - u32::from(self.prefix_len))
+    }
+
+    pub fn gateway(self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) + 1)
+    }
+
+    fn overlaps(self, addr: u32, mask: u32) -> bool {
+        let common = self.mask() & mask;
+        u32::from(self.addr) & common == addr & common
+    }
+}
+
+impl std::fmt::Display for Subnet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+/// The routes of `/proc/net/route` as (destination, mask), host order.
+fn parse_routes(table: &str) -> Vec<(u32, u32)> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let dest = u32::from_str_radix(fields.get(1)?, 16).ok()?;
+            let mask = u32::from_str_radix(fields.get(7)?, 16).ok()?;
+            // The file prints the network-order words as native integers.
+            Some((u32::from_be(dest), u32::from_be(mask)))
+        })
+        .filter(|&(_, mask)| mask != 0)
+        .collect()
+}
+
+/// The first of 172.17/16 .. 172.31/16, then 10.200/16 .. 10.254/16, that
+/// no route of the host overlaps (the default route aside).
+pub fn choose_subnet(routes: &[(u32, u32)]) -> Option<Subnet> {
+    let candidates = (17..=31u8)
+        .map(|b| Ipv4Addr::new(172, b, 0, 0))
+        .chain((200..=254u8).map(|b| Ipv4Addr::new(10, b, 0, 0)));
+    candidates
+        .map(|addr| Subnet {
+            addr,
+            prefix_len: 16,
+        })
+        .find(|s| !routes.iter().any(|&(a, m)| s.overlaps(a, m)))
+}
+
+/// What an attachment is, as `inspect` shows it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Attachment {
+    /// Host ports resolved (none is 0), written before the plugins run.
+    pub ports: Vec<PortBinding>,
+    pub ip: Option<Ipv4Addr>,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+    pub mac: Option<String>,
+    /// The plugins' chained result: the `prevResult` of their release.
+    pub result: Option<Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    #[error("{0}")]
+    Settings(String),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The default bridge network. Cheap to clone; one setup or release at a
+/// time (port choices and the plugins' iptables work are serialised).
+#[derive(Clone, Debug)]
+pub struct Network {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    settings: NetworkSettings,
+    subnet: Subnet,
+    lock: Mutex<()>,
+}
+
+const IFNAME: &str = "eth0";
+
+impl Network {
+    /// Prepares the state directories and settles the subnet: the one given,
+    /// else the one chosen before (kept in `<state>/subnet`), else a new one.
+    pub fn new(settings: NetworkSettings) -> Result<Network, NetworkError> {
+        let io = |what, path: &Path| {
+            let path = path.to_owned();
+            move |source| NetworkError::Io { what, path, source }
+        };
+        for dir in [
+            settings.state_dir.clone(),
+            settings.state_dir.join("netns"),
+            settings.state_dir.join("attachments"),
+            settings.state_dir.join("ipam"),
+            settings.state_dir.join("hosts"),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        }
+        let kept = settings.state_dir.join("subnet");
+        if settings.bridge.is_empty()
+            || settings.bridge.len() > 15
+            || !settings
+                .bridge
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(NetworkError::Settings(format!(
+                "invalid bridge name {:?}: 1 to 15 letters, digits, - or _",
+                settings.bridge
+            )));
+        }
+        let subnet = match &settings.subnet {
+            _ if settings.bridge == "none" => Subnet {
+                addr: Ipv4Addr::UNSPECIFIED,
+                prefix_len: 8,
+            },
+            Some(s) => Subnet::parse(s).map_err(NetworkError::Settings)?,
+            None => match std::fs::read_to_string(&kept) {
+                Ok(s) => Subnet::parse(s.trim()).map_err(NetworkError::Settings)?,
+                Err(_) => {
+                    let routes = std::fs::read_to_string("/proc/net/route")
+                        .map_err(io("read", Path::new("/proc/net/route")))?;
+                    choose_subnet(&parse_routes(&routes)).ok_or_else(|| {
+                        NetworkError::Settings(
+                            "no private subnet is free of the host's routes: give --bridge-subnet"
+                                .into(),
+                        )
+                    })?
+                }
+            },
+        };
+        std::fs::write(&kept, subnet.to_string()).map_err(io("write", &kept))?;
+        Ok(Network {
+            inner: Arc::new(Inner {
+                settings,
+                subnet,
+                lock: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Off with `--bridge none`: containers default to no network.
+    pub fn enabled(&self) -> bool {
+        self.inner.settings.bridge != "none"
+    }
+
+    pub fn netns_dir(&self) -> PathBuf {
+        self.inner.settings.state_dir.join("netns")
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.settings.bridge
+    }
+
+    pub fn subnet(&self) -> Subnet {
+        self.inner.subnet
+    }
+
+    fn attachment_path(&self, id: &ContainerId) -> PathBuf {
+        self.inner
+            .settings
+            .state_dir
+            .join("attachments")
+            .join(format!("{id}.json"))
+    }
+
+    /// The attachment of `id`, if one is (being) made.
+    pub fn attachment(&self, id: &ContainerId) -> Option<Attachment> {
+        let bytes = std::fs::read(self.attachment_path(id)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Every container that something of an attachment exists for: its
+    /// attachment file, its network namespace, an address the IPAM store
+    /// holds for it. The network side's relist, read at start-up.
+    pub fn found(&self) -> std::collections::BTreeSet<ContainerId> {
+        let dir = &self.inner.settings.state_dir;
+        let names = |sub: PathBuf| -> Vec<String> {
+            std::fs::read_dir(sub)
+                .map(|e| {
+                    e.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut ids: Vec<String> = names(dir.join("attachments"))
+            .into_iter()
+            .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
+            .collect();
+        ids.extend(names(dir.join("netns")));
+        ids.extend(
+            names(dir.join("hosts"))
+                .into_iter()
+                .map(|n| n.trim_end_matches(".resolv.conf").to_owned()),
+        );
+        let ipam = dir.join("ipam").join(self.name());
+        for n in names(ipam.clone()) {
+            if n == "lock" || n.starts_with("last_reserved_ip") {
+                continue;
+            }
+            // host-local: the owner's container id, then the interface.
+            if let Ok(text) = std::fs::read_to_string(ipam.join(&n))
+                && let Some(id) = text.lines().next()
+            {
+                ids.push(id.trim().to_owned());
+            }
+        }
+        ids.iter().filter_map(|i| i.parse().ok()).collect()
+    }
+
+    /// Carries out `Call::NetworkSetup`. Blocking: run it off the loop.
+    pub fn setup(&self, id: &ContainerId, config: &ContainerConfig) -> Result<Done, Failure> {
+        if !self.enabled() {
+            return Err(Failure::new(
+                FailureKind::Invalid,
+                "the bridge network is disabled (holdfastd --bridge none)",
+            ));
+        }
+        let _guard = self
+            .inner
+            .lock
+            .lock()
+            .map_err(|_| other("the network lock is poisoned"))?;
+        let ports = self.resolve_ports(id, &config.ports)?;
+        let mut attachment = Attachment {
+            ports,
+            ..Attachment::default()
+        };
+        self.write_attachment(id, &attachment)?;
+        let netns = self.netns_dir().join(id.as_str());
+        create_netns(&netns)
+            .map_err(|e| other(format!("network namespace {}: {e}", netns.display())))?;
+        let netns = netns.to_string_lossy().into_owned();
+        self.exec(
+            "loopback",
+            "ADD",
+            id,
+            &netns,
+            json!({"cniVersion": "1.0.0", "name": format!("{}-lo", self.name()), "type": "loopback"}),
+        )?;
+        let mut prev: Option<Value> = None;
+        for plugin in self.plugins(&attachment.ports) {
+            let conf = with_prev(
+                plugin.clone(),
+                self.name(),
+                prev.as_ref(),
+                &attachment.ports,
+            );
+            let ty = conf["type"].as_str().unwrap_or_default().to_owned();
+            prev = Some(self.exec(&ty, "ADD", id, &netns, conf)?);
+        }
+        if let Some(result) = &prev {
+            read_result(result, &mut attachment);
+        }
+        attachment.result = prev;
+        self.write_hosts(id, config, &attachment)?;
+        self.write_attachment(id, &attachment)?;
+        Ok(Done::Ok)
+    }
+
+    /// Carries out `Call::NetworkTeardown`: idempotent, whatever part of a
+    /// setup exists. Blocking: run it off the loop.
+    pub fn teardown(&self, id: &ContainerId, config: &ContainerConfig) -> Result<Done, Failure> {
+        let _guard = self
+            .inner
+            .lock
+            .lock()
+            .map_err(|_| other("the network lock is poisoned"))?;
+        let attachment = self.attachment(id);
+        // The ports as the setup chose them (the plugins find their rules
+        // by container id; portmap wants to be told there were mappings).
+        let ports = attachment
+            .as_ref()
+            .map_or_else(|| config.ports.clone(), |a| a.ports.clone());
+        let prev = attachment.and_then(|a| a.result);
+        let netns_path = self.netns_dir().join(id.as_str());
+        let netns = if netns_path.exists() {
+            netns_path.to_string_lossy().into_owned()
+        } else {
+            String::new()
+        };
+        let mut plugins = self.plugins(&ports);
+        plugins.reverse();
+        for plugin in plugins {
+            let conf = with_prev(plugin, self.name(), prev.as_ref(), &ports);
+            let ty = conf["type"].as_str().unwrap_or_default().to_owned();
+            self.exec(&ty, "DEL", id, &netns, conf)?;
+        }
+        for path in [self.hosts_path(id), self.resolv_path(id)] {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(other(format!("remove {}: {e}", path.display()))),
+            }
+        }
+        remove_netns(&netns_path)
+            .map_err(|e| other(format!("network namespace {}: {e}", netns_path.display())))?;
+        match std::fs::remove_file(self.attachment_path(id)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(other(format!("remove the attachment record: {e}"))),
+        }
+        Ok(Done::Ok)
+    }
+
+    /// The chain: the bridge (with its IPAM), then portmap if ports are published.
+    fn plugins(&self, ports: &[PortBinding]) -> Vec<Value> {
+        let s = &self.inner.settings;
+        let subnet = self.inner.subnet;
+        let mut plugins = vec![json!({
+            "type": "bridge",
+            "bridge": s.bridge,
+            "isGateway": true,
+            "ipMasq": true,
+            "hairpinMode": true,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": subnet.to_string(), "gateway": subnet.gateway().to_string()}]],
+                "routes": [{"dst": "0.0.0.0/0"}],
+                "dataDir": s.state_dir.join("ipam"),
+            },
+        })];
+        if !ports.is_empty() {
+            plugins.push(json!({
+                "type": "portmap",
+                "capabilities": {"portMappings": true},
+                "snat": true,
+            }));
+        }
+        plugins
+    }
+
+    /// Host ports for every binding: the one asked for if nothing holds it
+    /// (another attachment's mapping or a socket of the host), else a free
+    /// one chosen by the kernel.
+    fn resolve_ports(
+        &self,
+        id: &ContainerId,
+        wanted: &[PortBinding],
+    ) -> Result<Vec<PortBinding>, Failure> {
+        let mut held: Vec<PortBinding> = self.held_ports(id);
+        let mut out = Vec::new();
+        for p in wanted {
+            let mut p = p.clone();
+            if p.host_port == 0 {
+                p.host_port = free_port(&p, &held)?;
+            } else if let Some(h) = held.iter().find(|h| clashes(h, &p)) {
+                return Err(in_use(
+                    &p,
+                    &format!("holdfast maps it to {}", h.container_port),
+                ));
+            } else if let Err(e) = probe_port(&p) {
+                return Err(in_use(&p, &e.to_string()));
+            }
+            held.push(p.clone());
+            out.push(p);
+        }
+        Ok(out)
+    }
+
+    /// Ports of every other attachment (made or being made).
+    fn held_ports(&self, except: &ContainerId) -> Vec<PortBinding> {
+        let dir = self.inner.settings.state_dir.join("attachments");
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let own = format!("{except}.json");
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy() != own)
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .filter_map(|b| serde_json::from_slice::<Attachment>(&b).ok())
+            .flat_map(|a| a.ports)
+            .collect()
+    }
+
+    /// `<state>/hosts/<id>`: the container's `/etc/hosts`.
+    fn hosts_path(&self, id: &ContainerId) -> PathBuf {
+        self.inner
+            .settings
+            .state_dir
+            .join("hosts")
+            .join(id.as_str())
+    }
+
+    /// The container's `/etc/hosts`, as dockerd writes it: loopback, and its
+    /// address under its hostname.
+    fn write_hosts(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+        a: &Attachment,
+    ) -> Result<(), Failure> {
+        let hostname = config
+            .hostname
+            .clone()
+            .unwrap_or_else(|| id.as_str().chars().take(12).collect());
+        let mut text =
+            String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+        if let Some(ip) = a.ip {
+            text.push_str(&format!("{ip}\t{hostname}\n"));
+        }
+        for h in &config.extra_hosts {
+            if let Some((name, ip)) = h.split_once(':') {
+                text.push_str(&format!("{ip}\t{name}\n"));
+            }
+        }
+        let path = self.hosts_path(id);
+        std::fs::write(&path, text).map_err(|e| other(format!("write {}: {e}", path.display())))?;
+        if config.dns.is_empty() && config.dns_search.is_empty() && config.dns_options.is_empty() {
+            return Ok(());
+        }
+        // Without --dns, the host's name servers, as dockerd does.
+        let mut servers = config.dns.clone();
+        if servers.is_empty() {
+            let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+            servers = host
+                .lines()
+                .filter_map(|l| l.strip_prefix("nameserver"))
+                .map(|s| s.trim().to_owned())
+                .collect();
+        }
+        let mut resolv = String::new();
+        for s in &servers {
+            resolv.push_str(&format!("nameserver {s}\n"));
+        }
+        if !config.dns_search.is_empty() {
+            resolv.push_str(&format!("search {}\n", config.dns_search.join(" ")));
+        }
+        if !config.dns_options.is_empty() {
+            resolv.push_str(&format!("options {}\n", config.dns_options.join(" ")));
+        }
+        let path = self.resolv_path(id);
+        std::fs::write(&path, resolv).map_err(|e| other(format!("write {}: {e}", path.display())))
+    }
+
+    fn resolv_path(&self, id: &ContainerId) -> PathBuf {
+        self.inner
+            .settings
+            .state_dir
+            .join("hosts")
+            .join(format!("{id}.resolv.conf"))
+    }
+
+    fn write_attachment(&self, id: &ContainerId, a: &Attachment) -> Result<(), Failure> {
+        let path = self.attachment_path(id);
+        let bytes = serde_json::to_vec(a).map_err(|e| other(format!("attachment: {e}")))?;
+        let tmp = path.with_extension("tmp");
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| other(format!("write {}: {e}", path.display())))
+    }
+
+    /// Runs one plugin; its result, or its error as a failure.
+    fn exec(
+        &self,
+        plugin: &str,
+        command: &str,
+        id: &ContainerId,
+        netns: &str,
+        conf: Value,
+    ) -> Result<Value, Failure> {
+        let s = &self.inner.settings;
+        if plugin.is_empty() || plugin.contains('/') {
+            return Err(other(format!("bad plugin name {plugin:?}")));
+        }
+        let binary = s.plugin_dir.join(plugin);
+        let stdin = serde_json::to_vec(&conf).map_err(|e| other(e.to_string()))?;
+        let span = tracing::debug_span!("cni", plugin, command, container_id = %id);
+        let _enter = span.enter();
+        let mut child = Command::new(&binary)
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", id.as_str())
+            .env("CNI_NETNS", netns)
+            .env("CNI_IFNAME", IFNAME)
+            .env("CNI_PATH", &s.plugin_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                other(format!(
+                    "run the CNI plugin {} (is containernetworking-plugins installed?): {e}",
+                    binary.display()
+                ))
+            })?;
+        if let Some(mut input) = child.stdin.take() {
+            input
+                .write_all(&stdin)
+                .map_err(|e| other(format!("CNI plugin {plugin}: {e}")))?;
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| other(format!("CNI plugin {plugin}: {e}")))?;
+        if !out.status.success() {
+            let msg = serde_json::from_slice::<Value>(&out.stdout)
+                .ok()
+                .map(|v| {
+                    let msg = v["msg"].as_str().unwrap_or_default();
+                    let details = v["details"].as_str().unwrap_or_default();
+                    format!("{msg} {details}").trim().to_owned()
+                })
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| String::from_utf8_lossy(&out.stderr).trim().to_owned());
+            tracing::warn!(plugin, command, %msg, "CNI plugin failed");
+            return Err(other(format!("CNI plugin {plugin} {command}: {msg}")));
+        }
+        if out.stdout.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| other(format!("CNI plugin {plugin} answered no JSON: {e}")))
+    }
+}
+
+/// A plugin's config as run in a chain: the network's name and version,
+/// the previous plugin's result, and the runtime's port mappings.
+fn with_prev(mut plugin: Value, name: &str, prev: Option<&Value>, ports: &[PortBinding]) -> Value {
+    plugin["cniVersion"] = json!("1.0.0");
+    // One network: every plugin of the chain names it the same (rule
+    // comments and chain names derive from it).
+    plugin["name"] = json!(name);
+    if let Some(prev) = prev.filter(|p| !p.is_null()) {
+        plugin["prevResult"] = prev.clone();
+    }
+    if plugin["type"] == "portmap" {
+        let mappings: Vec<Value> = ports
+            .iter()
+            .map(|p| {
+                json!({
+                    "hostPort": p.host_port,
+                    "containerPort": p.container_port,
+                    "protocol": p.protocol,
+                    "hostIP": p.host_ip,
+                })
+            })
+            .collect();
+        plugin["runtimeConfig"] = json!({ "portMappings": mappings });
+    }
+    plugin
+}
+
+/// The container's address, gateway and MAC from a CNI 1.0 result.
+fn read_result(result: &Value, a: &mut Attachment) {
+    let Some(ip) = result["ips"].as_array().and_then(|ips| ips.first()) else {
+        return;
+    };
+    if let Some((addr, len)) = ip["address"].as_str().and_then(|s| s.split_once('/')) {
+        a.ip = addr.parse().ok();
+        a.prefix_len = len.parse().unwrap_or(0);
+    }
+    a.gateway = ip["gateway"].as_str().and_then(|g| g.parse().ok());
+    let iface = ip["interface"]
+        .as_u64()
+        .and_then(|i| usize::try_from(i).ok());
+    a.mac = iface
+        .and_then(|i| result["interfaces"].get(i))
+        .and_then(|i| i["mac"].as_str())
+        .map(str::to_owned);
+}
+
+fn other(message: impl Into<String>) -> Failure {
+    Failure::new(FailureKind::Other, message)
+}
+
+fn in_use(p: &PortBinding, why: &str) -> Failure {
+    let ip = if p.host_ip.is_empty() {
+        "0.0.0.0"
+    } else {
+        &p.host_ip
+    };
+    Failure::new(
+        FailureKind::AlreadyExists,
+        format!(
+            "Bind for {ip}:{} failed: port is already allocated ({why})",
+            p.host_port
+        ),
+    )
+}
+
+fn any_ip(ip: &str) -> bool {
+    ip.is_empty() || ip == "0.0.0.0"
+}
+
+fn clashes(a: &PortBinding, b: &PortBinding) -> bool {
+    a.host_port == b.host_port
+        && a.protocol == b.protocol
+        && (any_ip(&a.host_ip) || any_ip(&b.host_ip) || a.host_ip == b.host_ip)
+}
+
+fn bind_addr(p: &PortBinding, port: u16) -> String {
+    let ip = if any_ip(&p.host_ip) {
+        "0.0.0.0"
+    } else {
+        &p.host_ip
+    };
+    format!("{ip}:{port}")
+}
+
+/// Whether a socket of the host holds the port (a listener, a bound UDP socket).
+fn probe_port(p: &PortBinding) -> std::io::Result<u16> {
+    let addr = bind_addr(p, p.host_port);
+    if p.protocol == "udp" {
+        Ok(std::net::UdpSocket::bind(addr)?.local_addr()?.port())
+    } else {
+        Ok(std::net::TcpListener::bind(addr)?.local_addr()?.port())
+    }
+}
+
+/// A port the kernel calls free that no attachment holds.
+fn free_port(p: &PortBinding, held: &[PortBinding]) -> Result<u16, Failure> {
+    for _ in 0..32 {
+        let mut probe = p.clone();
+        probe.host_port = 0;
+        let port = probe_port(&probe).map_err(|e| other(format!("choose a host port: {e}")))?;
+        probe.host_port = port;
+        if !held.iter().any(|h| clashes(h, &probe)) {
+            return Ok(port);
+        }
+    }
+    Err(other("no free host port found"))
+}
+
+/// A network namespace of its own, bind-mounted at `path` so that it lives
+/// until released, whatever happens to the task. A namespace already there
+/// (a setup cut short before its release) is kept.
+fn create_netns(path: &Path) -> std::io::Result<()> {
+    if is_nsfs(path) {
+        return Ok(());
+    }
+    std::fs::File::create(path)?;
+    let target = path.to_owned();
+    // unshare moves only this thread; it ends right after.
+    std::thread::spawn(move || -> std::io::Result<()> {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)?;
+        nix::mount::mount(
+            Some("/proc/thread-self/ns/net"),
+            &target,
+            None::<&str>,
+            nix::mount::MsFlags::MS_BIND,
+            None::<&str>,
+        )?;
+        Ok(())
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("the namespace thread panicked"))?
+}
+
+/// Unmounts and removes the namespace's file; nothing there is done.
+fn remove_netns(path: &Path) -> std::io::Result<()> {
+    if is_nsfs(path) {
+        nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH)?;
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn is_nsfs(path: &Path) -> bool {
+    nix::sys::statfs::statfs(path)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn found_lists_every_trace_of_an_attachment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = Network::new(NetworkSettings {
+            bridge: "hf-test".into(),
+            subnet: Some("10.9.9.0/24".into()),
+            plugin_dir: dir.path().join("none"),
+            state_dir: dir.path().join("net"),
+        })
+        .expect("network");
+        let state = dir.path().join("net");
+        std::fs::write(state.join("attachments/aaa.json"), "{}").expect("write");
+        std::fs::write(state.join("attachments/zzz.tmp"), "{}").expect("write");
+        std::fs::write(state.join("netns/bbb"), "").expect("write");
+        std::fs::create_dir_all(state.join("ipam/hf-test")).expect("mkdir");
+        std::fs::write(state.join("ipam/hf-test/10.9.9.2"), "ccc\r\neth0").expect("write");
+        std::fs::write(state.join("ipam/hf-test/lock"), "").expect("write");
+        std::fs::write(state.join("ipam/hf-test/last_reserved_ip.0"), "10.9.9.2").expect("write");
+        let found: Vec<String> = net.found().iter().map(ToString::to_string).collect();
+        assert_eq!(found, ["aaa", "bbb", "ccc"]);
+    }
+
+    #[test]
+    fn subnets_parse_and_normalise() {
+        let s = Subnet::parse("10.1.2.3/24").expect("valid");
+        assert_eq!(s.to_string(), "10.1.2.0/24");
+        assert_eq!(s.gateway(), Ipv4Addr::new(10, 1, 2, 1));
+        assert!(Subnet::parse("10.1.2.0").is_err());
+        assert!(Subnet::parse("10.1.2.0/33").is_err());
+        assert!(Subnet::parse("nope/24").is_err());
+    }
+
+    #[test]
+    fn the_chosen_subnet_avoids_the_host_routes() {
+        let table = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t0101A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+docker0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n\
+br1\t000012AC\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        let routes = parse_routes(table);
+        assert_eq!(routes.len(), 2, "the default route is no obstacle");
+        let s = choose_subnet(&routes).expect("one is free");
+        assert_eq!(s.to_string(), "172.19.0.0/16");
+    }
+
+    #[test]
+    fn ports_clash_on_the_same_protocol_and_overlapping_addresses() {
+        let p = |ip: &str, port, proto: &str| PortBinding {
+            container_port: 80,
+            protocol: proto.into(),
+            host_ip: ip.into(),
+            host_port: port,
+        };
+        assert!(clashes(&p("", 8080, "tcp"), &p("127.0.0.1", 8080, "tcp")));
+        assert!(!clashes(&p("", 8080, "tcp"), &p("", 8080, "udp")));
+        assert!(!clashes(
+            &p("127.0.0.1", 8080, "tcp"),
+            &p("127.0.0.2", 8080, "tcp")
+        ));
+        assert!(!clashes(&p("", 8080, "tcp"), &p("", 8081, "tcp")));
+    }
+
+    #[test]
+    fn a_result_gives_address_gateway_and_mac() {
+        let result = json!({
+            "cniVersion": "1.0.0",
+            "interfaces": [{"name": "br0", "mac": "aa"}, {"name": "eth0", "mac": "02:42:ac:11:00:02", "sandbox": "/x"}],
+            "ips": [{"address": "172.17.0.2/16", "gateway": "172.17.0.1", "interface": 1}],
+        });
+        let mut a = Attachment::default();
+        read_result(&result, &mut a);
+        assert_eq!(a.ip, Some(Ipv4Addr::new(172, 17, 0, 2)));
+        assert_eq!(a.prefix_len, 16);
+        assert_eq!(a.gateway, Some(Ipv4Addr::new(172, 17, 0, 1)));
+        assert_eq!(a.mac.as_deref(), Some("02:42:ac:11:00:02"));
+    }
+}

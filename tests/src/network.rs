@@ -1,0 +1,147 @@
+//! A holdfastd with a bridge network of its own: a bridge name and a subnet
+//! no other test uses, removed with everything on it when the test ends
+//! (also when it fails): the containers (so the CNI plugins release their
+//! addresses and NAT rules), then the bridge.
+
+use crate::Daemon;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// Debian's containernetworking-plugins.
+pub const CNI_PLUGIN_DIR: &str = "/usr/lib/cni";
+
+#[derive(Debug)]
+pub struct BridgeDaemon {
+    pub d: Daemon,
+    pub bridge: String,
+    /// `a.b.c.0/24`.
+    pub subnet: String,
+}
+
+impl BridgeDaemon {
+    /// A holdfastd whose default network is a bridge of its own.
+    pub fn start() -> BridgeDaemon {
+        BridgeDaemon::start_with(&[])
+    }
+
+    /// With more holdfastd flags.
+    pub fn start_with(args: &[&str]) -> BridgeDaemon {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        // Unique among this process's tests (n) and, mostly, among
+        // concurrent runs (the pid); at most 15 characters.
+        let bridge = format!("hft{:05x}{n}", pid & 0xfffff);
+        let subnet = format!(
+            "10.{}.{}.0/24",
+            200 + pid % 50,
+            (pid / 50 % 25) * 10 + n % 10
+        );
+        let mut all = vec!["--bridge", &bridge, "--bridge-subnet", &subnet];
+        all.extend_from_slice(args);
+        let d = Daemon::start_with(&all);
+        BridgeDaemon { d, bridge, subnet }
+    }
+
+    /// The IPAM store of the network (host-local: a file per address).
+    pub fn ipam_dir(&self) -> PathBuf {
+        self.d.exec_root().join("net/ipam").join(&self.bridge)
+    }
+
+    /// The addresses allocated now.
+    pub fn allocations(&self) -> Vec<String> {
+        let mut out: Vec<String> = std::fs::read_dir(self.ipam_dir())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n != "lock" && !n.starts_with("last_reserved_ip"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    /// Interfaces on the bridge (one veth per attached container).
+    pub fn bridge_ports(&self) -> Vec<String> {
+        let dir = PathBuf::from("/sys/class/net")
+            .join(&self.bridge)
+            .join("brif");
+        let mut out: Vec<String> = std::fs::read_dir(dir)
+            .map(|e| {
+                e.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    /// Network namespaces and attachment records still held.
+    pub fn held_files(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for sub in ["net/netns", "net/attachments", "net/hosts"] {
+            if let Ok(entries) = std::fs::read_dir(self.d.exec_root().join(sub)) {
+                out.extend(
+                    entries
+                        .flatten()
+                        .map(|e| format!("{sub}/{}", e.file_name().to_string_lossy())),
+                );
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+/// The nat table's CNI chains and rules, counters dropped, sorted: what
+/// the plugins made.
+pub fn cni_nat_rules() -> Vec<String> {
+    let out = Command::new("iptables-save")
+        .args(["-t", "nat"])
+        .output()
+        .expect("run iptables-save");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut rules: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("CNI"))
+        .map(|l| match l.strip_suffix(" [0:0]") {
+            Some(chain) => chain.to_owned(),
+            None => match l.find(" [") {
+                Some(i) if l.starts_with(':') => l[..i].to_owned(),
+                _ => l.to_owned(),
+            },
+        })
+        .collect();
+    rules.sort();
+    rules
+}
+
+impl Drop for BridgeDaemon {
+    fn drop(&mut self) {
+        // The daemon may be down (a crash test stopped midway): bring it
+        // back so that it releases what its containers hold (not while
+        // unwinding: a second panic would abort the whole run).
+        if self.d.holdfastd_pid().is_none() {
+            if std::thread::panicking() {
+                eprintln!("holdfastd is down: its containers' NAT rules may be left (see the log)");
+            } else {
+                self.d.restart();
+            }
+        }
+        let ids = self.d.docker(&["ps", "-aq"]).stdout;
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        if !ids.is_empty() {
+            let mut args = vec!["rm", "-f"];
+            args.extend(ids);
+            let _ = self.d.docker(&args);
+        }
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .output();
+    }
+}
