@@ -679,9 +679,9 @@ fn bad_values_are_refused_naming_the_option() {
             "syslog",
         ),
         (
-            "a volume mount",
-            vec!["--mount", "type=volume,source=v,target=/v"],
-            "type=volume",
+            "a volume option not honoured",
+            vec!["--mount", "type=volume,source=vol1,target=/v,volume-nocopy"],
+            "NoCopy",
         ),
         (
             "a bind of nothing",
