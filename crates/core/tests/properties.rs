@@ -1331,13 +1331,40 @@ impl Harness {
             }
             return Ok(());
         }
-        let name = format!("n{}", arg / 2 % 4);
+        // Mostly names of the model (n0 to n3), some that Docker's rule
+        // refuses: too short, a bad first or later character, too long.
+        let name = match arg / 2 % 12 {
+            8 => "n".to_owned(),
+            9 => "-n1".to_owned(),
+            10 => "n/1".to_owned(),
+            11 => "n".repeat(256),
+            k => format!("n{}", k % 4),
+        };
+        let valid = {
+            let mut chars = name.chars();
+            chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+                && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+                && (2..=255).contains(&name.len())
+        };
         let owner = self.core.resolve(&name).ok();
         let req = self.command(Command::Rename {
             id: id.clone(),
             name: name.clone(),
         })?;
-        match self.answer_of(req) {
+        let answer = self.answer_of(req);
+        let refused_name = matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Invalid && !e.message.contains("same name"));
+        let created = self
+            .core
+            .container(id)
+            .is_some_and(|c| c.record.presence != Presence::Creating);
+        prop_assert!(
+            refused_name != valid || !created && !refused_name,
+            "{} renamed to {:?}: {:?}",
+            req,
+            name,
+            answer
+        );
+        match answer {
             Some(Answer::Done) => {
                 prop_assert!(
                     owner.is_none(),
