@@ -124,6 +124,10 @@ pub(crate) struct Container {
     /// A kill that means "stay down" reached the frozen task: thaw it once,
     /// so that it takes effect (dockerd resumes right after such a kill).
     pub(crate) thaw_due: bool,
+    /// A relist could not settle this container (a call was in flight) and
+    /// listed its task otherwise than the core believes (gone, stopped,
+    /// frozen or thawed): look again once the call is answered.
+    pub(crate) look_again: bool,
     /// A user's resource update not carried out yet: the whole new config.
     /// Not persisted, like a pause.
     pub(crate) update_wanted: Option<std::sync::Arc<crate::config::ContainerConfig>>,
@@ -153,6 +157,7 @@ impl Container {
             paused: false,
             pause_wanted: None,
             thaw_due: false,
+            look_again: false,
             update_wanted: None,
             requests: Vec::new(),
         }

@@ -265,6 +265,12 @@ impl Core {
         }
         c.in_flight = None;
         c.last_activity = OpId(self.out.last_op);
+        if std::mem::take(&mut c.look_again) {
+            self.request_refresh();
+        }
+        let Some(c) = self.containers.get_mut(&id) else {
+            return;
+        };
         match result {
             Ok(done) => {
                 c.attempts = 0;

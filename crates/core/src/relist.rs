@@ -142,6 +142,20 @@ impl Core {
             let placeholder = listed.is_some_and(is_placeholder);
             let settled = c.in_flight.is_none() && c.last_activity < relist.op && !placeholder;
             let before = (c.task, c.paused);
+            // A listing this relist cannot apply (a call was in flight) but
+            // that contradicts the view is looked at again after the call:
+            // otherwise only the periodic relist would learn it.
+            let believed_live = matches!(
+                c.task,
+                TaskState::Created { .. } | TaskState::Running { .. }
+            );
+            let disagrees = match listed {
+                Some(t) if is_placeholder(t) => false,
+                Some(t) if t.status == TaskStatus::Stopped => believed_live,
+                Some(t) => !believed_live || (t.status == TaskStatus::Paused) != c.paused,
+                None => believed_live,
+            };
+            c.look_again = !settled && disagrees;
             // Still, a placeholder is a task containerd has: one believed
             // gone (a create whose answer was lost) may exist after all,
             // and nothing that needs it gone (a container delete) may go

@@ -283,3 +283,36 @@ fn a_stay_down_kill_thaws_the_frozen_task_once_and_a_later_pause_holds() {
     assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
     assert!(view(&d, "c1").paused);
 }
+
+#[test]
+fn a_frozen_task_a_relist_could_not_settle_is_looked_at_again_after_the_call() {
+    // The pause's answer is lost (it took effect) and a stop's signal goes
+    // out meanwhile: the relist asked for lists the task frozen while the
+    // signal is in flight, so it cannot settle the container. Once the
+    // signal's answer is in, the core looks again and learns the freeze
+    // (found by the properties: "paused as containerd says").
+    let mut d = ready_with_running("c1", 10);
+    let (_, actions) = d.command(Command::Pause { id: cid("c1") });
+    let pause = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    let actions = d.fail(pause, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let frozen = TaskInfo {
+        container: cid("c1"),
+        pid: 10,
+        status: TaskStatus::Paused,
+        exit_status: 0,
+        exited_at: None,
+    };
+    d.relist(relist, vec![frozen.clone()]);
+    assert!(!view(&d, "c1").paused, "settled while a call was in flight");
+    let actions = d.ok(kill);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    d.relist(relist, vec![frozen]);
+    assert!(view(&d, "c1").paused, "the freeze is learned");
+}

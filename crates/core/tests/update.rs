@@ -105,3 +105,41 @@ fn a_refused_update_records_nothing_and_says_why() {
         if *r == req && e.kind == ErrorKind::Unavailable));
     assert_eq!(d.core.requests_pending(), 0);
 }
+
+#[test]
+fn a_task_gone_from_a_relist_during_an_update_is_looked_at_again_after_it() {
+    // c1's shim dies while its update is in flight; a relist (asked for by
+    // another container's doubt) does not list the task, but cannot settle
+    // c1 with the call open. Once the update is answered, the core looks
+    // again and learns the task is gone (found by the properties: "c1
+    // should not run").
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.run("c1", ContainerConfig::default(), 10);
+    d.run("c2", ContainerConfig::default(), 20);
+    let (_, actions) = d.command(Command::UpdateResources {
+        id: cid("c1"),
+        update: memory(64),
+    });
+    let update = only_call(&actions, |c| matches!(c, Call::UpdateResources { .. }));
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c2"),
+        signal: Signal::try_from(1).expect("SIGHUP"),
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.fail(kill, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let c2 = TaskInfo {
+        container: cid("c2"),
+        pid: 20,
+        status: TaskStatus::Running,
+        exit_status: 0,
+        exited_at: None,
+    };
+    d.relist(relist, vec![c2.clone()]);
+    let actions = d.fail(update, FailureKind::NotFound);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    d.relist(relist, vec![c2]);
+    let status = d.core.container(&cid("c1")).map(|c| c.status);
+    assert_eq!(status, Some(Status::Exited));
+}
