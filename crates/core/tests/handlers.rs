@@ -1761,13 +1761,9 @@ fn a_start_refused_after_a_lost_create_was_settled_by_a_relist_is_answered_at_on
     panic!("the start never reached StartTask");
 }
 
-#[test]
-fn a_placeholder_after_a_lost_create_keeps_the_container_delete_back() {
-    // The create's answer is lost, but it took effect; the relist lists the
-    // task only as a placeholder. Then the container is removed. A
-    // placeholder is still a task containerd has: the container delete
-    // waits until a relist says what the task is, and the task is deleted
-    // first (found by the properties: the container was left in containerd).
+/// c1 created and started; its CreateTask's answer lost. Returns the
+/// relist the core asks for.
+fn start_with_a_lost_task_create() -> (Driver, OpId) {
     let mut d = Driver::new();
     d.connect(vec![]);
     let (_, actions) = d.command(Command::Create {
@@ -1781,6 +1777,40 @@ fn a_placeholder_after_a_lost_create_keeps_the_container_delete_back() {
     let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
     let actions = d.fail(create, FailureKind::Deadline);
     let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    (d, relist)
+}
+
+/// The relist shows the task the lost create made: it is deleted, then
+/// the container, and `remove` is answered.
+fn removed_after_its_created_task(d: &mut Driver, relist: OpId, remove: RequestId) {
+    let created = TaskInfo {
+        container: cid("c1"),
+        pid: 101,
+        status: TaskStatus::Created,
+        exit_status: 0,
+        exited_at: None,
+    };
+    let actions = d.relist(relist, vec![created]);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.ok(delete);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(delete);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Answer(r, Answer::Done) if *r == remove)),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_placeholder_after_a_lost_create_keeps_the_container_delete_back() {
+    // The create's answer is lost, but it took effect; the relist lists the
+    // task only as a placeholder. Then the container is removed. A
+    // placeholder is still a task containerd has: the container delete
+    // waits until a relist says what the task is, and the task is deleted
+    // first (found by the properties: the container was left in containerd).
+    let (mut d, relist) = start_with_a_lost_task_create();
     d.relist(relist, vec![placeholder("c1")]);
     let (remove, _) = d.command(Command::Remove {
         id: cid("c1"),
@@ -1811,24 +1841,7 @@ fn a_placeholder_after_a_lost_create_keeps_the_container_delete_back() {
         }
     }
     let relist = relist.expect("another relist is asked for soon");
-    let created = TaskInfo {
-        container: cid("c1"),
-        pid: 101,
-        status: TaskStatus::Created,
-        exit_status: 0,
-        exited_at: None,
-    };
-    let actions = d.relist(relist, vec![created]);
-    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
-    let actions = d.ok(delete);
-    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
-    let actions = d.ok(delete);
-    assert!(
-        actions
-            .iter()
-            .any(|a| matches!(a, Action::Answer(r, Answer::Done) if *r == remove)),
-        "{actions:?}"
-    );
+    removed_after_its_created_task(&mut d, relist, remove);
 }
 
 fn bridge_config() -> std::sync::Arc<ContainerConfig> {
@@ -1917,19 +1930,7 @@ fn after_a_lost_create_task_nothing_needing_the_task_gone_goes_ahead_unlooked() 
     // looked, the task may exist: a remove must not delete the container
     // (containerd would keep the task), nor may a second create be sent
     // (found by the properties: the container was left in containerd).
-    let mut d = Driver::new();
-    d.connect(vec![]);
-    let (_, actions) = d.command(Command::Create {
-        id: cid("c1"),
-        name: "web".into(),
-        config: Default::default(),
-    });
-    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
-    d.ok(op);
-    let (_, actions) = d.command(Command::Start { id: cid("c1") });
-    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
-    let actions = d.fail(create, FailureKind::Deadline);
-    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let (mut d, relist) = start_with_a_lost_task_create();
     let (remove, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
@@ -1951,24 +1952,7 @@ fn after_a_lost_create_task_nothing_needing_the_task_gone_goes_ahead_unlooked() 
         )),
         "a call that needs the task gone, before a relist looked: {seen:?}"
     );
-    let created = TaskInfo {
-        container: cid("c1"),
-        pid: 101,
-        status: TaskStatus::Created,
-        exit_status: 0,
-        exited_at: None,
-    };
-    let actions = d.relist(relist, vec![created]);
-    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
-    let actions = d.ok(delete);
-    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
-    let actions = d.ok(delete);
-    assert!(
-        actions
-            .iter()
-            .any(|a| matches!(a, Action::Answer(r, Answer::Done) if *r == remove)),
-        "{actions:?}"
-    );
+    removed_after_its_created_task(&mut d, relist, remove);
 }
 
 #[test]
