@@ -411,6 +411,10 @@ impl Core {
         }
         c.rec.intents.stop = Some(intent);
         c.rec.intents.start = false;
+        // A user's stop overrides the policy, also when a restart is owed
+        // while a task still counts as running (a refused policy start
+        // whose created task is being deleted).
+        c.cancel_policy_restart(&mut self.out.timers);
         intent.grace.saturating_add(self.config.stop_answer_slack)
     }
 

@@ -235,7 +235,11 @@ impl Core {
         };
 
         // What comes next: the user's restart or remove, else auto-remove,
-        // else the restart policy (never after a user stop).
+        // else the restart policy: never after a user stop, and only for a
+        // run that was started. A task created but never started (its start
+        // cancelled by a stop before the create's lost answer was settled)
+        // ran nothing of the user's: nobody asked for it to run again.
+        let was_started = c.rec.started_at.is_some();
         let intents = &mut c.rec.intents;
         if !intents.remove && !intents.start {
             if c.rec.config.auto_remove {
@@ -244,6 +248,7 @@ impl Core {
                 let ran_for = finished_at.saturating_since(c.rec.started_at.unwrap_or(finished_at));
                 let policy = c.rec.config.restart_policy;
                 if !stopped_by_user
+                    && was_started
                     && policy.wants_restart(exit_code, c.rec.restart_count, intents.user_stopped)
                 {
                     if ran_for >= self.config.restart_reset_after {

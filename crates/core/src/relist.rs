@@ -82,9 +82,11 @@ impl Core {
                             relist: RelistRun::new(op),
                         };
                         let placeholders = relist.has_placeholders();
-                        self.apply_relist(relist);
+                        let (_, look_now) = self.apply_relist(relist);
                         self.become_ready(subscription);
-                        if placeholders {
+                        if look_now {
+                            self.request_refresh();
+                        } else if placeholders {
                             self.relist_soon();
                         }
                         return;
@@ -115,7 +117,10 @@ impl Core {
                     if relist.has_placeholders() {
                         self.relist_soon();
                     }
-                    let touched = self.apply_relist(relist);
+                    let (touched, look_now) = self.apply_relist(relist);
+                    if look_now {
+                        self.request_refresh();
+                    }
                     for id in touched {
                         self.reconcile(&id);
                     }
@@ -125,13 +130,16 @@ impl Core {
     }
 
     /// Converges every container to a complete relist. Returns the containers
-    /// whose view changed.
-    fn apply_relist(&mut self, relist: RelistRun) -> Vec<ContainerId> {
+    /// whose view changed, and whether another relist must look at once: a
+    /// container this one could not settle, with no call in flight, so the
+    /// next listing will.
+    fn apply_relist(&mut self, relist: RelistRun) -> (Vec<ContainerId>, bool) {
         let now = self.out.now.wall;
         let mut exits = Vec::new();
         let mut never_ran = Vec::new();
         let mut touched = Vec::new();
         let mut started = Vec::new();
+        let mut look_now = false;
         for (id, c) in self.containers.iter_mut() {
             // A call that was running at any time since the relist was
             // issued may have changed the task after it was listed: only a
@@ -155,7 +163,11 @@ impl Core {
                 Some(t) => !believed_live || (t.status == TaskStatus::Paused) != c.paused,
                 None => believed_live,
             };
-            c.look_again = !settled && disagrees;
+            // With no call in flight, the listing predates the last call's
+            // answer: the next relist will settle it, so ask for it now.
+            let stale = !settled && disagrees;
+            c.look_again = stale && c.in_flight.is_some();
+            look_now |= stale && c.in_flight.is_none();
             // Still, a placeholder is a task containerd has: one believed
             // gone (a create whose answer was lost) may exist after all,
             // and nothing that needs it gone (a container delete) may go
@@ -247,6 +259,6 @@ impl Core {
         for id in started {
             self.start_took_effect(&id);
         }
-        touched
+        (touched, look_now)
     }
 }

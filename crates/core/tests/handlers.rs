@@ -498,6 +498,43 @@ fn a_relist_records_exits_missed_while_disconnected() {
 }
 
 #[test]
+fn a_relist_that_a_later_answer_made_stale_is_followed_by_another_at_once() {
+    // A relist is asked for while a call is in flight; the call is answered
+    // before the listing arrives. The listing cannot settle the container
+    // (the call may have changed the task after it was read), and it says
+    // the task is gone: another relist must look at once, not the periodic
+    // one a minute later (simulator seed 45374: a shim died, the container
+    // was shown running long after).
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.run("c1", ContainerConfig::default(), 41);
+    let hup = Signal::try_from(1).expect("valid");
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: hup,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    d.feed(Input::Connection(ConnectionFact::StreamBroken(
+        OpId(1),
+        "eof".into(),
+    )));
+    let relist = d.resubscribe();
+    assert_eq!(calls(&d.ok(kill)), vec![]);
+    let actions = d.relist(relist, vec![]);
+    let again = only_call(&actions, |c| matches!(c, Call::Relist));
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!(
+        c1.status,
+        Status::Running,
+        "the stale listing settles nothing"
+    );
+    d.relist(again, vec![]);
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    let exit = c1.current_exit().expect("the vanished task is an exit");
+    assert_eq!(exit.exit_code, 255);
+}
+
+#[test]
 fn a_relist_never_resurrects_a_recorded_exit() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     d.feed(Input::Connection(ConnectionFact::StreamBroken(
@@ -573,6 +610,47 @@ fn a_user_stop_suppresses_the_restart_policy() {
     assert_eq!(
         d.core.container(&cid("c1")).map(|c| c.status),
         Some(Status::Exited)
+    );
+    assert_no_restart_pending(&d);
+}
+
+#[test]
+fn a_stop_while_a_refused_policy_start_is_cleaned_up_rules_out_the_retry() {
+    // The policy's restart created its task, and containerd refused the
+    // start: the task is deleted and the restart tried again after its
+    // backoff. A user's stop meanwhile (the task, created, still counts as
+    // running) must cancel that retry, as it cancels any policy restart
+    // (simulator seed 44701: the retry started the container after the stop).
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let actions = d.exit("c1", 42, 1);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 43 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let actions = d.fail(start, FailureKind::Other);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert_no_restart_pending(&d);
+    let actions = d.ok(delete);
+    assert!(
+        !calls(&actions)
+            .iter()
+            .any(|c| matches!(c, Call::CreateTask { .. })),
+        "{actions:?}"
     );
     assert_no_restart_pending(&d);
 }
@@ -1764,12 +1842,16 @@ fn a_start_refused_after_a_lost_create_was_settled_by_a_relist_is_answered_at_on
 /// c1 created and started; its CreateTask's answer lost. Returns the
 /// relist the core asks for.
 fn start_with_a_lost_task_create() -> (Driver, OpId) {
+    start_with_a_lost_task_create_of(ContainerConfig::default())
+}
+
+fn start_with_a_lost_task_create_of(config: ContainerConfig) -> (Driver, OpId) {
     let mut d = Driver::new();
     d.connect(vec![]);
     let (_, actions) = d.command(Command::Create {
         id: cid("c1"),
         name: "web".into(),
-        config: Default::default(),
+        config: config.into(),
     });
     let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
     d.ok(op);
@@ -1778,6 +1860,46 @@ fn start_with_a_lost_task_create() -> (Driver, OpId) {
     let actions = d.fail(create, FailureKind::Deadline);
     let relist = only_call(&actions, |c| matches!(c, Call::Relist));
     (d, relist)
+}
+
+#[test]
+fn a_stop_before_a_lost_create_settled_rules_out_the_policy_restart() {
+    // The start's CreateTask answer is lost; the user stops the container
+    // before any relist looked (nothing known to run: the start is
+    // cancelled). The relist then finds the task the create made, exited
+    // by itself: its exit is recorded, but the restart policy must not
+    // start the container the user stopped (simulator seed 400519).
+    for policy in [
+        RestartPolicy::Always,
+        RestartPolicy::OnFailure { max_retries: 0 },
+    ] {
+        let config = ContainerConfig {
+            restart_policy: policy,
+            ..Default::default()
+        };
+        let (mut d, relist) = start_with_a_lost_task_create_of(config);
+        d.command(Command::Stop {
+            id: cid("c1"),
+            timeout: None,
+            signal: None,
+        });
+        let at = d.now.wall;
+        let actions = d.relist(relist, vec![stopped("c1", 101, 3, at)]);
+        assert_eq!(events(&actions), vec![UserEventKind::Die { exit_code: 3 }]);
+        assert_no_restart_pending(&d);
+        while d.core.poll_timeout().is_some() {
+            let (_, actions) = d.fire_timer();
+            assert!(
+                !calls(&actions)
+                    .iter()
+                    .any(|c| matches!(c, Call::CreateTask { .. } | Call::StartTask { .. })),
+                "{policy:?}: a start nobody asked for: {actions:?}"
+            );
+            if d.now.at > Instant::ZERO + Duration::from_secs(120) {
+                break;
+            }
+        }
+    }
 }
 
 /// The relist shows the task the lost create made: it is deleted, then
