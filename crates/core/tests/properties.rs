@@ -118,6 +118,27 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// Steps around relists: what happens between a relist being asked for and
+/// its listing arriving (answers, lost answers, events lost, shims dying,
+/// pauses, streams breaking), on one container, in short cases, so that
+/// the races the relist rules exist for are common rather than rare.
+fn relist_race_step() -> impl Strategy<Value = Step> {
+    let idx = 1..2usize;
+    prop_oneof![
+        1 => (idx.clone(), 0..4u8, any::<u8>()).prop_map(|(i, p, s)| Step::Create(i, p, s)),
+        2 => idx.clone().prop_map(Step::Start),
+        1 => (idx.clone(), proptest::option::of(0..4u8), Just(None)).prop_map(|(i, t, s)| Step::Stop(i, t, s)),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, k)| Step::Kill(i, k)),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
+        8 => (0..4usize, prop_oneof![3 => Just(0u8), 2 => Just(7u8), 1 => Just(8u8), 2 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
+        1 => (idx.clone(), 0..3u8, Just(true)).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
+        1 => Just(Step::LateRelist),
+        1 => idx.clone().prop_map(Step::ShimDies),
+        2 => Just(Step::StreamBreaks),
+        2 => (1..3_000u16).prop_map(Step::Advance),
+    ]
+}
+
 /// Swarm testing (as in the simulator): each case switches some kinds of
 /// disruption off, so that the others can lead somewhere deep (a restart
 /// after a lost answer needs a connection that stays up for a while).
@@ -599,6 +620,20 @@ impl Harness {
             || self.relisting
         {
             return Ok(());
+        }
+        // Nothing stays unknown while connected: a task the core cannot
+        // know (a lost create, a placeholder, a listing older than a call's
+        // answer) has a relist coming at once, not the periodic one.
+        let relist_soon = self
+            .core
+            .timer(&TimerKind::PeriodicRelist)
+            .is_some_and(|at| at <= self.now.at + Duration::from_secs(2));
+        for c in self.core.containers() {
+            prop_assert!(
+                c.task != TaskState::Unknown || relist_soon,
+                "{} unknown while connected and idle, no relist coming",
+                c.record.id
+            );
         }
         for c in self.core.containers() {
             let id = &c.record.id;
@@ -1951,6 +1986,27 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1024),
+        failure_persistence: Some(regressions()),
+        ..ProptestConfig::default()
+    })]
+
+    /// The same properties, over short cases crowded around relists, with
+    /// streams that break, shims that die and relists every 40 s.
+    #[test]
+    fn properties_hold_around_relists(steps in proptest::collection::vec(relist_race_step(), 1..60)) {
+        let swarm = 1 << 1 | 1 << 3 | 1 << 6;
+        let mut harness = Harness::new(swarm);
+        harness.run(&steps, swarm)?;
+        for (req, bound) in &harness.stop_bounds {
+            let at = harness.answered.get(req);
+            prop_assert!(at.is_some_and(|at| at <= bound), "stop {} answered at {:?}, bound {:?}", req, at, bound);
+        }
+    }
+}
+
 /// Drives a fresh core (seed `seed`) through `failures` failed connects,
 /// then a good one, `healthy` of connected time and a broken stream;
 /// returns the delay before its next connect attempt.
@@ -2118,7 +2174,27 @@ fn chosen_interleavings_hold_every_property() {
             Stop(0, None, None),
         ],
     ];
-    for steps in cases {
+    let relist_cases: [&[Step]; 1] = [
+        // A pause takes effect but its answer is lost, while a stop's signal
+        // waits behind it: the relist that follows lists the task frozen
+        // while the signal is in flight, and cannot settle it; the freeze
+        // is learned once the signal is answered.
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Pause(1, true),
+            Stop(1, None, None),
+            Resolve(0, 9),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+    ];
+    for steps in cases.iter().chain(relist_cases.iter()) {
         let mut harness = Harness::new(0);
         if let Err(failure) = harness.run(steps, 0) {
             panic!("{failure}");
@@ -2126,7 +2202,22 @@ fn chosen_interleavings_hold_every_property() {
     }
     // With streams that break (swarm bit 1) and relists every 40 s (bit 6).
     let swarm = 1 << 1 | 1 << 6;
-    let cases: [&[Step]; 2] = [
+    let cases: [&[Step]; 3] = [
+        // A create takes effect but its answer is lost after the
+        // reconnect's relist was asked for: the listing cannot settle the
+        // task in doubt, and says it exists; another relist looks at once.
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            StreamBreaks,
+            Advance(1000),
+            Resolve(1, 0),
+            Resolve(0, 9),
+            Resolve(0, 0),
+        ],
         // The relist of a connection given up answers late, while a periodic
         // relist is in flight: its listing (from before the container ran)
         // proves nothing, and must not be taken for the periodic one's.
