@@ -645,6 +645,11 @@ impl Network {
             );
             let ty = conf["type"].as_str().unwrap_or_default().to_owned();
             prev = Some(self.exec(&ty, "ADD", id, &netns, conf)?);
+            // Recorded before the next plugin runs: a release after a crash
+            // gives the later plugins (the firewall finds its rules by the
+            // addresses) the result the bridge plugin gave.
+            attachment.result = prev.clone();
+            self.write_attachment(id, &attachment)?;
         }
         if let Some(result) = &prev {
             read_result(result, &mut attachment);
@@ -702,14 +707,23 @@ impl Network {
                 defs.push(d.clone());
             }
         }
+        // Every plugin is asked, whatever an earlier one said (one that
+        // fails keeps the others' work from leaking); the first failure is
+        // the answer, and the release is retried.
+        let mut failed = None;
         for def in &defs {
             let mut plugins = self.plugins(def, &ports, None)?;
             plugins.reverse();
             for plugin in plugins {
                 let conf = with_prev(plugin, &def.bridge, prev.as_ref(), &ports);
                 let ty = conf["type"].as_str().unwrap_or_default().to_owned();
-                self.exec(&ty, "DEL", id, &netns, conf)?;
+                if let Err(f) = self.exec(&ty, "DEL", id, &netns, conf) {
+                    failed.get_or_insert(f);
+                }
             }
+        }
+        if let Some(f) = failed {
+            return Err(f);
         }
         for path in [self.hosts_path(id), self.resolv_path(id)] {
             match std::fs::remove_file(&path) {
@@ -761,7 +775,15 @@ impl Network {
         if let Some(mac) = config.and_then(|c| c.mac_address.as_ref()) {
             bridge["runtimeConfig"]["mac"] = json!(mac);
         }
-        let mut plugins = vec![bridge];
+        // dockerd's isolation of bridge networks (DOCKER-ISOLATION): the
+        // firewall plugin's per-bridge rules drop what comes from one of
+        // them and leaves by another that has them too. It also accepts
+        // the container's own traffic in FORWARD (CNI-FORWARD), whatever
+        // the host's policy there.
+        let mut plugins = vec![
+            bridge,
+            json!({"type": "firewall", "backend": "iptables", "ingressPolicy": "same-bridge"}),
+        ];
         if !ports.is_empty() {
             plugins.push(json!({
                 "type": "portmap",
@@ -1111,8 +1133,53 @@ fn remove_bridge(bridge: &str) -> Result<(), String> {
 /// its last container goes (they are the bridge's, not a container's): they
 /// go with the bridge.
 fn remove_isolation_rules(bridge: &str) -> Result<(), String> {
-    let _ = bridge;
+    for chain in ISOLATION_CHAINS {
+        let listed = Command::new("iptables")
+            .args(["-w", "-t", "filter", "-S", chain])
+            .output()
+            .map_err(|e| format!("run iptables -S {chain}: {e}"))?;
+        if !listed.status.success() {
+            // No such chain: no network ever had a container.
+            continue;
+        }
+        let text = String::from_utf8_lossy(&listed.stdout);
+        for rule in isolation_rules_of(&text, bridge) {
+            let out = Command::new("iptables")
+                .args(["-w", "-t", "filter"])
+                .args(&rule)
+                .output()
+                .map_err(|e| format!("run iptables {}: {e}", rule.join(" ")))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "iptables {}: {}",
+                    rule.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+/// The firewall plugin's chains for `ingressPolicy: same-bridge`.
+const ISOLATION_CHAINS: [&str; 2] = ["CNI-ISOLATION-STAGE-1", "CNI-ISOLATION-STAGE-2"];
+
+/// The deletions (`-D chain ...` as arguments) of the rules in an
+/// `iptables -S` listing whose input or output interface is `bridge`.
+fn isolation_rules_of(listing: &str, bridge: &str) -> Vec<Vec<String>> {
+    listing
+        .lines()
+        .filter_map(shlex::split)
+        .filter(|args| args.first().is_some_and(|a| a == "-A"))
+        .filter(|args| {
+            args.windows(2)
+                .any(|w| (w[0] == "-i" || w[0] == "-o") && w[1] == bridge)
+        })
+        .map(|mut args| {
+            args[0] = "-D".to_owned();
+            args
+        })
+        .collect()
 }
 
 fn other(message: impl Into<String>) -> Failure {
@@ -1246,6 +1313,22 @@ mod tests {
         std::fs::write(state.join("ipam/hf-0123456789ab/10.7.0.2"), "ddd\r\neth0").expect("write");
         let found: Vec<String> = net.found().iter().map(ToString::to_string).collect();
         assert_eq!(found, ["aaa", "bbb", "ccc", "ddd"]);
+    }
+
+    #[test]
+    fn isolation_rules_of_one_bridge_are_found_with_their_quoted_comments() {
+        let listing = "-N CNI-ISOLATION-STAGE-1\n\
+-A CNI-ISOLATION-STAGE-1 -i hf-aaa ! -o hf-aaa -m comment --comment \"CNI firewall plugin rules (ingressPolicy: same-bridge)\" -j CNI-ISOLATION-STAGE-2\n\
+-A CNI-ISOLATION-STAGE-1 -i hf-bbb ! -o hf-bbb -m comment --comment \"CNI firewall plugin rules (ingressPolicy: same-bridge)\" -j CNI-ISOLATION-STAGE-2\n\
+-A CNI-ISOLATION-STAGE-1 -m comment --comment \"CNI firewall plugin rules (ingressPolicy: same-bridge)\" -j RETURN\n";
+        let rules = isolation_rules_of(listing, "hf-aaa");
+        assert_eq!(rules.len(), 1, "{rules:?}");
+        assert_eq!(rules[0][0], "-D");
+        assert_eq!(rules[0][1], "CNI-ISOLATION-STAGE-1");
+        assert!(
+            rules[0].contains(&"CNI firewall plugin rules (ingressPolicy: same-bridge)".to_owned())
+        );
+        assert!(isolation_rules_of(listing, "hf-a").is_empty());
     }
 
     #[test]
