@@ -157,5 +157,20 @@ impl Drop for BridgeDaemon {
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
             .output();
+        // The firewall plugin's isolation rules of the bridge stay with it
+        // (they are the bridge's, not a container's): they go with it.
+        let rules = Command::new("iptables-save")
+            .args(["-t", "filter"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for rule in rules
+            .lines()
+            .filter(|l| l.starts_with("-A CNI-ISOLATION-STAGE-"))
+            .filter(|l| l.split_whitespace().any(|w| w == self.bridge))
+        {
+            let delete = format!("iptables -w -t filter -D {}", &rule[3..]);
+            let _ = Command::new("sh").args(["-c", &delete]).output();
+        }
     }
 }

@@ -362,3 +362,113 @@ fn an_address_asked_for_is_given_and_refusals_are_clear() {
     assert!(!pruned.contains("fixed"), "{pruned}");
     d.ok(&["network", "inspect", "fixed"]);
 }
+
+/// The filter table's rules that name `bridge` (the firewall plugin's).
+fn filter_rules_naming(bridge: &str) -> Vec<String> {
+    let out = std::process::Command::new("iptables-save")
+        .args(["-t", "filter"])
+        .output()
+        .expect("run iptables-save");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.split_whitespace().any(|w| w == bridge))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn bridge_of(net: &BridgeDaemon, network: &str) -> String {
+    net.d
+        .ok(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{index .Options \"com.docker.network.bridge.name\"}}",
+            network,
+        ])
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn containers_on_different_networks_cannot_reach_each_other() {
+    let net = BridgeDaemon::start();
+    let d = &net.d;
+    let (sx, sy) = (net.user_subnet(), net.user_subnet());
+    d.ok(&["network", "create", "--subnet", &sx, "netx"]);
+    d.ok(&["network", "create", "--subnet", &sy, "nety"]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "server",
+        "--network",
+        "netx",
+        "busybox",
+        "sh",
+        "-c",
+        &httpd("hello-x"),
+    ]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "samenet",
+        "--network",
+        "netx",
+        "busybox",
+        "sleep",
+        "600",
+    ]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "othernet",
+        "--network",
+        "nety",
+        "busybox",
+        "sleep",
+        "600",
+    ]);
+    d.ok(&["run", "-d", "--name", "onbridge", "busybox", "sleep", "600"]);
+    let ip = d.inspect("server")["NetworkSettings"]["Networks"]["netx"]["IPAddress"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let url = format!("http://{ip}/");
+    // served on its own network (so the refusals below are the isolation's)
+    wait_reaches(&net, "samenet", &url, "hello-x");
+    for other in ["othernet", "onbridge"] {
+        assert_eq!(
+            wget_from(&net, other, &url),
+            None,
+            "{other} reached {url} across networks\n{}",
+            d.diagnostics()
+        );
+    }
+    // and the way back
+    let back = d.inspect("othernet")["NetworkSettings"]["Networks"]["nety"]["IPAddress"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let ping = d.docker(&["exec", "server", "ping", "-c", "1", "-W", "2", &back]);
+    assert!(!ping.success(), "netx reached nety: {ping:?}");
+    // names of another network are not known either
+    assert!(!hosts_of(&net, "othernet").contains("server"));
+
+    // the isolation rules go with their network
+    let (bx, by) = (bridge_of(&net, "netx"), bridge_of(&net, "nety"));
+    assert!(
+        !filter_rules_naming(&bx).is_empty(),
+        "no isolation rules for {bx}"
+    );
+    d.ok(&["rm", "-f", "server", "samenet", "othernet"]);
+    d.ok(&["network", "rm", "netx", "nety"]);
+    for b in [bx, by] {
+        assert_eq!(
+            filter_rules_naming(&b),
+            Vec::<String>::new(),
+            "rules of {b} left"
+        );
+    }
+}
