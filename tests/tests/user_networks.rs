@@ -311,7 +311,7 @@ fn an_address_asked_for_is_given_and_refusals_are_clear() {
     d.ok(&["start", "withmac"]);
     let link = d.ok(&["exec", "withmac", "ip", "link", "show", "eth0"]);
     assert!(link.contains("02:42:0a:00:00:99"), "{link}");
-    // taken: the start fails, the container stays created
+    // taken: the start is a 409, the container stays created
     d.ok(&[
         "create",
         "--name",
@@ -324,8 +324,26 @@ fn an_address_asked_for_is_given_and_refusals_are_clear() {
         "sleep",
         "600",
     ]);
-    d.fails(&["start", "fixed2"]);
+    d.fails_saying(
+        "an address taken",
+        &["start", "fixed2"],
+        "Address already in use",
+    );
     assert_eq!(d.state("fixed2")["Status"], "created");
+    let r = d.http("POST", "/containers/fixed2/start", None);
+    assert_eq!(r.status, 409, "{r:?}");
+    d.fails_saying(
+        "an address outside the subnet",
+        &[
+            "create",
+            "--network",
+            "fixed",
+            "--ip",
+            "192.0.2.9",
+            "busybox",
+        ],
+        "does not belong to any of this network's subnets",
+    );
 
     d.fails_saying(
         "--ip on the default bridge",

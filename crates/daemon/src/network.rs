@@ -170,6 +170,12 @@ impl NetworkDef {
     fn subnet(&self) -> Result<Subnet, Failure> {
         Subnet::parse(&self.subnet).map_err(other)
     }
+
+    /// Whether a container may be given `ip` on it (`--ip`): a host
+    /// address of its subnet, not its gateway.
+    pub fn may_give(&self, ip: Ipv4Addr) -> bool {
+        Subnet::parse(&self.subnet).is_ok_and(|s| s.holds_host(ip)) && ip != self.gateway
+    }
 }
 
 /// The default network's name, as dockerd's.
@@ -609,6 +615,23 @@ impl Network {
                     Failure::new(FailureKind::Invalid, format!("network {n} not found"))
                 })?,
         };
+        if let Some(ip) = &config.ip_address {
+            let held = self
+                .ipam_entries()
+                .into_iter()
+                .find(|(bridge, addr, owner)| {
+                    *bridge == def.bridge && addr == ip && owner != id.as_str()
+                });
+            if let Some((_, _, owner)) = held {
+                return Err(Failure::new(
+                    FailureKind::AlreadyExists,
+                    format!(
+                        "Address already in use: {ip} on network {} is container {owner}'s",
+                        def.name
+                    ),
+                ));
+            }
+        }
         let ports = self.resolve_ports(id, &config.ports)?;
         let mut names = Vec::new();
         if def.user_defined() {

@@ -1408,6 +1408,14 @@ async fn resolve_network(state: &ApiState, config: &mut ContainerConfig) -> Resu
             .network
             .find(&name)
             .ok_or_else(|| ApiError::bad_request(format!("network {name} not found")))?;
+        if let Some(ip) = &config.ip_address
+            && !ip.parse().is_ok_and(|ip| def.may_give(ip))
+        {
+            return Err(ApiError::bad_request(format!(
+                "Invalid address {ip}: It does not belong to any of this network's subnets ({} on {}, gateway {})",
+                def.subnet, def.name, def.gateway
+            )));
+        }
         config.network_name = def.user_defined().then_some(def.name);
     }
     if config.network != NetworkMode::Container {
