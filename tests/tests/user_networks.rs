@@ -125,6 +125,11 @@ fn containers_on_a_user_network_reach_each_other_by_name_and_alias() {
     ]);
     assert_eq!(inspected.trim(), format!("{subnet} {gateway} 2"));
 
+    let on_app = d.ok(&["ps", "--filter", "network=app", "--format", "{{.Names}}"]);
+    let mut on_app: Vec<&str> = on_app.lines().collect();
+    on_app.sort_unstable();
+    assert_eq!(on_app, ["alpha", "beta"]);
+
     // in use: refused, nothing removed
     let out = d.fails_saying(
         "rm of a network in use",

@@ -2026,6 +2026,10 @@ fn matches_filters(
     }) {
         return Ok(false);
     }
+    // By the network's name (dockerd also takes its id).
+    if !f.any("network", |v| network_mode_shown(&r.config) == v) {
+        return Ok(false);
+    }
     let created_of = |reference: &str| {
         all_ids
             .iter()

@@ -92,9 +92,13 @@ fn find(state: &ApiState, reference: &str) -> Result<Shown, ApiError> {
     }
 }
 
+/// A container on a network: the network's name, its id and name, whether
+/// it runs.
+type User = (String, ContainerId, String, bool);
+
 /// The network each container is on (by the name of its network), with
 /// its name: every container, running or not.
-async fn users(state: &ApiState) -> Result<Vec<(String, ContainerId, String)>, ApiError> {
+async fn users(state: &ApiState) -> Result<Vec<User>, ApiError> {
     let default = state.network.default_network().map(|d| d.name);
     state
         .engine
@@ -109,7 +113,8 @@ async fn users(state: &ApiState) -> Result<Vec<(String, ContainerId, String)>, A
                         NetworkMode::None => "none".to_owned(),
                         NetworkMode::Container => return None,
                     };
-                    Some((net, c.record.id.clone(), c.record.name.clone()))
+                    let running = c.status == holdfast_core::Status::Running;
+                    Some((net, c.record.id.clone(), c.record.name.clone(), running))
                 })
                 .collect()
         })
@@ -117,7 +122,7 @@ async fn users(state: &ApiState) -> Result<Vec<(String, ContainerId, String)>, A
         .map_err(ApiError::from)
 }
 
-fn render(state: &ApiState, n: &Shown, users: &[(String, ContainerId, String)]) -> Value {
+fn render(state: &ApiState, n: &Shown, users: &[User]) -> Value {
     let (driver, ipam, labels, created) = match n {
         Shown::Bridge(d) => (
             "bridge",
@@ -128,11 +133,20 @@ fn render(state: &ApiState, n: &Shown, users: &[(String, ContainerId, String)]) 
         Shown::Builtin("host") => ("host", json!([]), json!({}), String::new()),
         Shown::Builtin(_) => ("null", json!([]), json!({}), String::new()),
     };
+    // The containers attached now (dockerd's endpoints); on host and none,
+    // those running there.
     let mut containers = serde_json::Map::new();
-    for (_, id, name) in users.iter().filter(|(net, ..)| net == n.name()) {
+    for (_, id, name, running) in users.iter().filter(|(net, ..)| net == n.name()) {
         let att = state.network.attachment(id).filter(
             |a| matches!(n, Shown::Bridge(d) if a.network.as_ref().is_some_and(|x| x.id == d.id)),
         );
+        let shown = match n {
+            Shown::Bridge(_) => att.is_some(),
+            Shown::Builtin(_) => *running,
+        };
+        if !shown {
+            continue;
+        }
         let ip = att
             .as_ref()
             .and_then(|a| a.ip.map(|ip| format!("{ip}/{}", a.prefix_len)))
@@ -375,12 +389,8 @@ pub async fn create(State(state): State<ApiState>, body: Bytes) -> Result<Respon
 }
 
 /// Removes a user network no container names.
-async fn remove_def(
-    state: &ApiState,
-    def: NetworkDef,
-    users: &[(String, ContainerId, String)],
-) -> Result<(), ApiError> {
-    if let Some((_, id, _)) = users.iter().find(|(net, ..)| *net == def.name) {
+async fn remove_def(state: &ApiState, def: NetworkDef, users: &[User]) -> Result<(), ApiError> {
+    if let Some((_, id, ..)) = users.iter().find(|(net, ..)| *net == def.name) {
         return Err(ApiError::conflict(format!(
             "error while removing network: network {} id {} has active endpoints (container {id} is on it)",
             def.name, def.id
