@@ -378,10 +378,39 @@ fn an_address_asked_for_is_given_and_refusals_are_clear() {
         &["network", "create", "-d", "overlay", "o"],
         "not supported",
     );
-    // prune keeps what is used and removes the rest
+    // subnets chosen: /16s that no route of the host and no other network has
     d.ok(&["network", "create", "unused"]);
+    d.ok(&["network", "create", "unused2"]);
+    let routes = std::process::Command::new("ip")
+        .args(["-4", "route", "show"])
+        .output()
+        .expect("ip route");
+    let routes = String::from_utf8_lossy(&routes.stdout).into_owned();
+    let mut chosen = Vec::new();
+    for name in ["unused", "unused2"] {
+        let subnet = d.ok(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
+            name,
+        ]);
+        let subnet = subnet.trim().to_owned();
+        assert!(subnet.ends_with(".0.0/16"), "{name}: {subnet}");
+        let two_octets = subnet.trim_end_matches("0.0/16").to_owned();
+        assert!(
+            !routes.lines().any(|r| r.starts_with(&two_octets)),
+            "{subnet} collides with a route of the host:\n{routes}"
+        );
+        chosen.push(subnet);
+    }
+    assert_ne!(chosen[0], chosen[1]);
+    // prune keeps what is used and removes the rest
     let pruned = d.ok(&["network", "prune", "-f"]);
-    assert!(pruned.contains("unused"), "{pruned}");
+    assert!(
+        pruned.contains("unused\n") && pruned.contains("unused2"),
+        "{pruned}"
+    );
     assert!(!pruned.contains("fixed"), "{pruned}");
     d.ok(&["network", "inspect", "fixed"]);
 }
