@@ -841,8 +841,7 @@ impl Network {
             }
             let path = self.hosts_path(id);
             if path.exists() {
-                // In place: the container has this very file bind-mounted.
-                std::fs::write(&path, text)
+                rewrite_in_place(&path, &text)
                     .map_err(|e| other(format!("write {}: {e}", path.display())))?;
             }
         }
@@ -1086,6 +1085,21 @@ fn hosts_base(id: &ContainerId, config: &ContainerConfig, a: &Attachment) -> Str
         }
     }
     text
+}
+
+/// Rewrites a hosts file that a running container has bind-mounted (so in
+/// place: a new file would not be seen) without a moment where a resolver
+/// reads it empty: one write at offset 0, padded with blank lines (which
+/// resolvers skip) to at least the old length, so nothing is truncated.
+fn rewrite_in_place(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let old_len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+    let mut bytes = text.as_bytes().to_vec();
+    if bytes.len() < old_len {
+        bytes.resize(old_len, b'\n');
+    }
+    file.write_all_at(&bytes, 0)
 }
 
 fn valid_bridge_name(name: &str) -> bool {
@@ -1352,6 +1366,25 @@ mod tests {
             rules[0].contains(&"CNI firewall plugin rules (ingressPolicy: same-bridge)".to_owned())
         );
         assert!(isolation_rules_of(listing, "hf-a").is_empty());
+    }
+
+    #[test]
+    fn a_hosts_file_is_rewritten_in_place_and_never_shorter() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hosts");
+        std::fs::write(&path, "127.0.0.1\tlocalhost\n10.0.0.3\tpeer\n").expect("write");
+        let inode =
+            || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).expect("stat"));
+        let before = inode();
+        rewrite_in_place(&path, "127.0.0.1\tlocalhost\n").expect("rewrite");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.trim_end(), "127.0.0.1\tlocalhost");
+        assert!(!text.contains("peer"), "{text:?}");
+        assert_eq!(inode(), before, "the bind-mounted file itself");
+        rewrite_in_place(&path, "127.0.0.1\tlocalhost\n10.0.0.4\tlonger-peer-name\n")
+            .expect("rewrite");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text, "127.0.0.1\tlocalhost\n10.0.0.4\tlonger-peer-name\n");
     }
 
     #[test]
