@@ -235,7 +235,9 @@ fn a_container_shares_another_containers_network_namespace() {
         format!("container:{web_id}"),
         "{v}"
     );
-    // by name from a peer too, and its files are web's
+    let networks = d.ok(&["ps", "--filter", "name=side", "--format", "{{.Networks}}"]);
+    assert_eq!(networks.trim(), "", "no network of its own");
+    // its files are web's
     assert_eq!(hosts_of(&net, "side"), hosts_of(&net, "web"));
     d.fails_saying(
         "a stopped donor",

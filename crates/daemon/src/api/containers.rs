@@ -1969,7 +1969,12 @@ pub(super) fn list_json(
         "State": s.state_name(),
         "Status": status_text(s, now),
         "HostConfig": { "NetworkMode": network.clone() },
-        "NetworkSettings": { "Networks": { network.clone(): { "NetworkID": network } } },
+        // A shared namespace is no network of its own (dockerd shows none).
+        "NetworkSettings": { "Networks": if c.network == NetworkMode::Container {
+            json!({})
+        } else {
+            json!({ network.clone(): { "NetworkID": network } })
+        } },
         "Mounts": [],
     })
 }
