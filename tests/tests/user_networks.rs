@@ -167,6 +167,13 @@ fn containers_on_a_user_network_reach_each_other_by_name_and_alias() {
         "600",
     ]);
     wait_reaches(&net, "gamma", "http://web/", "hello-a");
+    // a rename is what peers know it by from then on
+    d.ok(&["rename", "gamma", "delta"]);
+    let hosts = hosts_of(&net, "alpha");
+    assert!(
+        hosts.lines().any(|l| l.contains("\tdelta ")) && !hosts.contains("gamma"),
+        "{hosts}"
+    );
 
     let bridge = d.ok(&[
         "network",
@@ -177,7 +184,7 @@ fn containers_on_a_user_network_reach_each_other_by_name_and_alias() {
     ]);
     let bridge = bridge.trim();
     assert!(Path::new("/sys/class/net").join(bridge).exists());
-    d.ok(&["rm", "-f", "alpha", "gamma"]);
+    d.ok(&["rm", "-f", "alpha", "delta"]);
     d.ok(&["network", "rm", "app"]);
     assert!(
         !Path::new("/sys/class/net").join(bridge).exists(),

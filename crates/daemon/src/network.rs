@@ -817,6 +817,28 @@ impl Network {
         Ok(plugins)
     }
 
+    /// The container was renamed: on a user network, its peers' hosts
+    /// files name it anew.
+    pub fn renamed(&self, id: &ContainerId, name: &str) -> Result<(), String> {
+        let _guard = self
+            .inner
+            .lock
+            .lock()
+            .map_err(|_| "the network lock is poisoned".to_owned())?;
+        let Some(mut a) = self.attachment(id) else {
+            return Ok(());
+        };
+        let Some(def) = a.network.clone().filter(NetworkDef::user_defined) else {
+            return Ok(());
+        };
+        let Some(first) = a.names.first_mut() else {
+            return Ok(());
+        };
+        name.clone_into(first);
+        self.write_attachment(id, &a).map_err(|f| f.message)?;
+        self.refresh_peers(&def).map_err(|f| f.message)
+    }
+
     /// Rewrites the hosts file of every container attached to `def` (a
     /// user network): its own part, then a line per peer.
     fn refresh_peers(&self, def: &NetworkDef) -> Result<(), Failure> {
