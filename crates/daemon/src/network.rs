@@ -257,6 +257,7 @@ struct Inner {
     settings: NetworkSettings,
     default: NetworkDef,
     lock: Mutex<()>,
+    registry: tokio::sync::RwLock<()>,
 }
 
 const IFNAME: &str = "eth0";
@@ -317,8 +318,15 @@ impl Network {
                 settings,
                 default,
                 lock: Mutex::new(()),
+                registry: tokio::sync::RwLock::new(()),
             }),
         })
+    }
+
+    /// Creates that name a network hold it shared until the container is
+    /// recorded; a removal holds it alone from its in-use check to the end.
+    pub fn registry(&self) -> &tokio::sync::RwLock<()> {
+        &self.inner.registry
     }
 
     /// Off with `--bridge none`: containers default to no network.

@@ -1194,6 +1194,10 @@ pub async fn create(
     }
     check_host_options(&config)?;
     resolve_shared_namespaces(&state, &mut config).await?;
+    // Held until the container is recorded: a network rm waits for it, so
+    // it sees this container (and refuses), or this create sees the
+    // network gone (and refuses).
+    let _networks = state.network.registry().read().await;
     resolve_network(&state, &mut config).await?;
     let image = state
         .adapter

@@ -420,6 +420,7 @@ pub async fn remove(
             ));
         }
     };
+    let _alone = state.network.registry().write().await;
     let users = users(&state).await?;
     remove_def(&state, def, &users).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -434,6 +435,7 @@ pub async fn prune(State(state): State<ApiState>, query: RawQuery) -> Result<Res
             "network prune --filter until is not supported by holdfast yet",
         ));
     }
+    let _alone = state.network.registry().write().await;
     let users = users(&state).await?;
     let mut deleted = Vec::new();
     for def in state.network.user_networks() {
