@@ -1399,6 +1399,138 @@ mod tests {
     }
 
     #[test]
+    fn peers_on_one_user_network_get_each_others_lines_and_no_others() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = Network::new(NetworkSettings {
+            bridge: "hf-test".into(),
+            subnet: Some("10.9.9.0/24".into()),
+            plugin_dir: dir.path().join("none"),
+            state_dir: dir.path().join("net"),
+            definitions_dir: dir.path().join("networks"),
+        })
+        .expect("network");
+        let def = |name: &str, id: &str| NetworkDef {
+            id: id.into(),
+            name: name.into(),
+            bridge: format!("hf-{id}"),
+            subnet: "10.8.0.0/24".into(),
+            gateway: Ipv4Addr::new(10, 8, 0, 1),
+            created: String::new(),
+            labels: Default::default(),
+        };
+        let (app, other) = (def("app", "aaa"), def("other", "bbb"));
+        let attach = |id: &str, on: &NetworkDef, ip: u8, names: &[&str]| {
+            let id: ContainerId = id.parse().expect("id");
+            let a = Attachment {
+                ip: Some(Ipv4Addr::new(10, 8, 0, ip)),
+                prefix_len: 24,
+                network: Some(on.clone()),
+                names: names.iter().map(|n| (*n).to_owned()).collect(),
+                hosts_base: format!("127.0.0.1\tlocalhost\n10.8.0.{ip}\t{id}\n"),
+                ..Attachment::default()
+            };
+            net.write_attachment(&id, &a).expect("attachment");
+            std::fs::write(net.hosts_path(&id), &a.hosts_base).expect("hosts");
+            id
+        };
+        let web = attach("web1", &app, 2, &["web", "front", "web1"]);
+        let api = attach("api1", &app, 3, &["api", "api1"]);
+        let far = attach("far1", &other, 4, &["far", "far1"]);
+        net.refresh_peers(&app).expect("refresh");
+        let hosts = |id: &ContainerId| std::fs::read_to_string(net.hosts_path(id)).expect("read");
+        assert_eq!(
+            hosts(&web),
+            "127.0.0.1\tlocalhost\n10.8.0.2\tweb1\n10.8.0.3\tapi api1\n"
+        );
+        assert_eq!(
+            hosts(&api),
+            "127.0.0.1\tlocalhost\n10.8.0.3\tapi1\n10.8.0.2\tweb front web1\n"
+        );
+        assert_eq!(hosts(&far), "127.0.0.1\tlocalhost\n10.8.0.4\tfar1\n");
+        // the default network: no peers' lines
+        net.refresh_peers(&net.inner.default.clone())
+            .expect("refresh");
+        // a rename reaches the peers
+        net.renamed(&api, "backend").expect("rename");
+        assert!(
+            hosts(&web).contains("10.8.0.3\tbackend api1\n"),
+            "{}",
+            hosts(&web)
+        );
+    }
+
+    #[test]
+    fn a_network_is_created_once_on_a_subnet_of_its_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = Network::new(NetworkSettings {
+            bridge: "hf-test".into(),
+            subnet: Some("10.9.9.0/24".into()),
+            plugin_dir: dir.path().join("none"),
+            state_dir: dir.path().join("net"),
+            definitions_dir: dir.path().join("networks"),
+        })
+        .expect("network");
+        let req = |name: &str, subnet: &str, gateway: Option<&str>| NetworkRequest {
+            name: name.into(),
+            subnet: Some(subnet.into()),
+            gateway: gateway.map(str::to_owned),
+            ..NetworkRequest::default()
+        };
+        let app = net
+            .create(req("app", "10.5.0.0/24", Some("10.5.0.254")))
+            .expect("created");
+        assert_eq!(app.gateway, Ipv4Addr::new(10, 5, 0, 254));
+        assert_eq!(app.bridge, format!("hf-{}", &app.id[..12]));
+        assert_eq!(net.find("app"), Some(app.clone()));
+        assert_eq!(net.find(&app.id[..6]), Some(app.clone()));
+        assert_eq!(
+            net.find("bridge").map(|d| d.name),
+            Some("bridge".to_owned())
+        );
+        for (r, says) in [
+            (req("app", "10.6.0.0/24", None), "already exists"),
+            (req("bridge", "10.6.0.0/24", None), "already exists"),
+            (req("wide", "10.5.0.0/16", None), "overlaps"),
+            (req("dflt", "10.9.9.128/25", None), "overlaps"),
+        ] {
+            match net.create(r) {
+                Err(DefError::Conflict(m)) => assert!(m.contains(says), "{m}"),
+                other => panic!("{says}: {other:?}"),
+            }
+        }
+        for (r, says) in [
+            (
+                req("gw", "10.6.0.0/24", Some("10.7.0.1")),
+                "not a host address",
+            ),
+            (
+                req("gw", "10.6.0.0/24", Some("10.6.0.255")),
+                "not a host address",
+            ),
+            (req("sub", "10.6.0.0/33", None), "prefix length"),
+        ] {
+            match net.create(r) {
+                Err(DefError::Invalid(m)) => assert!(m.contains(says), "{m}"),
+                other => panic!("{says}: {other:?}"),
+            }
+        }
+        assert_eq!(net.user_networks(), vec![app.clone()]);
+        // in use by an attachment: not removed
+        let id: ContainerId = "c1".parse().expect("id");
+        let a = Attachment {
+            network: Some(app.clone()),
+            ..Attachment::default()
+        };
+        net.write_attachment(&id, &a).expect("attachment");
+        assert!(matches!(net.remove(&app), Err(DefError::Conflict(_))));
+        assert!(matches!(
+            net.remove(&net.inner.default.clone()),
+            Err(DefError::Invalid(_))
+        ));
+        assert_eq!(net.user_networks().len(), 1);
+    }
+
+    #[test]
     fn a_hosts_file_is_rewritten_in_place_and_never_shorter() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("hosts");
