@@ -463,7 +463,10 @@ pub async fn prune(State(state): State<ApiState>, query: RawQuery) -> Result<Res
 
 /// `POST /networks/{id}/connect` and `disconnect`: a container's networks
 /// are chosen at create (`--network`, `--network-alias`, `--ip`).
-pub async fn connect_unsupported(Path(_reference): Path<String>) -> ApiError {
+///
+/// The body is read first: answering before the client has sent it makes
+/// the CLI report a broken pipe instead of the answer.
+pub async fn connect_unsupported(Path(_reference): Path<String>, _body: Bytes) -> ApiError {
     ApiError::not_implemented(
         "docker network connect and disconnect are not supported by holdfast yet: choose a container's network at create (docker run --network NAME --network-alias A --ip IP)",
     )
