@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What the default bridge network and one published port add to `docker run -d`.
+# What the default bridge network, one published port and a user-defined
+# network add to `docker run -d`.
 # Method and numbers: bench/network.md.
 #
 #   sudo bench/network.sh [N]     # N samples per row (default 20)
@@ -25,6 +26,7 @@ fi
 ROOT=$(mktemp -d /tmp/hf-bench-net-XXXXXX)
 BRIDGE=hfbn$(( $$ % 100000 ))
 SUBNET=10.253.$(( $$ % 250 )).0/24
+USER_SUBNET=10.252.$(( $$ % 250 )).0/24
 NS=bench-net-$$
 export DOCKER_HOST=unix://$ROOT/run/holdfast.sock DOCKER_CONFIG=$ROOT/docker-config
 mkdir -p "$ROOT/data" "$ROOT/run" "$DOCKER_CONFIG"
@@ -33,6 +35,8 @@ cleanup() {
     set +e
     ids=$(timeout 30 docker ps -aq 2>/dev/null)
     [[ -n $ids ]] && timeout 120 docker rm -f $ids >/dev/null 2>&1
+    # the user network: holdfastd removes its bridge and isolation rules
+    timeout 60 docker network rm bench >/dev/null 2>&1
     [[ -n ${HFD:-} ]] && kill -TERM "$HFD" 2>/dev/null && wait "$HFD" 2>/dev/null
     ctrd=$(cat "$ROOT/run/containerd/containerd.pid" 2>/dev/null)
     [[ -n $ctrd ]] && kill -KILL "$ctrd" 2>/dev/null
@@ -40,6 +44,9 @@ cleanup() {
     grep " $ROOT" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l
     rm -rf "/run/containerd/runc/$NS"
     ip link del "$BRIDGE" 2>/dev/null
+    # the firewall plugin's isolation rules of the default bridge go with it
+    iptables-save -t filter | grep -- '^-A CNI-ISOLATION-STAGE-' | grep -w -- "$BRIDGE" \
+        | sed 's/^-A /-D /' | while read -r rule; do eval "iptables -w -t filter $rule"; done
     rm -rf "$ROOT"
 }
 trap cleanup EXIT
@@ -76,5 +83,7 @@ echo "|---|---|---|---|---|---|"
 row "--network none" --network none
 row "default bridge" 
 row "bridge, -p 80 (host port chosen)" -p 80
+docker network create --subnet "$USER_SUBNET" bench >/dev/null
+row "user network (--network bench)" --network bench
 row "--network none (again)" --network none
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
+static NEXT_SUBNET: AtomicU32 = AtomicU32::new(0);
 
 /// Debian's containernetworking-plugins.
 pub const CNI_PLUGIN_DIR: &str = "/usr/lib/cni";
@@ -43,6 +44,17 @@ impl BridgeDaemon {
         all.extend_from_slice(args);
         let d = Daemon::start_with(&all);
         BridgeDaemon { d, bridge, subnet }
+    }
+
+    /// A /24 for a user network, unique as the bridge's subnet is.
+    pub fn user_subnet(&self) -> String {
+        let n = NEXT_SUBNET.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        format!(
+            "10.{}.{}.0/24",
+            150 + pid % 50,
+            (pid / 50 % 25) * 10 + n % 10
+        )
     }
 
     /// The IPAM store of the network (host-local: a file per address).
@@ -140,8 +152,25 @@ impl Drop for BridgeDaemon {
             args.extend(ids);
             let _ = self.d.docker(&args);
         }
+        // User networks: holdfastd removes their bridges and rules.
+        let _ = self.d.docker(&["network", "prune", "-f"]);
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
             .output();
+        // The firewall plugin's isolation rules of the bridge stay with it
+        // (they are the bridge's, not a container's): they go with it.
+        let rules = Command::new("iptables-save")
+            .args(["-t", "filter"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for rule in rules
+            .lines()
+            .filter(|l| l.starts_with("-A CNI-ISOLATION-STAGE-"))
+            .filter(|l| l.split_whitespace().any(|w| w == self.bridge))
+        {
+            let delete = format!("iptables -w -t filter -D {}", &rule[3..]);
+            let _ = Command::new("sh").args(["-c", &delete]).output();
+        }
     }
 }

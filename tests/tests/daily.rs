@@ -375,11 +375,17 @@ fn what_is_not_built_yet_answers_501_naming_it() {
             vec!["import", &*tarball.to_string_lossy(), "imp:1"],
             "import is not supported",
         ),
-        (vec!["network", "ls"], "networks are not supported"),
+        (
+            vec!["network", "connect", "bridge", "idle"],
+            "network connect and disconnect are not supported",
+        ),
     ] {
         d.fails_saying(&args.join(" "), &args, needle);
     }
-    for (method, path) in [("POST", "/commit?container=idle"), ("GET", "/networks")] {
+    for (method, path) in [
+        ("POST", "/commit?container=idle"),
+        ("POST", "/networks/bridge/disconnect"),
+    ] {
         let r = d.http(method, path, None);
         assert_eq!(r.status, 501, "{method} {path}: {r:?}");
     }

@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, PartialEq, Eq)]
 struct Held {
     nat: Vec<String>,
+    /// The firewall plugin's per-container rules (CNI-FORWARD) for
+    /// addresses of the test's networks.
+    filter: Vec<String>,
     addresses: Vec<String>,
     bridge_ports: Vec<String>,
     files: Vec<String>,
@@ -26,6 +29,7 @@ struct Held {
 fn held(net: &BridgeDaemon) -> Held {
     Held {
         nat: cni_nat_rules(),
+        filter: filter_rules_for(&[&net.subnet]),
         addresses: net.allocations(),
         bridge_ports: net.bridge_ports(),
         files: net.held_files(),
@@ -35,10 +39,26 @@ fn held(net: &BridgeDaemon) -> Held {
 /// A plugin directory with the real plugins, portmap's ADD behind a gate:
 /// with `<dir>/gate` present it touches `mark`, waits for `go`, runs the
 /// real portmap and touches `done`.
+/// The filter table's rules naming an address of one of `subnets` (/24s).
+fn filter_rules_for(subnets: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new("iptables-save")
+        .args(["-t", "filter"])
+        .output()
+        .expect("run iptables-save");
+    let prefixes: Vec<&str> = subnets.iter().map(|s| s.trim_end_matches("0/24")).collect();
+    let mut rules: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| prefixes.iter().any(|p| l.contains(p)))
+        .map(str::to_owned)
+        .collect();
+    rules.sort();
+    rules
+}
+
 fn gated_plugins(dir: &Path) -> PathBuf {
     let plugins = dir.join("cni");
     std::fs::create_dir_all(&plugins).expect("plugin dir");
-    for p in ["loopback", "bridge", "host-local"] {
+    for p in ["loopback", "bridge", "host-local", "firewall"] {
         std::os::unix::fs::symlink(Path::new(CNI_PLUGIN_DIR).join(p), plugins.join(p))
             .expect("link a plugin");
     }
@@ -220,4 +240,86 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
         "after {N} containers\n{}",
         net.d.diagnostics()
     );
+
+    // A user network: the same, through a holdfastd SIGKILL, then its rm.
+    let subnet = net.user_subnet();
+    net.d
+        .ok(&["network", "create", "--subnet", &subnet, "leaky"]);
+    let bridge = net
+        .d
+        .ok(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{index .Options \"com.docker.network.bridge.name\"}}",
+            "leaky",
+        ])
+        .trim()
+        .to_owned();
+    let ipam = net.d.exec_root().join("net/ipam").join(&bridge);
+    let user_held = |net: &BridgeDaemon| {
+        (
+            held(net),
+            filter_rules_for(&[&subnet]),
+            std::fs::read_dir(&ipam)
+                .map(|e| {
+                    e.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n != "lock" && !n.starts_with("last_reserved_ip"))
+                        .count()
+                })
+                .unwrap_or(0),
+        )
+    };
+    let user_baseline = user_held(&net);
+    const M: usize = 5;
+    let names: Vec<String> = (0..M).map(|i| format!("user{i}")).collect();
+    for n in &names {
+        net.d.ok(&[
+            "run",
+            "-d",
+            "--name",
+            n,
+            "--network",
+            "leaky",
+            "-p",
+            "80",
+            "busybox",
+            "sleep",
+            "300",
+        ]);
+    }
+    assert_eq!(user_held(&net).2, M, "{}", net.d.diagnostics());
+    assert!(
+        !filter_rules_for(&[&subnet]).is_empty(),
+        "no firewall rules for {subnet}"
+    );
+    net.d.sigkill();
+    net.d.restart();
+    let mut args = vec!["rm", "-f"];
+    args.extend(names.iter().map(String::as_str));
+    net.d.ok(&args);
+    assert_eq!(
+        user_held(&net),
+        user_baseline,
+        "after {M} containers on a user network\n{}",
+        net.d.diagnostics()
+    );
+    net.d.ok(&["network", "rm", "leaky"]);
+    assert!(!ipam.exists(), "the IPAM store of leaky is left");
+    assert!(
+        !Path::new("/sys/class/net").join(&bridge).exists(),
+        "the bridge {bridge} is left"
+    );
+    let rules = std::process::Command::new("iptables-save")
+        .args(["-t", "filter"])
+        .output()
+        .expect("run iptables-save");
+    let left: Vec<String> = String::from_utf8_lossy(&rules.stdout)
+        .lines()
+        .filter(|l| l.split_whitespace().any(|w| w == bridge))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "rules of {bridge} left");
+    assert_eq!(held(&net), baseline);
 }

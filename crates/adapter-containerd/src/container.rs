@@ -232,6 +232,11 @@ impl Adapter {
                 .parent()
                 .map(|net| net.join("hosts").join(format!("{id}.resolv.conf")));
         }
+        if let (holdfast_core::NetworkMode::Container, Some(donor)) =
+            (config.network, &config.network_container)
+        {
+            host_join_network(&mut host, &self.config().netns_dir, donor);
+        }
         if let Some(runtime_us) = config.resources.cpu_realtime_runtime_us.filter(|&r| r > 0) {
             grant_realtime_budget(&cgroups_path(id, self.namespace(), config), runtime_us);
         }
@@ -830,5 +835,34 @@ mod log_limit_tests {
         );
         let zero = HashMap::from([(LOG_MAX_FILE_LABEL.to_owned(), "0".to_owned())]);
         assert_eq!(log_limits_of(&zero).max_files, 1);
+    }
+}
+
+/// `--network container:<ref>`: the other container's attachment namespace
+/// and files when it has them (a bridge network; the bind mount is stable
+/// across its restarts), else its init's namespace (`none`).
+fn host_join_network(
+    host: &mut crate::spec::HostFacts,
+    netns_dir: &std::path::Path,
+    donor: &holdfast_core::SharedNetwork,
+) {
+    let attached = netns_dir.join(&donor.id);
+    let files = netns_dir.parent().map(|net| net.join("hosts"));
+    if attached.exists() {
+        host.netns_path = Some(attached);
+        host.hosts_path = files
+            .as_ref()
+            .map(|d| d.join(&donor.id))
+            .filter(|p| p.exists());
+        host.resolv_path = files
+            .map(|d| d.join(format!("{}.resolv.conf", donor.id)))
+            .filter(|p| p.exists());
+    } else {
+        host.netns_path = Some(std::path::PathBuf::from(format!(
+            "/proc/{}/ns/net",
+            donor.pid
+        )));
+        host.hosts_path = None;
+        host.resolv_path = None;
     }
 }

@@ -208,7 +208,8 @@ pub struct HostFacts {
     /// the shareable container's `/dev/shm`.
     pub shm_source: Option<PathBuf>,
     /// On a bridge network: the network namespace the network step made
-    /// (a bind mount that outlives the task until the attachment is released).
+    /// (a bind mount that outlives the task until the attachment is released);
+    /// with `container:`, the other container's.
     pub netns_path: Option<PathBuf>,
     /// On a bridge network: the hosts file the network step writes (the
     /// container's address and hostname), bound at `/etc/hosts`.
@@ -534,12 +535,17 @@ fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, Adap
         NetworkMode::Host => &["/etc/hosts", "/etc/resolv.conf"],
         NetworkMode::Bridge if own_resolver && host.resolv_path.is_some() => &[],
         NetworkMode::Bridge => &["/etc/resolv.conf"],
-        NetworkMode::None => &[],
+        // The other container's files, as it has them.
+        NetworkMode::Container if host.hosts_path.is_some() && host.resolv_path.is_none() => {
+            &["/etc/resolv.conf"]
+        }
+        NetworkMode::Container | NetworkMode::None => &[],
     };
     for &file in host_files {
         mounts.push(mount(file, "bind", file, &["rbind", "rprivate", "ro"])?);
     }
-    if let (NetworkMode::Bridge, Some(hosts)) = (config.network, &host.hosts_path) {
+    let attached = matches!(config.network, NetworkMode::Bridge | NetworkMode::Container);
+    if let (true, Some(hosts)) = (attached, &host.hosts_path) {
         let source = hosts.to_string_lossy();
         mounts.push(mount(
             "/etc/hosts",
@@ -548,9 +554,12 @@ fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, Adap
             &["rbind", "rprivate"],
         )?);
     }
-    if let (NetworkMode::Bridge, true, Some(resolv)) =
-        (config.network, own_resolver, &host.resolv_path)
-    {
+    let resolver = match config.network {
+        NetworkMode::Bridge => own_resolver,
+        NetworkMode::Container => true,
+        NetworkMode::Host | NetworkMode::None => false,
+    };
+    if let (true, Some(resolv)) = (resolver, &host.resolv_path) {
         let source = resolv.to_string_lossy();
         mounts.push(mount(
             "/etc/resolv.conf",
@@ -713,7 +722,7 @@ fn namespaces(
     match config.network {
         NetworkMode::None => out.push(namespace(LinuxNamespaceType::Network, None)?),
         NetworkMode::Host => {}
-        NetworkMode::Bridge => {
+        NetworkMode::Bridge | NetworkMode::Container => {
             let Some(path) = &host.netns_path else {
                 return Err(AdapterError::Invalid(
                     "a bridge network needs the network namespace of its attachment".into(),

@@ -35,6 +35,22 @@ pub struct ContainerConfig {
     pub read_only_rootfs: bool,
     pub memory_limit_bytes: Option<u64>,
     pub network: NetworkMode,
+    /// With `NetworkMode::Bridge`: the user-defined network (`--network
+    /// NAME`) the network step attaches to; `None` is the default `bridge`.
+    #[serde(default)]
+    pub network_name: Option<String>,
+    /// `--network-alias`: more names peers on a user network find it by.
+    #[serde(default)]
+    pub network_aliases: Vec<String>,
+    /// `--ip`: the address asked for on a user network.
+    #[serde(default)]
+    pub ip_address: Option<String>,
+    /// `--mac-address`: the interface's MAC asked for (bridge networks).
+    #[serde(default)]
+    pub mac_address: Option<String>,
+    /// With `NetworkMode::Container`: whose network namespace it joins.
+    #[serde(default)]
+    pub network_container: Option<SharedNetwork>,
     /// `-p`/`-P`: host ports published to the container's ports (bridge
     /// networks only). A host port of 0 is chosen when the network is set up.
     #[serde(default)]
@@ -294,9 +310,25 @@ pub enum NetworkMode {
     None,
     /// The host's network namespace.
     Host,
-    /// A network namespace of its own, attached to the default `bridge`
-    /// network (a Linux bridge with outbound NAT) by the network step.
+    /// A network namespace of its own, attached to a bridge network (a
+    /// Linux bridge with outbound NAT) by the network step: the default
+    /// `bridge`, or the user-defined one `ContainerConfig::network_name`
+    /// names.
     Bridge,
+    /// `--network container:<ref>`: another container's network namespace
+    /// (`ContainerConfig::network_container`), joined when its task is
+    /// created; nothing of its own to attach or release.
+    Container,
+}
+
+/// The container whose network namespace a `container:` one joins.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct SharedNetwork {
+    /// Its full id.
+    pub id: String,
+    /// Its init pid when this container was created: `/proc/<pid>/ns/net`
+    /// is joined when it has no namespace of an attachment.
+    pub pid: u32,
 }
 
 impl NetworkMode {

@@ -79,7 +79,7 @@ pub use action::{Action, Answer, Call, ErrorKind, RequestError, UserEvent, UserE
 pub use config::{
     BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
     NamespaceMode, Namespaces, NetworkMode, PortBinding, Privileges, ResourceUpdate, Resources,
-    RestartPolicy, Ulimit,
+    RestartPolicy, SharedNetwork, Ulimit,
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};

@@ -2212,3 +2212,74 @@ fn created_record_template(id: &str) -> Record {
         network: NetworkState::Detached,
     }
 }
+
+/// `--network container:<ref>` joins another container's namespace: no
+/// attachment of its own, so its start goes straight to the task and
+/// nothing is released after its exit.
+#[test]
+fn a_container_sharing_another_network_namespace_gets_no_network_step() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let config: std::sync::Arc<ContainerConfig> = ContainerConfig {
+        network: NetworkMode::Container,
+        network_container: Some(holdfast_core::SharedNetwork {
+            id: "c0".into(),
+            pid: 7,
+        }),
+        ..Default::default()
+    }
+    .into();
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "side".into(),
+        config,
+    });
+    d.ok(only_call(&actions, |c| {
+        matches!(c, Call::CreateContainer { .. })
+    }));
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    assert_eq!(calls(&actions), vec![Call::CreateTask { id: cid("c1") }]);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    d.ok(start);
+    let actions = d.exit("c1", 42, 0);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.ok(delete);
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+}
+
+/// A user-defined network is the same network step: the network it names
+/// travels in the config, the core decides when, as for the default one.
+#[test]
+fn a_user_network_container_is_attached_by_the_same_network_step() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    let config: std::sync::Arc<ContainerConfig> = ContainerConfig {
+        network: NetworkMode::Bridge,
+        network_name: Some("app".into()),
+        network_aliases: vec!["web".into()],
+        ip_address: Some("10.5.0.9".into()),
+        ..Default::default()
+    }
+    .into();
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "alpha".into(),
+        config: config.clone(),
+    });
+    d.ok(only_call(&actions, |c| {
+        matches!(c, Call::CreateContainer { .. })
+    }));
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    assert_eq!(
+        calls(&actions),
+        vec![Call::NetworkSetup {
+            id: cid("c1"),
+            config
+        }]
+    );
+}

@@ -1617,11 +1617,18 @@ impl Harness {
                     restart_policy: restart_policy(*policy),
                     // `--rm` (the API takes it with no restart policy only).
                     auto_remove: *policy == 0 && signals & 0x10 != 0,
-                    network: if i.is_multiple_of(2) {
-                        NetworkMode::Bridge
-                    } else {
-                        NetworkMode::None
+                    // The default bridge, a user network (the same
+                    // step), none, another's namespace (no step).
+                    network: match i % 4 {
+                        0 | 2 => NetworkMode::Bridge,
+                        1 => NetworkMode::None,
+                        _ => NetworkMode::Container,
                     },
+                    network_name: (i % 4 == 2).then(|| "app".to_owned()),
+                    network_container: (i % 4 == 3).then(|| holdfast_core::SharedNetwork {
+                        id: "donor".into(),
+                        pid: 1,
+                    }),
                     stop_signal: stop_signal(*signals),
                     image_stop_signal: stop_signal(*signals >> 2),
                     ..Default::default()

@@ -410,10 +410,16 @@ impl Engine {
     /// Exactly one result for `op`, whatever happens.
     fn network_call(&self, op: holdfast_core::OpId, call: Call) {
         let network = self.network.clone();
+        // The name peers on a user network know it by, as it is now.
+        let name = call
+            .container_id()
+            .and_then(|id| self.core.container(id))
+            .map(|v| v.record.name.clone())
+            .unwrap_or_default();
         let sink = self.sink.clone();
         tokio::spawn(async move {
             let result = tokio::task::spawn_blocking(move || match &call {
-                Call::NetworkSetup { id, config } => network.setup(id, config),
+                Call::NetworkSetup { id, config } => network.setup(id, &name, config),
                 Call::NetworkTeardown { id, config } => network.teardown(id, config),
                 _ => Err(holdfast_core::Failure::new(
                     holdfast_core::FailureKind::Other,

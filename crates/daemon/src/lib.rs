@@ -123,6 +123,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         subnet: settings.bridge_subnet.clone(),
         plugin_dir: settings.cni_plugin_dir.clone(),
         state_dir: settings.exec_root.join("net"),
+        definitions_dir: settings.data_root.join("networks"),
     })?;
     adapter_config.netns_dir = network.netns_dir();
     let adapter = Adapter::new(adapter_config)?;

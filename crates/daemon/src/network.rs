@@ -27,10 +27,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-/// What the network is made of; from the daemon's settings.
+/// What the networks are made of; from the daemon's settings.
 #[derive(Clone, Debug)]
 pub struct NetworkSettings {
-    /// The Linux bridge, also the CNI network's name (rule comments, IPAM dir).
+    /// The default network's Linux bridge, also its CNI network name (rule
+    /// comments, IPAM dir).
     pub bridge: String,
     /// `a.b.c.d/len`; `None`: the first private /16 no host route touches.
     pub subnet: Option<String>,
@@ -38,6 +39,9 @@ pub struct NetworkSettings {
     pub plugin_dir: PathBuf,
     /// `<exec-root>/net`.
     pub state_dir: PathBuf,
+    /// `<data-root>/networks`: the user-defined networks, a file each. They
+    /// are the user's, like volumes: they outlive reboots.
+    pub definitions_dir: PathBuf,
 }
 
 /// An IPv4 subnet.
@@ -79,6 +83,18 @@ impl Subnet {
         let common = self.mask() & mask;
         u32::from(self.addr) & common == addr & common
     }
+
+    fn overlaps_subnet(self, other: Subnet) -> bool {
+        self.overlaps(u32::from(other.addr), other.mask())
+    }
+
+    /// Whether `ip` is an address a host of the subnet may have (not the
+    /// subnet's own address nor its broadcast).
+    pub fn holds_host(self, ip: Ipv4Addr) -> bool {
+        let ip = u32::from(ip);
+        let base = u32::from(self.addr);
+        ip & self.mask() == base && ip != base && ip != base | !self.mask()
+    }
 }
 
 impl std::fmt::Display for Subnet {
@@ -103,6 +119,15 @@ fn parse_routes(table: &str) -> Vec<(u32, u32)> {
         .collect()
 }
 
+fn host_routes() -> Result<Vec<(u32, u32)>, NetworkError> {
+    let table = std::fs::read_to_string("/proc/net/route").map_err(|source| NetworkError::Io {
+        what: "read",
+        path: PathBuf::from("/proc/net/route"),
+        source,
+    })?;
+    Ok(parse_routes(&table))
+}
+
 /// The first of 172.17/16 .. 172.31/16, then 10.200/16 .. 10.254/16, that
 /// no route of the host overlaps (the default route aside).
 pub fn choose_subnet(routes: &[(u32, u32)]) -> Option<Subnet> {
@@ -117,6 +142,69 @@ pub fn choose_subnet(routes: &[(u32, u32)]) -> Option<Subnet> {
         .find(|s| !routes.iter().any(|&(a, m)| s.overlaps(a, m)))
 }
 
+/// A network: the default `bridge` or a user-defined one, as `docker
+/// network inspect` shows it and as its attachments are made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkDef {
+    /// 64 hex digits.
+    pub id: String,
+    pub name: String,
+    /// The Linux bridge; also the CNI network's name (rule comments, the
+    /// IPAM store's directory).
+    pub bridge: String,
+    /// `a.b.c.d/len`.
+    pub subnet: String,
+    pub gateway: Ipv4Addr,
+    /// RFC 3339; empty for the default network.
+    pub created: String,
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+impl NetworkDef {
+    /// The default network is `bridge`; every other is user-defined.
+    pub fn user_defined(&self) -> bool {
+        self.name != DEFAULT_NAME
+    }
+
+    fn subnet(&self) -> Result<Subnet, Failure> {
+        Subnet::parse(&self.subnet).map_err(other)
+    }
+
+    /// Whether a container may be given `ip` on it (`--ip`): a host
+    /// address of its subnet, not its gateway.
+    pub fn may_give(&self, ip: Ipv4Addr) -> bool {
+        Subnet::parse(&self.subnet).is_ok_and(|s| s.holds_host(ip)) && ip != self.gateway
+    }
+}
+
+/// The default network's name, as dockerd's.
+pub const DEFAULT_NAME: &str = "bridge";
+/// Names no user network may take (dockerd's predefined networks).
+pub const PREDEFINED: [&str; 3] = ["bridge", "host", "none"];
+
+/// What `docker network create` asks for, checked by the API.
+#[derive(Clone, Debug, Default)]
+pub struct NetworkRequest {
+    pub name: String,
+    pub subnet: Option<String>,
+    pub gateway: Option<String>,
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// RFC 3339.
+    pub created: String,
+}
+
+/// Why a network could not be created or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum DefError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Other(String),
+}
+
 /// What an attachment is, as `inspect` shows it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Attachment {
@@ -128,6 +216,19 @@ pub struct Attachment {
     pub mac: Option<String>,
     /// The plugins' chained result: the `prevResult` of their release.
     pub result: Option<Value>,
+    /// The network it is made on, as it was then: its release needs
+    /// nothing else (whatever happened to the network since).
+    #[serde(default)]
+    pub network: Option<NetworkDef>,
+    /// The names peers on a user network find it by: its container name,
+    /// aliases and short id.
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// Its own part of its hosts file (loopback, itself, `--add-host`);
+    /// on a user network its peers' lines follow, rewritten as they come
+    /// and go.
+    #[serde(default)]
+    pub hosts_base: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -143,8 +244,9 @@ pub enum NetworkError {
     },
 }
 
-/// The default bridge network. Cheap to clone; one setup or release at a
-/// time (port choices and the plugins' iptables work are serialised).
+/// Every network: the default bridge network and the user-defined ones.
+/// Cheap to clone; one setup, release, create or removal at a time (port
+/// choices, hosts files and the plugins' iptables work are serialised).
 #[derive(Clone, Debug)]
 pub struct Network {
     inner: Arc<Inner>,
@@ -153,8 +255,9 @@ pub struct Network {
 #[derive(Debug)]
 struct Inner {
     settings: NetworkSettings,
-    subnet: Subnet,
+    default: NetworkDef,
     lock: Mutex<()>,
+    registry: tokio::sync::RwLock<()>,
 }
 
 const IFNAME: &str = "eth0";
@@ -173,17 +276,12 @@ impl Network {
             settings.state_dir.join("attachments"),
             settings.state_dir.join("ipam"),
             settings.state_dir.join("hosts"),
+            settings.definitions_dir.clone(),
         ] {
             std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
         }
         let kept = settings.state_dir.join("subnet");
-        if settings.bridge.is_empty()
-            || settings.bridge.len() > 15
-            || !settings
-                .bridge
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        if !valid_bridge_name(&settings.bridge) {
             return Err(NetworkError::Settings(format!(
                 "invalid bridge name {:?}: 1 to 15 letters, digits, - or _",
                 settings.bridge
@@ -197,26 +295,38 @@ impl Network {
             Some(s) => Subnet::parse(s).map_err(NetworkError::Settings)?,
             None => match std::fs::read_to_string(&kept) {
                 Ok(s) => Subnet::parse(s.trim()).map_err(NetworkError::Settings)?,
-                Err(_) => {
-                    let routes = std::fs::read_to_string("/proc/net/route")
-                        .map_err(io("read", Path::new("/proc/net/route")))?;
-                    choose_subnet(&parse_routes(&routes)).ok_or_else(|| {
-                        NetworkError::Settings(
-                            "no private subnet is free of the host's routes: give --bridge-subnet"
-                                .into(),
-                        )
-                    })?
-                }
+                Err(_) => choose_subnet(&host_routes()?).ok_or_else(|| {
+                    NetworkError::Settings(
+                        "no private subnet is free of the host's routes: give --bridge-subnet"
+                            .into(),
+                    )
+                })?,
             },
         };
         std::fs::write(&kept, subnet.to_string()).map_err(io("write", &kept))?;
+        let default = NetworkDef {
+            id: stable_id(&settings.bridge),
+            name: DEFAULT_NAME.to_owned(),
+            bridge: settings.bridge.clone(),
+            subnet: subnet.to_string(),
+            gateway: subnet.gateway(),
+            created: String::new(),
+            labels: Default::default(),
+        };
         Ok(Network {
             inner: Arc::new(Inner {
                 settings,
-                subnet,
+                default,
                 lock: Mutex::new(()),
+                registry: tokio::sync::RwLock::new(()),
             }),
         })
+    }
+
+    /// Creates that name a network hold it shared until the container is
+    /// recorded; a removal holds it alone from its in-use check to the end.
+    pub fn registry(&self) -> &tokio::sync::RwLock<()> {
+        &self.inner.registry
     }
 
     /// Off with `--bridge none`: containers default to no network.
@@ -228,12 +338,187 @@ impl Network {
         self.inner.settings.state_dir.join("netns")
     }
 
+    /// The default network's bridge.
     pub fn name(&self) -> &str {
         &self.inner.settings.bridge
     }
 
     pub fn subnet(&self) -> Subnet {
-        self.inner.subnet
+        Subnet::parse(&self.inner.default.subnet).unwrap_or(Subnet {
+            addr: Ipv4Addr::UNSPECIFIED,
+            prefix_len: 8,
+        })
+    }
+
+    /// The default network, unless it is disabled.
+    pub fn default_network(&self) -> Option<NetworkDef> {
+        self.enabled().then(|| self.inner.default.clone())
+    }
+
+    /// The user-defined networks, by name.
+    pub fn user_networks(&self) -> Vec<NetworkDef> {
+        let Ok(entries) = std::fs::read_dir(&self.inner.settings.definitions_dir) else {
+            return Vec::new();
+        };
+        let mut defs: Vec<NetworkDef> = entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .filter_map(|b| serde_json::from_slice::<NetworkDef>(&b).ok())
+            .collect();
+        defs.sort_by(|a, b| a.name.cmp(&b.name));
+        defs
+    }
+
+    /// Every bridge network: the default (when enabled) and the user's.
+    pub fn networks(&self) -> Vec<NetworkDef> {
+        let mut all: Vec<NetworkDef> = self.default_network().into_iter().collect();
+        all.extend(self.user_networks());
+        all
+    }
+
+    /// A bridge network by name, full id or unique id prefix (dockerd's order).
+    pub fn find(&self, reference: &str) -> Option<NetworkDef> {
+        if reference.is_empty() {
+            return None;
+        }
+        let all = self.networks();
+        if let Some(d) = all
+            .iter()
+            .find(|d| d.name == reference || d.id == reference)
+        {
+            return Some(d.clone());
+        }
+        let mut by_prefix = all.iter().filter(|d| d.id.starts_with(reference));
+        match (by_prefix.next(), by_prefix.next()) {
+            (Some(d), None) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    /// `docker network create`: the subnet given, or the first private /16
+    /// that neither a route of the host nor another network has.
+    pub fn create(&self, req: NetworkRequest) -> Result<NetworkDef, DefError> {
+        let _guard = self
+            .inner
+            .lock
+            .lock()
+            .map_err(|_| DefError::Other("the network lock is poisoned".into()))?;
+        if PREDEFINED.contains(&req.name.as_str())
+            || self.find(&req.name).is_some_and(|d| d.name == req.name)
+        {
+            return Err(DefError::Conflict(format!(
+                "network with name {} already exists",
+                req.name
+            )));
+        }
+        let others: Vec<Subnet> = self
+            .networks()
+            .iter()
+            .filter_map(|d| Subnet::parse(&d.subnet).ok())
+            .collect();
+        let subnet = match &req.subnet {
+            Some(s) => {
+                let subnet = Subnet::parse(s).map_err(DefError::Invalid)?;
+                if others.iter().any(|o| o.overlaps_subnet(subnet)) {
+                    return Err(DefError::Conflict(format!(
+                        "invalid pool request: Pool overlaps with other one on this address space ({subnet})"
+                    )));
+                }
+                subnet
+            }
+            None => {
+                let mut taken = host_routes().map_err(|e| DefError::Other(e.to_string()))?;
+                taken.extend(others.iter().map(|o| (u32::from(o.addr), o.mask())));
+                choose_subnet(&taken).ok_or_else(|| {
+                    DefError::Conflict(
+                        "could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network: give --subnet".into(),
+                    )
+                })?
+            }
+        };
+        let gateway = match &req.gateway {
+            None => subnet.gateway(),
+            Some(g) => {
+                let gw: Ipv4Addr = g
+                    .parse()
+                    .map_err(|e| DefError::Invalid(format!("invalid gateway {g:?}: {e}")))?;
+                if !subnet.holds_host(gw) {
+                    return Err(DefError::Invalid(format!(
+                        "invalid gateway {gw}: not a host address of the subnet {subnet}"
+                    )));
+                }
+                gw
+            }
+        };
+        let id = random_id().map_err(DefError::Other)?;
+        let def = NetworkDef {
+            bridge: format!("hf-{}", &id[..12]),
+            id,
+            name: req.name,
+            subnet: subnet.to_string(),
+            gateway,
+            created: req.created,
+            labels: req.labels,
+        };
+        let path = self.definition_path(&def.id);
+        let bytes = serde_json::to_vec_pretty(&def).map_err(|e| DefError::Other(e.to_string()))?;
+        write_durably(&path, &bytes)
+            .map_err(|e| DefError::Other(format!("write {}: {e}", path.display())))?;
+        Ok(def)
+    }
+
+    /// `docker network rm` of a user network no container names (the API
+    /// checked the containers): refused while any attachment is on it;
+    /// then its bridge, its isolation rules and its IPAM store go, and its
+    /// definition last (a crash before that leaves it listed, to remove
+    /// again).
+    pub fn remove(&self, def: &NetworkDef) -> Result<(), DefError> {
+        let _guard = self
+            .inner
+            .lock
+            .lock()
+            .map_err(|_| DefError::Other("the network lock is poisoned".into()))?;
+        if !def.user_defined() {
+            return Err(DefError::Invalid(format!(
+                "{} is a pre-defined network and cannot be removed",
+                def.name
+            )));
+        }
+        if let Some(id) = self
+            .attachments()
+            .into_iter()
+            .find(|(_, a)| a.network.as_ref().is_some_and(|n| n.id == def.id))
+            .map(|(id, _)| id)
+        {
+            return Err(DefError::Conflict(format!(
+                "error while removing network: network {} id {} has active endpoints (container {id})",
+                def.name, def.id
+            )));
+        }
+        remove_bridge(&def.bridge).map_err(DefError::Other)?;
+        remove_isolation_rules(&def.bridge).map_err(DefError::Other)?;
+        let ipam = self.inner.settings.state_dir.join("ipam").join(&def.bridge);
+        match std::fs::remove_dir_all(&ipam) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(DefError::Other(format!("remove {}: {e}", ipam.display())));
+            }
+            _ => {}
+        }
+        let path = self.definition_path(&def.id);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(DefError::Other(format!("remove {}: {e}", path.display())))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn definition_path(&self, id: &str) -> PathBuf {
+        self.inner
+            .settings
+            .definitions_dir
+            .join(format!("{id}.json"))
     }
 
     fn attachment_path(&self, id: &ContainerId) -> PathBuf {
@@ -250,61 +535,123 @@ impl Network {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// Every attachment made or being made.
+    pub fn attachments(&self) -> Vec<(ContainerId, Attachment)> {
+        let dir = self.inner.settings.state_dir.join("attachments");
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(ContainerId, Attachment)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let id: ContainerId = name.strip_suffix(".json")?.parse().ok()?;
+                let bytes = std::fs::read(e.path()).ok()?;
+                Some((id, serde_json::from_slice(&bytes).ok()?))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The IPAM store of every network: `(bridge, address file, owner)`.
+    fn ipam_entries(&self) -> Vec<(String, String, String)> {
+        let root = self.inner.settings.state_dir.join("ipam");
+        let mut out = Vec::new();
+        for net in dir_names(&root) {
+            for n in dir_names(&root.join(&net)) {
+                if n == "lock" || n.starts_with("last_reserved_ip") {
+                    continue;
+                }
+                // host-local: the owner's container id, then the interface.
+                if let Ok(text) = std::fs::read_to_string(root.join(&net).join(&n))
+                    && let Some(owner) = text.lines().next()
+                {
+                    out.push((net.clone(), n, owner.trim().to_owned()));
+                }
+            }
+        }
+        out
+    }
+
     /// Every container that something of an attachment exists for: its
-    /// attachment file, its network namespace, an address the IPAM store
-    /// holds for it. The network side's relist, read at start-up.
+    /// attachment file, its network namespace, its files, an address the
+    /// IPAM store of any network holds for it. The network side's relist,
+    /// read at start-up.
     pub fn found(&self) -> std::collections::BTreeSet<ContainerId> {
         let dir = &self.inner.settings.state_dir;
-        let names = |sub: PathBuf| -> Vec<String> {
-            std::fs::read_dir(sub)
-                .map(|e| {
-                    e.flatten()
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let mut ids: Vec<String> = names(dir.join("attachments"))
+        let mut ids: Vec<String> = dir_names(&dir.join("attachments"))
             .into_iter()
             .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
             .collect();
-        ids.extend(names(dir.join("netns")));
+        ids.extend(dir_names(&dir.join("netns")));
         ids.extend(
-            names(dir.join("hosts"))
+            dir_names(&dir.join("hosts"))
                 .into_iter()
                 .map(|n| n.trim_end_matches(".resolv.conf").to_owned()),
         );
-        let ipam = dir.join("ipam").join(self.name());
-        for n in names(ipam.clone()) {
-            if n == "lock" || n.starts_with("last_reserved_ip") {
-                continue;
-            }
-            // host-local: the owner's container id, then the interface.
-            if let Ok(text) = std::fs::read_to_string(ipam.join(&n))
-                && let Some(id) = text.lines().next()
-            {
-                ids.push(id.trim().to_owned());
-            }
-        }
+        ids.extend(self.ipam_entries().into_iter().map(|(_, _, owner)| owner));
         ids.iter().filter_map(|i| i.parse().ok()).collect()
     }
 
-    /// Carries out `Call::NetworkSetup`. Blocking: run it off the loop.
-    pub fn setup(&self, id: &ContainerId, config: &ContainerConfig) -> Result<Done, Failure> {
-        if !self.enabled() {
-            return Err(Failure::new(
-                FailureKind::Invalid,
-                "the bridge network is disabled (holdfastd --bridge none)",
-            ));
-        }
+    /// Carries out `Call::NetworkSetup` for the container named `name`.
+    /// Blocking: run it off the loop.
+    pub fn setup(
+        &self,
+        id: &ContainerId,
+        name: &str,
+        config: &ContainerConfig,
+    ) -> Result<Done, Failure> {
         let _guard = self
             .inner
             .lock
             .lock()
             .map_err(|_| other("the network lock is poisoned"))?;
+        let def = match &config.network_name {
+            None if !self.enabled() => {
+                return Err(Failure::new(
+                    FailureKind::Invalid,
+                    "the bridge network is disabled (holdfastd --bridge none)",
+                ));
+            }
+            None => self.inner.default.clone(),
+            Some(n) => self
+                .user_networks()
+                .into_iter()
+                .find(|d| &d.name == n)
+                .ok_or_else(|| {
+                    Failure::new(FailureKind::Invalid, format!("network {n} not found"))
+                })?,
+        };
+        if let Some(ip) = &config.ip_address {
+            let held = self
+                .ipam_entries()
+                .into_iter()
+                .find(|(bridge, addr, owner)| {
+                    *bridge == def.bridge && addr == ip && owner != id.as_str()
+                });
+            if let Some((_, _, owner)) = held {
+                return Err(Failure::new(
+                    FailureKind::AlreadyExists,
+                    format!(
+                        "Address already in use: {ip} on network {} is container {owner}'s",
+                        def.name
+                    ),
+                ));
+            }
+        }
         let ports = self.resolve_ports(id, &config.ports)?;
+        let mut names = Vec::new();
+        if def.user_defined() {
+            names.push(name.to_owned());
+            names.extend(config.network_aliases.iter().cloned());
+            names.push(id.as_str().chars().take(12).collect());
+            names.dedup();
+        }
         let mut attachment = Attachment {
             ports,
+            network: Some(def.clone()),
+            names,
             ..Attachment::default()
         };
         self.write_attachment(id, &attachment)?;
@@ -317,25 +664,32 @@ impl Network {
             "ADD",
             id,
             &netns,
-            json!({"cniVersion": "1.0.0", "name": format!("{}-lo", self.name()), "type": "loopback"}),
+            json!({"cniVersion": "1.0.0", "name": format!("{}-lo", def.bridge), "type": "loopback"}),
         )?;
         let mut prev: Option<Value> = None;
-        for plugin in self.plugins(&attachment.ports) {
+        for plugin in self.plugins(&def, &attachment.ports, Some(config))? {
             let conf = with_prev(
                 plugin.clone(),
-                self.name(),
+                &def.bridge,
                 prev.as_ref(),
                 &attachment.ports,
             );
             let ty = conf["type"].as_str().unwrap_or_default().to_owned();
             prev = Some(self.exec(&ty, "ADD", id, &netns, conf)?);
+            // Recorded before the next plugin runs: a release after a crash
+            // gives the later plugins (the firewall finds its rules by the
+            // addresses) the result the bridge plugin gave.
+            attachment.result = prev.clone();
+            self.write_attachment(id, &attachment)?;
         }
         if let Some(result) = &prev {
             read_result(result, &mut attachment);
         }
         attachment.result = prev;
-        self.write_hosts(id, config, &attachment)?;
+        attachment.hosts_base = hosts_base(id, config, &attachment);
         self.write_attachment(id, &attachment)?;
+        self.write_hosts(id, config, &attachment)?;
+        self.refresh_peers(&def)?;
         Ok(Done::Ok)
     }
 
@@ -353,19 +707,54 @@ impl Network {
         let ports = attachment
             .as_ref()
             .map_or_else(|| config.ports.clone(), |a| a.ports.clone());
-        let prev = attachment.and_then(|a| a.result);
+        let prev = attachment.as_ref().and_then(|a| a.result.clone());
         let netns_path = self.netns_dir().join(id.as_str());
         let netns = if netns_path.exists() {
             netns_path.to_string_lossy().into_owned()
         } else {
             String::new()
         };
-        let mut plugins = self.plugins(&ports);
-        plugins.reverse();
-        for plugin in plugins {
-            let conf = with_prev(plugin, self.name(), prev.as_ref(), &ports);
-            let ty = conf["type"].as_str().unwrap_or_default().to_owned();
-            self.exec(&ty, "DEL", id, &netns, conf)?;
+        // The network it was made on; and any other whose IPAM store holds
+        // an address for it (a setup cut short before its record said
+        // which, or a network named by a config that no longer exists).
+        let mut defs: Vec<NetworkDef> = attachment
+            .as_ref()
+            .and_then(|a| a.network.clone())
+            .into_iter()
+            .collect();
+        if defs.is_empty() {
+            let named = match &config.network_name {
+                None => self.default_network(),
+                Some(n) => self.user_networks().into_iter().find(|d| &d.name == n),
+            };
+            defs.extend(named);
+        }
+        let known = self.networks();
+        for (bridge, _, owner) in self.ipam_entries() {
+            if owner == id.as_str()
+                && !defs.iter().any(|d| d.bridge == bridge)
+                && let Some(d) = known.iter().find(|d| d.bridge == bridge)
+            {
+                defs.push(d.clone());
+            }
+        }
+        // Every plugin is asked, whatever an earlier one said (one that
+        // fails keeps the others' work from leaking); the first failure is
+        // the answer, and the release is retried.
+        let mut failed = None;
+        for def in &defs {
+            let mut plugins = self.plugins(def, &ports, None)?;
+            plugins.reverse();
+            for plugin in plugins {
+                let conf = with_prev(plugin, &def.bridge, prev.as_ref(), &ports);
+                let ty = conf["type"].as_str().unwrap_or_default().to_owned();
+                if let Err(f) = self.exec(&ty, "DEL", id, &netns, conf) {
+                    failed.get_or_insert(f);
+                }
+            }
+        }
+        if let Some(f) = failed {
+            return Err(f);
         }
         for path in [self.hosts_path(id), self.resolv_path(id)] {
             match std::fs::remove_file(&path) {
@@ -381,26 +770,51 @@ impl Network {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(other(format!("remove the attachment record: {e}"))),
         }
+        for def in &defs {
+            self.refresh_peers(def)?;
+        }
         Ok(Done::Ok)
     }
 
-    /// The chain: the bridge (with its IPAM), then portmap if ports are published.
-    fn plugins(&self, ports: &[PortBinding]) -> Vec<Value> {
+    /// The chain on `def`: the bridge (with its IPAM), the firewall's
+    /// isolation of bridges, then portmap if ports are published. `config`:
+    /// at setup, the address and MAC asked for.
+    fn plugins(
+        &self,
+        def: &NetworkDef,
+        ports: &[PortBinding],
+        config: Option<&ContainerConfig>,
+    ) -> Result<Vec<Value>, Failure> {
         let s = &self.inner.settings;
-        let subnet = self.inner.subnet;
-        let mut plugins = vec![json!({
+        let subnet = def.subnet()?;
+        let mut bridge = json!({
             "type": "bridge",
-            "bridge": s.bridge,
+            "bridge": def.bridge,
             "isGateway": true,
             "ipMasq": true,
             "hairpinMode": true,
             "ipam": {
                 "type": "host-local",
-                "ranges": [[{"subnet": subnet.to_string(), "gateway": subnet.gateway().to_string()}]],
+                "ranges": [[{"subnet": subnet.to_string(), "gateway": def.gateway.to_string()}]],
                 "routes": [{"dst": "0.0.0.0/0"}],
                 "dataDir": s.state_dir.join("ipam"),
             },
-        })];
+        });
+        if let Some(ip) = config.and_then(|c| c.ip_address.as_ref()) {
+            bridge["runtimeConfig"]["ips"] = json!([format!("{ip}/{}", subnet.prefix_len)]);
+        }
+        if let Some(mac) = config.and_then(|c| c.mac_address.as_ref()) {
+            bridge["runtimeConfig"]["mac"] = json!(mac);
+        }
+        // dockerd's isolation of bridge networks (DOCKER-ISOLATION): the
+        // firewall plugin's per-bridge rules drop what comes from one of
+        // them and leaves by another that has them too. It also accepts
+        // the container's own traffic in FORWARD (CNI-FORWARD), whatever
+        // the host's policy there.
+        let mut plugins = vec![
+            bridge,
+            json!({"type": "firewall", "backend": "iptables", "ingressPolicy": "same-bridge"}),
+        ];
         if !ports.is_empty() {
             plugins.push(json!({
                 "type": "portmap",
@@ -408,9 +822,61 @@ impl Network {
                 "snat": true,
             }));
         }
-        plugins
+        Ok(plugins)
     }
 
+    /// The container was renamed: on a user network, its peers' hosts
+    /// files name it anew.
+    pub fn renamed(&self, id: &ContainerId, name: &str) -> Result<(), String> {
+        let _guard = self
+            .inner
+            .lock
+            .lock()
+            .map_err(|_| "the network lock is poisoned".to_owned())?;
+        let Some(mut a) = self.attachment(id) else {
+            return Ok(());
+        };
+        let Some(def) = a.network.clone().filter(NetworkDef::user_defined) else {
+            return Ok(());
+        };
+        let Some(first) = a.names.first_mut() else {
+            return Ok(());
+        };
+        name.clone_into(first);
+        self.write_attachment(id, &a).map_err(|f| f.message)?;
+        self.refresh_peers(&def).map_err(|f| f.message)
+    }
+
+    /// Rewrites the hosts file of every container attached to `def` (a
+    /// user network): its own part, then a line per peer.
+    fn refresh_peers(&self, def: &NetworkDef) -> Result<(), Failure> {
+        if !def.user_defined() {
+            return Ok(());
+        }
+        let on_it: Vec<(ContainerId, Attachment)> = self
+            .attachments()
+            .into_iter()
+            .filter(|(_, a)| a.network.as_ref().is_some_and(|n| n.id == def.id))
+            .filter(|(_, a)| a.ip.is_some() && !a.hosts_base.is_empty())
+            .collect();
+        for (id, a) in &on_it {
+            let mut text = a.hosts_base.clone();
+            for (peer, p) in &on_it {
+                if peer == id {
+                    continue;
+                }
+                if let Some(ip) = p.ip {
+                    text.push_str(&format!("{ip}\t{}\n", p.names.join(" ")));
+                }
+            }
+            let path = self.hosts_path(id);
+            if path.exists() {
+                rewrite_in_place(&path, &text)
+                    .map_err(|e| other(format!("write {}: {e}", path.display())))?;
+            }
+        }
+        Ok(())
+    }
     /// Host ports for every binding: the one asked for if nothing holds it
     /// (another attachment's mapping or a socket of the host), else a free
     /// one chosen by the kernel.
@@ -464,28 +930,15 @@ impl Network {
             .join(id.as_str())
     }
 
-    /// The container's `/etc/hosts`, as dockerd writes it: loopback, and its
-    /// address under its hostname.
+    /// The container's `/etc/hosts` (its own part; peers are added by
+    /// `refresh_peers`) and, when asked for, its `/etc/resolv.conf`.
     fn write_hosts(
         &self,
         id: &ContainerId,
         config: &ContainerConfig,
         a: &Attachment,
     ) -> Result<(), Failure> {
-        let hostname = config
-            .hostname
-            .clone()
-            .unwrap_or_else(|| id.as_str().chars().take(12).collect());
-        let mut text =
-            String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
-        if let Some(ip) = a.ip {
-            text.push_str(&format!("{ip}\t{hostname}\n"));
-        }
-        for h in &config.extra_hosts {
-            if let Some((name, ip)) = h.split_once(':') {
-                text.push_str(&format!("{ip}\t{name}\n"));
-            }
-        }
+        let text = a.hosts_base.clone();
         let path = self.hosts_path(id);
         std::fs::write(&path, text).map_err(|e| other(format!("write {}: {e}", path.display())))?;
         if config.dns.is_empty() && config.dns_search.is_empty() && config.dns_options.is_empty() {
@@ -644,6 +1097,158 @@ fn read_result(result: &Value, a: &mut Attachment) {
         .map(str::to_owned);
 }
 
+/// The container's own lines of its `/etc/hosts`, as dockerd writes them:
+/// loopback, its address under its hostname, and `--add-host` entries.
+fn hosts_base(id: &ContainerId, config: &ContainerConfig, a: &Attachment) -> String {
+    let hostname = config
+        .hostname
+        .clone()
+        .unwrap_or_else(|| id.as_str().chars().take(12).collect());
+    let mut text =
+        String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+    if let Some(ip) = a.ip {
+        text.push_str(&format!("{ip}\t{hostname}\n"));
+    }
+    for h in &config.extra_hosts {
+        if let Some((name, ip)) = h.split_once(':') {
+            text.push_str(&format!("{ip}\t{name}\n"));
+        }
+    }
+    text
+}
+
+/// Rewrites a hosts file that a running container has bind-mounted (so in
+/// place: a new file would not be seen) without a moment where a resolver
+/// reads it empty: one write at offset 0, padded with blank lines (which
+/// resolvers skip) to at least the old length, so nothing is truncated.
+fn rewrite_in_place(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let old_len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+    let mut bytes = text.as_bytes().to_vec();
+    if bytes.len() < old_len {
+        bytes.resize(old_len, b'\n');
+    }
+    file.write_all_at(&bytes, 0)
+}
+
+fn valid_bridge_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 15
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The default network's id: the same for the same bridge, across restarts.
+fn stable_id(bridge: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(format!("holdfast network {bridge}")))
+}
+
+/// 64 hex digits from 32 random bytes, as dockerd makes ids.
+fn random_id() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a network id: {e}"))?;
+    Ok(hex::encode(bytes))
+}
+
+/// Written whole or not at all, and on disk before it is answered.
+fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+fn dir_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|e| {
+            e.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Deletes a user network's bridge (the bridge plugin makes it at the first
+/// attachment and never removes it); none there is done.
+fn remove_bridge(bridge: &str) -> Result<(), String> {
+    if !valid_bridge_name(bridge) || !Path::new("/sys/class/net").join(bridge).exists() {
+        return Ok(());
+    }
+    let out = Command::new("ip")
+        .args(["link", "delete", bridge, "type", "bridge"])
+        .output()
+        .map_err(|e| format!("run ip link delete {bridge} (is iproute2 installed?): {e}"))?;
+    if out.status.success() || !Path::new("/sys/class/net").join(bridge).exists() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip link delete {bridge}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// The firewall plugin's isolation rules name the bridge and are left when
+/// its last container goes (they are the bridge's, not a container's): they
+/// go with the bridge.
+fn remove_isolation_rules(bridge: &str) -> Result<(), String> {
+    for chain in ISOLATION_CHAINS {
+        let listed = Command::new("iptables")
+            .args(["-w", "-t", "filter", "-S", chain])
+            .output()
+            .map_err(|e| format!("run iptables -S {chain}: {e}"))?;
+        if !listed.status.success() {
+            // No such chain: no network ever had a container.
+            continue;
+        }
+        let text = String::from_utf8_lossy(&listed.stdout);
+        for rule in isolation_rules_of(&text, bridge) {
+            let out = Command::new("iptables")
+                .args(["-w", "-t", "filter"])
+                .args(&rule)
+                .output()
+                .map_err(|e| format!("run iptables {}: {e}", rule.join(" ")))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "iptables {}: {}",
+                    rule.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The firewall plugin's chains for `ingressPolicy: same-bridge`.
+const ISOLATION_CHAINS: [&str; 2] = ["CNI-ISOLATION-STAGE-1", "CNI-ISOLATION-STAGE-2"];
+
+/// The deletions (`-D chain ...` as arguments) of the rules in an
+/// `iptables -S` listing whose input or output interface is `bridge`.
+fn isolation_rules_of(listing: &str, bridge: &str) -> Vec<Vec<String>> {
+    listing
+        .lines()
+        .filter_map(shlex::split)
+        .filter(|args| args.first().is_some_and(|a| a == "-A"))
+        .filter(|args| {
+            args.windows(2)
+                .any(|w| (w[0] == "-i" || w[0] == "-o") && w[1] == bridge)
+        })
+        .map(|mut args| {
+            args[0] = "-D".to_owned();
+            args
+        })
+        .collect()
+}
+
 fn other(message: impl Into<String>) -> Failure {
     Failure::new(FailureKind::Other, message)
 }
@@ -759,6 +1364,7 @@ mod tests {
             subnet: Some("10.9.9.0/24".into()),
             plugin_dir: dir.path().join("none"),
             state_dir: dir.path().join("net"),
+            definitions_dir: dir.path().join("networks"),
         })
         .expect("network");
         let state = dir.path().join("net");
@@ -769,8 +1375,178 @@ mod tests {
         std::fs::write(state.join("ipam/hf-test/10.9.9.2"), "ccc\r\neth0").expect("write");
         std::fs::write(state.join("ipam/hf-test/lock"), "").expect("write");
         std::fs::write(state.join("ipam/hf-test/last_reserved_ip.0"), "10.9.9.2").expect("write");
+        // Another network's store too.
+        std::fs::create_dir_all(state.join("ipam/hf-0123456789ab")).expect("mkdir");
+        std::fs::write(state.join("ipam/hf-0123456789ab/10.7.0.2"), "ddd\r\neth0").expect("write");
         let found: Vec<String> = net.found().iter().map(ToString::to_string).collect();
-        assert_eq!(found, ["aaa", "bbb", "ccc"]);
+        assert_eq!(found, ["aaa", "bbb", "ccc", "ddd"]);
+    }
+
+    #[test]
+    fn isolation_rules_of_one_bridge_are_found_with_their_quoted_comments() {
+        let listing = "-N CNI-ISOLATION-STAGE-1\n\
+-A CNI-ISOLATION-STAGE-1 -i hf-aaa ! -o hf-aaa -m comment --comment \"CNI firewall plugin rules (ingressPolicy: same-bridge)\" -j CNI-ISOLATION-STAGE-2\n\
+-A CNI-ISOLATION-STAGE-1 -i hf-bbb ! -o hf-bbb -m comment --comment \"CNI firewall plugin rules (ingressPolicy: same-bridge)\" -j CNI-ISOLATION-STAGE-2\n\
+-A CNI-ISOLATION-STAGE-1 -m comment --comment \"CNI firewall plugin rules (ingressPolicy: same-bridge)\" -j RETURN\n";
+        let rules = isolation_rules_of(listing, "hf-aaa");
+        assert_eq!(rules.len(), 1, "{rules:?}");
+        assert_eq!(rules[0][0], "-D");
+        assert_eq!(rules[0][1], "CNI-ISOLATION-STAGE-1");
+        assert!(
+            rules[0].contains(&"CNI firewall plugin rules (ingressPolicy: same-bridge)".to_owned())
+        );
+        assert!(isolation_rules_of(listing, "hf-a").is_empty());
+    }
+
+    #[test]
+    fn peers_on_one_user_network_get_each_others_lines_and_no_others() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = Network::new(NetworkSettings {
+            bridge: "hf-test".into(),
+            subnet: Some("10.9.9.0/24".into()),
+            plugin_dir: dir.path().join("none"),
+            state_dir: dir.path().join("net"),
+            definitions_dir: dir.path().join("networks"),
+        })
+        .expect("network");
+        let def = |name: &str, id: &str| NetworkDef {
+            id: id.into(),
+            name: name.into(),
+            bridge: format!("hf-{id}"),
+            subnet: "10.8.0.0/24".into(),
+            gateway: Ipv4Addr::new(10, 8, 0, 1),
+            created: String::new(),
+            labels: Default::default(),
+        };
+        let (app, other) = (def("app", "aaa"), def("other", "bbb"));
+        let attach = |id: &str, on: &NetworkDef, ip: u8, names: &[&str]| {
+            let id: ContainerId = id.parse().expect("id");
+            let a = Attachment {
+                ip: Some(Ipv4Addr::new(10, 8, 0, ip)),
+                prefix_len: 24,
+                network: Some(on.clone()),
+                names: names.iter().map(|n| (*n).to_owned()).collect(),
+                hosts_base: format!("127.0.0.1\tlocalhost\n10.8.0.{ip}\t{id}\n"),
+                ..Attachment::default()
+            };
+            net.write_attachment(&id, &a).expect("attachment");
+            std::fs::write(net.hosts_path(&id), &a.hosts_base).expect("hosts");
+            id
+        };
+        let web = attach("web1", &app, 2, &["web", "front", "web1"]);
+        let api = attach("api1", &app, 3, &["api", "api1"]);
+        let far = attach("far1", &other, 4, &["far", "far1"]);
+        net.refresh_peers(&app).expect("refresh");
+        let hosts = |id: &ContainerId| std::fs::read_to_string(net.hosts_path(id)).expect("read");
+        assert_eq!(
+            hosts(&web),
+            "127.0.0.1\tlocalhost\n10.8.0.2\tweb1\n10.8.0.3\tapi api1\n"
+        );
+        assert_eq!(
+            hosts(&api),
+            "127.0.0.1\tlocalhost\n10.8.0.3\tapi1\n10.8.0.2\tweb front web1\n"
+        );
+        assert_eq!(hosts(&far), "127.0.0.1\tlocalhost\n10.8.0.4\tfar1\n");
+        // the default network: no peers' lines
+        net.refresh_peers(&net.inner.default.clone())
+            .expect("refresh");
+        // a rename reaches the peers
+        net.renamed(&api, "backend").expect("rename");
+        assert!(
+            hosts(&web).contains("10.8.0.3\tbackend api1\n"),
+            "{}",
+            hosts(&web)
+        );
+    }
+
+    #[test]
+    fn a_network_is_created_once_on_a_subnet_of_its_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = Network::new(NetworkSettings {
+            bridge: "hf-test".into(),
+            subnet: Some("10.9.9.0/24".into()),
+            plugin_dir: dir.path().join("none"),
+            state_dir: dir.path().join("net"),
+            definitions_dir: dir.path().join("networks"),
+        })
+        .expect("network");
+        let req = |name: &str, subnet: &str, gateway: Option<&str>| NetworkRequest {
+            name: name.into(),
+            subnet: Some(subnet.into()),
+            gateway: gateway.map(str::to_owned),
+            ..NetworkRequest::default()
+        };
+        let app = net
+            .create(req("app", "10.5.0.0/24", Some("10.5.0.254")))
+            .expect("created");
+        assert_eq!(app.gateway, Ipv4Addr::new(10, 5, 0, 254));
+        assert_eq!(app.bridge, format!("hf-{}", &app.id[..12]));
+        assert_eq!(net.find("app"), Some(app.clone()));
+        assert_eq!(net.find(&app.id[..6]), Some(app.clone()));
+        assert_eq!(
+            net.find("bridge").map(|d| d.name),
+            Some("bridge".to_owned())
+        );
+        for (r, says) in [
+            (req("app", "10.6.0.0/24", None), "already exists"),
+            (req("bridge", "10.6.0.0/24", None), "already exists"),
+            (req("wide", "10.5.0.0/16", None), "overlaps"),
+            (req("dflt", "10.9.9.128/25", None), "overlaps"),
+        ] {
+            match net.create(r) {
+                Err(DefError::Conflict(m)) => assert!(m.contains(says), "{m}"),
+                other => panic!("{says}: {other:?}"),
+            }
+        }
+        for (r, says) in [
+            (
+                req("gw", "10.6.0.0/24", Some("10.7.0.1")),
+                "not a host address",
+            ),
+            (
+                req("gw", "10.6.0.0/24", Some("10.6.0.255")),
+                "not a host address",
+            ),
+            (req("sub", "10.6.0.0/33", None), "prefix length"),
+        ] {
+            match net.create(r) {
+                Err(DefError::Invalid(m)) => assert!(m.contains(says), "{m}"),
+                other => panic!("{says}: {other:?}"),
+            }
+        }
+        assert_eq!(net.user_networks(), vec![app.clone()]);
+        // in use by an attachment: not removed
+        let id: ContainerId = "c1".parse().expect("id");
+        let a = Attachment {
+            network: Some(app.clone()),
+            ..Attachment::default()
+        };
+        net.write_attachment(&id, &a).expect("attachment");
+        assert!(matches!(net.remove(&app), Err(DefError::Conflict(_))));
+        assert!(matches!(
+            net.remove(&net.inner.default.clone()),
+            Err(DefError::Invalid(_))
+        ));
+        assert_eq!(net.user_networks().len(), 1);
+    }
+
+    #[test]
+    fn a_hosts_file_is_rewritten_in_place_and_never_shorter() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hosts");
+        std::fs::write(&path, "127.0.0.1\tlocalhost\n10.0.0.3\tpeer\n").expect("write");
+        let inode =
+            || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).expect("stat"));
+        let before = inode();
+        rewrite_in_place(&path, "127.0.0.1\tlocalhost\n").expect("rewrite");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.trim_end(), "127.0.0.1\tlocalhost");
+        assert!(!text.contains("peer"), "{text:?}");
+        assert_eq!(inode(), before, "the bind-mounted file itself");
+        rewrite_in_place(&path, "127.0.0.1\tlocalhost\n10.0.0.4\tlonger-peer-name\n")
+            .expect("rewrite");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text, "127.0.0.1\tlocalhost\n10.0.0.4\tlonger-peer-name\n");
     }
 
     #[test]

@@ -113,6 +113,7 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
                 subnet: Some("10.255.255.0/24".into()),
                 plugin_dir: work.path().join("no-plugins"),
                 state_dir: work.path().join("net"),
+                definitions_dir: work.path().join("networks"),
             },
         )
         .expect("network"),

@@ -1542,15 +1542,29 @@ impl Sim {
                     Some(1),
                 ];
                 let signal = |n: Option<u32>| n.and_then(|n| Signal::try_from(n).ok());
-                // Every other container is on the default bridge network.
-                let network = if n.is_multiple_of(2) {
-                    NetworkMode::Bridge
-                } else {
-                    NetworkMode::None
+                // Every other container is on a bridge network (the
+                // default or a user-defined one: the same network step);
+                // of the others, half share another's namespace (no step
+                // of their own, as `none`). Chosen by index, not by the
+                // seed's stream: the seeds' runs stay as they were.
+                let (network, network_name, network_container) = match n % 4 {
+                    0 => (NetworkMode::Bridge, None, None),
+                    2 => (NetworkMode::Bridge, Some("app".to_owned()), None),
+                    1 => (NetworkMode::None, None, None),
+                    _ => (
+                        NetworkMode::Container,
+                        None,
+                        Some(holdfast_core::SharedNetwork {
+                            id: "donor".into(),
+                            pid: 1,
+                        }),
+                    ),
                 };
                 let config = ContainerConfig {
                     image: "busybox".into(),
                     network,
+                    network_name,
+                    network_container,
                     stop_timeout: stop_timeout_s.map(|s| Duration::from_secs(u64::from(s % 16))),
                     stop_signal: signal(SIGNALS[usize::from(stop_signal % 8)]),
                     image_stop_signal: signal(SIGNALS[usize::from((stop_signal >> 3) % 8)]),

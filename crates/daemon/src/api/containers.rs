@@ -314,6 +314,36 @@ struct CreateBody {
     exposed_ports: Option<BTreeMap<String, Value>>,
     healthcheck: Option<Value>,
     host_config: Option<HostConfigBody>,
+    mac_address: Option<String>,
+    networking_config: Option<NetworkingConfigBody>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct NetworkingConfigBody {
+    endpoints_config: Option<BTreeMap<String, EndpointBody>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct EndpointBody {
+    #[serde(rename = "IPAMConfig")]
+    ipam_config: Option<EndpointIpamBody>,
+    aliases: Option<Vec<String>>,
+    mac_address: Option<String>,
+    links: Option<Vec<String>>,
+    driver_opts: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct EndpointIpamBody {
+    #[serde(rename = "IPv4Address")]
+    ipv4_address: Option<String>,
+    #[serde(rename = "IPv6Address")]
+    ipv6_address: Option<String>,
+    #[serde(rename = "LinkLocalIPs")]
+    link_local_ips: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -412,16 +442,101 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     let mut warnings = Vec::new();
 
     let network_defaulted = matches!(hc.network_mode.as_deref(), None | Some("" | "default"));
+    let mut network_name = None;
+    let mut network_container = None;
     let network = match hc.network_mode.as_deref().unwrap_or("") {
         "" | "default" | "bridge" => NetworkMode::Bridge,
         "none" => NetworkMode::None,
         "host" => NetworkMode::Host,
-        other => {
+        other => match other.strip_prefix("container:") {
+            Some("") => {
+                return Err(ApiError::bad_request(
+                    "invalid network mode container: a container name or id is needed",
+                ));
+            }
+            // Resolved to the running container at create.
+            Some(reference) => {
+                network_container = Some(holdfast_core::SharedNetwork {
+                    id: reference.to_owned(),
+                    pid: 0,
+                });
+                NetworkMode::Container
+            }
+            // A user-defined network, looked up at create.
+            None => {
+                network_name = Some(other.to_owned());
+                NetworkMode::Bridge
+            }
+        },
+    };
+    let endpoint = endpoint_settings(
+        b.networking_config.unwrap_or_default(),
+        hc.network_mode.as_deref().unwrap_or(""),
+    )?;
+    let user_network = network_name.is_some();
+    let network_aliases = endpoint.aliases.unwrap_or_default();
+    if let Some(bad) = network_aliases
+        .iter()
+        .find(|a| a.is_empty() || a.contains(char::is_whitespace))
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid --network-alias {bad:?}"
+        )));
+    }
+    if !network_aliases.is_empty() && !user_network {
+        return Err(ApiError::bad_request(
+            "network-scoped alias is supported only for containers in user defined networks",
+        ));
+    }
+    let ipam = endpoint.ipam_config.unwrap_or_default();
+    if ipam.ipv6_address.as_deref().is_some_and(|a| !a.is_empty())
+        || ipam.link_local_ips.as_ref().is_some_and(|l| !l.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "--ip6 and --link-local-ip are not supported by holdfast yet",
+        ));
+    }
+    if endpoint.links.as_ref().is_some_and(|l| !l.is_empty())
+        || endpoint.driver_opts.as_ref().is_some_and(|o| !o.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "--link and endpoint driver options are not supported by holdfast yet",
+        ));
+    }
+    let ip_address = ipam.ipv4_address.filter(|a| !a.is_empty());
+    if let Some(ip) = &ip_address {
+        if ip.parse::<std::net::Ipv4Addr>().is_err() {
             return Err(ApiError::bad_request(format!(
-                "network mode {other:?} is not supported by holdfast yet: use bridge, none or host"
+                "invalid --ip {ip:?}: an IPv4 address"
             )));
         }
-    };
+        if !user_network {
+            return Err(ApiError::bad_request(
+                "user specified IP address is supported on user defined networks only",
+            ));
+        }
+    }
+    let mac_address = endpoint
+        .mac_address
+        .filter(|m| !m.is_empty())
+        .or(b.mac_address.filter(|m| !m.is_empty()));
+    if let Some(mac) = &mac_address {
+        let octets: Vec<&str> = mac.split(':').collect();
+        let valid = octets.len() == 6
+            && octets
+                .iter()
+                .all(|o| o.len() == 2 && o.chars().all(|c| c.is_ascii_hexdigit()));
+        if !valid {
+            return Err(ApiError::bad_request(format!(
+                "invalid --mac-address {mac:?}: six hex pairs, e.g. 02:42:ac:11:00:02"
+            )));
+        }
+        if network != NetworkMode::Bridge {
+            return Err(ApiError::bad_request(
+                "--mac-address needs a bridge network (the default bridge or a user-defined one)",
+            ));
+        }
+    }
     let publish_all = hc.publish_all_ports.unwrap_or(false);
     let mut ports = port_bindings(hc.port_bindings.take().unwrap_or_default())?;
     if publish_all {
@@ -570,6 +685,11 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         )?,
         cgroup: create_options::cgroupns_mode(o.cgroupns_mode.as_deref())?,
     };
+    if network == NetworkMode::Container && b.hostname.as_deref().is_some_and(|h| !h.is_empty()) {
+        return Err(ApiError::bad_request(
+            "Conflicting options: hostname and the network mode",
+        ));
+    }
     if namespaces.uts != NamespaceMode::Private
         && b.hostname.as_deref().is_some_and(|h| !h.is_empty())
     {
@@ -613,6 +733,11 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         read_only_rootfs: hc.readonly_rootfs.unwrap_or(false),
         memory_limit_bytes,
         network,
+        network_name,
+        network_aliases,
+        ip_address,
+        mac_address,
+        network_container,
         tty,
         open_stdin,
         stdin_once: open_stdin && b.stdin_once.unwrap_or(false),
@@ -636,6 +761,34 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         publish_all,
         network_defaulted,
     })
+}
+
+/// The one endpoint a create may name: the network of its network mode
+/// (the CLI sends the `--network-alias`, `--ip` and `--mac-address` there).
+fn endpoint_settings(nc: NetworkingConfigBody, mode: &str) -> Result<EndpointBody, ApiError> {
+    let mut endpoints = nc.endpoints_config.unwrap_or_default();
+    if endpoints.len() > 1 {
+        return Err(ApiError::bad_request(
+            "a container can be connected to one network only in holdfast (more than one in NetworkingConfig.EndpointsConfig)",
+        ));
+    }
+    let Some((name, endpoint)) = endpoints.pop_first() else {
+        return Ok(EndpointBody::default());
+    };
+    // The CLI names the default network `default`, as the mode may.
+    let canonical = |n: &str| {
+        if n.is_empty() || n == "default" {
+            "bridge".to_owned()
+        } else {
+            n.to_owned()
+        }
+    };
+    if canonical(&name) != canonical(mode) {
+        return Err(ApiError::bad_request(format!(
+            "NetworkingConfig.EndpointsConfig names network {name:?}, not the container's network {mode:?}"
+        )));
+    }
+    Ok(endpoint)
 }
 
 /// `--log-opt max-size=10m` (docker's units: k, m, g, binary) and `max-file=N`.
@@ -1041,6 +1194,11 @@ pub async fn create(
     }
     check_host_options(&config)?;
     resolve_shared_namespaces(&state, &mut config).await?;
+    // Held until the container is recorded: a network rm waits for it, so
+    // it sees this container (and refuses), or this create sees the
+    // network gone (and refuses).
+    let _networks = state.network.registry().read().await;
+    resolve_network(&state, &mut config).await?;
     let image = state
         .adapter
         .resolve_image(&config.image)
@@ -1243,6 +1401,69 @@ async fn resolve_shared_namespaces(
     Ok(())
 }
 
+/// `--network NAME` names a user network (by name, id or id prefix; stored
+/// by name); `--network container:<ref>` a running container, whose
+/// namespace it joins (its attachment's, or its init's). Glue like
+/// `resolve_shared_namespaces`: a read of the view, nothing decided.
+async fn resolve_network(state: &ApiState, config: &mut ContainerConfig) -> Result<(), ApiError> {
+    if let Some(name) = config.network_name.clone() {
+        // Not a 404: the CLI takes a 404 from create for a missing image.
+        let def = state
+            .network
+            .find(&name)
+            .ok_or_else(|| ApiError::bad_request(format!("network {name} not found")))?;
+        if let Some(ip) = &config.ip_address
+            && !ip.parse().is_ok_and(|ip| def.may_give(ip))
+        {
+            return Err(ApiError::bad_request(format!(
+                "Invalid address {ip}: It does not belong to any of this network's subnets ({} on {}, gateway {})",
+                def.subnet, def.name, def.gateway
+            )));
+        }
+        config.network_name = def.user_defined().then_some(def.name);
+    }
+    if config.network != NetworkMode::Container {
+        return Ok(());
+    }
+    let Some(reference) = config.network_container.as_ref().map(|n| n.id.clone()) else {
+        return Err(ApiError::bad_request(
+            "network mode container: names no container",
+        ));
+    };
+    let id = resolve(state, &reference).await.map_err(|e| {
+        if e.status == StatusCode::NOT_FOUND {
+            ApiError::bad_request(format!(
+                "invalid HostConfig.NetworkMode: no such container: {reference}"
+            ))
+        } else {
+            e
+        }
+    })?;
+    let s = snapshot(state, id.clone()).await?;
+    let pid = running_pid(&s);
+    if s.status != Status::Running || pid == 0 {
+        return Err(ApiError::conflict(format!(
+            "cannot join network of a non running container: {reference}"
+        )));
+    }
+    let donor = &s.record.config;
+    match donor.network {
+        NetworkMode::Host => {
+            config.network = NetworkMode::Host;
+            config.network_container = None;
+        }
+        // Its donor's, as it shares that one.
+        NetworkMode::Container => config.network_container = donor.network_container.clone(),
+        NetworkMode::Bridge | NetworkMode::None => {
+            config.network_container = Some(holdfast_core::SharedNetwork {
+                id: id.to_string(),
+                pid,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// 64 hex digits from 32 random bytes, as dockerd makes ids.
 fn new_container_id() -> Result<ContainerId, ApiError> {
     let mut bytes = [0u8; 32];
@@ -1308,6 +1529,17 @@ fn network_mode_name(m: NetworkMode) -> &'static str {
         NetworkMode::None => "none",
         NetworkMode::Host => "host",
         NetworkMode::Bridge => "bridge",
+        NetworkMode::Container => "container",
+    }
+}
+
+/// The network mode as docker shows it: `bridge`, a user network's name,
+/// `host`, `none` or `container:<id>`.
+fn network_mode_shown(c: &ContainerConfig) -> String {
+    match (c.network, &c.network_name, &c.network_container) {
+        (NetworkMode::Bridge, Some(name), _) => name.clone(),
+        (NetworkMode::Container, _, Some(donor)) => format!("container:{}", donor.id),
+        (m, ..) => network_mode_name(m).to_owned(),
     }
 }
 
@@ -1360,7 +1592,7 @@ fn host_config_json(c: &ContainerConfig) -> Value {
                 Some(v) => Some(format!("{v}:{}{mode}", m.destination)),
             }
         }).collect::<Vec<_>>(),
-        "NetworkMode": network_mode_name(c.network),
+        "NetworkMode": network_mode_shown(c),
         "RestartPolicy": restart_policy_json(c.restart_policy),
         "AutoRemove": c.auto_remove,
         "ReadonlyRootfs": c.read_only_rootfs,
@@ -1534,7 +1766,7 @@ fn port_bindings_json(c: &ContainerConfig) -> Value {
 
 /// `NetworkSettings`: the address, gateway and MAC the bridge plugin gave.
 fn network_settings_json(c: &ContainerConfig, net_name: &str, att: Option<&Attachment>) -> Value {
-    let network = network_mode_name(c.network);
+    let network = network_mode_shown(c);
     let ip = att
         .and_then(|a| a.ip)
         .map(|i| i.to_string())
@@ -1545,21 +1777,37 @@ fn network_settings_json(c: &ContainerConfig, net_name: &str, att: Option<&Attac
         .unwrap_or_default();
     let mac = att.and_then(|a| a.mac.clone()).unwrap_or_default();
     let prefix = att.filter(|a| a.ip.is_some()).map_or(0, |a| a.prefix_len);
+    let network_id = att
+        .and_then(|a| a.network.as_ref())
+        .map_or_else(|| network.clone(), |n| n.id.clone());
+    let user_network = c.network_name.is_some();
+    let mut networks = serde_json::Map::new();
+    if c.network != NetworkMode::Container {
+        networks.insert(
+            network.clone(),
+            json!({
+                "IPAMConfig": c.ip_address.as_ref().map(|ip| json!({"IPv4Address": ip})),
+                "Links": null,
+                "Aliases": if user_network { json!(c.network_aliases) } else { Value::Null },
+                "NetworkID": network_id,
+                "EndpointID": "",
+                "IPAddress": ip,
+                "IPPrefixLen": prefix,
+                "Gateway": gateway,
+                "MacAddress": mac,
+                "DNSNames": if user_network { json!(att.map(|a| a.names.clone()).unwrap_or_default()) } else { Value::Null },
+            }),
+        );
+    }
     json!({
-        "Bridge": if c.network == NetworkMode::Bridge { net_name } else { "" },
+        "Bridge": if c.network == NetworkMode::Bridge && !user_network { net_name } else { "" },
         "SandboxID": "",
         "Ports": ports_json(att),
-        "IPAddress": ip,
-        "IPPrefixLen": prefix,
-        "Gateway": gateway,
-        "MacAddress": mac,
-        "Networks": { network: {
-            "NetworkID": network,
-            "IPAddress": ip,
-            "IPPrefixLen": prefix,
-            "Gateway": gateway,
-            "MacAddress": mac,
-        } },
+        "IPAddress": if user_network { "" } else { &ip },
+        "IPPrefixLen": if user_network { 0 } else { prefix },
+        "Gateway": if user_network { "" } else { &gateway },
+        "MacAddress": if user_network { "" } else { &mac },
+        "Networks": networks,
     })
 }
 
@@ -1707,7 +1955,7 @@ pub(super) fn list_json(
 ) -> Value {
     let r = &s.record;
     let c = &r.config;
-    let network = network_mode_name(c.network);
+    let network = network_mode_shown(c);
     json!({
         "Id": r.id.to_string(),
         "Names": [format!("/{}", r.name)],
@@ -1724,8 +1972,13 @@ pub(super) fn list_json(
         "Labels": c.labels,
         "State": s.state_name(),
         "Status": status_text(s, now),
-        "HostConfig": { "NetworkMode": network },
-        "NetworkSettings": { "Networks": { network: { "NetworkID": network } } },
+        "HostConfig": { "NetworkMode": network.clone() },
+        // A shared namespace is no network of its own (dockerd shows none).
+        "NetworkSettings": { "Networks": if c.network == NetworkMode::Container {
+            json!({})
+        } else {
+            json!({ network.clone(): { "NetworkID": network } })
+        } },
         "Mounts": [],
     })
 }
@@ -1780,6 +2033,10 @@ fn matches_filters(
                         .is_some_and(|h| h.starts_with(v.trim_start_matches("sha256:")))
             })
     }) {
+        return Ok(false);
+    }
+    // By the network's name (dockerd also takes its id).
+    if !f.any("network", |v| network_mode_shown(&r.config) == v) {
         return Ok(false);
     }
     let created_of = |reference: &str| {
@@ -1915,7 +2172,15 @@ mod tests {
             (br#"{"Image":"b","HostConfig":{"NanoCpus":1000000000,"CpuQuota":5000}}"#, "NanoCpus"),
             (br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"syslog"}}}"#, "syslog"),
             (br#"{"Image":"b","HostConfig":{"PidMode":"sideways"}}"#, "PidMode"),
-            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"}}"#, "\"app\""),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"container:"}}"#, "container name or id"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"container:web"},"Hostname":"h"}"#, "hostname and the network mode"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"container:web","Sysctls":{"net.ipv4.ip_forward":"1"}}}"#, "shared"),
+            (br#"{"Image":"b","NetworkingConfig":{"EndpointsConfig":{"bridge":{"IPAMConfig":{"IPv4Address":"10.1.2.3"}}}}}"#, "user defined networks only"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"app":{"IPAMConfig":{"IPv4Address":"10.1.2"}}}}}"#, "invalid --ip"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"other":{}}}}"#, "names network"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"app":{},"b2":{}}}}"#, "one network only"),
+            (br#"{"Image":"b","MacAddress":"02:42"}"#, "invalid --mac-address"),
+            (br#"{"Image":"b","MacAddress":"02:42:0a:00:00:99","HostConfig":{"NetworkMode":"host"}}"#, "needs a bridge network"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"host","PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "need the bridge network"),
             (br#"{"Image":"b","HostConfig":{"PortBindings":{"80/sctp":[{"HostPort":"8080"}]}}}"#, "tcp or udp"),
             (br#"{"Image":"b","HostConfig":{"PortBindings":{"0/tcp":[{"HostPort":"8080"}]}}}"#, "container port"),

@@ -43,7 +43,24 @@ pub async fn rename(
         .filter(|n| !n.is_empty())
         .ok_or_else(|| ApiError::bad_request("Neither old nor new names may be empty"))?;
     let id = state.engine.resolve(&reference).await?;
-    done(&state, Command::Rename { id, name }, StatusCode::NO_CONTENT).await
+    let answer = done(
+        &state,
+        Command::Rename {
+            id: id.clone(),
+            name: name.clone(),
+        },
+        StatusCode::NO_CONTENT,
+    )
+    .await?;
+    // Peers on a user network know it by its new name from now on (the
+    // rename is recorded; a failure here leaves the old name in their
+    // hosts files until its next attachment, and is logged).
+    let network = state.network.clone();
+    let renamed = tokio::task::spawn_blocking(move || network.renamed(&id, &name)).await;
+    if let Ok(Err(e)) | Err(e) = renamed.map_err(|e| e.to_string()) {
+        tracing::warn!(error = %e, "the new name is not in its peers' hosts files");
+    }
+    Ok(answer)
 }
 
 /// The body of `POST /containers/{id}/update`.

@@ -14,6 +14,7 @@ mod edit;
 mod error;
 mod exec;
 mod images;
+mod networks;
 mod params;
 mod prune;
 mod pull;
@@ -113,12 +114,20 @@ pub fn router(state: ApiState) -> Router {
         .route("/build", post(containers::unsupported))
         .route("/images/prune", post(prune::images))
         .route("/system/df", get(df::system_df))
-        .route("/networks", get(networks_unsupported))
+        .route("/networks", get(networks::list))
+        .route("/networks/create", post(networks::create))
+        .route("/networks/prune", post(networks::prune))
         .route(
-            "/networks/{*rest}",
-            get(networks_unsupported)
-                .post(networks_unsupported)
-                .delete(networks_unsupported),
+            "/networks/{id}",
+            get(networks::inspect).delete(networks::remove),
+        )
+        .route(
+            "/networks/{id}/connect",
+            post(networks::connect_unsupported),
+        )
+        .route(
+            "/networks/{id}/disconnect",
+            post(networks::connect_unsupported),
         )
         .route("/images/json", get(images::list))
         .route("/images/create", post(pull::create))
@@ -143,14 +152,6 @@ pub fn router(state: ApiState) -> Router {
         .merge(load)
         .fallback(not_found)
         .with_state(state)
-}
-
-/// Bridge and user-defined networks come with their own work; until then
-/// only `none` and `host` exist.
-async fn networks_unsupported() -> ApiError {
-    ApiError::not_implemented(
-        "networks are not supported by holdfast yet: containers run with --network none (the default) or host",
-    )
 }
 
 async fn not_found(req: Request) -> ApiError {

@@ -365,6 +365,9 @@ pub(super) fn sysctls(
             if network == NetworkMode::Host {
                 return refuse(" in host network mode");
             }
+            if network == NetworkMode::Container {
+                return refuse(" when the network namespace is shared");
+            }
         } else if key == "kernel.domainname" || key == "kernel.hostname" {
             if *uts != NamespaceMode::Private {
                 return refuse(" when the UTS namespace is shared");
