@@ -345,7 +345,7 @@ impl Core {
             return;
         }
         c.rec.intents.start = true;
-        c.policy_start = false;
+        c.rec.intents.policy_start = false;
         c.rec.intents.user_stopped = false;
         c.rec.intents.exit_on_next = false;
         c.cancel_policy_restart(&mut self.out.timers);
@@ -526,7 +526,7 @@ impl Core {
             return;
         };
         c.rec.intents.start = true;
-        c.policy_start = false;
+        c.rec.intents.policy_start = false;
         c.rec.intents.user_stopped = false;
         c.rec.intents.exit_on_next = false;
         c.cancel_policy_restart(&mut self.out.timers);

@@ -110,9 +110,6 @@ pub(crate) struct Container {
     pub(crate) sigkill_sent: bool,
     /// The view was confirmed by a relist since the last (re)connect.
     pub(crate) confirmed: bool,
-    /// The pending start is the restart policy's: shown as `restarting`
-    /// until the run is up, as dockerd shows it.
-    pub(crate) policy_start: bool,
     /// containerd froze the current run's task: learned from our own Pause
     /// and Resume answers and from settled relists (events only make us
     /// look). Not persisted: a restarted daemon learns it from its relist.
@@ -153,7 +150,6 @@ impl Container {
             sigkill_sent: false,
             kill_announced: None,
             confirmed: false,
-            policy_start: false,
             paused: false,
             pause_wanted: None,
             thaw_due: false,
@@ -215,7 +211,7 @@ impl Container {
     pub(crate) fn status(&self) -> Status {
         if self.rec.intents.remove {
             Status::Removing
-        } else if self.policy_start
+        } else if self.rec.intents.policy_start
             && self.rec.intents.start
             && !matches!(self.task, TaskState::Running { .. })
         {
@@ -246,7 +242,7 @@ impl Container {
     /// must not bring the restart back).
     pub(crate) fn cancel_policy_restart(&mut self, timers: &mut crate::timers::Timers) {
         self.rec.intents.policy_restart = false;
-        self.policy_start = false;
+        self.rec.intents.policy_start = false;
         timers.cancel(&crate::TimerKind::RestartBackoff(self.rec.id.clone()));
     }
 

@@ -282,7 +282,7 @@ impl Core {
         }
         c.rec.intents.policy_restart = false;
         c.rec.intents.start = true;
-        c.policy_start = true;
+        c.rec.intents.policy_start = true;
         c.rec.restart_count = c.rec.restart_count.saturating_add(1);
         self.out.persist(&c.rec);
         self.reconcile(id);

@@ -590,10 +590,10 @@ impl Core {
         };
         c.rec.intents.start = false;
         c.rec.start_sent = false;
-        if c.policy_start {
+        if c.rec.intents.policy_start {
             // Nobody asked who could be told: the policy's restart
             // is not dropped, it is tried again after its backoff.
-            c.policy_start = false;
+            c.rec.intents.policy_start = false;
             c.rec.intents.policy_restart = true;
             let delay = c.restart_delay;
             c.restart_delay = delay.saturating_mul(2).min(self.config.restart_max);
@@ -627,7 +627,7 @@ impl Core {
         }
         c.rec.intents.start = false;
         c.rec.start_sent = false;
-        c.policy_start = false;
+        c.rec.intents.policy_start = false;
         c.rec.started_at.get_or_insert(self.out.now.wall);
         if let TaskState::Created { pid } = c.task {
             c.task = TaskState::Running { pid };

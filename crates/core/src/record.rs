@@ -103,6 +103,12 @@ pub struct Intents {
     pub exit_on_next: bool,
     /// The restart policy wants a start once its backoff has passed.
     pub policy_restart: bool,
+    /// The pending start is the restart policy's (shown as `restarting`
+    /// until the run is up, as dockerd shows it; a refused one is tried
+    /// again after a backoff). Persisted: a restarted daemon goes on with
+    /// the policy's start as the policy's.
+    #[serde(default)]
+    pub policy_start: bool,
     /// The user stopped or killed this container (`unless-stopped` heeds it).
     pub user_stopped: bool,
 }

@@ -656,6 +656,42 @@ fn a_stop_while_a_refused_policy_start_is_cleaned_up_rules_out_the_retry() {
 }
 
 #[test]
+fn a_policy_restart_in_progress_survives_a_daemon_restart_and_a_refused_create() {
+    // The restart policy's backoff passed and its start began; holdfastd
+    // dies before the new run is up. The restored start is still the
+    // policy's: shown restarting, and when containerd refuses its create the
+    // restart is tried again after a backoff, not dropped (simulator seed
+    // 421896: the container stayed exited although its policy wanted it).
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running("c1", config, 42);
+    let actions = d.exit("c1", 42, 2);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    let (kind, _) = d.fire_timer();
+    assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
+    let rec = created_record(&d, "c1");
+    assert!(rec.intents.start);
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec]));
+    let actions = d.connect(vec![]);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    d.fail(create, FailureKind::Invalid);
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+    let armed = d.core.timer(&TimerKind::RestartBackoff(cid("c1")));
+    assert!(armed.is_some(), "the policy's restart is dropped");
+}
+
+#[test]
 fn oom_marks_the_exit() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     let actions = d.feed(Input::Event(ContainerdEvent::TaskOom {
