@@ -21,6 +21,9 @@ pub enum TimerKind {
     Retry(ContainerId),
     /// A request's answer is due even if what it asked for is not done yet.
     AnswerBound(RequestId),
+    /// The container's next health probe is due (or its probe in flight is
+    /// overdue).
+    Probe(ContainerId),
 }
 
 #[derive(Debug, Default)]

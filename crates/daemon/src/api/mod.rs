@@ -13,6 +13,7 @@ mod df;
 mod edit;
 mod error;
 mod exec;
+mod health;
 mod images;
 mod params;
 mod prune;
