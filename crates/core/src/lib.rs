@@ -233,6 +233,12 @@ impl Core {
         self.out.actions.drain(..).collect()
     }
 
+    /// Every armed timer, earliest first (for tests and simulators: a
+    /// health check's probe timer is armed for as long as its run is up).
+    pub fn timers(&self) -> impl Iterator<Item = (Instant, &TimerKind)> {
+        self.out.timers.iter().map(|(at, kind)| (*at, kind))
+    }
+
     /// When to feed [`Input::Timeout`] next, and why.
     pub fn poll_timeout(&self) -> Option<(Instant, TimerKind)> {
         self.out.timers.next().cloned()

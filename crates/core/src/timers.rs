@@ -51,6 +51,11 @@ impl Timers {
         self.by_deadline.first()
     }
 
+    /// Every armed timer, earliest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(Instant, TimerKind)> {
+        self.by_deadline.iter()
+    }
+
     /// Removes and returns the earliest timer due at `now`.
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<TimerKind> {
         let (at, _) = self.by_deadline.first()?;
