@@ -45,6 +45,7 @@
 //! directly, outside the core.
 
 mod client;
+mod commit;
 mod container;
 mod decode;
 mod error;
@@ -61,6 +62,7 @@ mod stdio;
 mod store;
 
 pub use client::{Adapter, AdapterConfig, InputSink};
+pub use commit::NewImage;
 pub use container::{RootfsMount, ensure_fifo};
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
 pub use error::{AdapterError, RegistryFailure, classify_status};

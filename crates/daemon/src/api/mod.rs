@@ -8,6 +8,7 @@
 
 mod archive;
 mod changes;
+mod commit;
 mod containers;
 mod df;
 mod edit;
@@ -15,6 +16,7 @@ mod error;
 mod exec;
 mod health;
 mod images;
+mod import;
 mod params;
 mod prune;
 mod pull;
@@ -110,7 +112,7 @@ pub fn router(state: ApiState) -> Router {
             get(volumes::inspect).delete(volumes::remove),
         )
         // What is not built yet says so, naming it (501), never pretends.
-        .route("/commit", post(containers::unsupported))
+        .route("/commit", post(commit::commit))
         .route("/build", post(containers::unsupported))
         .route("/images/prune", post(prune::images))
         .route("/system/df", get(df::system_df))
