@@ -57,6 +57,7 @@ mod import;
 pub mod logger;
 mod pull;
 mod relist;
+mod save;
 mod spec;
 mod stdio;
 mod store;
@@ -76,6 +77,7 @@ pub use pull::{
     LayerStatus, MAX_DOCUMENT_BYTES, PullAuth, PullProgress, PullSink, PulledImage, check_login,
     is_loopback_registry, pull_target,
 };
+pub use save::SavedImage;
 pub use spec::{
     ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, resolve_user,
 };
