@@ -11,6 +11,11 @@
 //! while it is still starting within the start period, which do not count.
 //! A change of status is published as `health_status`.
 //!
+//! No probe is asked for while containerd is not connected and relisted
+//! (an exec could not run, and its failure would say nothing about the
+//! container), and a probe that could not be run while it was not is not
+//! counted: the next one is an interval later.
+//!
 //! Probes never change a container's run state: an unhealthy container is
 //! not restarted or stopped (dockerd does not either). A result for another
 //! run or another probe than the one in flight is ignored. When the run ends
@@ -244,6 +249,7 @@ impl Monitors {
     pub(crate) fn probe_due(
         &mut self,
         id: &ContainerId,
+        ready: bool,
         containers: &Map<ContainerId, Container>,
         out: &mut Outbox,
     ) {
@@ -259,6 +265,10 @@ impl Monitors {
         if h.ended || h.run != c.rec.run {
             return;
         }
+        if h.in_flight.is_some() && !ready {
+            // Its result was lost while containerd was away: not counted.
+            h.in_flight = None;
+        }
         if let Some((_, start)) = h.in_flight {
             let message = format!(
                 "the health check did not report back within {}",
@@ -269,8 +279,9 @@ impl Monitors {
             out.timers.set(TimerKind::Probe(id.clone()), at);
             return;
         }
-        if c.is_paused() {
-            // A frozen container cannot run a probe; look again later.
+        if c.is_paused() || !ready {
+            // A frozen container cannot run a probe, nor can one run while
+            // containerd is away; look again later.
             let at = out.now.at + next_interval(config, h, c, out.now.wall);
             out.timers.set(TimerKind::Probe(id.clone()), at);
             return;
@@ -294,6 +305,7 @@ impl Monitors {
     pub(crate) fn result(
         &mut self,
         result: ProbeResult,
+        ready: bool,
         containers: &Map<ContainerId, Container>,
         out: &mut Outbox,
     ) {
@@ -310,6 +322,14 @@ impl Monitors {
             return;
         };
         if h.ended || h.run != result.run || probe != result.probe {
+            return;
+        }
+        if !ready && matches!(result.outcome, ProbeOutcome::Failed { .. }) {
+            // It could not run because containerd is away: not counted.
+            h.in_flight = None;
+            let at = out.now.at + next_interval(config, h, c, out.now.wall);
+            out.timers
+                .set(TimerKind::Probe(result.container.clone()), at);
             return;
         }
         let (exit_code, output) = match result.outcome {

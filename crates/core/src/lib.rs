@@ -217,7 +217,9 @@ impl Core {
             Input::Timeout => self.timeout(),
             Input::Cancel(req) => self.cancel(req),
             Input::ProbeResult(result) => {
-                self.health.result(result, &self.containers, &mut self.out);
+                let ready = self.conn.is_ready();
+                self.health
+                    .result(result, ready, &self.containers, &mut self.out);
             }
         }
         self.health.sync(&self.containers, &mut self.out);
@@ -332,7 +334,11 @@ impl Core {
                 }
                 TimerKind::RestartBackoff(id) => self.restart_due(&id),
                 TimerKind::AnswerBound(req) => self.answer_bound_due(req),
-                TimerKind::Probe(id) => self.health.probe_due(&id, &self.containers, &mut self.out),
+                TimerKind::Probe(id) => {
+                    let ready = self.conn.is_ready();
+                    self.health
+                        .probe_due(&id, ready, &self.containers, &mut self.out);
+                }
             }
         }
     }

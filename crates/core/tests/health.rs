@@ -345,3 +345,41 @@ fn a_restored_running_container_is_probed_once_a_relist_confirms_it() {
     let p = probe_due(&mut d, "c1");
     assert_eq!((p.run, p.probe), (1, 1));
 }
+
+#[test]
+fn no_probe_runs_or_counts_while_containerd_is_away() {
+    let mut d = driver();
+    d.run("c1", checked(shell("true", 2, 1)), 10);
+    let p = probe_due(&mut d, "c1");
+    // The connection goes: a probe that could not run says nothing.
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "connection refused".into(),
+    )));
+    let actions = d.feed(Input::ProbeResult(ProbeResult {
+        container: cid("c1"),
+        run: p.run,
+        probe: p.probe,
+        outcome: ProbeOutcome::Failed {
+            message: "containerd is unreachable".into(),
+        },
+    }));
+    assert_eq!(actions, vec![]);
+    let h = health(&d, "c1");
+    assert_eq!(
+        (h.status, h.failing_streak, h.log.len()),
+        (HealthStatus::Starting, 0, 0)
+    );
+    // Nor is one asked for until it is back.
+    let at = d.now.at + secs(2);
+    while let Some((due, kind)) = d.core.poll_timeout() {
+        if due > at + secs(30) {
+            break;
+        }
+        let (_, actions) = d.fire_timer();
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::RunProbe(_))),
+            "{kind:?}: {actions:?}"
+        );
+    }
+    assert_eq!(health(&d, "c1").status, HealthStatus::Starting);
+}

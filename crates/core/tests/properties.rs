@@ -438,6 +438,10 @@ impl Harness {
                             && health.is_some_and(|h| h.run == probe.run && !h.ended),
                         "{input:?} asked for {probe:?} of a run that is not probed"
                     );
+                    prop_assert!(
+                        self.core.connection() == ConnectionState::Ready,
+                        "{input:?} asked for {probe:?} while containerd is not ready"
+                    );
                     self.probes.push(probe.clone());
                 }
                 Action::Persist(rec) => {

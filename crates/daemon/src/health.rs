@@ -56,7 +56,7 @@ async fn outcome(adapter: &Adapter, events: &EventLog, probe: &Probe) -> ProbeOu
         },
     );
     let log = adapter.exec_log_path(&probe.container, &exec_id);
-    let live = events.subscribe().1;
+    let live = events.live();
     let request = ExecRequest {
         exec_id: exec_id.clone(),
         args: probe.cmd.clone(),

@@ -518,6 +518,7 @@ impl Checker {
                     (Some(v), Some(h))
                         if v.status == Status::Running
                             && !v.paused
+                            && core.is_some_and(|c| c.connection() == ConnectionState::Ready)
                             && v.record.run == probe.run
                             && h.run == probe.run
                             && !h.ended =>

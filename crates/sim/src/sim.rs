@@ -682,7 +682,8 @@ impl Sim {
     /// twice.
     fn run_probe(&mut self, probe: Probe) {
         let r = &mut self.rng_probe;
-        let live = self.cd.live_pid(&probe.container).is_some();
+        // (An exec cannot run while containerd is down either.)
+        let live = self.cd.up && self.cd.live_pid(&probe.container).is_some();
         let timeout_ms = ms_of(probe.timeout);
         let (took, outcome) = if !live {
             (
