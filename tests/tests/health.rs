@@ -401,3 +401,53 @@ fn an_image_healthcheck_is_used_merged_and_disabled() {
     assert_eq!(health(&d, "off"), Value::Null);
     assert!(!ps_status(&d, "off").contains("health"));
 }
+
+#[test]
+fn a_containerd_outage_says_nothing_of_health() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "calm",
+        "--health-cmd",
+        "true",
+        "--health-interval",
+        "1s",
+        "--health-retries",
+        "1",
+        "busybox",
+        "sleep",
+        "1000",
+    ]);
+    d.wait_until("it is healthy", || health_status(&d, "calm") == "healthy");
+    let outage = d.hold_containerd_down();
+    // With one retry, a single probe counted as failed would make it
+    // unhealthy: none is run, and none counts, while containerd is away.
+    d.assert_inspect_holds_for(
+        "calm",
+        "healthy while containerd is down",
+        std::time::Duration::from_secs(4),
+        |v| v["State"]["Health"]["Status"] == "healthy",
+    );
+    outage.end();
+    let back = holdfast_e2e::now_unix_nanos();
+    d.wait_until("a probe after the outage", || {
+        let h = health(&d, "calm");
+        h["Log"].as_array().is_some_and(|log| {
+            log.iter().any(|e| {
+                e["Start"]
+                    .as_str()
+                    .and_then(holdfast_e2e::parse_rfc3339_nanos)
+                    .is_some_and(|t| t >= back)
+            })
+        })
+    });
+    let h = health(&d, "calm");
+    assert_eq!(
+        (&h["Status"], &h["FailingStreak"]),
+        (&Value::from("healthy"), &Value::from(0)),
+        "{h:#}\n{}",
+        d.diagnostics()
+    );
+}
