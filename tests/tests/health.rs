@@ -185,15 +185,24 @@ fn no_healthcheck_timeouts_and_refusals() {
     );
     assert_eq!(health(&d, "none"), Value::Null, "no health without a check");
     assert!(
+        d.state("none").get("Health").is_none(),
+        "left out, as dockerd leaves it out"
+    );
+    d.ok(&["run", "-d", "--name", "plain", "busybox", "sleep", "1000"]);
+    assert!(d.inspect("plain")["Config"].get("Healthcheck").is_none());
+    assert!(
         ps_status(&d, "none").starts_with("Up"),
         "{:?}",
         ps_status(&d, "none")
     );
     assert!(!ps_status(&d, "none").contains("health"));
+    let mut unchecked =
+        holdfast_e2e::lines(&d.ok(&["ps", "--filter", "health=none", "--format", "{{.Names}}"]));
+    unchecked.sort();
     assert_eq!(
-        d.ok(&["ps", "--filter", "health=none", "--format", "{{.Names}}"])
-            .trim(),
-        "none"
+        unchecked,
+        ["none", "plain"],
+        "a disabled check and none at all"
     );
     d.fails_saying(
         "an unknown health filter",

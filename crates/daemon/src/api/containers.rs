@@ -1584,7 +1584,7 @@ fn inspect_json(
         })
     };
     let cmdline = command_line(c);
-    json!({
+    let mut v = json!({
         "Id": r.id.to_string(),
         "Created": render::time(r.created_at),
         "Path": cmdline.first().cloned().unwrap_or_default(),
@@ -1650,7 +1650,19 @@ fn inspect_json(
             "Task": format!("{:?}", s.task),
             "Run": r.run,
         },
-    })
+    });
+    // dockerd leaves both out when there is none (`omitempty`).
+    if s.health.is_none()
+        && let Some(state) = v["State"].as_object_mut()
+    {
+        state.remove("Health");
+    }
+    if c.healthcheck.is_none()
+        && let Some(config) = v["Config"].as_object_mut()
+    {
+        config.remove("Healthcheck");
+    }
+    v
 }
 
 pub async fn inspect(
