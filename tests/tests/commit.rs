@@ -79,9 +79,23 @@ fn commit_makes_an_image_of_the_changes_and_settings() {
         "the base image is under it"
     );
 
-    // A stopped container commits too.
+    // A stopped container commits too, with --change applied over it.
     d.ok(&["stop", "-t", "0", "src"]);
-    d.ok(&["commit", "src", "snap:2"]);
+    d.ok(&[
+        "commit",
+        "--change",
+        "ENV GREETING=changed",
+        "--change",
+        r#"CMD ["cat", "/data/file"]"#,
+        "src",
+        "snap:2",
+    ]);
+    assert_eq!(d.ok(&["run", "--rm", "snap:2"]).trim(), "made");
+    assert_eq!(
+        d.ok(&["run", "--rm", "snap:2", "sh", "-c", "echo $GREETING"])
+            .trim(),
+        "changed"
+    );
     assert_eq!(
         d.ok(&["run", "--rm", "snap:2", "cat", "/data/file"]).trim(),
         "made"
@@ -93,9 +107,9 @@ fn commit_refuses_what_it_cannot_do_yet_by_name() {
     let d = Daemon::start();
     d.ok(&["create", "--name", "orig", "busybox", "true"]);
     d.fails_saying(
-        "a --change",
-        &["commit", "--change", "CMD [\"true\"]", "orig", "x:1"],
-        "--change is not supported",
+        "a --change it cannot apply",
+        &["commit", "--change", "RUN make", "orig", "x:1"],
+        "--change RUN is not supported",
     );
     d.fails_saying("no repository", &["commit", "orig"], "repository name");
     d.fails_saying(
@@ -177,16 +191,28 @@ fn import_makes_an_image_of_a_filesystem_tarball() {
         "inside"
     );
 
+    // --change gives it a command.
+    d.ok(&[
+        "import",
+        "--change",
+        r#"CMD ["/bin/cat", "/marker"]"#,
+        "--change",
+        "WORKDIR /tmp",
+        &tarball.to_string_lossy(),
+        "imp:cmd",
+    ]);
+    assert_eq!(d.ok(&["run", "--rm", "imp:cmd"]).trim(), "inside");
+    assert_eq!(d.ok(&["run", "--rm", "imp:cmd", "/bin/pwd"]).trim(), "/tmp");
     d.fails_saying(
-        "an import with --change",
+        "an import with a --change it cannot apply",
         &[
             "import",
             "--change",
-            "CMD [\"sh\"]",
+            "ONBUILD RUN x",
             &tarball.to_string_lossy(),
             "imp:2",
         ],
-        "--change is not supported",
+        "--change ONBUILD is not supported",
     );
     let not_tar = dir.path().join("not.tar");
     std::fs::write(&not_tar, b"this is not a tarball at all").expect("write");

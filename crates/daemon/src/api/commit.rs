@@ -23,11 +23,7 @@ pub async fn commit(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let p = Params::parse(&query);
-    if p.str("changes").is_some_and(|c| !c.is_empty()) {
-        return Err(ApiError::bad_request(
-            "docker commit --change is not supported by holdfast yet",
-        ));
-    }
+    let changes = super::dockerfile::changes_of(query.0.as_deref());
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
@@ -74,6 +70,9 @@ pub async fn commit(
         .resolve_image(&config.image)
         .await
         .map_err(|e| super::images::image_error(&config.image, e))?;
+    let mut image_config = image_config(config, &base);
+    let base_env = base.config.env.clone().unwrap_or_default();
+    super::dockerfile::apply(&changes, &base_env, &mut image_config)?;
     let mounts = state
         .adapter
         .rootfs_mounts(&id)
@@ -103,7 +102,7 @@ pub async fn commit(
         name: name.clone(),
         base: Some(&base),
         layer: &layer,
-        config: image_config(config, &base),
+        config: image_config,
         author: p.str("author").unwrap_or_default().to_owned(),
         comment: p.str("comment").unwrap_or_default().to_owned(),
         created_by: format!("holdfast commit {}", id.as_str()),

@@ -13,10 +13,19 @@ use std::path::Path;
 use tokio::io::AsyncWriteExt as _;
 
 /// `POST /images/create?fromSrc=-&repo=..&tag=..&message=..`
-pub async fn import(state: &ApiState, p: &Params, body: Body) -> Result<Response, ApiError> {
-    let checked = check(p);
+pub async fn import(
+    state: &ApiState,
+    p: &Params,
+    query: Option<&str>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let checked = check(p).and_then(|named| {
+        let mut config = serde_json::Map::new();
+        super::dockerfile::apply(&super::dockerfile::changes_of(query), &[], &mut config)?;
+        Ok((named, config))
+    });
     let mut data = body.into_data_stream();
-    let (name, message) = match checked {
+    let ((name, message), config) = match checked {
         Ok(ok) => ok,
         Err(e) => {
             // Read the upload to the end so the client reads the refusal
@@ -57,7 +66,7 @@ pub async fn import(state: &ApiState, p: &Params, body: Body) -> Result<Response
         name: name.clone(),
         base: None,
         layer: &layer,
-        config: serde_json::Map::new(),
+        config,
         author: String::new(),
         comment: message,
         created_by: "holdfast import".to_owned(),
@@ -84,11 +93,6 @@ fn check(p: &Params) -> Result<(String, String), ApiError> {
     if p.str("fromSrc") != Some("-") {
         return Err(ApiError::bad_request(
             "docker import from a URL is not supported by holdfast yet: give a file or -",
-        ));
-    }
-    if p.str("changes").is_some_and(|c| !c.is_empty()) {
-        return Err(ApiError::bad_request(
-            "docker import --change is not supported by holdfast yet",
         ));
     }
     if let Some(platform) = p.str("platform").filter(|s| !s.is_empty())

@@ -11,6 +11,7 @@ mod changes;
 mod commit;
 mod containers;
 mod df;
+mod dockerfile;
 mod edit;
 mod error;
 mod exec;

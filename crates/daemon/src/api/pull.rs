@@ -347,7 +347,7 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let params = Params::parse(&query);
     if params.str("fromSrc").is_some_and(|s| !s.is_empty()) {
-        return super::import::import(&state, &params, body).await;
+        return super::import::import(&state, &params, query.0.as_deref(), body).await;
     }
     let decoded = decode_pull(
         query.0.as_deref().unwrap_or(""),
