@@ -19,7 +19,7 @@ fn commit_makes_an_image_of_the_changes_and_settings() {
         "busybox",
         "sh",
         "-c",
-        "mkdir -p /data && echo made > /data/file && rm /etc/group && ln -s /data/file /link && touch /tmp/ready && exec sleep 1000",
+        "mkdir -p /data && echo made > /data/file && rm /bin/ls && rm -rf /etc && mkdir /etc && echo only > /etc/only && ln -s /data/file /link && touch /tmp/ready && exec sleep 1000",
     ]);
     d.wait_until("the container made its changes", || {
         d.code(&["exec", "src", "test", "-e", "/tmp/ready"]) == 0
@@ -64,9 +64,14 @@ fn commit_makes_an_image_of_the_changes_and_settings() {
     );
     assert_eq!(run("echo $GREETING").trim(), "hello");
     assert_eq!(
-        run("test -e /etc/group && echo kept || echo gone").trim(),
+        run("test -e /bin/ls && echo kept || echo gone").trim(),
         "gone",
         "a deleted file stays deleted"
+    );
+    assert_eq!(
+        run("ls /etc").trim(),
+        "only",
+        "a directory deleted and made again has only its new content"
     );
     assert_eq!(
         run("readlink /link").trim(),
@@ -74,7 +79,7 @@ fn commit_makes_an_image_of_the_changes_and_settings() {
         "a symlink is kept as one"
     );
     assert_eq!(
-        run("test -e /etc/passwd && echo kept").trim(),
+        run("test -e /bin/cat && echo kept").trim(),
         "kept",
         "the base image is under it"
     );

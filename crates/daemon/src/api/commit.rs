@@ -161,9 +161,9 @@ fn image_config(c: &ContainerConfig, base: &ResolvedImage) -> Map<String, Value>
 }
 
 /// The upper directory as an OCI layer: a whiteout (a 0/0 character
-/// device) becomes `.wh.<name>`; symlinks are stored, never followed.
-/// (An opaque directory, one deleted and made again, is stored as its new
-/// content over the old: its xattr is not read.)
+/// device) becomes `.wh.<name>`, an opaque directory (deleted and made
+/// again: overlay marks it with an xattr) gets `.wh..wh..opq`; symlinks are
+/// stored, never followed.
 fn layer_tar(upper: &FsPath, out: &FsPath) -> std::io::Result<()> {
     let file = std::fs::File::create(out)?;
     let mut builder = tar::Builder::new(std::io::BufWriter::new(file));
@@ -195,10 +195,29 @@ fn add_dir<W: std::io::Write>(
         }
         builder.append_path_with_name(&host, &name)?;
         if meta.is_dir() {
+            if opaque(&host) {
+                let mut header = tar::Header::new_gnu();
+                header.set_size(0);
+                header.set_mode(0o600);
+                header.set_entry_type(tar::EntryType::Regular);
+                builder.append_data(&mut header, name.join(".wh..wh..opq"), std::io::empty())?;
+            }
             add_dir(builder, &host, &name)?;
         }
     }
     Ok(())
+}
+
+/// Whether overlay marked the directory opaque (`trusted.` as root,
+/// `user.` on a userxattr mount).
+fn opaque(dir: &FsPath) -> bool {
+    ["trusted.overlay.opaque", "user.overlay.opaque"]
+        .iter()
+        .any(|name| {
+            let mut value = [0u8; 4];
+            rustix::fs::lgetxattr(dir, *name, &mut value[..])
+                .is_ok_and(|n| n == 1 && value[0] == b'y')
+        })
 }
 
 #[cfg(test)]
