@@ -24,6 +24,7 @@ fn commit_makes_an_image_of_the_changes_and_settings() {
     d.wait_until("the container made its changes", || {
         d.code(&["exec", "src", "test", "-e", "/tmp/ready"]) == 0
     });
+    let since = holdfast_e2e::now_unix_nanos();
     let out = d.ok(&[
         "commit",
         "-a",
@@ -34,6 +35,14 @@ fn commit_makes_an_image_of_the_changes_and_settings() {
         "snap:1",
     ]);
     assert!(out.trim().starts_with("sha256:"), "{out}");
+    // Frozen while its changes are read, as dockerd does by default.
+    let actions: Vec<String> = d
+        .events_since(since, &["--filter", "container=src"])
+        .iter()
+        .filter_map(|e| e["Action"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(actions, ["pause", "unpause"], "{}", d.diagnostics());
+    assert_eq!(d.state("src")["Status"], "running");
     let id = out.trim().to_owned();
     let listed = d.ok(&["images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"]);
     assert!(

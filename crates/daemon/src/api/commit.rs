@@ -11,7 +11,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdfast_adapter_containerd::{NewImage, ResolvedImage, normalize_reference};
-use holdfast_core::ContainerConfig;
+use holdfast_core::{Answer, Command, ContainerConfig};
 use serde_json::{Map, Value, json};
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::Path as FsPath;
@@ -94,9 +94,33 @@ pub async fn commit(
         .map_err(|e| ApiError::internal(format!("cannot make room for the layer: {e}")))?;
     let layer = dir.path().join("layer.tar");
     let out = layer.clone();
-    tokio::task::spawn_blocking(move || layer_tar(FsPath::new(&upper), &out))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
+    // As dockerd (pause=true unless asked otherwise): the container is
+    // frozen while its changes are read, so the layer is one moment's.
+    let pause = p.str("pause").is_none_or(|_| p.bool("pause"))
+        && s.status == holdfast_core::Status::Running
+        && !s.paused;
+    if pause {
+        match state
+            .engine
+            .command(Command::Pause { id: id.clone() })
+            .await
+        {
+            Answer::Done | Answer::NotModified => {}
+            Answer::Error(e) => return Err(e.into()),
+            other => return Err(ApiError::internal(format!("pause: {other:?}"))),
+        }
+    }
+    let read = tokio::task::spawn_blocking(move || layer_tar(FsPath::new(&upper), &out)).await;
+    if pause {
+        let answer = state
+            .engine
+            .command(Command::Unpause { id: id.clone() })
+            .await;
+        if let Answer::Error(e) = answer {
+            tracing::warn!(container = %id, error = %e, "not unpaused after a commit");
+        }
+    }
+    read.map_err(|e| ApiError::internal(e.to_string()))?
         .map_err(|e| ApiError::internal(format!("reading the container's changes: {e}")))?;
     let new = NewImage {
         name: name.clone(),
