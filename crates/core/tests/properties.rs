@@ -2027,6 +2027,15 @@ proptest! {
         second.run(&steps, swarm)?;
         prop_assert_eq!(first.trace, second.trace);
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        // Two runs per case: a quarter of the cases (PROPTEST_CASES scales it).
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse::<u32>().ok()).map_or(256, |n| (n / 4).max(1)),
+        failure_persistence: Some(regressions()),
+        ..ProptestConfig::default()
+    })]
 
     /// Health checks only observe: with every probe result lost, the core
     /// does exactly what it did with them, but for probes and health events.
