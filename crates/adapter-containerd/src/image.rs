@@ -41,6 +41,9 @@ pub struct ImageConfig {
     /// `EXPOSE`d ports as `port/proto` (the values are empty objects).
     #[serde(default)]
     pub exposed_ports: Option<BTreeMap<String, serde_json::Value>>,
+    /// `HEALTHCHECK`, as Docker writes it (checked by the daemon).
+    #[serde(default)]
+    pub healthcheck: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]

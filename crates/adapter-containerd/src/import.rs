@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 /// Files up to this size are also kept in memory (manifests, configs, indexes).
 const KEEP_BYTES: usize = 8 << 20;
 const WRITE_CHUNK: usize = 1 << 20;
-const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
-const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
-const DOCKER_LAYER: &str = "application/vnd.docker.image.rootfs.diff.tar";
+pub(crate) const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub(crate) const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+pub(crate) const DOCKER_LAYER: &str = "application/vnd.docker.image.rootfs.diff.tar";
 const DOCKER_LAYER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gzip";
 
 /// One image registered by an import.
@@ -163,12 +163,12 @@ impl Entry {
     }
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// Where a blob's bytes are.
-enum BlobSource {
+pub(crate) enum BlobSource {
     Memory(Vec<u8>),
     File(std::fs::File),
 }
@@ -176,7 +176,9 @@ enum BlobSource {
 impl BlobSource {
     /// The bytes in chunks, read in a blocking thread through a small
     /// channel: a spooled layer never sits in memory whole.
-    fn chunks(self) -> impl futures_util::Stream<Item = Result<Vec<u8>, AdapterError>> + Send {
+    pub(crate) fn chunks(
+        self,
+    ) -> impl futures_util::Stream<Item = Result<Vec<u8>, AdapterError>> + Send {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, AdapterError>>(2);
         tokio::task::spawn_blocking(move || {
             let mut reader: Box<dyn Read> = match self {

@@ -45,6 +45,7 @@
 //! directly, outside the core.
 
 mod client;
+mod commit;
 mod container;
 mod decode;
 mod error;
@@ -56,11 +57,13 @@ mod import;
 pub mod logger;
 mod pull;
 mod relist;
+mod save;
 mod spec;
 mod stdio;
 mod store;
 
 pub use client::{Adapter, AdapterConfig, InputSink};
+pub use commit::NewImage;
 pub use container::{RootfsMount, ensure_fifo};
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
 pub use error::{AdapterError, RegistryFailure, classify_status};
@@ -74,6 +77,7 @@ pub use pull::{
     LayerStatus, MAX_DOCUMENT_BYTES, PullAuth, PullProgress, PullSink, PulledImage, check_login,
     is_loopback_registry, pull_target,
 };
+pub use save::SavedImage;
 pub use spec::{
     ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, resolve_user,
 };

@@ -84,6 +84,8 @@ impl Loop {
                     );
                 }
                 Action::Publish(event) => self.events.push(event),
+                // No health checks here.
+                Action::RunProbe(_) => {}
             }
         }
     }

@@ -27,6 +27,10 @@ pub enum Action {
     Answer(RequestId, Answer),
     /// Tell `docker events` subscribers.
     Publish(UserEvent),
+    /// Run a health probe in the container; its result comes back as
+    /// `Input::ProbeResult`, exactly once. Without it the health status
+    /// the user asked for would never be known.
+    RunProbe(crate::health::Probe),
 }
 
 /// Calls into containerd, one per action.
@@ -207,4 +211,6 @@ pub enum UserEventKind {
         exec_id: String,
         exit_code: i32,
     },
+    /// The health status of its run changed (`health_status: healthy`).
+    HealthStatus(crate::health::HealthStatus),
 }

@@ -115,6 +115,9 @@ pub struct ContainerConfig {
     /// `--init`: a small init is pid 1 and runs the command as its child.
     #[serde(default)]
     pub init: bool,
+    /// The health check (`--health-*` merged over the image's `HEALTHCHECK`).
+    #[serde(default)]
+    pub healthcheck: Option<crate::health::HealthConfig>,
 }
 
 /// Where a container's stdout and stderr go.

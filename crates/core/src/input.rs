@@ -33,6 +33,8 @@ pub enum Input {
     /// container). A pending wait is answered `Cancelled` and forgotten; any
     /// other request goes on, because what it asked for was recorded.
     Cancel(RequestId),
+    /// What became of a probe the core asked for (`Action::RunProbe`).
+    ProbeResult(crate::health::ProbeResult),
 }
 
 /// User commands, addressed by resolved container id (the API layer resolves

@@ -28,6 +28,7 @@
 //!         Action::Call { op, call } => { /* spawn the RPC; feed its result with `op` */ }
 //!         Action::Persist(_) | Action::Unpersist(_) => { /* write before going on */ }
 //!         Action::Answer(_, _) | Action::Publish(_) => {}
+//!         Action::RunProbe(_) => { /* run it as an exec; feed its result */ }
 //!     }
 //! }
 //! ```
@@ -70,6 +71,7 @@ mod commands;
 mod connection;
 mod container;
 mod events;
+pub mod health;
 mod reconcile;
 mod relist;
 mod rng;
@@ -83,6 +85,7 @@ pub use config::{
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};
+pub use health::{Health, HealthConfig, HealthStatus, Probe, ProbeLog, ProbeOutcome, ProbeResult};
 pub use ids::{ContainerId, OpId, RequestId};
 pub use input::{
     Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
@@ -117,6 +120,7 @@ pub struct Core {
     /// Names of visible containers (a discarded create frees its name at once).
     names: Map<String, ContainerId>,
     conn: Connection,
+    health: health::Monitors,
 }
 
 /// Who is waiting for the result of an op.
@@ -192,6 +196,7 @@ impl Core {
             containers: Map::default(),
             names: Map::default(),
             conn: Connection::default(),
+            health: health::Monitors::default(),
         };
         core.out.timers.set(TimerKind::Reconnect, now.at);
         core
@@ -211,7 +216,13 @@ impl Core {
             Input::ActionResult(op, result) => self.action_result(op, result),
             Input::Timeout => self.timeout(),
             Input::Cancel(req) => self.cancel(req),
+            Input::ProbeResult(result) => {
+                let ready = self.conn.is_ready();
+                self.health
+                    .result(result, ready, &self.containers, &mut self.out);
+            }
         }
+        self.health.sync(&self.containers, &mut self.out);
     }
 
     /// The next action to carry out, in order; `None` when drained.
@@ -222,6 +233,12 @@ impl Core {
     /// Drains every pending action (for tests and simulators).
     pub fn drain_actions(&mut self) -> Vec<Action> {
         self.out.actions.drain(..).collect()
+    }
+
+    /// Every armed timer, earliest first (for tests and simulators: a
+    /// health check's probe timer is armed for as long as its run is up).
+    pub fn timers(&self) -> impl Iterator<Item = (Instant, &TimerKind)> {
+        self.out.timers.iter().map(|(at, kind)| (*at, kind))
     }
 
     /// When to feed [`Input::Timeout`] next, and why.
@@ -287,6 +304,12 @@ impl Core {
         }
     }
 
+    /// The health of a container's current or last run, if it has a
+    /// health check and has run since this core began.
+    pub fn health(&self, id: &ContainerId) -> Option<&Health> {
+        self.health.get(id)
+    }
+
     /// The connection as the core sees it.
     pub fn connection(&self) -> ConnectionState {
         self.conn.state()
@@ -316,6 +339,11 @@ impl Core {
                 }
                 TimerKind::RestartBackoff(id) => self.restart_due(&id),
                 TimerKind::AnswerBound(req) => self.answer_bound_due(req),
+                TimerKind::Probe(id) => {
+                    let ready = self.conn.is_ready();
+                    self.health
+                        .probe_due(&id, ready, &self.containers, &mut self.out);
+                }
             }
         }
     }

@@ -21,6 +21,9 @@ pub enum TimerKind {
     Retry(ContainerId),
     /// A request's answer is due even if what it asked for is not done yet.
     AnswerBound(RequestId),
+    /// The container's next health probe is due (or its probe in flight is
+    /// overdue).
+    Probe(ContainerId),
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +53,11 @@ impl Timers {
 
     pub(crate) fn next(&self) -> Option<&(Instant, TimerKind)> {
         self.by_deadline.first()
+    }
+
+    /// Every armed timer, earliest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(Instant, TimerKind)> {
+        self.by_deadline.iter()
     }
 
     /// Removes and returns the earliest timer due at `now`.

@@ -86,6 +86,10 @@ enum Step {
     ContainerdDown,
     ContainerdUp,
     Advance(u16),
+    /// A health probe reports back: the n-th asked for (again, for an
+    /// earlier one), passed (0..=2), failed (3), timed out (4) or could
+    /// not run (5).
+    ProbeResult(proptest::sample::Index, u8),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -115,6 +119,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::ContainerdDown),
         1 => Just(Step::ContainerdUp),
         2 => (1..20_000u16).prop_map(Step::Advance),
+        2 => (any::<proptest::sample::Index>(), 0..6u8).prop_map(|(i, o)| Step::ProbeResult(i, o)),
     ]
 }
 
@@ -160,6 +165,66 @@ enum WorldTask {
     Created(u32),
     Running(u32),
     Stopped(u32, u32, WallTime),
+}
+
+/// A health check for containers whose argument has bit 5 set; its
+/// interval, retries and start period spread by the higher bits.
+fn health_check(n: u8) -> Option<HealthConfig> {
+    (n & 0x20 != 0).then(|| HealthConfig {
+        test: vec!["CMD".into(), "true".into()],
+        interval: Some(Duration::from_secs(1 + u64::from(n >> 6))),
+        timeout: Some(Duration::from_secs(1)),
+        start_period: (n & 0x40 != 0).then(|| Duration::from_secs(3)),
+        start_interval: Some(Duration::from_millis(500)),
+        retries: Some(u32::from(n >> 6)),
+    })
+}
+
+/// A container's health agrees with its run and with dockerd's rules: a
+/// probed run is a running, current one; the log is bounded; the status
+/// follows the failing streak.
+fn health_consistent(core: &Core, view: &ContainerView<'_>) -> Result<(), TestCaseError> {
+    use holdfast_core::health::{HEALTH_LOG_MAX, PROBE_OUTPUT_MAX_BYTES};
+    let id = &view.record.id;
+    let Some(h) = core.health(id) else {
+        return Ok(());
+    };
+    let config = view.record.config.healthcheck.as_ref();
+    prop_assert!(config.is_some(), "{} has a health with no check", id);
+    let retries = config.map_or(0, HealthConfig::retries);
+    prop_assert!(h.run <= view.record.run, "{}: health of a later run", id);
+    prop_assert!(
+        h.ended || (view.status == Status::Running && h.run == view.record.run),
+        "{} probed in run {} while {:?} in run {}",
+        id,
+        h.run,
+        view.status,
+        view.record.run
+    );
+    prop_assert!(h.log.len() <= HEALTH_LOG_MAX);
+    prop_assert!(
+        h.log
+            .iter()
+            .all(|l| l.output.len() <= PROBE_OUTPUT_MAX_BYTES)
+    );
+    let consistent = match h.status {
+        HealthStatus::Healthy => {
+            h.failing_streak < retries && h.log.iter().any(|l| l.exit_code == 0)
+        }
+        HealthStatus::Starting => h.failing_streak < retries,
+        HealthStatus::Unhealthy => h.ended || h.failing_streak >= retries,
+    };
+    let codes: Vec<i32> = h.log.iter().map(|l| l.exit_code).collect();
+    prop_assert!(
+        consistent,
+        "{}: {:?} with a failing streak of {} (retries {}), exit codes {:?}",
+        id,
+        h.status,
+        h.failing_streak,
+        retries,
+        codes
+    );
+    Ok(())
 }
 
 fn restart_policy(n: u8) -> RestartPolicy {
@@ -297,6 +362,10 @@ struct Harness {
     pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
     /// Containers a user asked to update.
     updates_asked: std::collections::BTreeSet<ContainerId>,
+    /// Every health probe asked for, in order.
+    probes: Vec<Probe>,
+    /// Whether `Step::ProbeResult` feeds results (off: every result lost).
+    probe_results: bool,
 }
 
 impl Harness {
@@ -349,6 +418,8 @@ impl Harness {
             slack,
             pauses_asked: Default::default(),
             updates_asked: Default::default(),
+            probes: Vec::new(),
+            probe_results: true,
         }
     }
 
@@ -394,6 +465,23 @@ impl Harness {
                     }
                     self.outstanding.push((*op, call.clone()));
                     self.check_escalation(*op, call)?;
+                }
+                Action::RunProbe(probe) => {
+                    // Only a running, current run is probed.
+                    let view = self.core.container(&probe.container);
+                    let health = self.core.health(&probe.container);
+                    prop_assert!(
+                        view.is_some_and(|v| v.status == Status::Running
+                            && !v.paused
+                            && v.record.run == probe.run)
+                            && health.is_some_and(|h| h.run == probe.run && !h.ended),
+                        "{input:?} asked for {probe:?} of a run that is not probed"
+                    );
+                    prop_assert!(
+                        self.core.connection() == ConnectionState::Ready,
+                        "{input:?} asked for {probe:?} while containerd is not ready"
+                    );
+                    self.probes.push(probe.clone());
                 }
                 Action::Persist(rec) => {
                     self.records.insert(rec.id.clone(), rec.clone());
@@ -553,6 +641,9 @@ impl Harness {
             );
         }
         self.check_network()?;
+        for c in self.core.containers() {
+            health_consistent(&self.core, &c)?;
+        }
         self.trace.extend(actions);
         Ok(())
     }
@@ -1491,6 +1582,15 @@ impl Harness {
     }
 
     /// Resolves every call and lets due timers pass.
+    /// The next timer but a health check's: a probed run's probe timer is
+    /// always armed, so waiting for "no timer" looks past it.
+    fn next_timer_but_probes(&self) -> Option<(Instant, TimerKind)> {
+        self.core
+            .timers()
+            .find(|(_, k)| !matches!(k, TimerKind::Probe(_)))
+            .map(|(at, k)| (at, k.clone()))
+    }
+
     fn settle(&mut self) -> Result<(), TestCaseError> {
         for _ in 0..50 {
             while !self.outstanding.is_empty() {
@@ -1498,7 +1598,7 @@ impl Harness {
             }
             // (A relist due this soon is one asked for after a placeholder,
             // not the periodic one, and may hide later timers behind it.)
-            match self.core.poll_timeout() {
+            match self.next_timer_but_probes() {
                 Some((at, _)) if at <= self.now.at + Duration::from_secs(2) => {
                     self.advance(Duration::from_secs(2))?
                 }
@@ -1556,7 +1656,7 @@ impl Harness {
             while !self.outstanding.is_empty() {
                 self.resolve(0, 0)?;
             }
-            match self.core.poll_timeout() {
+            match self.next_timer_but_probes() {
                 None => break,
                 // What could not be seen waits for the periodic relist. (A
                 // relist due soon, after a placeholder, may hide later
@@ -1631,6 +1731,7 @@ impl Harness {
                     }),
                     stop_signal: stop_signal(*signals),
                     image_stop_signal: stop_signal(*signals >> 2),
+                    healthcheck: health_check(*signals),
                     ..Default::default()
                 };
                 if self.core.container(&id(i)).is_none() {
@@ -1920,6 +2021,34 @@ impl Harness {
                 self.feed(Input::Connection(ConnectionFact::Connected))?;
             }
             Step::Advance(ms) => self.advance(Duration::from_millis(u64::from(*ms)))?,
+            Step::ProbeResult(index, outcome) => {
+                if !self.probe_results || self.probes.is_empty() {
+                    return Ok(());
+                }
+                let probe = self.probes[index.index(self.probes.len())].clone();
+                let outcome = match outcome {
+                    0..=2 => ProbeOutcome::Exited {
+                        exit_code: 0,
+                        output: "ok".into(),
+                    },
+                    3 => ProbeOutcome::Exited {
+                        exit_code: 1,
+                        output: "x".repeat(5000),
+                    },
+                    4 => ProbeOutcome::TimedOut {
+                        output: String::new(),
+                    },
+                    _ => ProbeOutcome::Failed {
+                        message: "cannot exec".into(),
+                    },
+                };
+                self.feed(Input::ProbeResult(ProbeResult {
+                    container: probe.container,
+                    run: probe.run,
+                    probe: probe.probe,
+                    outcome,
+                }))?;
+            }
         }
         Ok(())
     }
@@ -2011,6 +2140,37 @@ proptest! {
             let at = harness.answered.get(req);
             prop_assert!(at.is_some_and(|at| at <= bound), "stop {} answered at {:?}, bound {:?}", req, at, bound);
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        // Two runs per case: a quarter of the cases (PROPTEST_CASES scales it).
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse::<u32>().ok()).map_or(256, |n| (n / 4).max(1)),
+        failure_persistence: Some(regressions()),
+        ..ProptestConfig::default()
+    })]
+
+    /// Health checks only observe: with every probe result lost, the core
+    /// does exactly what it did with them, but for probes and health events.
+    #[test]
+    fn health_checks_never_change_what_the_core_does(swarm in any::<u8>(), steps in proptest::collection::vec(step(), 1..160)) {
+        let mut with = Harness::new(swarm);
+        with.run(&steps, swarm)?;
+        let mut without = Harness::new(swarm);
+        without.probe_results = false;
+        without.run(&steps, swarm)?;
+        let not_health = |trace: &[Action]| -> Vec<Action> {
+            trace
+                .iter()
+                .filter(|a| {
+                    !matches!(a, Action::RunProbe(_))
+                        && !matches!(a, Action::Publish(e) if matches!(e.kind, UserEventKind::HealthStatus(_)))
+                })
+                .cloned()
+                .collect()
+        };
+        prop_assert_eq!(not_health(&with.trace), not_health(&without.trace));
     }
 }
 

@@ -380,6 +380,14 @@ impl Engine {
                     unpersisted.push(id);
                 }
                 Action::Answer(req, answer) => self.answer(req, answer),
+                Action::RunProbe(probe) => {
+                    tokio::spawn(crate::health::run_probe(
+                        self.adapter.clone(),
+                        Arc::clone(&self.events),
+                        self.sink.clone(),
+                        probe,
+                    ));
+                }
                 Action::Publish(event) => {
                     if let UserEventKind::Die { .. } = event.kind {
                         if relist_end {
@@ -518,6 +526,7 @@ impl Engine {
                 attributes.push(("exitCode".to_owned(), exit_code.to_string()));
                 "exec_die".to_owned()
             }
+            UserEventKind::HealthStatus(status) => format!("health_status: {}", status.as_str()),
         };
         self.events.publish(EventMessage {
             kind: "container",

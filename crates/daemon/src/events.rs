@@ -75,6 +75,11 @@ impl EventLog {
     }
 
     /// The history so far and the live feed from exactly where it ends.
+    /// The live feed alone, without a copy of the history.
+    pub fn live(&self) -> broadcast::Receiver<Arc<EventMessage>> {
+        self.live.subscribe()
+    }
+
     pub fn subscribe(
         &self,
     ) -> (

@@ -21,6 +21,7 @@ pub mod engine;
 pub mod events;
 pub mod execs;
 pub mod fuzz;
+pub mod health;
 pub mod logs;
 pub mod network;
 pub mod seed_image;

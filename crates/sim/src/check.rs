@@ -511,6 +511,26 @@ impl Checker {
                 Ok(())
             }
             Action::Persist(_) | Action::Unpersist(_) => Ok(()),
+            Action::RunProbe(probe) => {
+                let view = core.and_then(|c| c.container(&probe.container));
+                let health = core.and_then(|c| c.health(&probe.container));
+                match (view, health) {
+                    (Some(v), Some(h))
+                        if v.status == Status::Running
+                            && !v.paused
+                            && core.is_some_and(|c| c.connection() == ConnectionState::Ready)
+                            && v.record.run == probe.run
+                            && h.run == probe.run
+                            && !h.ended =>
+                    {
+                        Ok(())
+                    }
+                    _ => Err(format!(
+                        "a health probe of {} run {} asked for while it is not a running, probed run",
+                        probe.container, probe.run
+                    )),
+                }
+            }
         }
     }
 
@@ -824,6 +844,9 @@ impl Checker {
                 asked.permits.clear();
             }
         }
+        for view in core.containers() {
+            health_consistent(core, &view)?;
+        }
         Ok(())
     }
 
@@ -1043,4 +1066,56 @@ pub fn network_converged(cd: &Containerd, net: &crate::model::HostNetwork) -> Op
         .iter()
         .find(|id| !cd.tasks.contains_key(*id))
         .map(|id| format!("{id}: still attached with no task (an allocation left behind)"))
+}
+
+/// A container's health agrees with its run and with dockerd's rules: only
+/// a running run is probed, the log is bounded, and the status follows the
+/// streak (healthy: no failure since the last success; unhealthy: at least
+/// `retries` failures in a row).
+fn health_consistent(core: &Core, view: &holdfast_core::ContainerView<'_>) -> Result<(), String> {
+    use holdfast_core::HealthStatus;
+    use holdfast_core::health::{HEALTH_LOG_MAX, PROBE_OUTPUT_MAX_BYTES};
+    let id = &view.record.id;
+    let Some(h) = core.health(id) else {
+        return Ok(());
+    };
+    let Some(config) = view.record.config.healthcheck.as_ref() else {
+        return Err(format!("{id} has a health but no health check"));
+    };
+    if h.run > view.record.run {
+        return Err(format!(
+            "{id}'s health is of run {}, after its run {}",
+            h.run, view.record.run
+        ));
+    }
+    if !h.ended && (view.status != Status::Running || h.run != view.record.run) {
+        return Err(format!(
+            "{id} is probed (run {}) while {:?} in run {}",
+            h.run, view.status, view.record.run
+        ));
+    }
+    if h.log.len() > HEALTH_LOG_MAX
+        || h.log
+            .iter()
+            .any(|l| l.output.len() > PROBE_OUTPUT_MAX_BYTES)
+    {
+        return Err(format!("{id}'s health log is beyond its bounds"));
+    }
+    let consistent = match h.status {
+        HealthStatus::Healthy => {
+            h.failing_streak < config.retries() && h.log.iter().any(|l| l.exit_code == 0)
+        }
+        HealthStatus::Starting => h.failing_streak < config.retries(),
+        HealthStatus::Unhealthy => h.ended || h.failing_streak >= config.retries(),
+    };
+    if !consistent {
+        return Err(format!(
+            "{id}'s health is {:?} with a failing streak of {} (retries {}) and log {:?}",
+            h.status,
+            h.failing_streak,
+            config.retries(),
+            h.log
+        ));
+    }
+    Ok(())
 }

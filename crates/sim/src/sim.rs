@@ -10,8 +10,9 @@ use crate::rng::Rng;
 use crate::trace::{Trace, TraceItem};
 use holdfast_core::{
     Action, Call, Command, ConnectionFact, ContainerConfig, ContainerId, ContainerdEvent, Core,
-    CoreConfig, Done, Failure, FailureKind, Input, Instant, NetworkMode, Now, OpId, Record,
-    RelistPart, RequestId, RestartPolicy, Signal, TaskInfo, WaitCondition, WallTime,
+    CoreConfig, Done, Failure, FailureKind, HealthConfig, Input, Instant, NetworkMode, Now, OpId,
+    Probe, ProbeOutcome, ProbeResult, Record, RelistPart, RequestId, RestartPolicy, Signal,
+    TaskInfo, WaitCondition, WallTime,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -186,6 +187,11 @@ enum Ev {
         pid: u32,
         status: u32,
     },
+    /// A health probe the core asked for reports back.
+    ProbeDone {
+        daemon: u64,
+        result: ProbeResult,
+    },
     ContainerdRestart,
     DaemonRestart,
     Fault(FaultKind),
@@ -219,6 +225,9 @@ pub struct Sim {
     rng_world: Rng,
     rng_user: Rng,
     rng_fault: Rng,
+    /// Health probes' durations and outcomes: a stream of its own, so that
+    /// the rest of a seed's world is the same with or without them.
+    rng_probe: Rng,
     cd: Containerd,
     net: crate::model::HostNetwork,
     core: Option<Core>,
@@ -315,6 +324,7 @@ impl Sim {
             rng_world: rng.fork(),
             rng_user: rng.fork(),
             rng_fault: rng.fork(),
+            rng_probe: Rng::new(seed ^ 0x6865_616c_7468),
             cd: Containerd::new(),
             net: crate::model::HostNetwork::default(),
             core: None,
@@ -662,8 +672,67 @@ impl Sim {
                 self.records.remove(&id);
             }
             Action::Answer(..) | Action::Publish(_) => {}
+            Action::RunProbe(probe) => self.run_probe(probe),
         }
         Ok(())
+    }
+
+    /// Runs a health probe in the world: it passes or fails, times out,
+    /// cannot run (its container is gone), or its result is lost or comes
+    /// twice.
+    fn run_probe(&mut self, probe: Probe) {
+        let r = &mut self.rng_probe;
+        // (An exec cannot run while containerd is down either.)
+        let live = self.cd.up && self.cd.live_pid(&probe.container).is_some();
+        let timeout_ms = ms_of(probe.timeout);
+        let (took, outcome) = if !live {
+            (
+                r.ms(0, 50),
+                ProbeOutcome::Failed {
+                    message: "container is not running".into(),
+                },
+            )
+        } else if r.chance(100) {
+            (
+                probe.timeout,
+                ProbeOutcome::TimedOut {
+                    output: String::new(),
+                },
+            )
+        } else {
+            let exit_code = r.pick(&[0, 0, 0, 1, 2]);
+            (
+                r.ms(0, timeout_ms),
+                ProbeOutcome::Exited {
+                    exit_code,
+                    output: format!("probe {}", probe.probe),
+                },
+            )
+        };
+        if r.chance(30) {
+            self.note(format!("FAULT the result of {probe:?} is lost"));
+            return;
+        }
+        let twice = r.chance(30);
+        let result = ProbeResult {
+            container: probe.container,
+            run: probe.run,
+            probe: probe.probe,
+            outcome,
+        };
+        let at = self.now + took;
+        let daemon = self.daemon;
+        if twice {
+            let later = at + self.rng_probe.ms(0, 2000);
+            self.schedule(
+                later,
+                Ev::ProbeDone {
+                    daemon,
+                    result: result.clone(),
+                },
+            );
+        }
+        self.schedule(at, Ev::ProbeDone { daemon, result });
     }
 
     fn hash_action(&mut self, action: &Action) {
@@ -1340,6 +1409,12 @@ impl Sim {
                 });
                 Ok(())
             }
+            Ev::ProbeDone { daemon, result } => {
+                if daemon != self.daemon {
+                    return Ok(());
+                }
+                self.feed(Input::ProbeResult(result))
+            }
             Ev::ContainerdRestart => {
                 self.world_changed_at = self.now;
                 self.cd.up = true;
@@ -1570,6 +1645,7 @@ impl Sim {
                     image_stop_signal: signal(SIGNALS[usize::from((stop_signal >> 3) % 8)]),
                     restart_policy,
                     auto_remove,
+                    healthcheck: health_of(n),
                     ..ContainerConfig::default()
                 };
                 Command::Create {
@@ -1681,6 +1757,19 @@ impl Sim {
 }
 
 /// The restart policies users pick, `no` the most often.
+/// Every third container has a health check, with its settings spread by
+/// its number (drawing nothing from the seed's streams).
+fn health_of(n: u64) -> Option<HealthConfig> {
+    n.is_multiple_of(3).then(|| HealthConfig {
+        test: vec!["CMD".into(), "true".into()],
+        interval: Some(Duration::from_secs(5 + n % 7)),
+        timeout: Some(Duration::from_secs(1 + n % 3)),
+        start_period: n.is_multiple_of(2).then(|| Duration::from_secs(8)),
+        start_interval: Some(Duration::from_secs(2)),
+        retries: Some(u32::try_from(n % 4).unwrap_or(0)),
+    })
+}
+
 fn policy_of(n: u8) -> RestartPolicy {
     match n % 6 {
         0 | 1 => RestartPolicy::No,

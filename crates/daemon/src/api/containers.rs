@@ -32,6 +32,8 @@ pub(super) struct Snapshot {
     pub confirmed: bool,
     /// Running with its processes frozen (`docker pause`).
     pub paused: bool,
+    /// The health of its current or last run, with a health check.
+    pub health: Option<holdfast_core::Health>,
 }
 
 impl Snapshot {
@@ -56,6 +58,7 @@ pub(super) async fn snapshot(state: &ApiState, id: ContainerId) -> Result<Snapsh
                 task: c.task,
                 confirmed: c.confirmed,
                 paused: c.paused,
+                health: v.core.health(&wanted).cloned(),
             })
         })
         .await?
@@ -438,7 +441,8 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         .filter(|i| !i.is_empty())
         .ok_or_else(|| ApiError::bad_request("no image given: config.Image is required"))?;
     let mut hc = b.host_config.unwrap_or_default();
-    refuse_unsupported(&b.healthcheck, &hc)?;
+    refuse_unsupported(&hc)?;
+    let healthcheck = super::health::decode(b.healthcheck.as_ref())?;
     let mut warnings = Vec::new();
 
     let network_defaulted = matches!(hc.network_mode.as_deref(), None | Some("" | "default"));
@@ -746,6 +750,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         image_stop_signal: None,
         restart_policy,
         auto_remove,
+        healthcheck,
     };
     if let Some(w) = &config.working_dir
         && !w.starts_with('/')
@@ -1014,7 +1019,7 @@ fn publish_exposed<'a>(
     Ok(())
 }
 
-fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Result<(), ApiError> {
+fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
     let refuse = |option: &str| {
         Err(ApiError::bad_request(format!(
             "{option} is not supported by holdfast yet"
@@ -1026,16 +1031,6 @@ fn refuse_unsupported(healthcheck: &Option<Value>, hc: &HostConfigBody) -> Resul
         s.as_deref()
             .is_some_and(|v| !v.is_empty() && !allowed.contains(&v))
     };
-    if healthcheck
-        .as_ref()
-        .and_then(|h| h.get("Test"))
-        .is_some_and(|t| {
-            t.as_array()
-                .is_some_and(|a| !a.is_empty() && a[0] != "NONE")
-        })
-    {
-        return refuse("Healthcheck");
-    }
     if set(&hc.oom_kill_disable) {
         return refuse("HostConfig.OomKillDisable");
     }
@@ -1217,6 +1212,10 @@ pub async fn create(
         .as_deref()
         .filter(|s| !s.is_empty())
         .and_then(|s| s.parse().ok());
+    config.healthcheck = super::health::merge(
+        config.healthcheck.take(),
+        super::health::from_image(image.config.healthcheck.as_ref()),
+    );
     let mut to_fill = Some(super::volumes::resolve_mounts(
         &state,
         &mut config,
@@ -1833,7 +1832,7 @@ fn inspect_json(
         })
     };
     let cmdline = command_line(c);
-    json!({
+    let mut v = json!({
         "Id": r.id.to_string(),
         "Created": render::time(r.created_at),
         "Path": cmdline.first().cloned().unwrap_or_default(),
@@ -1850,6 +1849,7 @@ fn inspect_json(
             "Error": error,
             "StartedAt": render::time_or_zero(r.started_at),
             "FinishedAt": render::time_or_zero(last_exit.map(|e| e.finished_at)),
+            "Health": s.health.as_ref().map(super::health::state_json),
         },
         "Image": c.image_id.clone().unwrap_or_default(),
         "ResolvConfPath": "",
@@ -1888,6 +1888,7 @@ fn inspect_json(
             "Labels": c.labels,
             "StopSignal": c.stop_signal.or(c.image_stop_signal).map(|s| s.to_string()),
             "StopTimeout": c.stop_timeout.map(|t| t.as_secs()),
+            "Healthcheck": super::health::config_json(c.healthcheck.as_ref()),
         },
         "NetworkSettings": network_settings_json(c, net_name, att),
         // holdfast's own truth: whether this view was confirmed by a relist
@@ -1897,7 +1898,19 @@ fn inspect_json(
             "Task": format!("{:?}", s.task),
             "Run": r.run,
         },
-    })
+    });
+    // dockerd leaves both out when there is none (`omitempty`).
+    if s.health.is_none()
+        && let Some(state) = v["State"].as_object_mut()
+    {
+        state.remove("Health");
+    }
+    if c.healthcheck.is_none()
+        && let Some(config) = v["Config"].as_object_mut()
+    {
+        config.remove("Healthcheck");
+    }
+    v
 }
 
 pub async fn inspect(
@@ -1923,6 +1936,8 @@ fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
             };
             if s.paused {
                 format!("{up} (Paused)")
+            } else if let Some(h) = s.health.as_ref().filter(|h| !h.ended) {
+                format!("{up}{}", super::health::ps_suffix(h))
             } else {
                 up
             }
@@ -1998,6 +2013,10 @@ fn matches_filters(
     if !f.any("status", |v| v == s.state_name()) {
         return Ok(false);
     }
+    let health = s.health.as_ref().map_or("none", |h| h.status.as_str());
+    if !f.any("health", |v| v == health) {
+        return Ok(false);
+    }
     for label in f.get("label") {
         let ok = match label.split_once('=') {
             Some((k, v)) => r.config.labels.get(k).is_some_and(|have| have == v),
@@ -2068,6 +2087,13 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
         "id", "name", "label", "status", "exited", "ancestor", "before", "since", "network",
         "volume", "health", "is-task", "publish", "expose",
     ])?;
+    for v in filters.get("health") {
+        if !["starting", "healthy", "unhealthy", "none"].contains(&v.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Unrecognised filter value for health: {v}"
+            )));
+        }
+    }
     for v in filters.get("status") {
         if ![
             "created",
@@ -2098,6 +2124,7 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
                     task: c.task,
                     confirmed: c.confirmed,
                     paused: c.paused,
+                    health: v.core.health(&c.record.id).cloned(),
                 })
                 .collect::<Vec<_>>()
         })
@@ -2502,6 +2529,7 @@ mod tests {
             task: TaskState::Running { pid: 5 },
             confirmed: true,
             paused: false,
+            health: None,
         };
         let now = holdfast_core::WallTime::from_unix_nanos(180_000_000_000);
         assert_eq!(status_text(&s, now), "Up 3 minutes");

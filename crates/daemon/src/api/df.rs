@@ -49,6 +49,7 @@ pub async fn system_df(State(state): State<ApiState>) -> Result<Json<Value>, Api
                     task: c.task,
                     confirmed: c.confirmed,
                     paused: c.paused,
+                    health: v.core.health(&c.record.id).cloned(),
                 })
                 .collect()
         })

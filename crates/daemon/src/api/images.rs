@@ -183,19 +183,93 @@ fn inspect_json(i: &LocalImage) -> Value {
 pub async fn by_name_get(
     State(state): State<ApiState>,
     Path(rest): Path<String>,
+    query: RawQuery,
 ) -> Result<Response, ApiError> {
     if let Some(name) = rest.strip_suffix("/json") {
         let image = find_image(&state, name).await?;
         return Ok(Json(inspect_json(&image)).into_response());
     }
-    if rest.ends_with("/history") || rest.ends_with("/get") || rest == "get" {
+    if rest == "get" {
+        let names: Vec<String> =
+            form_urlencoded::parse(query.0.as_deref().unwrap_or("").as_bytes())
+                .filter(|(k, _)| k == "names")
+                .map(|(_, v)| v.into_owned())
+                .collect();
+        return save(&state, &names).await;
+    }
+    if let Some(name) = rest.strip_suffix("/get") {
+        return save(&state, &[name.to_owned()]).await;
+    }
+    if rest.ends_with("/history") {
         return Err(ApiError::not_implemented(
-            "image history and save are not supported by holdfast yet",
+            "image history is not supported by holdfast yet",
         ));
     }
     Err(ApiError::not_found(format!(
         "page not found: /images/{rest}"
     )))
+}
+
+/// `docker save`: the images as a docker-archive, each under the name it
+/// was asked by (every name it has when asked by id).
+async fn save(state: &ApiState, references: &[String]) -> Result<Response, ApiError> {
+    if references.is_empty() {
+        return Err(ApiError::bad_request("no image to save: give names"));
+    }
+    let mut found = Vec::new();
+    for reference in references {
+        let image = find_image(state, reference).await?;
+        let name = normalize_reference(reference);
+        let tags: Vec<String> = if image.names.contains(&name) {
+            vec![familiar(&name)]
+        } else {
+            image.names.iter().map(|n| familiar(n)).collect()
+        };
+        found.push((image, tags));
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("save-")
+        .tempdir_in(&state.settings.data_root)
+        .map_err(|e| ApiError::internal(format!("cannot make room for the archive: {e}")))?;
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work)
+        .map_err(|e| ApiError::internal(format!("cannot make room for the archive: {e}")))?;
+    let out = dir.path().join("images.tar");
+    let saved: Vec<holdfast_adapter_containerd::SavedImage<'_>> = found
+        .iter()
+        .map(|(image, tags)| holdfast_adapter_containerd::SavedImage {
+            image: &image.resolved,
+            tags: tags.clone(),
+        })
+        .collect();
+    state
+        .adapter
+        .save_images(&saved, &work, &out)
+        .await
+        .map_err(|e| image_error(&references.join(" "), e))?;
+    let file = tokio::fs::File::open(&out)
+        .await
+        .map_err(|e| ApiError::internal(format!("reading the archive: {e}")))?;
+    // The temporary directory goes once the archive was sent.
+    let chunks = futures_util::stream::unfold(Some((file, dir)), |state| async move {
+        use tokio::io::AsyncReadExt as _;
+        let (mut file, dir) = state?;
+        let mut buf = vec![0u8; 256 * 1024];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(bytes::Bytes::from(buf)), Some((file, dir))))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    let mut r = Body::from_stream(chunks).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-tar"),
+    );
+    Ok(r)
 }
 
 /// `POST /images/{name}/tag` (and `push`, not supported yet).

@@ -8,12 +8,16 @@
 
 mod archive;
 mod changes;
+mod commit;
 mod containers;
 mod df;
+mod dockerfile;
 mod edit;
 mod error;
 mod exec;
+mod health;
 mod images;
+mod import;
 mod networks;
 mod params;
 mod prune;
@@ -110,7 +114,7 @@ pub fn router(state: ApiState) -> Router {
             get(volumes::inspect).delete(volumes::remove),
         )
         // What is not built yet says so, naming it (501), never pretends.
-        .route("/commit", post(containers::unsupported))
+        .route("/commit", post(commit::commit))
         .route("/build", post(containers::unsupported))
         .route("/images/prune", post(prune::images))
         .route("/system/df", get(df::system_df))

@@ -116,7 +116,7 @@ pub fn decode_pull(query: &str, auth_header: Option<&[u8]>) -> Result<PullReques
     let p = Params::parse(&RawQuery(Some(query.to_owned())));
     if p.str("fromSrc").is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::not_implemented(
-            "docker import is not supported by holdfast yet",
+            "docker import is not a pull (POST /images/create?fromSrc= is handled apart)",
         ));
     }
     if p.bool("all") || p.bool("all-tags") {
@@ -345,6 +345,10 @@ pub async fn create(
     query: RawQuery,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
+    let params = Params::parse(&query);
+    if params.str("fromSrc").is_some_and(|s| !s.is_empty()) {
+        return super::import::import(&state, &params, query.0.as_deref(), body).await;
+    }
     let decoded = decode_pull(
         query.0.as_deref().unwrap_or(""),
         headers.get("X-Registry-Auth").map(HeaderValue::as_bytes),

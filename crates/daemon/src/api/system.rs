@@ -202,7 +202,7 @@ impl EventFilter {
         let name = e.attributes.get("name").map(String::as_str).unwrap_or("");
         any(&self.containers, &|v| {
             e.kind == "container" && (e.actor_id.starts_with(v) || name == v)
-        }) && any(&self.events, &|v| e.action == v)
+        }) && any(&self.events, &|v| event_matches(&e.action, v))
             && any(&self.types, &|v| e.kind == v)
             && any(&self.images, &|v| {
                 e.from.as_deref() == Some(v)
@@ -213,6 +213,17 @@ impl EventFilter {
                 None => e.attributes.contains_key(l.as_str()),
             })
     }
+}
+
+/// dockerd's event filter: exact, except that `health_status`,
+/// `exec_create` and `exec_start` also match the actions that carry a
+/// detail after a colon (`health_status: healthy`).
+fn event_matches(action: &str, wanted: &str) -> bool {
+    action == wanted
+        || (["health_status", "exec_create", "exec_start"].contains(&wanted)
+            && action
+                .strip_prefix(wanted)
+                .is_some_and(|rest| rest.starts_with(':')))
 }
 
 pub async fn events(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {

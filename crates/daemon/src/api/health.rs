@@ -1,0 +1,260 @@
+//! Health checks at the API: `Config.Healthcheck` decoded and checked as
+//! dockerd checks it, merged over the image's, and `State.Health` rendered.
+
+use super::ApiError;
+use super::render;
+use holdfast_core::{Health, HealthConfig, HealthStatus};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// dockerd's smallest interval, timeout, start period and start interval.
+const MIN_DURATION: Duration = Duration::from_millis(1);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct Body {
+    test: Option<Vec<String>>,
+    interval: Option<i64>,
+    timeout: Option<i64>,
+    start_period: Option<i64>,
+    start_interval: Option<i64>,
+    retries: Option<i64>,
+}
+
+/// `Config.Healthcheck` of a create body (or an image config): `None` when
+/// absent. Refused with 400 naming the field when dockerd refuses it.
+pub(super) fn decode(value: Option<&Value>) -> Result<Option<HealthConfig>, ApiError> {
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let b: Body = serde_json::from_value(value.clone())
+        .map_err(|e| ApiError::bad_request(format!("invalid Healthcheck: {e}")))?;
+    let test = b.test.unwrap_or_default();
+    if let Some((kind, args)) = test.split_first() {
+        match kind.as_str() {
+            "NONE" => {}
+            "CMD" | "CMD-SHELL" if args.iter().all(String::is_empty) => {
+                return Err(ApiError::bad_request(format!(
+                    "Healthcheck.Test: {kind} needs a command"
+                )));
+            }
+            "CMD" | "CMD-SHELL" => {}
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "Healthcheck.Test: unknown type {other:?} (expected NONE, CMD or CMD-SHELL)"
+                )));
+            }
+        }
+    }
+    let duration = |name: &str, nanos: Option<i64>| -> Result<Option<Duration>, ApiError> {
+        match nanos.unwrap_or(0) {
+            0 => Ok(None),
+            n => {
+                let d = u64::try_from(n).map(Duration::from_nanos).ok();
+                match d.filter(|d| *d >= MIN_DURATION) {
+                    Some(d) => Ok(Some(d)),
+                    None => Err(ApiError::bad_request(format!(
+                        "{name} in Healthcheck cannot be less than 1ms"
+                    ))),
+                }
+            }
+        }
+    };
+    let retries = match b.retries.unwrap_or(0) {
+        0 => None,
+        n => Some(u32::try_from(n).map_err(|_| {
+            ApiError::bad_request("Retries in Healthcheck cannot be negative (or that large)")
+        })?),
+    };
+    Ok(Some(HealthConfig {
+        test,
+        interval: duration("Interval", b.interval)?,
+        timeout: duration("Timeout", b.timeout)?,
+        start_period: duration("StartPeriod", b.start_period)?,
+        start_interval: duration("StartInterval", b.start_interval)?,
+        retries,
+    }))
+}
+
+/// dockerd's merge at create: what the user left empty comes from the image.
+pub(super) fn merge(
+    user: Option<HealthConfig>,
+    image: Option<HealthConfig>,
+) -> Option<HealthConfig> {
+    let Some(image) = image else {
+        return user;
+    };
+    let Some(mut user) = user else {
+        return Some(image);
+    };
+    if user.test.is_empty() {
+        user.test = image.test;
+    }
+    user.interval = user.interval.or(image.interval);
+    user.timeout = user.timeout.or(image.timeout);
+    user.start_period = user.start_period.or(image.start_period);
+    user.start_interval = user.start_interval.or(image.start_interval);
+    user.retries = user.retries.or(image.retries);
+    Some(user)
+}
+
+/// The image's `Healthcheck`; one dockerd would refuse is ignored, with a log.
+pub(super) fn from_image(value: Option<&Value>) -> Option<HealthConfig> {
+    decode(value).unwrap_or_else(|e| {
+        tracing::warn!(error = %e.message, "the image's health check is ignored");
+        None
+    })
+}
+
+fn nanos(d: Option<Duration>) -> u64 {
+    d.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// `Config.Healthcheck` as dockerd shows it (absent when none).
+pub(super) fn config_json(config: Option<&HealthConfig>) -> Value {
+    let Some(c) = config else {
+        return Value::Null;
+    };
+    let mut v = json!({ "Test": c.test });
+    let mut field = |name: &str, value: u64| {
+        if value != 0 {
+            v[name] = json!(value);
+        }
+    };
+    field("Interval", nanos(c.interval));
+    field("Timeout", nanos(c.timeout));
+    field("StartPeriod", nanos(c.start_period));
+    field("StartInterval", nanos(c.start_interval));
+    field("Retries", u64::from(c.retries.unwrap_or(0)));
+    v
+}
+
+/// `State.Health`: status, failing streak and the last results.
+pub(super) fn state_json(health: &Health) -> Value {
+    let log: Vec<Value> = health
+        .log
+        .iter()
+        .map(|l| {
+            json!({
+                "Start": render::time(l.start),
+                "End": render::time(l.end),
+                "ExitCode": l.exit_code,
+                "Output": l.output,
+            })
+        })
+        .collect();
+    json!({
+        "Status": health.status.as_str(),
+        "FailingStreak": health.failing_streak,
+        "Log": log,
+    })
+}
+
+/// What `docker ps` adds to "Up ...": `(healthy)`, `(health: starting)`.
+pub(super) fn ps_suffix(health: &Health) -> String {
+    match health.status {
+        HealthStatus::Starting => " (health: starting)".to_owned(),
+        status => format!(" ({})", status.as_str()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn decoded(v: Value) -> Result<Option<HealthConfig>, ApiError> {
+        decode(Some(&v))
+    }
+
+    #[test]
+    fn healthchecks_are_decoded_and_checked_as_dockerd_does() {
+        let c = decoded(
+            json!({"Test": ["CMD-SHELL", "test -f /ok"], "Interval": 1_000_000_000i64,
+            "Retries": 2}),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.test, ["CMD-SHELL", "test -f /ok"]);
+        assert_eq!(c.interval, Some(Duration::from_secs(1)));
+        assert_eq!(c.timeout, None);
+        assert_eq!(c.retries, Some(2));
+        assert_eq!(decode(None).unwrap(), None);
+        assert_eq!(decoded(Value::Null).unwrap(), None);
+        let none = decoded(json!({"Test": ["NONE"]})).unwrap().unwrap();
+        assert_eq!(none.probe_command(), None);
+        for (body, needle) in [
+            (json!({"Test": ["CMD"]}), "CMD needs a command"),
+            (
+                json!({"Test": ["CMD-SHELL", ""]}),
+                "CMD-SHELL needs a command",
+            ),
+            (json!({"Test": ["RUN", "x"]}), "unknown type"),
+            (
+                json!({"Test": ["CMD", "x"], "Interval": 5}),
+                "Interval in Healthcheck cannot be less than 1ms",
+            ),
+            (
+                json!({"Test": ["CMD", "x"], "Timeout": -1}),
+                "Timeout in Healthcheck",
+            ),
+            (
+                json!({"Test": ["CMD", "x"], "StartPeriod": 1}),
+                "StartPeriod in Healthcheck",
+            ),
+            (
+                json!({"Test": ["CMD", "x"], "Retries": -1}),
+                "Retries in Healthcheck cannot be negative",
+            ),
+            (json!({"Test": "CMD x"}), "invalid Healthcheck"),
+        ] {
+            let e = decoded(body).expect_err(needle);
+            assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
+            assert!(e.message.contains(needle), "{needle}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn what_the_user_leaves_empty_comes_from_the_image() {
+        let image = HealthConfig {
+            test: vec!["CMD".into(), "true".into()],
+            interval: Some(Duration::from_secs(5)),
+            retries: Some(7),
+            ..HealthConfig::default()
+        };
+        let user = HealthConfig {
+            interval: Some(Duration::from_secs(1)),
+            ..HealthConfig::default()
+        };
+        let merged = merge(Some(user), Some(image.clone())).unwrap();
+        assert_eq!(merged.test, image.test);
+        assert_eq!(merged.interval, Some(Duration::from_secs(1)));
+        assert_eq!(merged.retries, Some(7));
+        assert_eq!(merge(None, Some(image.clone())), Some(image.clone()));
+        let off = HealthConfig {
+            test: vec!["NONE".into()],
+            ..HealthConfig::default()
+        };
+        let merged = merge(Some(off.clone()), Some(image)).unwrap();
+        assert_eq!(
+            merged.test, off.test,
+            "--no-healthcheck wins over the image"
+        );
+        assert_eq!(merge(None, None), None);
+    }
+
+    #[test]
+    fn config_shows_only_what_was_set() {
+        let c = HealthConfig {
+            test: vec!["CMD".into(), "true".into()],
+            interval: Some(Duration::from_secs(1)),
+            ..HealthConfig::default()
+        };
+        assert_eq!(
+            config_json(Some(&c)),
+            json!({"Test": ["CMD", "true"], "Interval": 1_000_000_000u64})
+        );
+        assert_eq!(config_json(None), Value::Null);
+    }
+}

@@ -1,0 +1,239 @@
+//! `docker commit` with the real docker CLI: what the container changed
+//! (files added, changed and deleted) and its settings become a new image
+//! that runs; what is not supported yet is refused by name.
+
+use holdfast_e2e::Daemon;
+
+#[test]
+fn commit_makes_an_image_of_the_changes_and_settings() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "src",
+        "-e",
+        "GREETING=hello",
+        "-w",
+        "/data",
+        "busybox",
+        "sh",
+        "-c",
+        "mkdir -p /data && echo made > /data/file && rm /bin/ls && rm -rf /etc && mkdir /etc && echo only > /etc/only && ln -s /data/file /link && touch /tmp/ready && exec sleep 1000",
+    ]);
+    d.wait_until("the container made its changes", || {
+        d.code(&["exec", "src", "test", "-e", "/tmp/ready"]) == 0
+    });
+    let since = holdfast_e2e::now_unix_nanos();
+    let out = d.ok(&[
+        "commit",
+        "-a",
+        "someone",
+        "-m",
+        "a message",
+        "src",
+        "snap:1",
+    ]);
+    assert!(out.trim().starts_with("sha256:"), "{out}");
+    // Frozen while its changes are read, as dockerd does by default.
+    let actions: Vec<String> = d
+        .events_since(since, &["--filter", "container=src"])
+        .iter()
+        .filter_map(|e| e["Action"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(actions, ["pause", "unpause"], "{}", d.diagnostics());
+    assert_eq!(d.state("src")["Status"], "running");
+    let id = out.trim().to_owned();
+    let listed = d.ok(&["images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"]);
+    assert!(
+        listed.lines().any(|l| l.starts_with("snap:1 ")),
+        "{listed}\n{}",
+        d.diagnostics()
+    );
+    let inspected = d.ok(&[
+        "image",
+        "inspect",
+        "snap:1",
+        "--format",
+        "{{.Id}} {{.Config.WorkingDir}} {{.Config.Env}}",
+    ]);
+    assert!(inspected.starts_with(&id), "{inspected}");
+    assert!(inspected.contains(" /data "), "{inspected}");
+    assert!(inspected.contains("GREETING=hello"), "{inspected}");
+    assert!(
+        inspected.contains("PATH="),
+        "the image's env is kept: {inspected}"
+    );
+
+    let run = |cmd: &str| d.ok(&["run", "--rm", "snap:1", "sh", "-c", cmd]);
+    assert_eq!(
+        run("cat file").trim(),
+        "made",
+        "the working dir and an added file"
+    );
+    assert_eq!(run("echo $GREETING").trim(), "hello");
+    assert_eq!(
+        run("test -e /bin/ls && echo kept || echo gone").trim(),
+        "gone",
+        "a deleted file stays deleted"
+    );
+    assert_eq!(
+        run("ls /etc").trim(),
+        "only",
+        "a directory deleted and made again has only its new content"
+    );
+    assert_eq!(
+        run("readlink /link").trim(),
+        "/data/file",
+        "a symlink is kept as one"
+    );
+    assert_eq!(
+        run("test -e /bin/cat && echo kept").trim(),
+        "kept",
+        "the base image is under it"
+    );
+
+    // A stopped container commits too, with --change applied over it.
+    d.ok(&["stop", "-t", "0", "src"]);
+    d.ok(&[
+        "commit",
+        "--change",
+        "ENV GREETING=changed",
+        "--change",
+        r#"CMD ["cat", "/data/file"]"#,
+        "src",
+        "snap:2",
+    ]);
+    assert_eq!(d.ok(&["run", "--rm", "snap:2"]).trim(), "made");
+    assert_eq!(
+        d.ok(&["run", "--rm", "snap:2", "sh", "-c", "echo $GREETING"])
+            .trim(),
+        "changed"
+    );
+    assert_eq!(
+        d.ok(&["run", "--rm", "snap:2", "cat", "/data/file"]).trim(),
+        "made"
+    );
+}
+
+#[test]
+fn commit_refuses_what_it_cannot_do_yet_by_name() {
+    let d = Daemon::start();
+    d.ok(&["create", "--name", "orig", "busybox", "true"]);
+    d.fails_saying(
+        "a --change it cannot apply",
+        &["commit", "--change", "RUN make", "orig", "x:1"],
+        "--change RUN is not supported",
+    );
+    d.fails_saying("no repository", &["commit", "orig"], "repository name");
+    d.fails_saying(
+        "no such container",
+        &["commit", "nosuch", "x:1"],
+        "No such container",
+    );
+    let listed = d.ok(&["images", "--format", "{{.Repository}}"]);
+    assert!(
+        !listed.lines().any(|l| l == "x"),
+        "nothing half-made: {listed}"
+    );
+}
+
+#[test]
+fn import_makes_an_image_of_a_filesystem_tarball() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "shape",
+        "busybox",
+        "sh",
+        "-c",
+        "echo inside > /marker && touch /tmp/ready && exec sleep 1000",
+    ]);
+    d.wait_until("the container wrote its marker", || {
+        d.code(&["exec", "shape", "test", "-e", "/tmp/ready"]) == 0
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tarball = dir.path().join("fs.tar");
+    d.ok(&["export", "-o", &tarball.to_string_lossy(), "shape"]);
+    let out = d.ok(&[
+        "import",
+        "-m",
+        "from a test",
+        &tarball.to_string_lossy(),
+        "imp:1",
+    ]);
+    assert!(
+        out.trim().starts_with("sha256:"),
+        "{out}\n{}",
+        d.diagnostics()
+    );
+    assert_eq!(
+        d.ok(&["run", "--rm", "imp:1", "/bin/cat", "/marker"])
+            .trim(),
+        "inside"
+    );
+    // An image without a command needs one given, as dockerd says.
+    let inspected = d.ok(&[
+        "image",
+        "inspect",
+        "imp:1",
+        "--format",
+        "{{json .Config.Cmd}}",
+    ]);
+    assert_eq!(inspected.trim(), "null", "{inspected}");
+
+    // From stdin, gzipped.
+    let gz = dir.path().join("fs.tar.gz");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "gzip -c {} > {}",
+            tarball.to_string_lossy(),
+            gz.to_string_lossy()
+        ))
+        .status()
+        .expect("gzip");
+    assert!(status.success());
+    let bytes = std::fs::read(&gz).expect("read the gzip");
+    let out = d.docker_with_input(&["import", "-", "imp:gz"], &bytes);
+    assert_eq!(out.status.and_then(|s| s.code()), Some(0), "{out:?}");
+    assert_eq!(
+        d.ok(&["run", "--rm", "imp:gz", "/bin/cat", "/marker"])
+            .trim(),
+        "inside"
+    );
+
+    // --change gives it a command.
+    d.ok(&[
+        "import",
+        "--change",
+        r#"CMD ["/bin/cat", "/marker"]"#,
+        "--change",
+        "WORKDIR /tmp",
+        &tarball.to_string_lossy(),
+        "imp:cmd",
+    ]);
+    assert_eq!(d.ok(&["run", "--rm", "imp:cmd"]).trim(), "inside");
+    assert_eq!(d.ok(&["run", "--rm", "imp:cmd", "/bin/pwd"]).trim(), "/tmp");
+    d.fails_saying(
+        "an import with a --change it cannot apply",
+        &[
+            "import",
+            "--change",
+            "ONBUILD RUN x",
+            &tarball.to_string_lossy(),
+            "imp:2",
+        ],
+        "--change ONBUILD is not supported",
+    );
+    let not_tar = dir.path().join("not.tar");
+    std::fs::write(&not_tar, b"this is not a tarball at all").expect("write");
+    d.fails(&["import", &not_tar.to_string_lossy(), "imp:3"]);
+    let listed = d.ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    assert!(
+        !listed.lines().any(|l| l == "imp:2" || l == "imp:3"),
+        "nothing half-made: {listed}"
+    );
+}
