@@ -56,6 +56,7 @@ mod import;
 pub mod logger;
 mod pull;
 mod relist;
+mod seccomp;
 mod spec;
 mod stdio;
 mod store;
