@@ -60,6 +60,7 @@ impl Adapter {
                     status: task_status(p.status),
                     exit_status: p.exit_status,
                     exited_at: wall_time(p.exited_at.as_ref()),
+                    oom_kills: None,
                 }),
             ));
         }
