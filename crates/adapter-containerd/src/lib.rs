@@ -54,6 +54,7 @@ mod host;
 mod image;
 mod import;
 pub mod logger;
+mod oom;
 mod pull;
 mod relist;
 mod seccomp;
