@@ -266,6 +266,14 @@ impl Adapter {
         sink.send(Input::Connection(ConnectionFact::Unreachable(reason)));
     }
 
+    /// Asks containerd for its version, reporting what that shows of its
+    /// reachability (`Connected` once it answers after being unreachable)
+    /// and nothing else: used when something outside the core (the
+    /// supervisor) saw containerd start again.
+    pub async fn probe_reachable<S: InputSink>(&self, sink: &S) {
+        self.probe(sink).await;
+    }
+
     /// Asks containerd for its version: used after a stream broke to learn
     /// whether containerd itself is gone.
     pub(crate) async fn probe<S: InputSink>(&self, sink: &S) {

@@ -223,6 +223,12 @@ impl Supervisor {
         self.shared.restarts.load(Ordering::SeqCst)
     }
 
+    /// Changes each time the watcher has started containerd again (its
+    /// value is [`Supervisor::restarts`]).
+    pub fn watch_restarts(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.restarted.subscribe()
+    }
+
     /// Waits until containerd's socket accepts a connection. The error
     /// carries the tail of containerd.log.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), SupervisorError> {
@@ -314,6 +320,8 @@ struct Shared {
     restarts: AtomicU64,
     /// Set when the handle is dropped: never restart after that.
     detached: AtomicBool,
+    /// The count of restarts, for those waiting on the next one.
+    restarted: tokio::sync::watch::Sender<u64>,
 }
 
 /// The containerd being watched.
@@ -390,6 +398,7 @@ async fn supervise(paths: Arc<Paths>, shared: Arc<Shared>, mut running: Running)
                 Ok((child, pid)) => {
                     let restarts = shared.restarts.fetch_add(1, Ordering::SeqCst) + 1;
                     shared.pid.store(pid, Ordering::SeqCst);
+                    shared.restarted.send_replace(restarts);
                     tracing::info!(pid, restarts, "restarted containerd");
                     break Running::Child(child);
                 }
