@@ -17,7 +17,8 @@
 //!
 //! A background task watches containerd (`wait()` on a child; polling
 //! `/proc/<pid>` for an adopted one, which is not our child) and restarts it
-//! with exponential backoff when it dies.
+//! when it dies: at once after a healthy run, with exponential backoff when
+//! it keeps dying.
 
 use std::fs;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
@@ -36,7 +37,8 @@ const SOCKET_FILE: &str = "containerd.sock";
 const TTRPC_SOCKET_FILE: &str = "containerd.sock.ttrpc";
 /// Written to containerd.log before every start, to tell boots apart.
 const START_MARKER: &str = "---- holdfastd: starting containerd";
-/// The first restart delay; doubles on every quick death up to [`MAX_BACKOFF`].
+/// The restart delay after a quick death; doubles on every further quick
+/// death up to [`MAX_BACKOFF`]. A death after a healthy run is restarted at once.
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A containerd that ran this long was healthy: the backoff starts over.
@@ -333,7 +335,7 @@ enum Running {
     Adopted(u32),
 }
 
-/// Restart delays: 200 ms doubling to 10 s, back to 200 ms after a healthy run.
+/// Restart delays: none after a healthy run, else 200 ms doubling to 10 s.
 #[derive(Debug)]
 struct Backoff {
     next: Duration,
@@ -344,10 +346,13 @@ impl Backoff {
         Backoff { next: MIN_BACKOFF }
     }
 
-    /// The delay before restarting a containerd that died after running `ran`.
+    /// The delay before restarting a containerd that died after running
+    /// `ran`: none after a healthy run (a single crash costs only
+    /// containerd's own start), else the backoff.
     fn after_exit(&mut self, ran: Duration) -> Duration {
         if ran >= HEALTHY_RUN {
             self.next = MIN_BACKOFF;
+            return Duration::ZERO;
         }
         self.take()
     }
@@ -943,12 +948,12 @@ mod tests {
             delays,
             [200, 400, 800, 1600, 3200, 6400, 10_000, 10_000, 10_000]
         );
-        assert_eq!(b.after_exit(HEALTHY_RUN), MIN_BACKOFF);
-        assert_eq!(b.after_exit(quick), Duration::from_millis(400));
-        assert_eq!(b.take(), Duration::from_millis(800));
+        assert_eq!(b.after_exit(HEALTHY_RUN), Duration::ZERO);
+        assert_eq!(b.after_exit(quick), MIN_BACKOFF);
+        assert_eq!(b.take(), Duration::from_millis(400));
         assert_eq!(
             b.after_exit(Duration::from_secs(29)),
-            Duration::from_millis(1600)
+            Duration::from_millis(800)
         );
     }
 
