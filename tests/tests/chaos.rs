@@ -132,9 +132,13 @@ macro_rules! count {
 
 impl Chaos {
     fn new(scenario: &'static str) -> Chaos {
+        Chaos::with_engine(scenario, start_engine())
+    }
+
+    fn with_engine(scenario: &'static str, engine: Box<dyn Engine>) -> Chaos {
         Chaos {
             scenario,
-            engine: start_engine(),
+            engine,
             counts: Counts::default(),
             started: Instant::now(),
             marks: tempfile::Builder::new()
@@ -933,6 +937,143 @@ fn oom_kill_is_reported_and_never_invented() {
         if s["ExitCode"] != code {
             count!(c, wrong_exit_codes, "{name}: {}", compact(&s));
         }
+    }
+    c.audit();
+    c.finish();
+}
+
+/// Writes zeros to `path` until the file system refuses more: 1 MiB at a
+/// time, then 4 KiB, so that not a page is left.
+fn fill_disk(path: &std::path::Path) {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(path).expect("create the ballast");
+    for chunk in [1 << 20, 4096] {
+        let zeros = vec![0u8; chunk];
+        while f.write_all(&zeros).is_ok() {}
+    }
+    let _ = f.sync_all();
+}
+
+/// The data root (the store, containerd's content and snapshots, the logs)
+/// on a small tmpfs, filled to the last page: a run, a stop, a removal and
+/// renames asked meanwhile are answered within their bound (with an error,
+/// or done), running containers are untouched; once the space is back, everything
+/// works, what failed left nothing behind, what was answered done is so,
+/// and a restarted holdfastd finds every record. holdfast only: dockerd's
+/// roots are not on a disk of the test's own. As measured, containerd
+/// refuses the run (its metadata cannot grow) while the store's writes
+/// still succeed in the free pages redb keeps in its file: the engine's
+/// path for a store that refuses a write is not reached by this test.
+#[test]
+fn disk_full_fails_cleanly_and_recovers() {
+    if std::env::var("CHAOS_ENGINE").as_deref() == Ok("dockerd") {
+        eprintln!("disk-full: holdfast only");
+        return;
+    }
+    let engine = holdfast_e2e::engine::Holdfast::on_small_disk("96m");
+    let ballast = engine.daemon.data_root().join("ballast");
+    let mut c = Chaos::with_engine("disk-full", Box::new(engine));
+    let keep = c.run_polite("keep");
+    let stopme = c.run_polite("stopme");
+    let rmme = c.run("rmme", &[], "sleep 100000");
+    fill_disk(&ballast);
+
+    // Asked while the disk is full: answered within the bound, either way.
+    let answered = |c: &mut Chaos, args: &[&str]| -> bool {
+        let out = c.docker(args);
+        c.counts.checks += 1;
+        if out.elapsed >= REQUEST_BOUND {
+            count!(c, failed_requests, "`docker {}` unanswered", args.join(" "));
+        }
+        eprintln!(
+            "disk full: `docker {}` -> {} {}",
+            args.join(" "),
+            out.code(),
+            out.stderr.trim()
+        );
+        out.success()
+    };
+    let ran = answered(
+        &mut c,
+        &[
+            "run", "-d", "--name", "during", "busybox", "sleep", "100000",
+        ],
+    );
+    let stopped = answered(&mut c, &["stop", "stopme"]);
+    let removed = answered(&mut c, &["rm", "-f", "rmme"]);
+    // Writes of the store alone (redb may hold free pages in its file, so
+    // that these succeed, or not): each answered, and afterwards the
+    // container has exactly one of its names.
+    let mut name = "keep";
+    for i in 0..20 {
+        let to = if i % 2 == 0 { "keep-b" } else { "keep" };
+        if answered(&mut c, &["rename", name, to]) {
+            name = to;
+        }
+    }
+    if let Some(p) = keep {
+        c.check(name, Truth::Running(p));
+    }
+
+    std::fs::remove_file(&ballast).expect("remove the ballast");
+    c.wait_usable();
+    let listed = c.listed();
+    if listed.contains("keep") == listed.contains("keep-b") {
+        count!(
+            c,
+            stale_states,
+            "keep is listed as neither or both of its names"
+        );
+    }
+    if listed.contains("keep-b") {
+        c.must(&["rename", "keep-b", "keep"]);
+    }
+    if let Some(p) = keep {
+        c.check("keep", Truth::Running(p));
+    }
+    // What failed left nothing behind; what was answered done is so.
+    if !ran && c.listed().contains("during") {
+        count!(c, half_created, "`run` of during failed, yet it is listed");
+    }
+    if ran {
+        let running = c.state("during").is_some_and(|s| s["Running"] == true);
+        if !running {
+            count!(c, stale_states, "during was answered run but does not run");
+        }
+    }
+    if stopped {
+        let truth = c.stop_truth("stopme");
+        c.check("stopme", truth);
+    } else if stopme.is_some() && c.must(&["stop", "stopme"]).is_some() {
+        let truth = c.stop_truth("stopme");
+        c.check("stopme", truth);
+    }
+    if removed {
+        if c.listed().contains("rmme") {
+            count!(c, stale_states, "rmme was answered removed but is listed");
+        }
+        if rmme.is_some_and(|p| p.is_alive()) {
+            count!(
+                c,
+                stale_states,
+                "rmme was answered removed but its process runs"
+            );
+        }
+    } else if rmme.is_some() {
+        c.must(&["rm", "-f", "rmme"]);
+    }
+    c.must(&["run", "--rm", "busybox", "true"]);
+
+    // Nothing corrupt: a restarted holdfastd finds every record.
+    let before = c.listed();
+    c.engine.kill_engine();
+    c.engine.restart_engine();
+    let after = c.listed();
+    for name in before.difference(&after) {
+        count!(c, lost_containers, "{name} is gone after a restart");
+    }
+    if let Some(p) = keep {
+        c.check("keep", Truth::Running(p));
     }
     c.audit();
     c.finish();
