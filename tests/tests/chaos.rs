@@ -960,10 +960,12 @@ fn fill_disk(path: &std::path::Path) {
 /// or done), running containers are untouched; once the space is back, everything
 /// works, what failed left nothing behind, what was answered done is so,
 /// and a restarted holdfastd finds every record. holdfast only: dockerd's
-/// roots are not on a disk of the test's own. As measured, containerd
-/// refuses the run (its metadata cannot grow) while the store's writes
-/// still succeed in the free pages redb keeps in its file: the engine's
-/// path for a store that refuses a write is not reached by this test.
+/// roots are not on a disk of the test's own. As measured: containerd
+/// refuses the run (its metadata cannot grow); stop, rm and renames fit in
+/// the free pages redb keeps in its file and succeed; creates with a 100
+/// KiB label make the store itself refuse ("the store could not be
+/// written"), after which the engine rebuilds its core from the store and,
+/// until it has reconnected, answers creates "containerd is unreachable".
 #[test]
 fn disk_full_fails_cleanly_and_recovers() {
     if std::env::var("CHAOS_ENGINE").as_deref() == Ok("dockerd") {
@@ -1001,6 +1003,19 @@ fn disk_full_fails_cleanly_and_recovers() {
     );
     let stopped = answered(&mut c, &["stop", "stopme"]);
     let removed = answered(&mut c, &["rm", "-f", "rmme"]);
+    // Creates whose records alone outgrow what the store has left (a
+    // 100 KiB label each): the store itself must refuse a write.
+    let big = format!("big={}", "x".repeat(100 * 1024));
+    let mut created = Vec::new();
+    for i in 0..4 {
+        let name = format!("big{i}");
+        if answered(
+            &mut c,
+            &["create", "--name", &name, "--label", &big, "busybox"],
+        ) {
+            created.push(name);
+        }
+    }
     // Writes of the store alone (redb may hold free pages in its file, so
     // that these succeed, or not): each answered, and afterwards the
     // container has exactly one of its names.
@@ -1032,8 +1047,21 @@ fn disk_full_fails_cleanly_and_recovers() {
         c.check("keep", Truth::Running(p));
     }
     // What failed left nothing behind; what was answered done is so.
-    if !ran && c.listed().contains("during") {
+    let listed = c.listed();
+    if !ran && listed.contains("during") {
         count!(c, half_created, "`run` of during failed, yet it is listed");
+    }
+    for i in 0..4 {
+        let name = format!("big{i}");
+        if listed.contains(&name) != created.contains(&name) {
+            count!(
+                c,
+                half_created,
+                "{name}: create answered {}, listed {}",
+                created.contains(&name),
+                listed.contains(&name)
+            );
+        }
     }
     if ran {
         let running = c.state("during").is_some_and(|s| s["Running"] == true);
