@@ -969,12 +969,12 @@ fn fill_disk(path: &std::path::Path) {
 #[test]
 fn disk_full_fails_cleanly_and_recovers() {
     if std::env::var("CHAOS_ENGINE").as_deref() == Ok("dockerd") {
-        eprintln!("disk-full: holdfast only");
+        eprintln!("disk_full: holdfast only");
         return;
     }
     let engine = holdfast_e2e::engine::Holdfast::on_small_disk("96m");
     let ballast = engine.daemon.data_root().join("ballast");
-    let mut c = Chaos::with_engine("disk-full", Box::new(engine));
+    let mut c = Chaos::with_engine("disk_full", Box::new(engine));
     let keep = c.run_polite("keep");
     let stopme = c.run_polite("stopme");
     let rmme = c.run("rmme", &[], "sleep 100000");
