@@ -70,6 +70,18 @@ impl Daemon {
 
     /// [`Daemon::start`] with these holdfastd flags, at every (re)start.
     pub fn start_with(args: &[&str]) -> Daemon {
+        Daemon::start_on(None, args)
+    }
+
+    /// [`Daemon::start`] with the data root (the store, containerd's
+    /// content and snapshots, the container logs) on a tmpfs of `size`
+    /// (mount's `size=`, e.g. `96m`): a disk a test can fill. It is
+    /// unmounted with everything else under the root.
+    pub fn start_on_small_disk(size: &str) -> Daemon {
+        Daemon::start_on(Some(size), &["--bridge", "none"])
+    }
+
+    fn start_on(tmpfs_size: Option<&str>, args: &[&str]) -> Daemon {
         let binary = holdfastd_binary();
         require_tools();
         let dir = tempfile::Builder::new()
@@ -78,6 +90,26 @@ impl Daemon {
             .expect("create a temporary root");
         for sub in ["data", "run", "docker-config", "http"] {
             fs::create_dir_all(dir.path().join(sub)).expect("create the roots");
+        }
+        if let Some(size) = tmpfs_size {
+            let data = dir.path().join("data");
+            let out = Command::new("mount")
+                .args([
+                    "-t",
+                    "tmpfs",
+                    "-o",
+                    &format!("size={size},mode=0711"),
+                    "tmpfs",
+                ])
+                .arg(&data)
+                .output()
+                .expect("run mount");
+            assert!(
+                out.status.success(),
+                "mount a tmpfs on {}: {}",
+                data.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let mut daemon = Daemon {
             dir,

@@ -113,6 +113,15 @@ impl Holdfast {
             old_containerd: None,
         }
     }
+
+    /// With its data root on a small tmpfs ([`Daemon::start_on_small_disk`]).
+    pub fn on_small_disk(size: &str) -> Holdfast {
+        Holdfast {
+            daemon: Daemon::start_on_small_disk(size),
+            outage: None,
+            old_containerd: None,
+        }
+    }
 }
 
 impl Engine for Holdfast {

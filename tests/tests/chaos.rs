@@ -132,9 +132,13 @@ macro_rules! count {
 
 impl Chaos {
     fn new(scenario: &'static str) -> Chaos {
+        Chaos::with_engine(scenario, start_engine())
+    }
+
+    fn with_engine(scenario: &'static str, engine: Box<dyn Engine>) -> Chaos {
         Chaos {
             scenario,
-            engine: start_engine(),
+            engine,
             counts: Counts::default(),
             started: Instant::now(),
             marks: tempfile::Builder::new()
@@ -873,32 +877,40 @@ fn create_during_an_outage_leaves_nothing_behind() {
     c.finish();
 }
 
-/// A container OOM-killed under a small memory limit shows `OOMKilled`;
-/// one killed by `docker kill`, or exiting 137 by itself, never does.
+/// A container OOM-killed under a small memory limit shows `OOMKilled`, as
+/// does one whose child the OOM killer ended while its init exited 0 (the
+/// cgroup's count is the evidence, as dockerd's OOM event is); one killed
+/// by `docker kill`, or exiting 137 by itself, never does.
 #[test]
 fn oom_kill_is_reported_and_never_invented() {
     let mut c = Chaos::new("oom");
     // tail holds the whole endless "line" in memory: the OOM killer ends it
     let hog = "head -c 200m /dev/zero | tail";
-    let mut cases: Vec<(String, bool, Option<ProcessIdentity>)> = Vec::new();
+    // (name, OOMKilled, exit code)
+    let mut cases: Vec<(String, bool, i64)> = Vec::new();
     for i in 0..2 {
         let name = format!("hog{i}");
         c.must(&[
             "run", "-d", "--name", &name, "-m", "16m", "busybox", "sh", "-c", hog,
         ]);
-        cases.push((name, true, None));
+        cases.push((name, true, 137));
     }
+    let child = format!("{hog}; exit 0");
+    c.must(&[
+        "run", "-d", "--name", "child", "-m", "16m", "busybox", "sh", "-c", &child,
+    ]);
+    cases.push(("child".to_owned(), true, 0));
     let killed = c.run("killed", &["-m", "16m"], "sleep 1000");
     if let Some(p) = killed {
         c.must(&["kill", "killed"]);
         eventually(|| !p.is_alive());
-        cases.push(("killed".to_owned(), false, None));
+        cases.push(("killed".to_owned(), false, 137));
     }
     c.must(&[
         "run", "-d", "--name", "self137", "-m", "16m", "busybox", "sh", "-c", "exit 137",
     ]);
-    cases.push(("self137".to_owned(), false, None));
-    for (name, oom, _) in cases {
+    cases.push(("self137".to_owned(), false, 137));
+    for (name, oom, code) in cases {
         c.counts.checks += 1;
         let mut last = None;
         let exited = eventually(|| {
@@ -922,9 +934,173 @@ fn oom_kill_is_reported_and_never_invented() {
                 compact(&s)
             );
         }
-        if s["ExitCode"] != 137 {
+        if s["ExitCode"] != code {
             count!(c, wrong_exit_codes, "{name}: {}", compact(&s));
         }
+    }
+    c.audit();
+    c.finish();
+}
+
+/// Writes zeros to `path` until the file system refuses more: 1 MiB at a
+/// time, then 4 KiB, so that not a page is left.
+fn fill_disk(path: &std::path::Path) {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(path).expect("create the ballast");
+    for chunk in [1 << 20, 4096] {
+        let zeros = vec![0u8; chunk];
+        while f.write_all(&zeros).is_ok() {}
+    }
+    let _ = f.sync_all();
+}
+
+/// The data root (the store, containerd's content and snapshots, the logs)
+/// on a small tmpfs, filled to the last page: a run, a stop, a removal and
+/// renames asked meanwhile are answered within their bound (with an error,
+/// or done), running containers are untouched; once the space is back, everything
+/// works, what failed left nothing behind, what was answered done is so,
+/// and a restarted holdfastd finds every record. holdfast only: dockerd's
+/// roots are not on a disk of the test's own. As measured: containerd
+/// refuses the run (its metadata cannot grow); stop, rm and renames fit in
+/// the free pages redb keeps in its file and succeed; creates with a 100
+/// KiB label make the store itself refuse ("the store could not be
+/// written"), after which the engine rebuilds its core from the store and,
+/// until it has reconnected, answers creates "containerd is unreachable".
+#[test]
+fn disk_full_fails_cleanly_and_recovers() {
+    if std::env::var("CHAOS_ENGINE").as_deref() == Ok("dockerd") {
+        eprintln!("disk_full: holdfast only");
+        return;
+    }
+    let engine = holdfast_e2e::engine::Holdfast::on_small_disk("96m");
+    let ballast = engine.daemon.data_root().join("ballast");
+    let mut c = Chaos::with_engine("disk_full", Box::new(engine));
+    let keep = c.run_polite("keep");
+    let stopme = c.run_polite("stopme");
+    let rmme = c.run("rmme", &[], "sleep 100000");
+    fill_disk(&ballast);
+
+    // Asked while the disk is full: answered within the bound, either way.
+    let answered = |c: &mut Chaos, args: &[&str]| -> bool {
+        let out = c.docker(args);
+        c.counts.checks += 1;
+        if out.elapsed >= REQUEST_BOUND {
+            count!(c, failed_requests, "`docker {}` unanswered", args.join(" "));
+        }
+        eprintln!(
+            "disk full: `docker {}` -> {} {}",
+            args.join(" "),
+            out.code(),
+            out.stderr.trim()
+        );
+        out.success()
+    };
+    let ran = answered(
+        &mut c,
+        &[
+            "run", "-d", "--name", "during", "busybox", "sleep", "100000",
+        ],
+    );
+    let stopped = answered(&mut c, &["stop", "stopme"]);
+    let removed = answered(&mut c, &["rm", "-f", "rmme"]);
+    // Creates whose records alone outgrow what the store has left (a
+    // 100 KiB label each): the store itself must refuse a write.
+    let big = format!("big={}", "x".repeat(100 * 1024));
+    let mut created = Vec::new();
+    for i in 0..4 {
+        let name = format!("big{i}");
+        if answered(
+            &mut c,
+            &["create", "--name", &name, "--label", &big, "busybox"],
+        ) {
+            created.push(name);
+        }
+    }
+    // Writes of the store alone (redb may hold free pages in its file, so
+    // that these succeed, or not): each answered, and afterwards the
+    // container has exactly one of its names.
+    let mut name = "keep";
+    for i in 0..20 {
+        let to = if i % 2 == 0 { "keep-b" } else { "keep" };
+        if answered(&mut c, &["rename", name, to]) {
+            name = to;
+        }
+    }
+    if let Some(p) = keep {
+        c.check(name, Truth::Running(p));
+    }
+
+    std::fs::remove_file(&ballast).expect("remove the ballast");
+    c.wait_usable();
+    let listed = c.listed();
+    if listed.contains("keep") == listed.contains("keep-b") {
+        count!(
+            c,
+            stale_states,
+            "keep is listed as neither or both of its names"
+        );
+    }
+    if listed.contains("keep-b") {
+        c.must(&["rename", "keep-b", "keep"]);
+    }
+    if let Some(p) = keep {
+        c.check("keep", Truth::Running(p));
+    }
+    // What failed left nothing behind; what was answered done is so.
+    let listed = c.listed();
+    if !ran && listed.contains("during") {
+        count!(c, half_created, "`run` of during failed, yet it is listed");
+    }
+    for i in 0..4 {
+        let name = format!("big{i}");
+        if listed.contains(&name) != created.contains(&name) {
+            count!(
+                c,
+                half_created,
+                "{name}: create answered {}, listed {}",
+                created.contains(&name),
+                listed.contains(&name)
+            );
+        }
+    }
+    if ran {
+        let running = c.state("during").is_some_and(|s| s["Running"] == true);
+        if !running {
+            count!(c, stale_states, "during was answered run but does not run");
+        }
+    }
+    // A stop refused while full is asked again.
+    let stopped = stopped || stopme.is_some() && c.must(&["stop", "stopme"]).is_some();
+    if stopped {
+        let truth = c.stop_truth("stopme");
+        c.check("stopme", truth);
+    }
+    if removed {
+        if c.listed().contains("rmme") {
+            count!(c, stale_states, "rmme was answered removed but is listed");
+        }
+        if rmme.is_some_and(|p| p.is_alive()) {
+            count!(
+                c,
+                stale_states,
+                "rmme was answered removed but its process runs"
+            );
+        }
+    } else if rmme.is_some() {
+        c.must(&["rm", "-f", "rmme"]);
+    }
+    c.must(&["run", "--rm", "busybox", "true"]);
+
+    // Nothing corrupt: a restarted holdfastd finds every record.
+    let before = c.listed();
+    c.engine.kill_engine();
+    c.engine.restart_engine();
+    let after = c.listed();
+    for name in before.difference(&after) {
+        count!(c, lost_containers, "{name} is gone after a restart");
+    }
+    if let Some(p) = keep {
+        c.check("keep", Truth::Running(p));
     }
     c.audit();
     c.finish();

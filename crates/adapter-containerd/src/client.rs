@@ -107,6 +107,8 @@ pub(crate) struct Inner {
     reach: AtomicU8,
     /// Cancels the current subscription when dropped or replaced.
     pub(crate) subscription: Mutex<Option<oneshot::Sender<()>>>,
+    /// Each task's OOM kill count at its create.
+    pub(crate) oom: crate::oom::OomCounts,
 }
 
 impl Adapter {
@@ -136,6 +138,7 @@ impl Adapter {
                 namespace,
                 reach: AtomicU8::new(REACH_UNKNOWN),
                 subscription: Mutex::new(None),
+                oom: crate::oom::OomCounts::default(),
             }),
         })
     }
@@ -193,10 +196,10 @@ impl Adapter {
             Call::CreateContainer { id, config } => {
                 self.create_container(&id, &config).await.map(|()| Done::Ok)
             }
-            Call::CreateTask { id } => self
-                .create_task(&id)
-                .await
-                .map(|pid| Done::TaskCreated { pid }),
+            Call::CreateTask { id } => self.create_task(&id).await.map(|pid| {
+                self.inner.oom.task_created(&id, pid);
+                Done::TaskCreated { pid }
+            }),
             Call::StartTask { id } => self.start_task(&id).await.map(|_pid| Done::Ok),
             Call::Kill { id, signal, all } => self
                 .kill(&id, "", signal.number(), all)
@@ -212,7 +215,10 @@ impl Adapter {
                 .map(|()| Done::Ok),
             Call::Pause { id } => self.pause_task(&id).await.map(|()| Done::Ok),
             Call::Resume { id } => self.resume_task(&id).await.map(|()| Done::Ok),
-            Call::DeleteTask { id } => self.delete_task(&id).await.map(|_| Done::Ok),
+            Call::DeleteTask { id } => self.delete_task(&id).await.map(|_| {
+                self.inner.oom.task_deleted(&id);
+                Done::Ok
+            }),
             Call::DeleteContainer { id } => self.delete_container(&id).await.map(|()| Done::Ok),
             // The daemon's network side carries these out (CNI), not containerd.
             Call::Subscribe
@@ -258,6 +264,14 @@ impl Adapter {
         self.inner.reach.store(REACH_DOWN, Ordering::Release);
         tracing::info!(%reason, "containerd unreachable");
         sink.send(Input::Connection(ConnectionFact::Unreachable(reason)));
+    }
+
+    /// Asks containerd for its version, reporting what that shows of its
+    /// reachability (`Connected` once it answers after being unreachable)
+    /// and nothing else: used when something outside the core (the
+    /// supervisor) saw containerd start again.
+    pub async fn probe_reachable<S: InputSink>(&self, sink: &S) {
+        self.probe(sink).await;
     }
 
     /// Asks containerd for its version: used after a stream broke to learn

@@ -56,6 +56,8 @@ pub fn decode_event(type_url: &str, bytes: &[u8]) -> Result<Option<ContainerdEve
                 pid: e.pid,
                 exit_status: e.exit_status,
                 exited_at: wall_time(e.exited_at.as_ref()).unwrap_or(WallTime::UNIX_EPOCH),
+                // Not in the event: the adapter reads the cgroup (crate::oom).
+                oom_kills: None,
             }
         }
         "containerd.events.TaskOOM" => {
@@ -171,6 +173,7 @@ mod tests {
                 pid: 42,
                 exit_status: 137,
                 exited_at: WallTime::from_unix_nanos(1_700_000_000_000_000_005),
+                oom_kills: None,
             }))
         );
         // The same with a leading slash or a type-url prefix.

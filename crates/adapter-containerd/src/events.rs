@@ -7,7 +7,7 @@ use crate::error::AdapterError;
 use containerd_client::services::v1::{PublishRequest, SubscribeRequest};
 use containerd_client::tonic::Streaming;
 use containerd_client::types::Envelope;
-use holdfast_core::{ConnectionFact, Input, OpId};
+use holdfast_core::{ConnectionFact, ContainerdEvent, Input, OpId};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -127,7 +127,18 @@ impl Adapter {
         }
         let Some(any) = envelope.event else { return };
         match decode_event(&any.type_url, &any.value) {
-            Ok(Some(event)) => {
+            Ok(Some(mut event)) => {
+                if let ContainerdEvent::TaskExit {
+                    container,
+                    exec_id,
+                    pid,
+                    oom_kills,
+                    ..
+                } = &mut event
+                    && exec_id == container.as_str()
+                {
+                    *oom_kills = self.inner.oom.kills_since_create(container, *pid);
+                }
                 tracing::trace!(topic = %envelope.topic, ?event, "event");
                 sink.send(Input::Event(event));
             }

@@ -52,14 +52,24 @@ impl Adapter {
                 continue;
             };
             count += 1;
+            let status = task_status(p.status);
+            // A task created whose answer was lost has run nothing yet: its
+            // count now is its baseline.
+            if status == TaskStatus::Created && !self.inner.oom.knows(&container, p.pid) {
+                self.inner.oom.task_created(&container, p.pid);
+            }
+            let oom_kills = (status == TaskStatus::Stopped)
+                .then(|| self.inner.oom.kills_since_create(&container, p.pid))
+                .flatten();
             sink.send(Input::Relist(
                 op,
                 RelistPart::Task(TaskInfo {
                     container,
                     pid: p.pid,
-                    status: task_status(p.status),
+                    status,
                     exit_status: p.exit_status,
                     exited_at: wall_time(p.exited_at.as_ref()),
+                    oom_kills,
                 }),
             ));
         }

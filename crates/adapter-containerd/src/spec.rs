@@ -6,10 +6,9 @@ use crate::image::ImageConfig;
 use holdfast_core::{CgroupnsMode, MountSpec, NamespaceMode};
 use holdfast_core::{ContainerConfig, ContainerId, NetworkMode};
 use oci_spec::runtime::{
-    Arch, Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice,
-    LinuxDeviceBuilder, LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemory,
-    LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, LinuxPidsBuilder, LinuxResources,
-    LinuxSeccomp, LinuxSeccompAction, LinuxSeccompBuilder, LinuxSyscallBuilder, Mount,
+    Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxDeviceBuilder,
+    LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemory, LinuxNamespace,
+    LinuxNamespaceBuilder, LinuxNamespaceType, LinuxPidsBuilder, LinuxResources, Mount,
     MountBuilder, PosixRlimit, PosixRlimitBuilder, PosixRlimitType, Process, Root, RootBuilder,
     Spec, UserBuilder,
 };
@@ -382,6 +381,27 @@ fn capabilities(
     config: &ContainerConfig,
     host: &HostFacts,
 ) -> Result<LinuxCapabilities, AdapterError> {
+    let set = capability_names(config, host)?
+        .into_iter()
+        .map(|n| {
+            serde_json::from_value::<Capability>(serde_json::Value::from(n))
+                .map_err(|e| AdapterError::Invalid(format!("capability {n}: {e}")))
+        })
+        .collect::<Result<Capabilities, _>>()?;
+    let mut caps = LinuxCapabilities::default();
+    caps.set_bounding(Some(set.clone()))
+        .set_effective(Some(set.clone()))
+        .set_permitted(Some(set))
+        .set_inheritable(None)
+        .set_ambient(None);
+    Ok(caps)
+}
+
+/// The capabilities a container holds, by full name (`CAP_...`).
+fn capability_names(
+    config: &ContainerConfig,
+    host: &HostFacts,
+) -> Result<Vec<&'static str>, AdapterError> {
     let p = &config.privileges;
     let named = |names: &[String]| -> Result<Vec<&'static str>, AdapterError> {
         names
@@ -404,7 +424,7 @@ fn capabilities(
                 .is_none_or(|mask| mask & (1 << bit) != 0)
         })
         .map(|(_, name)| name);
-    let names: Vec<&str> = if p.privileged {
+    Ok(if p.privileged {
         all.collect()
     } else if p.cap_add.iter().any(|n| is_all(n)) {
         all.filter(|c| !drop.contains(c)).collect()
@@ -416,21 +436,7 @@ fn capabilities(
             .filter(|c| !drop.contains(c))
             .chain(add)
             .collect()
-    };
-    let set = names
-        .into_iter()
-        .map(|n| {
-            serde_json::from_value::<Capability>(serde_json::Value::from(n))
-                .map_err(|e| AdapterError::Invalid(format!("capability {n}: {e}")))
-        })
-        .collect::<Result<Capabilities, _>>()?;
-    let mut caps = LinuxCapabilities::default();
-    caps.set_bounding(Some(set.clone()))
-        .set_effective(Some(set.clone()))
-        .set_permitted(Some(set))
-        .set_inheritable(None)
-        .set_ambient(None);
-    Ok(caps)
+    })
 }
 
 /// `RLIMIT_NOFILE` 1024 unless `--ulimit` says otherwise; -1 is unlimited.
@@ -955,91 +961,11 @@ fn linux(
         linux
             .set_masked_paths(Some(MASKED_PATHS.map(str::to_owned).to_vec()))
             .set_readonly_paths(Some(READONLY_PATHS.map(str::to_owned).to_vec()))
-            .set_seccomp(Some(seccomp_profile()?));
+            .set_seccomp(Some(crate::seccomp::profile(&capability_names(
+                config, host,
+            )?)?));
     }
     Ok(linux)
-}
-
-/// System calls a container is refused (EPERM), as dockerd's default profile
-/// refuses them to a container without extra capabilities. Most already need
-/// a capability the container does not have; the filter matters for those
-/// that do not: kernel keyrings (not namespaced), user namespaces and
-/// unprivileged BPF (the usual roads to kernel bugs), userfaultfd,
-/// perf_event_open, and reading other processes' memory. A denylist, not
-/// dockerd's allowlist: it stops the known-dangerous without breaking what
-/// the allowlist would have to foresee.
-const SECCOMP_DENIED: [&str; 51] = [
-    "_sysctl",
-    "acct",
-    "add_key",
-    "bpf",
-    "clock_adjtime",
-    "clock_settime",
-    "create_module",
-    "delete_module",
-    "finit_module",
-    "fsconfig",
-    "fsmount",
-    "fsopen",
-    "fspick",
-    "get_kernel_syms",
-    "init_module",
-    "ioperm",
-    "iopl",
-    "kcmp",
-    "kexec_file_load",
-    "kexec_load",
-    "keyctl",
-    "lookup_dcookie",
-    "mount",
-    "mount_setattr",
-    "move_mount",
-    "name_to_handle_at",
-    "nfsservctl",
-    "open_by_handle_at",
-    "open_tree",
-    "perf_event_open",
-    "pivot_root",
-    "process_vm_readv",
-    "process_vm_writev",
-    "query_module",
-    "quotactl",
-    "reboot",
-    "request_key",
-    "setns",
-    "settimeofday",
-    "stime",
-    "swapoff",
-    "swapon",
-    "sysfs",
-    "umount",
-    "umount2",
-    "unshare",
-    "uselib",
-    "userfaultfd",
-    "ustat",
-    "vm86",
-    "vm86old",
-];
-
-fn seccomp_profile() -> Result<LinuxSeccomp, AdapterError> {
-    // runc skips names the architecture does not have.
-    let architectures = match std::env::consts::ARCH {
-        "aarch64" => vec![Arch::ScmpArchAarch64, Arch::ScmpArchArm],
-        _ => vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86, Arch::ScmpArchX32],
-    };
-    let denied = LinuxSyscallBuilder::default()
-        .names(SECCOMP_DENIED.map(str::to_owned).to_vec())
-        .action(LinuxSeccompAction::ScmpActErrno)
-        .errno_ret(1u32)
-        .build()
-        .map_err(invalid)?;
-    LinuxSeccompBuilder::default()
-        .default_action(LinuxSeccompAction::ScmpActAllow)
-        .architectures(architectures)
-        .syscalls(vec![denied])
-        .build()
-        .map_err(invalid)
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ fn running(i: usize, pid: u32) -> TaskInfo {
         status: TaskStatus::Running,
         exit_status: 0,
         exited_at: None,
+        oom_kills: None,
     }
 }
 
@@ -164,6 +165,7 @@ impl Mix {
                 pid: 7,
                 exit_status: 1,
                 exited_at: at.wall,
+                oom_kills: None,
             })
         } else {
             match self.phases[i] {
@@ -173,6 +175,7 @@ impl Mix {
                     pid,
                     exit_status: 0,
                     exited_at: at.wall,
+                    oom_kills: None,
                 }),
                 Phase::Deleting(op) => Input::ActionResult(op, Ok(Done::Ok)),
                 Phase::Creating(op) => {

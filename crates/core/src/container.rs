@@ -101,6 +101,9 @@ pub(crate) struct Container {
     pub(crate) stop_escalated: bool,
     /// An OOM event was seen during the current run.
     pub(crate) oom: bool,
+    /// The cgroup's count of OOM kills in the current run, carried by the
+    /// evidence of its exit (`None`: not known).
+    pub(crate) oom_kills: Option<u64>,
     /// When our latest CreateTask was sent: a task a relist finds after its
     /// answer was lost cannot have begun earlier (see `Record::began_at`).
     pub(crate) create_sent_at: Option<WallTime>,
@@ -146,6 +149,7 @@ impl Container {
             stop_deadline: None,
             stop_escalated: false,
             oom: false,
+            oom_kills: None,
             create_sent_at: None,
             sigkill_sent: false,
             kill_announced: None,
@@ -166,6 +170,7 @@ impl Container {
         self.rec.started_at = None;
         self.rec.start_sent = false;
         self.oom = false;
+        self.oom_kills = None;
         self.rec.began_at = None;
         self.sigkill_sent = false;
         self.stop_deadline = None;
@@ -175,14 +180,20 @@ impl Container {
         self.thaw_due = false;
     }
 
-    /// Whether an exit with `exit_code` ends this run by the OOM killer.
-    /// `TaskOOM` carries no pid, and after an outage the shim retries events
-    /// out of order, so an OOM event may belong to an earlier run. The OOM
-    /// killer's SIGKILL is the corroboration: the exit must be 137, and not
-    /// one our own SIGKILL explains. (This misses an OOM-killed child whose
-    /// init exited otherwise; a wrong OOMKilled would be worse.)
+    /// Whether the OOM killer ended this run (or killed one of its
+    /// processes), as dockerd's `OOMKilled` means it. The cgroup's count of
+    /// OOM kills during the run decides when the exit's evidence carried
+    /// it. Without it: `TaskOOM` carries no pid, and after an outage the
+    /// shim retries events out of order, so an OOM event may belong to an
+    /// earlier run; the OOM killer's SIGKILL is the corroboration: the exit
+    /// must be 137, and not one our own SIGKILL explains. (That misses an
+    /// OOM-killed child whose init exited otherwise; a wrong OOMKilled
+    /// would be worse.)
     pub(crate) fn oom_killed(&self, exit_code: i32) -> bool {
-        self.oom && exit_code == 137 && !self.sigkill_sent
+        match self.oom_kills {
+            Some(kills) => kills > 0,
+            None => self.oom && exit_code == 137 && !self.sigkill_sent,
+        }
     }
 
     /// The exit of the current run, if recorded.

@@ -17,6 +17,7 @@ impl Core {
                 pid,
                 exit_status,
                 exited_at,
+                oom_kills,
             } => {
                 let code = i32::try_from(exit_status).unwrap_or(i32::MAX);
                 if exec_id != container.as_str() {
@@ -58,6 +59,7 @@ impl Core {
                 ) {
                     c.task = TaskState::Stopped;
                 }
+                c.oom_kills = oom_kills;
                 self.record_exit(&container, code, exited_at, None);
                 self.reconcile(&container);
             }

@@ -147,6 +147,13 @@ pub enum ContainerdEvent {
         pid: u32,
         exit_status: u32,
         exited_at: WallTime,
+        /// How many processes of the task the OOM killer killed in this run:
+        /// its cgroup's memory `oom_kill` count when the adapter learned the
+        /// exit, less the count when the task was created. `None` when that
+        /// could not be read (an exec's exit, a cgroup already gone, a task
+        /// created before the adapter began). Evidence for `OOMKilled`,
+        /// where `TaskOom` (which names no pid) is only a hint.
+        oom_kills: Option<u64>,
     },
     TaskOom {
         container: ContainerId,
@@ -197,6 +204,9 @@ pub struct TaskInfo {
     pub exit_status: u32,
     /// `None` for Go's zero time (a task that has not exited).
     pub exited_at: Option<WallTime>,
+    /// For a stopped task: OOM kills in its run, as in
+    /// [`ContainerdEvent::TaskExit`]; `None` when unknown.
+    pub oom_kills: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]

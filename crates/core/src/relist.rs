@@ -180,6 +180,7 @@ impl Core {
                     let current = c.rec.pid.is_none_or(|pid| pid == task.pid);
                     if current && (settled || c.rec.pid.is_some()) {
                         c.rec.pid = Some(task.pid);
+                        c.oom_kills = task.oom_kills;
                         let code = i32::try_from(task.exit_status).unwrap_or(i32::MAX);
                         exits.push((id.clone(), code, task.exited_at.unwrap_or(now), None));
                     }

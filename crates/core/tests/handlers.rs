@@ -275,6 +275,7 @@ fn exec_exits_and_stale_pids_never_change_the_container() {
         pid: 77,
         exit_status: 1,
         exited_at: d.now.wall,
+        oom_kills: None,
     }));
     assert_eq!(
         events(&actions),
@@ -706,6 +707,76 @@ fn oom_marks_the_exit() {
             .map(|e| e.oom_killed),
         Some(true)
     );
+}
+
+fn oom_killed(d: &Driver, id: &str) -> Option<bool> {
+    d.core
+        .container(&cid(id))
+        .and_then(|c| c.current_exit())
+        .map(|e| e.oom_killed)
+}
+
+#[test]
+fn the_cgroup_count_marks_an_oom_killed_child_whose_init_exited_otherwise() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+    }));
+    d.exit_counting_ooms("c1", 42, 1, Some(1));
+    assert_eq!(oom_killed(&d, "c1"), Some(true));
+}
+
+#[test]
+fn a_stale_oom_event_is_outweighed_by_a_cgroup_that_counted_none() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    // An OOM event of an earlier run, retried late by its shim, names no
+    // pid; the current run is then SIGKILLed from outside.
+    d.feed(Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+    }));
+    d.exit_counting_ooms("c1", 42, 137, Some(0));
+    assert_eq!(oom_killed(&d, "c1"), Some(false));
+}
+
+#[test]
+fn the_cgroup_count_marks_an_oom_kill_whose_event_never_came() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.exit_counting_ooms("c1", 42, 137, Some(1));
+    assert_eq!(oom_killed(&d, "c1"), Some(true));
+}
+
+#[test]
+fn a_relisted_exit_carries_its_cgroup_count() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::PeriodicRelist);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let at = d.now.wall;
+    let mut task = stopped("c1", 42, 137, at);
+    task.oom_kills = Some(2);
+    d.relist(relist, vec![task]);
+    assert_eq!(oom_killed(&d, "c1"), Some(true));
+}
+
+#[test]
+fn the_count_of_an_earlier_run_does_not_carry_over() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let actions = d.exit_counting_ooms("c1", 42, 137, Some(1));
+    assert_eq!(oom_killed(&d, "c1"), Some(true));
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 43 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    d.ok(start);
+    // No count this time (unreadable), no OOM event: no OOM kill.
+    d.advance(Duration::from_secs(1));
+    d.exit("c1", 43, 137);
+    assert_eq!(oom_killed(&d, "c1"), Some(false));
 }
 
 #[test]
@@ -1522,6 +1593,7 @@ fn an_exit_from_before_the_run_began_is_an_earlier_runs_whose_pid_was_reused() {
         pid: 42,
         exit_status: 137,
         exited_at: first_exit_at,
+        oom_kills: None,
     });
     assert_eq!(d.feed(stale), vec![]);
     let view = d.core.container(&cid("c1")).expect("exists");
@@ -1634,6 +1706,7 @@ fn a_relisted_task_with_the_pid_of_a_deleted_run_is_a_new_run() {
         pid: 42,
         exit_status: 1,
         exited_at: first_exit_at,
+        oom_kills: None,
     });
     assert_eq!(d.feed(stale), vec![]);
     let view = d.core.container(&cid("c1")).expect("exists");
@@ -1845,6 +1918,7 @@ fn a_start_refused_after_a_lost_create_was_settled_by_a_relist_is_answered_at_on
         status: TaskStatus::Created,
         exit_status: 0,
         exited_at: None,
+        oom_kills: None,
     };
     let mut actions = d.fail(create, FailureKind::Deadline);
     for _ in 0..10 {
@@ -1947,6 +2021,7 @@ fn removed_after_its_created_task(d: &mut Driver, relist: OpId, remove: RequestI
         status: TaskStatus::Created,
         exit_status: 0,
         exited_at: None,
+        oom_kills: None,
     };
     let actions = d.relist(relist, vec![created]);
     let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));

@@ -308,6 +308,7 @@ fn a_frozen_task_a_relist_could_not_settle_is_looked_at_again_after_the_call() {
         status: TaskStatus::Paused,
         exit_status: 0,
         exited_at: None,
+        oom_kills: None,
     };
     d.relist(relist, vec![frozen.clone()]);
     assert!(!view(&d, "c1").paused, "settled while a call was in flight");

@@ -135,6 +135,7 @@ fn a_task_gone_from_a_relist_during_an_update_is_looked_at_again_after_it() {
         status: TaskStatus::Running,
         exit_status: 0,
         exited_at: None,
+        oom_kills: None,
     };
     d.relist(relist, vec![c2.clone()]);
     let actions = d.fail(update, FailureKind::NotFound);

@@ -69,6 +69,8 @@ enum Request {
     },
     Cancel(RequestId),
     Read(ReadFn),
+    /// Ask containerd whether it answers (see [`EngineHandle::probe_containerd`]).
+    ProbeContainerd,
     Shutdown,
 }
 
@@ -90,6 +92,7 @@ impl std::fmt::Debug for Request {
             Request::Command { req, command, .. } => write!(f, "Command({req}, {command:?})"),
             Request::Cancel(req) => write!(f, "Cancel({req})"),
             Request::Read(_) => f.write_str("Read"),
+            Request::ProbeContainerd => f.write_str("ProbeContainerd"),
             Request::Shutdown => f.write_str("Shutdown"),
         }
     }
@@ -142,6 +145,14 @@ impl EngineHandle {
         self.read(move |v| v.core.resolve(&reference))
             .await
             .map_err(|e| RequestError::new(ErrorKind::Unavailable, e.to_string()))?
+    }
+
+    /// containerd may serve again (the supervisor restarted it and its
+    /// socket accepts): one call finds out, and if it answers the core
+    /// learns so at once (`ConnectionFact::Connected`) instead of at its
+    /// next reconnect attempt.
+    pub fn probe_containerd(&self) {
+        let _ = self.tx.send(Request::ProbeContainerd);
     }
 
     /// Asks the loop to stop after the input it is handling.
@@ -333,6 +344,11 @@ impl Engine {
                 core: &self.core,
                 facts: &self.facts,
             }),
+            Request::ProbeContainerd => {
+                let adapter = self.adapter.clone();
+                let sink = self.sink.clone();
+                tokio::spawn(async move { adapter.probe_reachable(&sink).await });
+            }
             Request::Shutdown => {}
         }
     }

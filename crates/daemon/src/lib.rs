@@ -149,6 +149,14 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         events: Arc::clone(&events),
     })?;
     let engine_task = tokio::spawn(engine.run());
+    let supervisor = supervisor.map(Arc::new);
+    if let Some(sup) = &supervisor {
+        tokio::spawn(report_containerd_restarts(
+            Arc::downgrade(sup),
+            sup.watch_restarts(),
+            handle.clone(),
+        ));
+    }
 
     if settings.seed_image {
         tokio::spawn(seed_busybox(adapter.clone(), settings.data_root.clone()));
@@ -168,7 +176,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         execs: Arc::default(),
         volumes: Arc::new(volumes::Volumes::new(settings.data_root.join("volumes"))),
         settings: Arc::new(settings.clone()),
-        supervisor: supervisor.map(Arc::new),
+        supervisor,
     };
     api::serve(listener, state, shutdown_signal()).await;
     tracing::info!("API closed; stopping the engine (containers keep running)");
@@ -176,6 +184,34 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     let _ = engine_task.await;
     let _ = std::fs::remove_file(&settings.socket);
     Ok(())
+}
+
+/// Each time the supervisor starts containerd again, the core is told the
+/// moment it serves, so that it reconnects at once rather than at its next
+/// backoff attempt (up to 250 ms later; bench/vs-dockerd.md).
+async fn report_containerd_restarts(
+    supervisor: std::sync::Weak<supervisor::Supervisor>,
+    mut restarts: tokio::sync::watch::Receiver<u64>,
+    engine: engine::EngineHandle,
+) {
+    while restarts.changed().await.is_ok() {
+        let Some(sup) = supervisor.upgrade() else {
+            return;
+        };
+        // containerd restoring many shims takes a while to accept; a later
+        // restart replaces this wait.
+        tokio::select! {
+            ready = sup.wait_ready(Duration::from_secs(30)) => {
+                if ready.is_ok() {
+                    tracing::debug!("restarted containerd accepts; probing it");
+                    engine.probe_containerd();
+                }
+            }
+            _ = restarts.changed() => {
+                restarts.mark_changed();
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {

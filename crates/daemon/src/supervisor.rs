@@ -17,7 +17,8 @@
 //!
 //! A background task watches containerd (`wait()` on a child; polling
 //! `/proc/<pid>` for an adopted one, which is not our child) and restarts it
-//! with exponential backoff when it dies.
+//! when it dies: at once after a healthy run, with exponential backoff when
+//! it keeps dying.
 
 use std::fs;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
@@ -36,7 +37,8 @@ const SOCKET_FILE: &str = "containerd.sock";
 const TTRPC_SOCKET_FILE: &str = "containerd.sock.ttrpc";
 /// Written to containerd.log before every start, to tell boots apart.
 const START_MARKER: &str = "---- holdfastd: starting containerd";
-/// The first restart delay; doubles on every quick death up to [`MAX_BACKOFF`].
+/// The restart delay after a quick death; doubles on every further quick
+/// death up to [`MAX_BACKOFF`]. A death after a healthy run is restarted at once.
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A containerd that ran this long was healthy: the backoff starts over.
@@ -223,6 +225,12 @@ impl Supervisor {
         self.shared.restarts.load(Ordering::SeqCst)
     }
 
+    /// Changes each time the watcher has started containerd again (its
+    /// value is [`Supervisor::restarts`]).
+    pub fn watch_restarts(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.restarted.subscribe()
+    }
+
     /// Waits until containerd's socket accepts a connection. The error
     /// carries the tail of containerd.log.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), SupervisorError> {
@@ -314,6 +322,8 @@ struct Shared {
     restarts: AtomicU64,
     /// Set when the handle is dropped: never restart after that.
     detached: AtomicBool,
+    /// The count of restarts, for those waiting on the next one.
+    restarted: tokio::sync::watch::Sender<u64>,
 }
 
 /// The containerd being watched.
@@ -325,7 +335,7 @@ enum Running {
     Adopted(u32),
 }
 
-/// Restart delays: 200 ms doubling to 10 s, back to 200 ms after a healthy run.
+/// Restart delays: none after a healthy run, else 200 ms doubling to 10 s.
 #[derive(Debug)]
 struct Backoff {
     next: Duration,
@@ -336,10 +346,13 @@ impl Backoff {
         Backoff { next: MIN_BACKOFF }
     }
 
-    /// The delay before restarting a containerd that died after running `ran`.
+    /// The delay before restarting a containerd that died after running
+    /// `ran`: none after a healthy run (a single crash costs only
+    /// containerd's own start), else the backoff.
     fn after_exit(&mut self, ran: Duration) -> Duration {
         if ran >= HEALTHY_RUN {
             self.next = MIN_BACKOFF;
+            return Duration::ZERO;
         }
         self.take()
     }
@@ -390,6 +403,7 @@ async fn supervise(paths: Arc<Paths>, shared: Arc<Shared>, mut running: Running)
                 Ok((child, pid)) => {
                     let restarts = shared.restarts.fetch_add(1, Ordering::SeqCst) + 1;
                     shared.pid.store(pid, Ordering::SeqCst);
+                    shared.restarted.send_replace(restarts);
                     tracing::info!(pid, restarts, "restarted containerd");
                     break Running::Child(child);
                 }
@@ -934,12 +948,12 @@ mod tests {
             delays,
             [200, 400, 800, 1600, 3200, 6400, 10_000, 10_000, 10_000]
         );
-        assert_eq!(b.after_exit(HEALTHY_RUN), MIN_BACKOFF);
-        assert_eq!(b.after_exit(quick), Duration::from_millis(400));
-        assert_eq!(b.take(), Duration::from_millis(800));
+        assert_eq!(b.after_exit(HEALTHY_RUN), Duration::ZERO);
+        assert_eq!(b.after_exit(quick), MIN_BACKOFF);
+        assert_eq!(b.take(), Duration::from_millis(400));
         assert_eq!(
             b.after_exit(Duration::from_secs(29)),
-            Duration::from_millis(1600)
+            Duration::from_millis(800)
         );
     }
 

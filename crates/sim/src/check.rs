@@ -796,8 +796,20 @@ impl Checker {
                     "{id} recorded exit {exit:?} for pid {pid}, but the truth is {truth:?}"
                 ));
             }
-            // An OOM kill is recorded as one when its evidence reached the
-            // core in order: the OOM event after the process began, no exit
+            // An OOM kill whose cgroup count came with its exit (the shim
+            // alive to report it) is recorded as one, whatever the order.
+            if truth.oom
+                && !truth.shim_died
+                && crate::model::oom_count_readable(pid)
+                && exit.error.is_none()
+                && !exit.oom_killed
+            {
+                return Err(format!(
+                    "{id} pid {pid} was OOM-killed and its cgroup counted it, but the exit is recorded without OOM: {exit:?}"
+                ));
+            }
+            // Without the count, an OOM kill is recorded as one when its
+            // evidence reached the core in order: the OOM event after the process began, no exit
             // of another pid of the container after it (the core takes that
             // as the OOM's run ending: the event names no pid), the core not
             // restarted since (it keeps the OOM in memory), and no SIGKILL of

@@ -1227,6 +1227,7 @@ impl Sim {
             pid,
             exit_status,
             exited_at,
+            oom_kills,
         } = event
             && exec_id == container.as_str()
             && self.core.as_ref().is_some_and(|core| {
@@ -1256,6 +1257,7 @@ impl Sim {
                 exited_at: WallTime::from_unix_nanos(exited_at.as_unix_nanos().saturating_add(
                     i64::try_from(self.rng_fault.below(room_ns.min(1_000_000))).unwrap_or(0) + 1,
                 )),
+                oom_kills,
             };
             self.schedule(
                 self.now + later,
@@ -1346,6 +1348,7 @@ impl Sim {
                     pid,
                     exit_status: status,
                     exited_at: wall_now,
+                    oom_kills: self.cd.oom_kills(pid),
                 };
                 self.shim_publish(pid, event, self.now, 0);
                 if oom_late {
@@ -1406,6 +1409,7 @@ impl Sim {
                     pid,
                     exit_status: status,
                     exited_at,
+                    oom_kills: None,
                 });
                 Ok(())
             }

@@ -102,6 +102,17 @@ impl Driver {
     }
 
     pub fn exit(&mut self, id: &str, pid: u32, status: u32) -> Vec<Action> {
+        self.exit_counting_ooms(id, pid, status, None)
+    }
+
+    /// An exit whose evidence carries the cgroup's count of OOM kills.
+    pub fn exit_counting_ooms(
+        &mut self,
+        id: &str,
+        pid: u32,
+        status: u32,
+        oom_kills: Option<u64>,
+    ) -> Vec<Action> {
         let exited_at = self.now.wall;
         self.feed(Input::Event(ContainerdEvent::TaskExit {
             container: cid(id),
@@ -109,6 +120,7 @@ impl Driver {
             pid,
             exit_status: status,
             exited_at,
+            oom_kills,
         }))
     }
 
@@ -187,6 +199,7 @@ pub fn running(id: &str, pid: u32) -> TaskInfo {
         status: TaskStatus::Running,
         exit_status: 0,
         exited_at: None,
+        oom_kills: None,
     }
 }
 
@@ -197,6 +210,7 @@ pub fn stopped(id: &str, pid: u32, status: u32, at: WallTime) -> TaskInfo {
         status: TaskStatus::Stopped,
         exit_status: status,
         exited_at: Some(at),
+        oom_kills: None,
     }
 }
 
@@ -208,5 +222,6 @@ pub fn placeholder(id: &str) -> TaskInfo {
         status: TaskStatus::Unknown,
         exit_status: 0,
         exited_at: None,
+        oom_kills: None,
     }
 }
