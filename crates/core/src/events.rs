@@ -45,10 +45,8 @@ impl Core {
                 // unknown pid proves nothing about this run, nor does an
                 // exit from before the run began (its pid was reused), or no
                 // later than the previous run's recorded exit.
-                let earlier_exit = c.rec.exit.as_ref().filter(|e| e.run < c.rec.run);
                 if c.rec.pid != Some(pid)
-                    || c.rec.began_at.is_some_and(|began| exited_at < began)
-                    || earlier_exit.is_some_and(|e| exited_at <= e.finished_at)
+                    || c.exit_predates_run(exited_at)
                     || c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites)
                 {
                     return;

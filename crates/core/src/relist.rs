@@ -158,7 +158,11 @@ impl Core {
                 TaskState::Created { .. } | TaskState::Running { .. }
             );
             let disagrees = match listed {
+                // (A placeholder asks for a relist soon anyway.)
                 Some(t) if is_placeholder(t) => false,
+                // Anything listed, or nothing, is news about a task the
+                // core cannot know.
+                _ if c.task == TaskState::Unknown => true,
                 Some(t) if t.status == TaskStatus::Stopped => believed_live,
                 Some(t) => !believed_live || (t.status == TaskStatus::Paused) != c.paused,
                 None => believed_live,
@@ -177,14 +181,19 @@ impl Core {
             }
             match listed.filter(|_| !placeholder) {
                 Some(task) if task.status == TaskStatus::Stopped => {
-                    let current = c.rec.pid.is_none_or(|pid| pid == task.pid);
+                    // (The same pid in a listing older than the run, as an
+                    // exit event's, is an earlier run's: the pid was reused.)
+                    let current = c.rec.pid.is_none_or(|pid| pid == task.pid)
+                        && !task.exited_at.is_some_and(|at| c.exit_predates_run(at));
                     if current && (settled || c.rec.pid.is_some()) {
                         c.rec.pid = Some(task.pid);
                         c.oom_kills = task.oom_kills;
                         let code = i32::try_from(task.exit_status).unwrap_or(i32::MAX);
                         exits.push((id.clone(), code, task.exited_at.unwrap_or(now), None));
                     }
-                    if settled || current {
+                    // Unless a create whose answer was lost may have made a
+                    // new task since (the listing may be of the old one).
+                    if settled || current && !c.task_in_doubt {
                         c.task = TaskState::Stopped;
                     }
                 }

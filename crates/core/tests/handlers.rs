@@ -536,6 +536,36 @@ fn a_relist_that_a_later_answer_made_stale_is_followed_by_another_at_once() {
 }
 
 #[test]
+fn a_listing_of_the_last_run_stopped_is_no_exit_of_the_next_with_its_pid() {
+    // Run 1 exited and was deleted; the start of run 2 is in flight when
+    // the stream breaks, and the relist is read before run 2 exists: it
+    // lists run 1's task, stopped. Run 2 got the same pid (the kernel
+    // reused it). That stopped task is not run 2's exit (found by the
+    // properties: an exit that never happened).
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let exited_at = d.now.wall;
+    let actions = d.exit("c1", 42, 143);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    d.advance(Duration::from_secs(1));
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    d.feed(Input::Connection(ConnectionFact::StreamBroken(
+        OpId(1),
+        "eof".into(),
+    )));
+    let relist = d.resubscribe();
+    d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    d.relist(relist, vec![stopped("c1", 42, 143, exited_at)]);
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!(c1.record.run, 2);
+    assert_eq!(c1.current_exit(), None, "run 1's exit taken for run 2's");
+}
+
+#[test]
 fn a_relist_never_resurrects_a_recorded_exit() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     d.feed(Input::Connection(ConnectionFact::StreamBroken(

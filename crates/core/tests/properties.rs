@@ -2464,3 +2464,38 @@ fn chosen_interleavings_hold_every_property() {
         }
     }
 }
+
+/// A case fresh generation found (swarm 24: shims die, OOMs): a restart
+/// whose answer is lost while another container's shim dies and its update
+/// is answered. It failed ("c2 should not run") at f2c8402, before this
+/// session's relist and restart fixes. Kept as it was found.
+#[test]
+fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
+    use Step::*;
+    let steps = [
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Create(2, 0, 0),
+        Create(0, 0, 0),
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Restart(2),
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Remove(0, false),
+        Create(1, 0, 0),
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Update(2, 0),
+        Resolve(2, 0),
+        ShimDies(2),
+        Restart(1),
+        Resolve(1, 9),
+        Resolve(2, 0),
+        Wait(0, 0),
+    ];
+    let mut harness = Harness::new(24);
+    if let Err(failure) = harness.run(&steps, 24) {
+        panic!("{failure}");
+    }
+}
