@@ -1450,13 +1450,49 @@ impl Harness {
             signal: Signal::try_from(1).map_err(|e| TestCaseError::fail(e.to_string()))?,
         })?;
         self.settle()?;
+        // A pause, an unpause and an update are carried out, and containerd
+        // agrees; then paused again for the stop.
+        self.pauses_asked.insert((id.clone(), true));
+        self.pauses_asked.insert((id.clone(), false));
+        self.updates_asked.insert(id.clone());
+        let pause = self.command(Command::Pause { id: id.clone() })?;
+        self.settle()?;
+        prop_assert!(
+            self.world.paused.contains_key(&id),
+            "the probe is not frozen"
+        );
+        let unpause = self.command(Command::Unpause { id: id.clone() })?;
+        self.settle()?;
+        prop_assert!(
+            !self.world.paused.contains_key(&id),
+            "the probe is still frozen"
+        );
+        let update = self.command(Command::UpdateResources {
+            id: id.clone(),
+            update: ResourceUpdate {
+                memory_limit_bytes: Some(64 << 20),
+                ..Default::default()
+            },
+        })?;
+        self.settle()?;
+        let pause_again = self.command(Command::Pause { id: id.clone() })?;
+        self.settle()?;
         let stop = self.command(Command::Stop {
             id: id.clone(),
             timeout: Some(Duration::from_secs(1)),
             signal: Some(Signal::SIGKILL),
         })?;
         self.settle()?;
-        for req in [create, start, kill, stop] {
+        for req in [
+            create,
+            start,
+            kill,
+            pause,
+            unpause,
+            update,
+            pause_again,
+            stop,
+        ] {
             prop_assert_eq!(
                 self.trace.iter().rev().find_map(|a| match a {
                     Action::Answer(r, answer) if *r == req => Some(answer.clone()),
