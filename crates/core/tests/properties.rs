@@ -1746,6 +1746,16 @@ impl Harness {
         shown.sort();
         let kept: Vec<ContainerId> = self.world.containers.keys().cloned().collect();
         prop_assert_eq!(&shown, &kept, "holdfast shows, containerd has");
+        // A removal asked for is carried out once the world heals, in any
+        // state the container was in: none is left being removed.
+        for c in self.core.containers() {
+            prop_assert!(
+                !c.record.intents.remove,
+                "{} is still being removed in a healed world ({:?})",
+                c.record.id,
+                c.task
+            );
+        }
         for id in &self.world.attached {
             prop_assert!(
                 self.world.tasks.contains_key(id),
