@@ -38,6 +38,22 @@ fn restarting_after_exit(id: &str, pid: u32) -> Driver {
     d
 }
 
+/// A `--restart always` container whose process exited and whose task was
+/// deleted: its backoff has just passed. Returns the actions of that.
+fn policy_restart_due(id: &str, pid: u32) -> (Driver, Vec<Action>) {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running(id, config, pid);
+    let actions = d.exit(id, pid, 1);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::RestartBackoff(cid(id)));
+    (d, actions)
+}
+
 fn ready_with_running(id: &str, config: ContainerConfig, pid: u32) -> Driver {
     let mut d = Driver::new();
     assert_eq!(d.connect(vec![]), vec![]);
@@ -652,16 +668,7 @@ fn a_stop_while_a_refused_policy_start_is_cleaned_up_rules_out_the_retry() {
     // backoff. A user's stop meanwhile (the task, created, still counts as
     // running) must cancel that retry, as it cancels any policy restart
     // (simulator seed 44701: the retry started the container after the stop).
-    let config = ContainerConfig {
-        restart_policy: RestartPolicy::Always,
-        ..Default::default()
-    };
-    let mut d = ready_with_running("c1", config, 42);
-    let actions = d.exit("c1", 42, 1);
-    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
-    d.ok(delete);
-    let (kind, actions) = d.fire_timer();
-    assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
+    let (mut d, actions) = policy_restart_due("c1", 42);
     let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
     let actions = d.feed(Input::ActionResult(
         create,
@@ -693,16 +700,7 @@ fn a_policy_restart_in_progress_survives_a_daemon_restart_and_a_refused_create()
     // policy's: shown restarting, and when containerd refuses its create the
     // restart is tried again after a backoff, not dropped (simulator seed
     // 421896: the container stayed exited although its policy wanted it).
-    let config = ContainerConfig {
-        restart_policy: RestartPolicy::Always,
-        ..Default::default()
-    };
-    let mut d = ready_with_running("c1", config, 42);
-    let actions = d.exit("c1", 42, 2);
-    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
-    d.ok(delete);
-    let (kind, _) = d.fire_timer();
-    assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
+    let (d, _) = policy_restart_due("c1", 42);
     let rec = created_record(&d, "c1");
     assert!(rec.intents.start);
     let mut d = Driver::new();

@@ -1648,6 +1648,21 @@ impl Harness {
         })
     }
 
+    /// Property 4 at the end: every stop was answered in time.
+    fn check_stops_answered_in_time(&self) -> Result<(), TestCaseError> {
+        for (req, bound) in &self.stop_bounds {
+            let at = self.answered.get(req);
+            prop_assert!(
+                at.is_some_and(|at| at <= bound),
+                "stop {} answered at {:?}, bound {:?}",
+                req,
+                at,
+                bound
+            );
+        }
+        Ok(())
+    }
+
     /// Resolves every call and lets due timers pass.
     /// The next timer but a health check's: a probed run's probe timer is
     /// always armed, so waiting for "no timer" looks past it.
@@ -2188,24 +2203,12 @@ proptest! {
     fn properties_hold_over_arbitrary_interleavings(swarm in any::<u8>(), steps in proptest::collection::vec(step(), 1..160)) {
         let mut first = Harness::new(swarm);
         first.run(&steps, swarm)?;
-        // Property 4 at the end: every stop was answered in time.
-        for (req, bound) in &first.stop_bounds {
-            let at = first.answered.get(req);
-            prop_assert!(at.is_some_and(|at| at <= bound), "stop {} answered at {:?}, bound {:?}", req, at, bound);
-        }
+        first.check_stops_answered_in_time()?;
         // Property 5.
         let mut second = Harness::new(swarm);
         second.run(&steps, swarm)?;
         prop_assert_eq!(first.trace, second.trace);
     }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1024),
-        failure_persistence: Some(regressions()),
-        ..ProptestConfig::default()
-    })]
 
     /// The same properties, over short cases crowded around relists, with
     /// streams that break, shims that die and relists every 40 s.
@@ -2214,10 +2217,7 @@ proptest! {
         let swarm = 1 << 1 | 1 << 3 | 1 << 6;
         let mut harness = Harness::new(swarm);
         harness.run(&steps, swarm)?;
-        for (req, bound) in &harness.stop_bounds {
-            let at = harness.answered.get(req);
-            prop_assert!(at.is_some_and(|at| at <= bound), "stop {} answered at {:?}, bound {:?}", req, at, bound);
-        }
+        harness.check_stops_answered_in_time()?;
     }
 }
 
@@ -2339,7 +2339,7 @@ proptest! {
 #[test]
 fn chosen_interleavings_hold_every_property() {
     use Step::*;
-    let cases: [&[Step]; 5] = [
+    let cases: [&[Step]; 6] = [
         // A second, shorter stop during the first one's grace period, to a
         // process that ignores its stop signal: SIGKILL at the shorter end.
         &[
@@ -2418,8 +2418,6 @@ fn chosen_interleavings_hold_every_property() {
             Wait(0, 2),
             Stop(0, None, None),
         ],
-    ];
-    let relist_cases: [&[Step]; 1] = [
         // A pause takes effect but its answer is lost, while a stop's signal
         // waits behind it: the relist that follows lists the task frozen
         // while the signal is in flight, and cannot settle it; the freeze
@@ -2439,11 +2437,8 @@ fn chosen_interleavings_hold_every_property() {
             Resolve(0, 0),
         ],
     ];
-    for steps in cases.iter().chain(relist_cases.iter()) {
-        let mut harness = Harness::new(0);
-        if let Err(failure) = harness.run(steps, 0) {
-            panic!("{failure}");
-        }
+    for steps in cases {
+        holds_every_property(steps, 0);
     }
     // With streams that break (swarm bit 1) and relists every 40 s (bit 6).
     let swarm = 1 << 1 | 1 << 6;
@@ -2504,10 +2499,7 @@ fn chosen_interleavings_hold_every_property() {
         ],
     ];
     for steps in cases {
-        let mut harness = Harness::new(swarm);
-        if let Err(failure) = harness.run(steps, swarm) {
-            panic!("{failure}");
-        }
+        holds_every_property(steps, swarm);
     }
 }
 
@@ -2540,8 +2532,13 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
         Resolve(2, 0),
         Wait(0, 0),
     ];
-    let mut harness = Harness::new(24);
-    if let Err(failure) = harness.run(&steps, 24) {
+    holds_every_property(&steps, 24);
+}
+
+/// Runs one chosen case through every property (as the generated ones).
+fn holds_every_property(steps: &[Step], swarm: u8) {
+    let mut harness = Harness::new(swarm);
+    if let Err(failure) = harness.run(steps, swarm) {
         panic!("{failure}");
     }
 }
