@@ -246,11 +246,6 @@ impl Core {
         self.out.timers.next().cloned()
     }
 
-    /// When a timer of `kind` is due, if armed (for simulators' invariants).
-    pub fn timer(&self, kind: &TimerKind) -> Option<Instant> {
-        self.out.timers.armed(kind)
-    }
-
     /// One container by id.
     pub fn container(&self, id: &ContainerId) -> Option<ContainerView<'_>> {
         self.containers

@@ -47,10 +47,6 @@ impl Timers {
         }
     }
 
-    pub(crate) fn armed(&self, kind: &TimerKind) -> Option<Instant> {
-        self.by_kind.get(kind).copied()
-    }
-
     pub(crate) fn next(&self) -> Option<&(Instant, TimerKind)> {
         self.by_deadline.first()
     }

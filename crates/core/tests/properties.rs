@@ -742,10 +742,9 @@ impl Harness {
         // Nothing stays unknown while connected: a task the core cannot
         // know (a lost create, a placeholder, a listing older than a call's
         // answer) has a relist coming at once, not the periodic one.
-        let relist_soon = self
-            .core
-            .timer(&TimerKind::PeriodicRelist)
-            .is_some_and(|at| at <= self.now.at + Duration::from_secs(2));
+        let relist_soon = self.core.timers().any(|(at, kind)| {
+            *kind == TimerKind::PeriodicRelist && at <= self.now.at + Duration::from_secs(2)
+        });
         for c in self.core.containers() {
             prop_assert!(
                 c.task != TaskState::Unknown || relist_soon,
