@@ -3,6 +3,7 @@
 //! image, with the container's settings as the new image's config.
 
 use super::containers::snapshot;
+use super::images::new_image_name;
 use super::params::Params;
 use super::{ApiError, ApiState};
 use axum::Json;
@@ -10,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use holdfast_adapter_containerd::{NewImage, ResolvedImage, normalize_reference};
+use holdfast_adapter_containerd::{NewImage, ResolvedImage};
 use holdfast_core::{Answer, Command, ContainerConfig};
 use serde_json::{Map, Value, json};
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
@@ -44,24 +45,7 @@ pub async fn commit(
         .str("container")
         .filter(|c| !c.is_empty())
         .ok_or_else(|| ApiError::bad_request("missing parameter container"))?;
-    let repo = p.str("repo").filter(|r| !r.is_empty()).ok_or_else(|| {
-        ApiError::bad_request(
-            "holdfast needs a repository name for a commit (untagged images are not supported yet)",
-        )
-    })?;
-    let name = match p.str("tag").filter(|t| !t.is_empty()) {
-        Some(tag) => format!("{repo}:{tag}"),
-        None => repo.to_owned(),
-    };
-    if name
-        .chars()
-        .any(|c| c.is_ascii_uppercase() || c.is_whitespace())
-    {
-        return Err(ApiError::bad_request(format!(
-            "invalid reference format: repository name ({name}) must be lowercase"
-        )));
-    }
-    let name = normalize_reference(&name);
+    let name = new_image_name(&p, "a commit")?;
     let id = state.engine.resolve(reference).await?;
     let s = snapshot(&state, id.clone()).await?;
     let config = &s.record.config;

@@ -413,6 +413,46 @@ pub(super) fn short_id(id: &str) -> String {
         .collect()
 }
 
+/// Streams a request body to `path`; returns how many bytes it held.
+pub(super) async fn store_upload(
+    body: &mut axum::body::BodyDataStream,
+    path: &std::path::Path,
+) -> Result<u64, ApiError> {
+    let stored = |e: std::io::Error| ApiError::internal(format!("cannot store the upload: {e}"));
+    let mut file = tokio::fs::File::create(path).await.map_err(stored)?;
+    let mut total: u64 = 0;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the upload: {e}")))?;
+        total += chunk.len() as u64;
+        file.write_all(&chunk).await.map_err(stored)?;
+    }
+    file.flush().await.map_err(stored)?;
+    Ok(total)
+}
+
+/// The image name a commit or an import writes: `repo` and `tag` from the
+/// query, normalized (`what` names the operation in the refusal).
+pub(super) fn new_image_name(p: &Params, what: &str) -> Result<String, ApiError> {
+    let repo = p.str("repo").filter(|r| !r.is_empty()).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "holdfast needs a repository name for {what} (untagged images are not supported yet)"
+        ))
+    })?;
+    let name = match p.str("tag").filter(|t| !t.is_empty()) {
+        Some(tag) => format!("{repo}:{tag}"),
+        None => repo.to_owned(),
+    };
+    if name
+        .chars()
+        .any(|c| c.is_ascii_uppercase() || c.is_whitespace())
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid reference format: repository name ({name}) must be lowercase"
+        )));
+    }
+    Ok(normalize_reference(&name))
+}
+
 /// `POST /images/load`: the tarball (docker-archive or OCI layout) is
 /// streamed to a temporary file, then imported.
 pub async fn load(
@@ -427,22 +467,7 @@ pub async fn load(
         .tempdir_in(&state.settings.data_root)
         .map_err(|e| ApiError::internal(format!("cannot make room for the upload: {e}")))?;
     let path = dir.path().join("image.tar");
-    let mut file = tokio::fs::File::create(&path)
-        .await
-        .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
-    let mut stream = body.into_data_stream();
-    let mut total: u64 = 0;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the upload: {e}")))?;
-        total += chunk.len() as u64;
-        file.write_all(&chunk)
-            .await
-            .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
-    }
-    file.flush()
-        .await
-        .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
-    drop(file);
+    let total = store_upload(&mut body.into_data_stream(), &path).await?;
     if total == 0 {
         return Err(ApiError::bad_request(
             "no image tarball in the request body",

@@ -1,16 +1,16 @@
 //! `docker import`: a filesystem tarball (plain or gzip) uploaded with the
 //! request becomes an image of that one layer, with an empty config.
 
+use super::images::{new_image_name, store_upload};
 use super::params::Params;
 use super::{ApiError, ApiState};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use futures_util::StreamExt as _;
-use holdfast_adapter_containerd::{NewImage, normalize_reference};
+use holdfast_adapter_containerd::NewImage;
 use serde_json::json;
 use std::path::Path;
-use tokio::io::AsyncWriteExt as _;
 
 /// `POST /images/create?fromSrc=-&repo=..&tag=..&message=..`
 pub async fn import(
@@ -39,21 +39,7 @@ pub async fn import(
         .tempdir_in(&state.settings.data_root)
         .map_err(|e| ApiError::internal(format!("cannot make room for the upload: {e}")))?;
     let upload = dir.path().join("upload");
-    let mut file = tokio::fs::File::create(&upload)
-        .await
-        .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
-    let mut total: u64 = 0;
-    while let Some(chunk) = data.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the upload: {e}")))?;
-        total += chunk.len() as u64;
-        file.write_all(&chunk)
-            .await
-            .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
-    }
-    file.flush()
-        .await
-        .map_err(|e| ApiError::internal(format!("cannot store the upload: {e}")))?;
-    drop(file);
+    let total = store_upload(&mut data, &upload).await?;
     if total == 0 {
         return Err(ApiError::bad_request("no tarball in the request body"));
     }
@@ -103,28 +89,12 @@ fn check(p: &Params) -> Result<(String, String), ApiError> {
             "platform {platform:?} is not supported: holdfast runs linux/amd64"
         )));
     }
-    let repo = p.str("repo").filter(|r| !r.is_empty()).ok_or_else(|| {
-        ApiError::bad_request(
-            "holdfast needs a repository name for an import (untagged images are not supported yet)",
-        )
-    })?;
-    let name = match p.str("tag").filter(|t| !t.is_empty()) {
-        Some(tag) => format!("{repo}:{tag}"),
-        None => repo.to_owned(),
-    };
-    if name
-        .chars()
-        .any(|c| c.is_ascii_uppercase() || c.is_whitespace())
-    {
-        return Err(ApiError::bad_request(format!(
-            "invalid reference format: repository name ({name}) must be lowercase"
-        )));
-    }
+    let name = new_image_name(p, "an import")?;
     let message = p
         .str("message")
         .filter(|m| !m.is_empty())
         .map_or_else(|| "Imported from -".to_owned(), str::to_owned);
-    Ok((normalize_reference(&name), message))
+    Ok((name, message))
 }
 
 /// The upload as a plain tar: gunzipped if it is gzip; other compressions
