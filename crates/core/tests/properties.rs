@@ -126,15 +126,17 @@ fn step() -> impl Strategy<Value = Step> {
 /// Steps around relists: what happens between a relist being asked for and
 /// its listing arriving (answers, lost answers, events lost, shims dying,
 /// pauses, streams breaking), on one container, in short cases, so that
-/// the races the relist rules exist for are common rather than rare.
-fn relist_race_step() -> impl Strategy<Value = Step> {
-    let idx = 1..2usize;
+/// the races the relist rules exist for are common rather than rare. The
+/// container is `c0` (on the bridge network: its attachment races too) or
+/// `c1` (no network).
+fn relist_race_step(container: usize) -> impl Strategy<Value = Step> {
+    let idx = container..container + 1;
     prop_oneof![
         1 => (idx.clone(), 0..4u8, any::<u8>()).prop_map(|(i, p, s)| Step::Create(i, p, s)),
         2 => idx.clone().prop_map(Step::Start),
         1 => (idx.clone(), proptest::option::of(0..4u8), Just(None)).prop_map(|(i, t, s)| Step::Stop(i, t, s)),
-        1 => (idx.clone(), any::<bool>()).prop_map(|(i, k)| Step::Kill(i, k)),
-        1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
+        2 => (idx.clone(), any::<bool>()).prop_map(|(i, k)| Step::Kill(i, k)),
+        2 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
         8 => (0..4usize, prop_oneof![3 => Just(0u8), 2 => Just(7u8), 1 => Just(8u8), 2 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, Just(true)).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => Just(Step::LateRelist),
@@ -275,6 +277,12 @@ struct World {
     deleted_pids: BTreeMap<ContainerId, Vec<u32>>,
     /// Running tasks that are frozen, by container: their pid.
     paused: BTreeMap<ContainerId, u32>,
+    /// Swarm bit 7, a cgroup v1 freezer: a frozen process does not act
+    /// even on SIGKILL until it is thawed (under v2 it dies at once).
+    frozen_holds_kill: bool,
+    /// Frozen tasks SIGKILLed under such a freezer, by container: their
+    /// pid, which dies when thawed.
+    kill_on_thaw: BTreeMap<ContainerId, u32>,
     /// Containers attached to the network (the CNI plugins' state).
     attached: std::collections::BTreeSet<ContainerId>,
 }
@@ -306,6 +314,7 @@ impl World {
 
     fn delete_task(&mut self, id: &ContainerId) {
         self.paused.remove(id);
+        self.kill_on_thaw.remove(id);
         if let Some(task) = self.tasks.remove(id) {
             let (WorldTask::Created(pid) | WorldTask::Running(pid) | WorldTask::Stopped(pid, ..)) =
                 task;
@@ -388,12 +397,16 @@ impl Harness {
     /// A fresh core and world. Swarm bit 6: relist every 40 s while
     /// connected (instead of every 300 s), so that periodic relists are
     /// often in flight when a late answer of an abandoned one arrives.
+    /// Swarm bit 7: a cgroup v1 freezer, where even SIGKILL waits for a
+    /// thaw, so a kill of a paused container takes effect only if the
+    /// core thaws it.
     fn new(swarm: u8) -> Harness {
         let now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(support::WALL0));
         let mut config = CoreConfig::default();
         if swarm & (1 << 6) != 0 {
             config.relist_interval = Some(Duration::from_secs(40));
         }
+        let frozen_holds_kill = swarm & (1 << 7) != 0;
         let slack = config.stop_answer_slack;
         Harness {
             task_progress: BTreeMap::new(),
@@ -403,6 +416,7 @@ impl Harness {
             world: World {
                 up: true,
                 next_pid: 100,
+                frozen_holds_kill,
                 ..World::default()
             },
             outstanding: Vec::new(),
@@ -1207,11 +1221,19 @@ impl Harness {
                 }
             },
             Call::Kill { id, signal, .. } => match self.world.tasks.get(&id).cloned() {
-                // A frozen process dies of SIGKILL only; other signals wait
-                // for a thaw (and this world's processes forget them).
+                // A frozen process dies of SIGKILL only, and under a v1
+                // freezer only once thawed; other signals wait for a thaw
+                // (and this world's processes forget them).
                 Some(WorldTask::Running(pid))
-                    if self.world.paused.get(&id) == Some(&pid) && signal != Signal::SIGKILL =>
+                    if self.world.paused.get(&id) == Some(&pid)
+                        && (signal != Signal::SIGKILL || self.world.frozen_holds_kill) =>
                 {
+                    if signal == Signal::SIGKILL {
+                        if let Some(inst) = self.world.instance(&id, pid) {
+                            inst.sigkilled = true;
+                        }
+                        self.world.kill_on_thaw.insert(id, pid);
+                    }
                     Done::Ok
                 }
                 Some(WorldTask::Running(pid)) | Some(WorldTask::Created(pid)) => {
@@ -1287,6 +1309,10 @@ impl Harness {
                         self.world.paused.insert(id, pid);
                     } else {
                         self.world.paused.remove(&id);
+                        if self.world.kill_on_thaw.remove(&id) == Some(pid) {
+                            self.reply(op, Done::Ok)?;
+                            return self.world_exit(&id, pid, 137, false);
+                        }
                     }
                     Done::Ok
                 }
@@ -1404,6 +1430,7 @@ impl Harness {
     ) -> Result<(), TestCaseError> {
         let at = self.now.wall;
         self.world.paused.remove(id);
+        self.world.kill_on_thaw.remove(id);
         self.world
             .tasks
             .insert(id.clone(), WorldTask::Stopped(pid, status, at));
@@ -1428,7 +1455,7 @@ impl Harness {
     }
 
     /// Liveness once healed: `docker run` of a new container succeeds, and
-    /// its stop is carried out.
+    /// its pauses, update, stop and a kill while frozen are carried out.
     fn probe_healed(&mut self) -> Result<(), TestCaseError> {
         let id = cid("probe");
         let config = ContainerConfig::default();
@@ -1474,12 +1501,33 @@ impl Harness {
             },
         })?;
         self.settle()?;
+        // Carried to the running task's cgroup now, not left for its next run.
+        prop_assert_eq!(
+            self.answer_of(update),
+            Some(Answer::Done),
+            "the running probe's update"
+        );
         let pause_again = self.command(Command::Pause { id: id.clone() })?;
         self.settle()?;
         let stop = self.command(Command::Stop {
             id: id.clone(),
             timeout: Some(Duration::from_secs(1)),
             signal: Some(Signal::SIGKILL),
+        })?;
+        self.settle()?;
+        let stopped = self.core.container(&id).map(|c| c.status);
+        prop_assert_eq!(stopped, Some(Status::Exited), "the probe did not stop");
+        // Started again, frozen, and killed: the SIGKILL takes effect
+        // (under a v1 freezer only because the core thaws the task). The
+        // clock moves, so that the new run begins after the last one ended.
+        self.set_time(self.now.at + Duration::from_millis(1));
+        let start_again = self.command(Command::Start { id: id.clone() })?;
+        self.settle()?;
+        let pause_to_kill = self.command(Command::Pause { id: id.clone() })?;
+        self.settle()?;
+        let kill_frozen = self.command(Command::Kill {
+            id: id.clone(),
+            signal: Signal::SIGKILL,
         })?;
         self.settle()?;
         for req in [
@@ -1491,6 +1539,9 @@ impl Harness {
             update,
             pause_again,
             stop,
+            start_again,
+            pause_to_kill,
+            kill_frozen,
         ] {
             prop_assert_eq!(
                 self.trace.iter().rev().find_map(|a| match a {
@@ -1502,8 +1553,12 @@ impl Harness {
                 req
             );
         }
-        let stopped = self.core.container(&id).map(|c| c.status);
-        prop_assert_eq!(stopped, Some(Status::Exited), "the probe did not stop");
+        let killed = self.core.container(&id).map(|c| c.status);
+        prop_assert_eq!(
+            killed,
+            Some(Status::Exited),
+            "the frozen probe was not killed"
+        );
         Ok(())
     }
 
@@ -1770,6 +1825,13 @@ impl Harness {
                 c.task
             );
         }
+        // Every SIGKILL that went out has taken effect: none waits on a
+        // frozen task that the core left frozen (a v1 freezer holds it).
+        prop_assert!(
+            self.world.kill_on_thaw.is_empty(),
+            "SIGKILLed tasks left frozen, never thawed: {:?}",
+            self.world.kill_on_thaw
+        );
         for id in &self.world.attached {
             prop_assert!(
                 self.world.tasks.contains_key(id),
@@ -2210,10 +2272,11 @@ proptest! {
     }
 
     /// The same properties, over short cases crowded around relists, with
-    /// streams that break, shims that die and relists every 40 s.
+    /// streams that break, shims that die and relists every 40 s, under
+    /// either freezer.
     #[test]
-    fn properties_hold_around_relists(steps in proptest::collection::vec(relist_race_step(), 1..60)) {
-        let swarm = 1 << 1 | 1 << 3 | 1 << 6;
+    fn properties_hold_around_relists(v1_freezer in any::<bool>(), steps in (0..2usize).prop_flat_map(|c| proptest::collection::vec(relist_race_step(c), 1..60))) {
+        let swarm = 1 << 1 | 1 << 3 | 1 << 6 | u8::from(v1_freezer) << 7;
         let mut harness = Harness::new(swarm);
         harness.run(&steps, swarm)?;
         harness.check_stops_answered_in_time()?;
@@ -2438,6 +2501,71 @@ fn chosen_interleavings_hold_every_property() {
     ];
     for steps in cases {
         holds_every_property(steps, 0);
+    }
+    // A forced removal while a start's answer is lost: the removal is a
+    // SIGKILL stop of a run that may have begun, and the relist shows it
+    // did.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 9),
+            Remove(1, true),
+        ],
+        0,
+    );
+    // A forced removal while a bridged container's task create has lost
+    // its answer: the task may exist, so its attachment stays until a
+    // relist has looked (no task is ever left without its network).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 9),
+            Remove(0, true),
+        ],
+        0,
+    );
+    // Under a v1 freezer (swarm bit 7), where a frozen task acts on no
+    // signal, SIGKILL included, until thawed: a kill of a paused container,
+    // and its forced removal, take effect only because the core thaws it.
+    let swarm = 1 << 7;
+    let cases: [&[Step]; 2] = [
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Pause(1, true),
+            Resolve(0, 0),
+            Kill(1, true),
+        ],
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Pause(1, true),
+            Resolve(0, 0),
+            Remove(1, true),
+        ],
+    ];
+    for steps in cases {
+        holds_every_property(steps, swarm);
     }
     // With streams that break (swarm bit 1) and relists every 40 s (bit 6).
     let swarm = 1 << 1 | 1 << 6;

@@ -143,6 +143,9 @@ pub struct Profile {
     pub immortal_permille: u32,
     pub oom_permille: u32,
     pub exec_permille: u32,
+    /// A cgroup v1 freezer: a frozen process acts on no signal, SIGKILL
+    /// included, until thawed (under v2 SIGKILL ends it at once).
+    pub frozen_holds_kill: bool,
 }
 
 impl Profile {
@@ -192,6 +195,8 @@ impl Profile {
             exit_reported_again_permille: permille(rng, 500),
             oom_late_permille: permille(rng, 500),
             pid_reuse_permille: permille(rng, 500),
+            // Drawn by `run_seed` apart from this stream.
+            frozen_holds_kill: false,
         }
     }
 

@@ -87,6 +87,8 @@ pub struct Containerd {
     pub truth: BTreeMap<u32, PidTruth>,
     /// Truths of pids that a later task reused, oldest first.
     pub past: Vec<(u32, PidTruth)>,
+    /// A cgroup v1 freezer: even SIGKILL waits for a thaw.
+    pub frozen_holds_kill: bool,
     last_pid: u32,
 }
 
@@ -407,8 +409,9 @@ impl Containerd {
             return None;
         }
         // Only SIGKILL (137, no OOM: a frozen process allocates nothing)
-        // ends a frozen process; anything else happens once it is thawed.
-        if task.status == TaskStatus::Paused && (status != 137 || oom) {
+        // ends a frozen process, and under a v1 freezer not even that;
+        // anything else happens once it is thawed.
+        if task.status == TaskStatus::Paused && (status != 137 || oom || self.frozen_holds_kill) {
             task.frozen_exits.push((status, oom));
             return None;
         }

@@ -272,7 +272,10 @@ pub struct Sim {
 /// Runs one seed: its own fault profile, a safety phase, then a liveness phase.
 pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<RunStats, SimFailure> {
     let mut rng = Rng::new(seed);
-    let profile = Profile::draw(&mut rng);
+    let mut profile = Profile::draw(&mut rng);
+    // Drawn apart from the seed's stream, so that adding it left every
+    // other draw of every seed as it was.
+    profile.frozen_holds_kill = Rng::new(seed ^ 0x6672_6565_7a65).chance(500);
     let mut sim = Sim::new(seed, opts.clone(), profile, rng);
     sim.run()
 }
@@ -315,6 +318,7 @@ pub fn run_script(
 impl Sim {
     fn new(seed: u64, opts: SimOptions, profile: Profile, mut rng: Rng) -> Sim {
         let trace = Trace::new(opts.trace_len);
+        let frozen_holds_kill = profile.frozen_holds_kill;
         Sim {
             seed,
             profile,
@@ -325,7 +329,11 @@ impl Sim {
             rng_user: rng.fork(),
             rng_fault: rng.fork(),
             rng_probe: Rng::new(seed ^ 0x6865_616c_7468),
-            cd: Containerd::new(),
+            cd: {
+                let mut cd = Containerd::new();
+                cd.frozen_holds_kill = frozen_holds_kill;
+                cd
+            },
             net: crate::model::HostNetwork::default(),
             core: None,
             daemon: 0,
