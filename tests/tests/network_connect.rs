@@ -33,7 +33,8 @@ fn wait_reaches(net: &BridgeDaemon, container: &str, url: &str, body: &str) {
 fn two_networks(net: &BridgeDaemon) -> (String, String) {
     let front = net.user_subnet();
     let back = net.user_subnet();
-    net.d.ok(&["network", "create", "--subnet", &front, "front"]);
+    net.d
+        .ok(&["network", "create", "--subnet", &front, "front"]);
     net.d.ok(&["network", "create", "--subnet", &back, "back"]);
     (front, back)
 }
@@ -169,7 +170,15 @@ fn a_running_container_is_hot_connected_and_disconnected() {
     let (_, back) = two_networks(&net);
     run_httpd(&net, "web", "back", "hello-hot");
     d.ok(&[
-        "run", "-d", "--name", "app", "--network", "front", "busybox", "sleep", "600",
+        "run",
+        "-d",
+        "--name",
+        "app",
+        "--network",
+        "front",
+        "busybox",
+        "sleep",
+        "600",
     ]);
     let pid = d.pid_of("app");
     let web_ip = address_on(&net, "web", "back");
@@ -213,7 +222,15 @@ fn connect_and_disconnect_are_refused_as_dockerd_refuses() {
     let d = &net.d;
     two_networks(&net);
     d.ok(&[
-        "run", "-d", "--name", "app", "--network", "front", "busybox", "sleep", "600",
+        "run",
+        "-d",
+        "--name",
+        "app",
+        "--network",
+        "front",
+        "busybox",
+        "sleep",
+        "600",
     ]);
     d.ok(&["network", "connect", "back", "app"]);
     // twice while it runs: dockerd's 403
@@ -265,10 +282,32 @@ fn connect_and_disconnect_are_refused_as_dockerd_refuses() {
         "does not belong",
     );
     // other network modes
-    d.ok(&["create", "--name", "on-host", "--network", "host", "busybox", "true"]);
-    d.ok(&["create", "--name", "on-none", "--network", "none", "busybox", "true"]);
     d.ok(&[
-        "create", "--name", "shared", "--network", "container:app", "busybox", "true",
+        "create",
+        "--name",
+        "on-host",
+        "--network",
+        "host",
+        "busybox",
+        "true",
+    ]);
+    d.ok(&[
+        "create",
+        "--name",
+        "on-none",
+        "--network",
+        "none",
+        "busybox",
+        "true",
+    ]);
+    d.ok(&[
+        "create",
+        "--name",
+        "shared",
+        "--network",
+        "container:app",
+        "busybox",
+        "true",
     ]);
     for (name, says) in [
         ("on-host", "connected to host network"),
@@ -286,11 +325,7 @@ fn connect_and_disconnect_are_refused_as_dockerd_refuses() {
         Some(br#"{"Container":"app"}"#),
     );
     assert_eq!(r.status, 400, "{r:?}");
-    let r = d.http(
-        "POST",
-        "/networks/back/connect",
-        Some(b"{not json"),
-    );
+    let r = d.http("POST", "/networks/back/connect", Some(b"{not json"));
     assert_eq!(r.status, 400, "{r:?}");
     d.ok(&["rm", "-f", "app", "on-host", "on-none", "shared"]);
     d.ok(&["network", "rm", "front", "back"]);
@@ -346,10 +381,25 @@ fn holdfastd_killed_after_a_connect_leaks_nothing_once_removed() {
     let with_web = held(&net, &subnets);
     let d = &net.d;
     d.ok(&[
-        "run", "-d", "--name", "app", "--network", "front", "busybox", "sleep", "600",
+        "run",
+        "-d",
+        "--name",
+        "app",
+        "--network",
+        "front",
+        "busybox",
+        "sleep",
+        "600",
     ]);
     d.ok(&[
-        "create", "--name", "later", "--network", "front", "busybox", "sleep", "600",
+        "create",
+        "--name",
+        "later",
+        "--network",
+        "front",
+        "busybox",
+        "sleep",
+        "600",
     ]);
     d.ok(&["network", "connect", "back", "app"]);
     d.ok(&["network", "connect", "back", "later"]);
