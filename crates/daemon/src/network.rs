@@ -1110,7 +1110,7 @@ impl Network {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &path)
+            std::fs::rename(&tmp, path)
         };
         write().map_err(|e| other(format!("write {}: {e}", path.display())))
     }
