@@ -3,11 +3,14 @@
 //! network reaches a peer there by name once started; a running one is
 //! hot-connected (an `eth1` in its namespace) and disconnected; inspect
 //! and `network inspect` show every network; holdfastd SIGKILLed after a
-//! connect leaves nothing behind once the container is removed; and the
+//! connect, or in the middle of a hot connect's setup (the firewall plugin
+//! behind a gate, after the bridge plugin allocated the address), leaves
+//! nothing behind once the container is removed; and the
 //! refusals, with dockerd's status codes. Each test has a holdfastd with a
 //! bridge of its own (`BridgeDaemon`); its user networks go with it.
 
-use holdfast_e2e::network::{BridgeDaemon, cni_nat_rules};
+use holdfast_e2e::network::{BridgeDaemon, CNI_PLUGIN_DIR, cni_nat_rules};
+use std::path::{Path, PathBuf};
 
 /// busybox httpd serving `body` on port 80, in the foreground.
 fn httpd(body: &str) -> String {
@@ -422,5 +425,92 @@ fn holdfastd_killed_after_a_connect_leaks_nothing_once_removed() {
         held(&net, &subnets) == baseline
     });
     assert_eq!(held(&net, &subnets), baseline);
+    d.ok(&["network", "rm", "front", "back"]);
+}
+
+/// A plugin directory with the real plugins, the firewall's ADD of an
+/// endpoint (`eth1`) behind a gate: with `<dir>/gate` present it touches
+/// `mark`, waits for `go`, runs the real firewall and touches `done`.
+fn gated_plugins(dir: &Path) -> PathBuf {
+    let plugins = dir.join("cni");
+    std::fs::create_dir_all(&plugins).expect("plugin dir");
+    for p in ["loopback", "bridge", "host-local", "portmap"] {
+        std::os::unix::fs::symlink(Path::new(CNI_PLUGIN_DIR).join(p), plugins.join(p))
+            .expect("link a plugin");
+    }
+    let g = dir.display();
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ \"$CNI_COMMAND\" = ADD ] && [ \"$CNI_IFNAME\" = eth1 ] && [ -e {g}/gate ]; then\n\
+           touch {g}/mark\n\
+           while [ ! -e {g}/go ]; do sleep 0.02; done\n\
+           {real}/firewall; rc=$?\n\
+           touch {g}/done\n\
+           exit $rc\n\
+         fi\n\
+         exec {real}/firewall\n",
+        real = CNI_PLUGIN_DIR
+    );
+    let wrapper = plugins.join("firewall");
+    std::fs::write(&wrapper, script).expect("write the wrapper");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod the wrapper");
+    plugins
+}
+
+#[test]
+fn holdfastd_killed_in_the_middle_of_a_hot_connect_leaks_nothing() {
+    let gate_dir = tempfile::Builder::new()
+        .prefix("hf-gate-")
+        .tempdir()
+        .expect("gate dir");
+    let g = gate_dir.path();
+    let plugins = gated_plugins(g).to_string_lossy().into_owned();
+    let mut net = BridgeDaemon::start_with(&["--cni-plugin-dir", &plugins]);
+    let (front, back) = two_networks(&net);
+    let subnets = [front.as_str(), back.as_str()];
+    let baseline = held(&net, &subnets);
+    run_httpd(&net, "web", "back", "hello-doubt");
+    net.d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "app",
+        "--network",
+        "front",
+        "busybox",
+        "sleep",
+        "600",
+    ]);
+    let pid = net.d.pid_of("app");
+    std::fs::write(g.join("gate"), "").expect("close the gate");
+    let connect = net.d.spawn_docker(&["network", "connect", "back", "app"]);
+    net.d.wait_until("the endpoint's address is allocated", || {
+        g.join("mark").exists()
+    });
+    net.d.sigkill();
+    // The plugin the dead daemon started finishes its work.
+    std::fs::write(g.join("go"), "").expect("open the gate");
+    net.d
+        .wait_until("the gated firewall finished", || g.join("done").exists());
+    std::fs::remove_file(g.join("gate")).expect("remove the gate");
+    drop(connect);
+    net.d.restart();
+    let d = &net.d;
+    // The connect was recorded: the endpoint in doubt is released and made
+    // again, in the same running container.
+    wait_reaches(&net, "app", "http://web/", "hello-doubt");
+    assert_eq!(d.pid_of("app"), pid);
+    let on_back: Vec<String> = held(&net, &subnets)
+        .addresses
+        .into_iter()
+        .filter(|a| !a.starts_with(&net.bridge))
+        .collect();
+    assert_eq!(on_back.len(), 3, "web, app's front and back: {on_back:?}");
+    d.ok(&["rm", "-f", "app", "web"]);
+    d.wait_until("everything is released", || {
+        held(&net, &subnets) == baseline
+    });
     d.ok(&["network", "rm", "front", "back"]);
 }
