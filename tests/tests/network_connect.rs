@@ -122,6 +122,14 @@ fn a_created_container_connected_to_a_second_network_reaches_a_peer_there_once_s
     assert_eq!(ep["Aliases"][0], "api2", "{ep}");
     assert_eq!(listed_on(&net, "back"), ["app", "web"]);
     assert_eq!(listed_on(&net, "front"), ["app"]);
+    let listed = d.ok(&["ps", "--filter", "network=back", "--format", "{{.Names}}"]);
+    let mut on_back_names: Vec<&str> = listed.lines().collect();
+    on_back_names.sort_unstable();
+    assert_eq!(on_back_names, ["app", "web"]);
+    let networks = d.ok(&["ps", "--filter", "name=app", "--format", "{{.Networks}}"]);
+    let mut networks: Vec<&str> = networks.trim().split(',').collect();
+    networks.sort_unstable();
+    assert_eq!(networks, ["back", "front"]);
     // the peer finds it by name and alias on the network they share
     let hosts = d.ok(&["exec", "web", "cat", "/etc/hosts"]);
     assert!(

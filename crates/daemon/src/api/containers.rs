@@ -2033,7 +2033,12 @@ pub(super) fn list_json(
         "NetworkSettings": { "Networks": if c.network == NetworkMode::Container {
             json!({})
         } else {
-            json!({ network.clone(): { "NetworkID": network } })
+            let mut networks = serde_json::Map::new();
+            networks.insert(network.clone(), json!({ "NetworkID": network }));
+            for e in r.endpoints.iter().filter(|e| e.wanted) {
+                networks.insert(e.network.clone(), json!({ "NetworkID": e.network }));
+            }
+            Value::Object(networks)
         } },
         "Mounts": [],
     })
@@ -2096,7 +2101,10 @@ fn matches_filters(
         return Ok(false);
     }
     // By the network's name (dockerd also takes its id).
-    if !f.any("network", |v| network_mode_shown(&r.config) == v) {
+    let on = |v: &str| {
+        network_mode_shown(&r.config) == v || r.endpoints.iter().any(|e| e.wanted && e.network == v)
+    };
+    if !f.any("network", on) {
         return Ok(false);
     }
     let created_of = |reference: &str| {
