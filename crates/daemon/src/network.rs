@@ -1652,6 +1652,96 @@ mod tests {
     }
 
     #[test]
+    fn an_endpoint_makes_peers_of_a_second_network_and_its_files_are_named_by_slot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = Network::new(NetworkSettings {
+            bridge: "hf-test".into(),
+            subnet: Some("10.9.9.0/24".into()),
+            plugin_dir: dir.path().join("none"),
+            state_dir: dir.path().join("net"),
+            definitions_dir: dir.path().join("networks"),
+        })
+        .expect("network");
+        let def = |name: &str, id: &str, net: u8| NetworkDef {
+            id: id.into(),
+            name: name.into(),
+            bridge: format!("hf-{id}"),
+            subnet: format!("10.{net}.0.0/24"),
+            gateway: Ipv4Addr::new(10, net, 0, 1),
+            created: String::new(),
+            labels: Default::default(),
+        };
+        let (front, back) = (def("front", "aaa", 7), def("back", "bbb", 8));
+        let attach = |id: &str, slot: u8, on: &NetworkDef, ip: Ipv4Addr, names: &[&str]| {
+            let id: ContainerId = id.parse().expect("id");
+            let a = Attachment {
+                ip: Some(ip),
+                prefix_len: 24,
+                network: Some(on.clone()),
+                names: names.iter().map(|n| (*n).to_owned()).collect(),
+                hosts_base: if slot == 0 {
+                    format!("127.0.0.1\tlocalhost\n{ip}\t{id}\n")
+                } else {
+                    String::new()
+                },
+                ..Attachment::default()
+            };
+            net.write_attachment(&net.attachment_path(&id, slot), &a)
+                .expect("attachment");
+            if slot == 0 {
+                std::fs::write(net.hosts_path(&id), &a.hosts_base).expect("hosts");
+            }
+            id
+        };
+        let app = attach(
+            "app1",
+            0,
+            &front,
+            Ipv4Addr::new(10, 7, 0, 2),
+            &["app", "app1"],
+        );
+        attach(
+            "app1",
+            1,
+            &back,
+            Ipv4Addr::new(10, 8, 0, 3),
+            &["app", "api2", "app1"],
+        );
+        let db = attach("db1", 0, &back, Ipv4Addr::new(10, 8, 0, 2), &["db", "db1"]);
+        let fe = attach("fe1", 0, &front, Ipv4Addr::new(10, 7, 0, 4), &["fe", "fe1"]);
+        net.refresh_peers(&back).expect("refresh");
+        let hosts = |id: &ContainerId| std::fs::read_to_string(net.hosts_path(id)).expect("read");
+        // app is on both: it sees its peers on each
+        assert_eq!(
+            hosts(&app),
+            "127.0.0.1\tlocalhost\n10.7.0.2\tapp1\n10.7.0.4\tfe fe1\n10.8.0.2\tdb db1\n"
+        );
+        // db sees app by its address on back, with the endpoint's alias
+        assert_eq!(
+            hosts(&db),
+            "127.0.0.1\tlocalhost\n10.8.0.2\tdb1\n10.8.0.3\tapp api2 app1\n"
+        );
+        net.refresh_peers(&front).expect("refresh");
+        assert_eq!(
+            hosts(&fe),
+            "127.0.0.1\tlocalhost\n10.7.0.4\tfe1\n10.7.0.2\tapp app1\n"
+        );
+        assert_eq!(
+            net.attachments()
+                .iter()
+                .map(|(id, slot, _)| format!("{id}:{slot}"))
+                .collect::<Vec<_>>(),
+            ["app1:0", "app1:1", "db1:0", "fe1:0"]
+        );
+        assert_eq!(net.found_endpoints(&app), [1]);
+        assert!(net.found_endpoints(&db).is_empty());
+        assert_eq!(attachment_file("app1.eth12.json"), Some((app.clone(), 12)));
+        assert_eq!(attachment_file("app1.json"), Some((app, 0)));
+        assert_eq!(attachment_file("app1.tmp"), None);
+        assert_eq!(attachment_file("app1.lo.json"), None);
+    }
+
+    #[test]
     fn a_network_is_created_once_on_a_subnet_of_its_own() {
         let dir = tempfile::tempdir().expect("tempdir");
         let net = Network::new(NetworkSettings {

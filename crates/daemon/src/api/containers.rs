@@ -774,7 +774,7 @@ fn endpoint_settings(nc: NetworkingConfigBody, mode: &str) -> Result<EndpointBod
     let mut endpoints = nc.endpoints_config.unwrap_or_default();
     if endpoints.len() > 1 {
         return Err(ApiError::bad_request(
-            "a container can be connected to one network only in holdfast (more than one in NetworkingConfig.EndpointsConfig)",
+            "more than one network at create (NetworkingConfig.EndpointsConfig) is not supported by holdfast yet: create on one, then docker network connect the others",
         ));
     }
     let Some((name, endpoint)) = endpoints.pop_first() else {
@@ -2254,7 +2254,7 @@ mod tests {
             (br#"{"Image":"b","NetworkingConfig":{"EndpointsConfig":{"bridge":{"IPAMConfig":{"IPv4Address":"10.1.2.3"}}}}}"#, "user defined networks only"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"app":{"IPAMConfig":{"IPv4Address":"10.1.2"}}}}}"#, "invalid --ip"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"other":{}}}}"#, "names network"),
-            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"app":{},"b2":{}}}}"#, "one network only"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"app":{},"b2":{}}}}"#, "more than one network at create"),
             (br#"{"Image":"b","MacAddress":"02:42"}"#, "invalid --mac-address"),
             (br#"{"Image":"b","MacAddress":"02:42:0a:00:00:99","HostConfig":{"NetworkMode":"host"}}"#, "needs a bridge network"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"host","PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "need the bridge network"),
