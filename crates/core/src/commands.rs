@@ -201,6 +201,8 @@ impl Core {
             c.rec.endpoints.remove(pos);
             self.out.persist(&c.rec);
             self.out.answer_now(req, Answer::Done);
+            // A hot connect of it still waiting is refused.
+            self.reconcile(id);
             return;
         }
         e.wanted = false;

@@ -210,6 +210,7 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
 impl Core {
     /// Issues the next call for `id` if the core may act and nothing is in flight.
     pub(crate) fn reconcile(&mut self, id: &ContainerId) {
+        self.settle_connects(id);
         if !self.conn.is_ready() {
             return;
         }
@@ -284,6 +285,46 @@ impl Core {
         let op = self.out.call(OpOwner::Container(id.clone()), call);
         c.in_flight = Some((op, step));
         c.last_activity = op;
+    }
+
+    /// A hot connect that will not be made while this run lasts is
+    /// answered at once: done, if the run ended first (it is made at the
+    /// next start, as a connect of a stopped container); refused, if a
+    /// disconnect came first.
+    fn settle_connects(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.get(id) else {
+            return;
+        };
+        let ended = matches!(c.task, TaskState::Absent | TaskState::Stopped);
+        let settled: Vec<(u8, bool)> = c
+            .requests
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Pending::Connect(slot) => Some(*slot),
+                _ => None,
+            })
+            .filter_map(|slot| {
+                let e = c.rec.endpoints.iter().find(|e| e.slot == slot);
+                match e {
+                    Some(e) if e.wanted && e.state == NetworkState::Detached && ended => {
+                        Some((slot, true))
+                    }
+                    Some(e) if e.wanted => None,
+                    _ => Some((slot, false)),
+                }
+            })
+            .collect();
+        for (slot, done) in settled {
+            let answer = if done {
+                Answer::Done
+            } else {
+                error(
+                    ErrorKind::Conflict,
+                    format!("container {id} was disconnected before the connect was made"),
+                )
+            };
+            self.answer_pending_where(id, |p| p == Pending::Connect(slot), || answer.clone());
+        }
     }
 
     pub(crate) fn reconcile_all(&mut self) {

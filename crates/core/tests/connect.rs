@@ -345,3 +345,58 @@ fn a_restarted_daemon_releases_endpoints_in_doubt_before_the_attachment() {
         vec![endpoint(1, true, NetworkState::Detached)]
     );
 }
+
+#[test]
+fn a_hot_connect_whose_run_ends_first_is_done_and_made_at_the_next_start() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let (stop, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    // Connected while the stop is under way: nothing is made meanwhile.
+    let (req, actions) = d.command(connect("c1", "back"));
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    assert!(answers(&actions).is_empty(), "{actions:?}");
+    d.ok(kill);
+    // The exit ends the run: the connect is done, to be made at the next start.
+    let actions = d.exit("c1", 42, 0);
+    let answered = answers(&actions);
+    assert!(answered.contains(&(stop, Answer::Done)), "{actions:?}");
+    assert!(answered.contains(&(req, Answer::Done)), "{actions:?}");
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::DeleteTask { .. })
+    }));
+    assert_eq!(
+        record(&d, "c1").endpoints,
+        vec![endpoint(1, true, NetworkState::Detached)]
+    );
+    // Nothing of it was made: only the container's own attachment goes.
+    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+}
+
+#[test]
+fn a_hot_connect_disconnected_before_it_was_made_is_refused() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let (req, _) = d.command(connect("c1", "back"));
+    let (disconnect, actions) = d.command(Command::Disconnect {
+        id: cid("c1"),
+        network: "back".into(),
+    });
+    match answers(&actions).as_slice() {
+        [(r1, Answer::Done), (r2, Answer::Error(e))] if *r1 == disconnect && *r2 == req => {
+            assert_eq!(e.kind, ErrorKind::Conflict, "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(record(&d, "c1").endpoints.is_empty());
+}
