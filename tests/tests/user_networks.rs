@@ -378,9 +378,9 @@ fn an_address_asked_for_is_given_and_refusals_are_clear() {
         "network nope not found",
     );
     d.fails_saying(
-        "connect",
-        &["network", "connect", "fixed", "fixed1"],
-        "not supported by holdfast yet",
+        "a disconnect from the network it was created on",
+        &["network", "disconnect", "fixed", "fixed1"],
+        "the network it was created on",
     );
     d.fails_saying(
         "an unsupported driver",

@@ -224,7 +224,9 @@ impl Adapter {
             Call::Subscribe
             | Call::Relist
             | Call::NetworkSetup { .. }
-            | Call::NetworkTeardown { .. } => {
+            | Call::NetworkTeardown { .. }
+            | Call::EndpointSetup { .. }
+            | Call::EndpointTeardown { .. } => {
                 Err(AdapterError::Invalid("not an ordinary call".into()))
             }
         }
@@ -400,5 +402,7 @@ fn call_name(call: &Call) -> &'static str {
         Call::DeleteContainer { .. } => "delete_container",
         Call::NetworkSetup { .. } => "network_setup",
         Call::NetworkTeardown { .. } => "network_teardown",
+        Call::EndpointSetup { .. } => "endpoint_setup",
+        Call::EndpointTeardown { .. } => "endpoint_teardown",
     }
 }

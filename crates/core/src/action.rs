@@ -2,7 +2,7 @@
 
 use crate::config::ContainerConfig;
 use crate::ids::{ContainerId, OpId, RequestId};
-use crate::record::Record;
+use crate::record::{Endpoint, Record};
 use crate::signal::Signal;
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
@@ -104,6 +104,25 @@ pub enum Call {
         id: ContainerId,
         config: Arc<ContainerConfig>,
     },
+    /// Connect the container to one more network: an address on it and
+    /// the interface `endpoint.ifname()` in the namespace the container's
+    /// own attachment made (before its task is created, or while it runs).
+    /// The record already says the endpoint is `Attaching`. An address
+    /// taken fails with `AlreadyExists`, a network that is gone with
+    /// `NotFound`.
+    EndpointSetup {
+        id: ContainerId,
+        config: Arc<ContainerConfig>,
+        endpoint: Endpoint,
+    },
+    /// Release everything a setup of this endpoint may have made (its
+    /// address, rules and interface). Idempotent, like `NetworkTeardown`;
+    /// the user disconnected it, or the container's run is over.
+    EndpointTeardown {
+        id: ContainerId,
+        config: Arc<ContainerConfig>,
+        endpoint: Endpoint,
+    },
 }
 
 impl Call {
@@ -120,7 +139,9 @@ impl Call {
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id }
             | Call::NetworkSetup { id, .. }
-            | Call::NetworkTeardown { id, .. } => Some(id),
+            | Call::NetworkTeardown { id, .. }
+            | Call::EndpointSetup { id, .. }
+            | Call::EndpointTeardown { id, .. } => Some(id),
         }
     }
 }
@@ -166,6 +187,10 @@ pub enum ErrorKind {
     NotFound,
     /// 409
     Conflict,
+    /// 403: never allowed in this state (dockerd's "forbidden").
+    Forbidden,
+    /// 501: holdfast does not do this yet; the message says what.
+    NotImplemented,
     /// 503: containerd is unreachable; what was recorded will be carried out.
     Unavailable,
     /// 500

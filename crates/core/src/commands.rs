@@ -5,10 +5,10 @@
 use crate::container::{Container, Pending, TaskState};
 use crate::ids::{ContainerId, RequestId};
 use crate::input::{Command, WaitCondition};
-use crate::record::{Intents, Presence, Record, StopIntent};
+use crate::record::{Endpoint, Intents, NetworkState, Presence, Record, StopIntent};
 use crate::signal::Signal;
 use crate::{
-    Answer, Call, ContainerConfig, Core, ErrorKind, OpOwner, RestartPolicy, TimerKind,
+    Answer, Call, ContainerConfig, Core, ErrorKind, NetworkMode, OpOwner, RestartPolicy, TimerKind,
     UserEventKind, error,
 };
 use std::sync::Arc;
@@ -62,7 +62,154 @@ impl Core {
             Command::Pause { .. } => self.pause(req, &id, true),
             Command::Unpause { .. } => self.pause(req, &id, false),
             Command::UpdateResources { update, .. } => self.update_resources(req, &id, update),
+            Command::Connect {
+                network,
+                aliases,
+                ip,
+                ..
+            } => self.connect(req, &id, network, aliases, ip),
+            Command::Disconnect { network, .. } => self.disconnect(req, &id, &network),
         }
+    }
+
+    /// `docker network connect`: recorded as one more endpoint; made at
+    /// the next start, or at once (and answered when made) if a task is up.
+    /// Refused as dockerd refuses: other network modes (400), a network it
+    /// is on while it runs (403), a container on its way out (409).
+    fn connect(
+        &mut self,
+        req: RequestId,
+        id: &ContainerId,
+        network: String,
+        aliases: Vec<String>,
+        ip: Option<String>,
+    ) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        let up = matches!(
+            c.task,
+            TaskState::Created { .. } | TaskState::Running { .. }
+        );
+        let own = c
+            .rec
+            .config
+            .network_name
+            .as_deref()
+            .unwrap_or(DEFAULT_NETWORK);
+        let existing = c.rec.endpoints.iter().find(|e| e.network == network);
+        let refusal = match c.rec.config.network {
+            _ if c.rec.intents.remove => Some((ErrorKind::Conflict, removal_refusal(id))),
+            NetworkMode::Host => Some((ErrorKind::Invalid, HOST_REFUSAL.to_owned())),
+            NetworkMode::None => Some((
+                ErrorKind::Invalid,
+                "container cannot be connected to multiple networks with one of the networks in private (none) mode".to_owned(),
+            )),
+            NetworkMode::Container => Some((
+                ErrorKind::Invalid,
+                "container sharing network namespace with another container or host cannot be connected to any other network".to_owned(),
+            )),
+            NetworkMode::Bridge if existing.is_some_and(|e| !e.wanted) => Some((
+                ErrorKind::Conflict,
+                format!("container {id} is being disconnected from network {network}; try again"),
+            )),
+            NetworkMode::Bridge if up && (own == network || existing.is_some()) => Some((
+                ErrorKind::Forbidden,
+                format!("endpoint with name {} already exists in network {network}", c.rec.name),
+            )),
+            NetworkMode::Bridge if c.rec.endpoints.len() >= ENDPOINTS_MAX => Some((
+                ErrorKind::Invalid,
+                format!("container {id} is connected to {ENDPOINTS_MAX} more networks already"),
+            )),
+            NetworkMode::Bridge => None,
+        };
+        if let Some((kind, message)) = refusal {
+            self.out.answer_now(req, error(kind, message));
+            return;
+        }
+        // Already on it and not running: nothing to do (dockerd's "avoid
+        // duplicate config").
+        if own == network || existing.is_some() {
+            self.out.answer_now(req, Answer::Done);
+            return;
+        }
+        let Some(slot) = (1..=u8::MAX).find(|s| c.rec.endpoints.iter().all(|e| e.slot != *s))
+        else {
+            return;
+        };
+        c.rec.endpoints.push(Endpoint {
+            network,
+            aliases,
+            ip,
+            slot,
+            wanted: true,
+            state: NetworkState::Detached,
+        });
+        self.out.persist(&c.rec);
+        if !up {
+            self.out.answer_now(req, Answer::Done);
+            return;
+        }
+        let bound = Some(self.config.request_answer_bound);
+        self.add_pending(id, req, Pending::Connect(slot), bound);
+        self.reconcile(id);
+    }
+
+    /// `docker network disconnect`: the endpoint is no longer wanted; one
+    /// that nothing exists of is forgotten at once, else once released.
+    fn disconnect(&mut self, req: RequestId, id: &ContainerId, network: &str) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        let own = c
+            .rec
+            .config
+            .network_name
+            .as_deref()
+            .unwrap_or(DEFAULT_NETWORK);
+        let pos = c
+            .rec
+            .endpoints
+            .iter()
+            .position(|e| e.network == network && e.wanted);
+        let refusal = match (c.rec.config.network, pos) {
+            _ if c.rec.intents.remove => Some((ErrorKind::Conflict, removal_refusal(id))),
+            (NetworkMode::Host, _) if network == "host" => {
+                Some((ErrorKind::Invalid, HOST_REFUSAL.to_owned()))
+            }
+            (NetworkMode::Bridge, None) if own == network => Some((
+                ErrorKind::NotImplemented,
+                format!(
+                    "holdfast cannot yet disconnect container {id} from {network}, the network it was created on; only from networks it was connected to later"
+                ),
+            )),
+            (_, None) => Some((
+                ErrorKind::Conflict,
+                format!("container {id} is not connected to the network {network}"),
+            )),
+            (_, Some(_)) => None,
+        };
+        let Some(pos) = pos.filter(|_| refusal.is_none()) else {
+            if let Some((kind, message)) = refusal {
+                self.out.answer_now(req, error(kind, message));
+            }
+            return;
+        };
+        let e = &mut c.rec.endpoints[pos];
+        let slot = e.slot;
+        if e.state == NetworkState::Detached {
+            c.rec.endpoints.remove(pos);
+            self.out.persist(&c.rec);
+            self.out.answer_now(req, Answer::Done);
+            // A hot connect of it still waiting is refused.
+            self.reconcile(id);
+            return;
+        }
+        e.wanted = false;
+        self.out.persist(&c.rec);
+        let bound = Some(self.config.request_answer_bound);
+        self.add_pending(id, req, Pending::Disconnect(slot), bound);
+        self.reconcile(id);
     }
 
     /// `docker update` of resources: carried to containerd first (the
@@ -292,6 +439,7 @@ impl Core {
             restart_count: 0,
             intents: Intents::default(),
             network: crate::NetworkState::Detached,
+            endpoints: Vec::new(),
         };
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);
@@ -694,6 +842,22 @@ impl Core {
             self.out.answer_pending(req, answer());
         }
     }
+}
+
+/// The default bridge network's name, as dockerd's: a container whose
+/// config names no network is on it.
+const DEFAULT_NETWORK: &str = "bridge";
+
+/// Endpoints a container may have beyond its own network.
+const ENDPOINTS_MAX: usize = 16;
+
+const HOST_REFUSAL: &str =
+    "container cannot be disconnected from host network or connected to host network";
+
+fn removal_refusal(id: &ContainerId) -> String {
+    format!(
+        "Container {id} is marked for removal and cannot be connected or disconnected to the network"
+    )
 }
 
 /// Docker's rule for names: `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.

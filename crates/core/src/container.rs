@@ -45,6 +45,9 @@ pub(crate) enum Step {
     DeleteContainer,
     NetworkSetup,
     NetworkTeardown,
+    /// Of the endpoint with this slot.
+    EndpointSetup(u8),
+    EndpointTeardown(u8),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -69,6 +72,10 @@ pub(crate) enum Pending {
     Pause,
     Unpause,
     Update,
+    /// A hot connect of the endpoint with this slot.
+    Connect(u8),
+    /// A disconnect of the endpoint with this slot.
+    Disconnect(u8),
 }
 
 #[derive(Debug)]

@@ -97,6 +97,20 @@ pub enum Command {
         id: ContainerId,
         update: crate::config::ResourceUpdate,
     },
+    /// `docker network connect`: one more bridge network, by its resolved
+    /// name. Made at the next start, or at once for a running container.
+    Connect {
+        id: ContainerId,
+        network: String,
+        aliases: Vec<String>,
+        ip: Option<String>,
+    },
+    /// `docker network disconnect`: a network it was connected to, by its
+    /// resolved name; released at once if attached.
+    Disconnect {
+        id: ContainerId,
+        network: String,
+    },
 }
 
 impl Command {
@@ -113,7 +127,9 @@ impl Command {
             | Command::UpdateRestartPolicy { id, .. }
             | Command::Pause { id }
             | Command::Unpause { id }
-            | Command::UpdateResources { id, .. } => id,
+            | Command::UpdateResources { id, .. }
+            | Command::Connect { id, .. }
+            | Command::Disconnect { id, .. } => id,
         }
     }
 }

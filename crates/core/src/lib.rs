@@ -91,7 +91,7 @@ pub use input::{
     Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
     TaskInfo, TaskStatus, WaitCondition,
 };
-pub use record::{ExitRecord, Intents, NetworkState, Presence, Record, StopIntent};
+pub use record::{Endpoint, ExitRecord, Intents, NetworkState, Presence, Record, StopIntent};
 pub use signal::Signal;
 pub use time::{Instant, Now, WallTime};
 pub use timers::TimerKind;

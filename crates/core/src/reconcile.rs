@@ -11,10 +11,21 @@
 use crate::container::{Container, KillPurpose, Pending, Step, TaskState};
 use crate::ids::{ContainerId, OpId};
 use crate::input::{Done, Failure, FailureKind, WaitCondition};
-use crate::record::{NetworkState, Presence, Record};
+use crate::record::{Endpoint, NetworkState, Presence, Record};
 use crate::signal::Signal;
 use crate::time::Instant;
 use crate::{Answer, Call, Core, ErrorKind, OpOwner, TimerKind, UserEventKind, error};
+
+/// What a network setup's refusal tells the user: a host port in use or
+/// an address taken is a conflict; a network that is gone, not found.
+fn refusal_kind(kind: FailureKind) -> ErrorKind {
+    match kind {
+        FailureKind::Invalid => ErrorKind::Invalid,
+        FailureKind::AlreadyExists => ErrorKind::Conflict,
+        FailureKind::NotFound => ErrorKind::NotFound,
+        _ => ErrorKind::Internal,
+    }
+}
 
 /// The next call for `c`, if any. Pure: a function of the container and `now`.
 fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
@@ -30,8 +41,52 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             Step::NetworkTeardown,
         ))
     };
+    let endpoint = |e: &Endpoint, setup: bool| {
+        let (id, config, endpoint) = (c.rec.id.clone(), c.rec.config.clone(), e.clone());
+        Some(if setup {
+            let step = Step::EndpointSetup(e.slot);
+            (
+                Call::EndpointSetup {
+                    id,
+                    config,
+                    endpoint,
+                },
+                step,
+            )
+        } else {
+            let step = Step::EndpointTeardown(e.slot);
+            (
+                Call::EndpointTeardown {
+                    id,
+                    config,
+                    endpoint,
+                },
+                step,
+            )
+        })
+    };
+    let endpoints = &c.rec.endpoints;
+    let any_attached = network != NetworkState::Detached
+        || endpoints.iter().any(|e| e.state != NetworkState::Detached);
+    // An endpoint released while its task runs: one disconnected, or one
+    // in doubt (then set up again).
+    let hot_release = endpoints.iter().find(|e| {
+        e.state == NetworkState::Attaching || (e.state == NetworkState::Attached && !e.wanted)
+    });
+    // One wanted and not made: made in the namespace the container's own
+    // attachment made, so only once that one is.
+    let wanted_setup = endpoints
+        .iter()
+        .find(|e| e.wanted && e.state == NetworkState::Detached)
+        .filter(|_| network == NetworkState::Attached);
     match c.rec.presence {
         Presence::Creating => return None,
+        // Endpoints go before the attachment whose namespace they are in.
+        Presence::Discarding
+            if let Some(e) = endpoints.iter().find(|e| e.state != NetworkState::Detached) =>
+        {
+            return endpoint(e, false);
+        }
         Presence::Discarding if network != NetworkState::Detached => return teardown(),
         Presence::Discarding => return Some((Call::DeleteContainer { id }, Step::DeleteContainer)),
         Presence::Created => {}
@@ -87,6 +142,13 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                 // A kill that means "stay down" was delivered, or the
                 // removal's SIGKILL: thaw, so that it takes effect.
                 TaskState::Running { .. } if frozen && (c.thaw_due || intents.remove) => resume,
+                // Connected or disconnected while it runs.
+                _ if !intents.remove && hot_release.is_some() => {
+                    hot_release.and_then(|e| endpoint(e, false))
+                }
+                _ if !intents.remove && wanted_setup.is_some() => {
+                    wanted_setup.and_then(|e| endpoint(e, true))
+                }
                 TaskState::Running { .. } if c.update_wanted.is_some() => update(true),
                 TaskState::Running { .. } if c.pause_wanted == Some(true) && !c.paused => {
                     Some((Call::Pause { id }, Step::Pause))
@@ -105,10 +167,19 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         // A task may exist that the view does not show (a create whose
         // answer was lost): the attachment stays, and so does the container
         // that owns it, until a relist has looked.
-        TaskState::Absent if c.task_in_doubt && network != NetworkState::Detached => None,
+        TaskState::Absent if c.task_in_doubt && any_attached => None,
         // No task: an attachment nobody will use, or one in doubt (a setup
         // or release that failed, lost its answer or was cut by a crash), is
-        // released before anything else.
+        // released before anything else; endpoints first.
+        TaskState::Absent
+            if let Some(e) = endpoints.iter().find(|e| {
+                e.state == NetworkState::Attaching
+                    || (e.state == NetworkState::Attached
+                        && (intents.remove || !intents.start || !e.wanted))
+            }) =>
+        {
+            endpoint(e, false)
+        }
         TaskState::Absent
             if (network == NetworkState::Attaching
                 || (network == NetworkState::Attached && (intents.remove || !intents.start))) =>
@@ -128,6 +199,9 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             let config = c.rec.config.clone();
             Some((Call::NetworkSetup { id, config }, Step::NetworkSetup))
         }
+        TaskState::Absent if intents.start && wanted_setup.is_some() => {
+            wanted_setup.and_then(|e| endpoint(e, true))
+        }
         TaskState::Absent if intents.start => Some((Call::CreateTask { id }, Step::CreateTask)),
         TaskState::Absent => None,
     }
@@ -136,6 +210,7 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
 impl Core {
     /// Issues the next call for `id` if the core may act and nothing is in flight.
     pub(crate) fn reconcile(&mut self, id: &ContainerId) {
+        self.settle_connects(id);
         if !self.conn.is_ready() {
             return;
         }
@@ -191,6 +266,16 @@ impl Core {
                 c.rec.network = NetworkState::Attaching;
                 self.out.persist(&c.rec);
             }
+            // An endpoint is owned before it is made, and in doubt while
+            // its release is in flight, as the container's own attachment.
+            Step::EndpointSetup(slot) | Step::EndpointTeardown(slot) => {
+                if let Some(e) = c.rec.endpoints.iter_mut().find(|e| e.slot == slot)
+                    && e.state != NetworkState::Attaching
+                {
+                    e.state = NetworkState::Attaching;
+                    self.out.persist(&c.rec);
+                }
+            }
             // Only a task believed never started is deleted while created.
             Step::DeleteTask if matches!(c.task, TaskState::Created { .. }) => {
                 c.rec.start_sent = false;
@@ -200,6 +285,46 @@ impl Core {
         let op = self.out.call(OpOwner::Container(id.clone()), call);
         c.in_flight = Some((op, step));
         c.last_activity = op;
+    }
+
+    /// A hot connect that will not be made while this run lasts is
+    /// answered at once: done, if the run ended first (it is made at the
+    /// next start, as a connect of a stopped container); refused, if a
+    /// disconnect came first.
+    fn settle_connects(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.get(id) else {
+            return;
+        };
+        let ended = matches!(c.task, TaskState::Absent | TaskState::Stopped);
+        let settled: Vec<(u8, bool)> = c
+            .requests
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Pending::Connect(slot) => Some(*slot),
+                _ => None,
+            })
+            .filter_map(|slot| {
+                let e = c.rec.endpoints.iter().find(|e| e.slot == slot);
+                match e {
+                    Some(e) if e.wanted && e.state == NetworkState::Detached && ended => {
+                        Some((slot, true))
+                    }
+                    Some(e) if e.wanted => None,
+                    _ => Some((slot, false)),
+                }
+            })
+            .collect();
+        for (slot, done) in settled {
+            let answer = if done {
+                Answer::Done
+            } else {
+                error(
+                    ErrorKind::Conflict,
+                    format!("container {id} was disconnected before the connect was made"),
+                )
+            };
+            self.answer_pending_where(id, |p| p == Pending::Connect(slot), || answer.clone());
+        }
     }
 
     pub(crate) fn reconcile_all(&mut self) {
@@ -354,6 +479,24 @@ impl Core {
                 c.rec.network = NetworkState::Detached;
                 self.out.persist(&c.rec);
             }
+            Step::EndpointSetup(slot) => {
+                if let Some(e) = c.rec.endpoints.iter_mut().find(|e| e.slot == slot) {
+                    e.state = NetworkState::Attached;
+                }
+                self.out.persist(&c.rec);
+                self.answer_pending_where(id, |p| p == Pending::Connect(slot), || Answer::Done);
+            }
+            Step::EndpointTeardown(slot) => {
+                if let Some(e) = c.rec.endpoints.iter_mut().find(|e| e.slot == slot) {
+                    e.state = NetworkState::Detached;
+                }
+                // A disconnected endpoint is forgotten once nothing of it is left.
+                c.rec
+                    .endpoints
+                    .retain(|e| e.wanted || e.state != NetworkState::Detached);
+                self.out.persist(&c.rec);
+                self.answer_pending_where(id, |p| p == Pending::Disconnect(slot), || Answer::Done);
+            }
         }
     }
 
@@ -503,7 +646,22 @@ impl Core {
             // help. The start is given up; what the setup made is torn down.
             (Step::NetworkSetup, _) => self.give_up_start(id, step, failure),
             // A release is never given up.
-            (Step::NetworkTeardown, _) => self.schedule_retry(id),
+            (Step::NetworkTeardown | Step::EndpointTeardown(_), _) => self.schedule_retry(id),
+            (Step::EndpointSetup(_), K::Deadline | K::Unavailable) => self.schedule_retry(id),
+            // Refused while the task runs (an address taken, a network
+            // gone): the connect is given up and what it made released.
+            (Step::EndpointSetup(slot), kind) if c.task != TaskState::Absent => {
+                if let Some(e) = c.rec.endpoints.iter_mut().find(|e| e.slot == slot) {
+                    e.wanted = false;
+                }
+                self.out.persist(&c.rec);
+                let message = format!("failed to connect container {id}: {}", failure.message);
+                let answer = error(refusal_kind(kind), message);
+                self.answer_pending_where(id, |p| p == Pending::Connect(slot), || answer.clone());
+            }
+            // Refused before a start: the start is given up, as for the
+            // container's own attachment; the endpoint stays connected.
+            (Step::EndpointSetup(_), _) => self.give_up_start(id, step, failure),
             (_, K::Unavailable) => {
                 // containerd went away: the intent stays, and the reconnect's
                 // relist decides what is still to do.
@@ -607,9 +765,8 @@ impl Core {
         self.out.persist(&c.rec);
         let message = format!("failed to start container {id}: {}", failure.message);
         let kind = match (step, failure.kind) {
+            (Step::NetworkSetup | Step::EndpointSetup(_), kind) => refusal_kind(kind),
             (_, FailureKind::Invalid) => ErrorKind::Invalid,
-            // A host port in use, or an address taken.
-            (Step::NetworkSetup, FailureKind::AlreadyExists) => ErrorKind::Conflict,
             _ => ErrorKind::Internal,
         };
         self.start_abandoned(id, error(kind, message));

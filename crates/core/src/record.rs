@@ -46,6 +46,38 @@ pub struct Record {
     /// record that owns whatever was made.
     #[serde(default)]
     pub network: NetworkState,
+    /// The networks it was connected to after its create (`docker network
+    /// connect`), beyond its config's own, in the order connected. Each is
+    /// an attachment of its own, owned the same way as `network`.
+    #[serde(default)]
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// A connection to one more bridge network, through an interface
+/// `eth{slot}` in the container's network namespace.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The network's name, as the daemon resolved it.
+    pub network: String,
+    /// `--alias`: more names peers on that network find it by.
+    pub aliases: Vec<String>,
+    /// `--ip`: the address asked for on that network.
+    pub ip: Option<String>,
+    /// Names its interface (`eth1`, ...) and its IPAM entry: unique among
+    /// the container's endpoints, and kept until the endpoint is forgotten,
+    /// so a release after a crash finds what a setup made.
+    pub slot: u8,
+    /// The user wants it; `false`: disconnected, forgotten once released.
+    pub wanted: bool,
+    /// What may exist of it, as with `Record::network`.
+    pub state: NetworkState,
+}
+
+impl Endpoint {
+    /// The interface inside the container's network namespace.
+    pub fn ifname(&self) -> String {
+        format!("eth{}", self.slot)
+    }
 }
 
 /// The attachment's state, as far as the record can promise it.
@@ -117,4 +149,35 @@ pub struct Intents {
 pub struct StopIntent {
     pub signal: Signal,
     pub grace: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_from_before_network_connect_still_loads() {
+        let rec = Record {
+            id: "c1".parse().expect("id"),
+            name: "web".into(),
+            config: Arc::new(ContainerConfig::default()),
+            created_at: WallTime::from_unix_nanos(1),
+            presence: Presence::Created,
+            run: 1,
+            pid: Some(42),
+            started_at: None,
+            began_at: None,
+            start_sent: false,
+            exit: None,
+            restart_count: 0,
+            intents: Intents::default(),
+            network: NetworkState::Attached,
+            endpoints: Vec::new(),
+        };
+        let mut old = serde_json::to_value(&rec).expect("serialise");
+        let fields = old.as_object_mut().expect("an object");
+        assert!(fields.remove("endpoints").is_some());
+        let loaded: Record = serde_json::from_value(old).expect("old record loads");
+        assert_eq!(loaded, rec);
+    }
 }

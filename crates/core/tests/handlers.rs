@@ -2350,6 +2350,7 @@ fn created_record_template(id: &str) -> Record {
         restart_count: 0,
         intents: Intents::default(),
         network: NetworkState::Detached,
+        endpoints: Vec::new(),
     }
 }
 

@@ -25,7 +25,12 @@
 //!    no allocation without an owner (every attachment in the world has a
 //!    persisted record that says it may exist), no owner without its
 //!    allocation (every task of a bridge container has its attachment), no
-//!    attachment made twice, and none left without a task once healed.
+//!    attachment made twice, and none left without a task once healed. The
+//!    same for the endpoints of `network connect`: every endpoint in the
+//!    world has a record whose endpoint of that slot may exist, every one
+//!    recorded attached exists, none is made twice, none outlives its task
+//!    once healed, and every wanted one of a running bridge container is
+//!    made once healed.
 
 mod support;
 
@@ -59,6 +64,9 @@ enum Step {
     Pause(usize, bool),
     /// `docker update --memory` (MiB).
     Update(usize, u8),
+    /// `docker network connect` (even) or `disconnect` (odd) of `side0`
+    /// or `side1` (the next bit).
+    Network(usize, u8),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
     /// reuse the container's last deleted pid (a CreateTask; a relist lists
@@ -106,6 +114,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => any::<proptest::sample::Index>().prop_map(Step::Cancel),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
         1 => (idx.clone(), any::<u8>()).prop_map(|(i, m)| Step::Update(i, m)),
+        1 => (idx.clone(), 0..4u8).prop_map(|(i, a)| Step::Network(i, a)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -285,6 +294,8 @@ struct World {
     kill_on_thaw: BTreeMap<ContainerId, u32>,
     /// Containers attached to the network (the CNI plugins' state).
     attached: std::collections::BTreeSet<ContainerId>,
+    /// Endpoints made (`network connect`): container and slot.
+    endpoints: std::collections::BTreeSet<(ContainerId, u8)>,
 }
 
 impl World {
@@ -581,6 +592,24 @@ impl Harness {
                 }
                 // A release: only with no task that could be using it.
                 (Call::NetworkTeardown { .. }, Some(c)) => c.task == TaskState::Absent,
+                // An endpoint the user wants: before a start, or while
+                // the task is up (a hot connect).
+                (Call::EndpointSetup { endpoint, .. }, Some(c)) => {
+                    let wanted = c
+                        .record
+                        .endpoints
+                        .iter()
+                        .any(|e| e.slot == endpoint.slot && e.wanted);
+                    wanted
+                        && c.record.network == NetworkState::Attached
+                        && (c.record.intents.start || c.task != TaskState::Absent)
+                }
+                // Released: disconnected, in doubt, or its task gone.
+                (Call::EndpointTeardown { endpoint, .. }, Some(c)) => {
+                    let e = c.record.endpoints.iter().find(|e| e.slot == endpoint.slot);
+                    c.task == TaskState::Absent
+                        || e.is_some_and(|e| !e.wanted || e.state == NetworkState::Attaching)
+                }
                 // Invisible: a discarded create being rolled back.
                 (Call::DeleteContainer { .. }, None) => true,
                 (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
@@ -1021,7 +1050,11 @@ impl Harness {
             }
             self.signal_delivered.insert(id, self.now.at);
         }
-        if let Call::NetworkSetup { id, .. } | Call::NetworkTeardown { id, .. } = &call {
+        if let Call::NetworkSetup { id, .. }
+        | Call::NetworkTeardown { id, .. }
+        | Call::EndpointSetup { id, .. }
+        | Call::EndpointTeardown { id, .. } = &call
+        {
             return self.resolve_network(op, &call, id.clone(), failure);
         }
         let connection_call = matches!(call, Call::Subscribe | Call::Relist);
@@ -1329,7 +1362,10 @@ impl Harness {
                     ));
                 }
             },
-            Call::NetworkSetup { .. } | Call::NetworkTeardown { .. } => Done::Ok,
+            Call::NetworkSetup { .. }
+            | Call::NetworkTeardown { .. }
+            | Call::EndpointSetup { .. }
+            | Call::EndpointTeardown { .. } => Done::Ok,
             Call::DeleteContainer { id } => {
                 if self.world.tasks.contains_key(&id) {
                     return self.feed(Input::ActionResult(
@@ -1364,6 +1400,43 @@ impl Harness {
             4 | 6 => Some(FailureKind::Other),
             _ => None,
         };
+        if let Call::EndpointSetup { endpoint, .. } | Call::EndpointTeardown { endpoint, .. } = call
+        {
+            let key = (id.clone(), endpoint.slot);
+            let setup = matches!(call, Call::EndpointSetup { .. });
+            // An address taken, a network gone, a plugin failing.
+            let kind = match failure {
+                3 => Some(FailureKind::AlreadyExists),
+                5 => Some(FailureKind::NotFound),
+                4 | 6 => Some(FailureKind::Other),
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                // A refused setup may still have made part of it.
+                if failure >= 5 && setup {
+                    self.world.endpoints.insert(key);
+                }
+                return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
+            }
+            if setup {
+                prop_assert!(
+                    self.world.attached.contains(&id),
+                    "{} endpoint eth{} set up with no namespace of its own attachment",
+                    id,
+                    endpoint.slot
+                );
+                prop_assert!(
+                    self.world.endpoints.insert(key),
+                    "{} endpoint eth{} made twice: a leaked address",
+                    id,
+                    endpoint.slot
+                );
+            } else {
+                self.world.endpoints.remove(&key);
+            }
+            self.answer_lost = matches!(failure, 2 | 9);
+            return self.reply(op, Done::Ok);
+        }
         if let Some(kind) = kind {
             // A refused setup may still have made part of the attachment.
             if failure >= 5 && matches!(call, Call::NetworkSetup { .. }) {
@@ -1406,6 +1479,31 @@ impl Harness {
                 "{} has a task on the bridge network without its attachment",
                 id
             );
+        }
+        for (id, slot) in &self.world.endpoints {
+            let owned = self.records.get(id).is_some_and(|r| {
+                r.endpoints
+                    .iter()
+                    .any(|e| e.slot == *slot && e.state != NetworkState::Detached)
+            });
+            prop_assert!(
+                owned,
+                "{} endpoint eth{} exists with no record owning it: {:?}",
+                id,
+                slot,
+                self.records.get(id).map(|r| &r.endpoints)
+            );
+        }
+        for (id, r) in &self.records {
+            for e in &r.endpoints {
+                prop_assert!(
+                    e.state != NetworkState::Attached
+                        || self.world.endpoints.contains(&(id.clone(), e.slot)),
+                    "{} endpoint eth{} recorded attached and not made",
+                    id,
+                    e.slot
+                );
+            }
         }
         Ok(())
     }
@@ -1839,6 +1937,32 @@ impl Harness {
                 id
             );
         }
+        for (id, slot) in &self.world.endpoints {
+            prop_assert!(
+                self.world.tasks.contains_key(id),
+                "{} endpoint eth{} is left with no task: an allocation left behind",
+                id,
+                slot
+            );
+        }
+        // A connect asked for is carried out: every wanted endpoint of a
+        // running container is made, every unwanted one released.
+        for c in self.core.containers() {
+            let running = matches!(c.task, TaskState::Running { .. });
+            for e in &c.record.endpoints {
+                let made = self
+                    .world
+                    .endpoints
+                    .contains(&(c.record.id.clone(), e.slot));
+                prop_assert!(
+                    e.wanted && (made || !running),
+                    "{} endpoint {:?} in a healed world (running: {})",
+                    c.record.id,
+                    e,
+                    running
+                );
+            }
+        }
         for (id, task) in &self.world.tasks {
             prop_assert!(
                 !matches!(task, WorldTask::Stopped(..)),
@@ -1950,6 +2074,20 @@ impl Harness {
                     let after = self.core.container(&id(i)).map(|c| c.record.config.clone());
                     prop_assert_eq!(before, after, "a refused update changed the record");
                 }
+            }
+            Step::Network(i, arg) => {
+                let network = format!("side{}", arg / 2 % 2);
+                let command = if arg % 2 == 0 {
+                    Command::Connect {
+                        id: id(i),
+                        network,
+                        aliases: Vec::new(),
+                        ip: None,
+                    }
+                } else {
+                    Command::Disconnect { id: id(i), network }
+                };
+                self.command(command)?;
             }
             Step::Pause(i, freeze) => {
                 self.pauses_asked.insert((id(i), *freeze));

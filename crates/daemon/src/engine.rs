@@ -244,7 +244,8 @@ impl Engine {
             records.iter().map(|r| r.id.clone()).collect();
         for id in parts.network.found().difference(&owned) {
             tracing::warn!(container_id = %id, "an attachment no record owns: releasing it");
-            let rec = orphan_attachment(id.clone(), clock(std::time::Instant::now()).wall);
+            let mut rec = orphan_attachment(id.clone(), clock(std::time::Instant::now()).wall);
+            rec.endpoints = orphan_endpoints(parts.network.found_endpoints(id));
             parts.store.put(&rec)?;
             records.push(rec);
         }
@@ -375,7 +376,10 @@ impl Engine {
                 Action::Call { op, call } => {
                     tracing::debug!(%op, ?call, "call");
                     match call {
-                        Call::NetworkSetup { .. } | Call::NetworkTeardown { .. } => {
+                        Call::NetworkSetup { .. }
+                        | Call::NetworkTeardown { .. }
+                        | Call::EndpointSetup { .. }
+                        | Call::EndpointTeardown { .. } => {
                             self.network_call(op, call);
                         }
                         call => {
@@ -445,6 +449,14 @@ impl Engine {
             let result = tokio::task::spawn_blocking(move || match &call {
                 Call::NetworkSetup { id, config } => network.setup(id, &name, config),
                 Call::NetworkTeardown { id, config } => network.teardown(id, config),
+                Call::EndpointSetup {
+                    id,
+                    config,
+                    endpoint,
+                } => network.setup_endpoint(id, &name, config, endpoint),
+                Call::EndpointTeardown { id, endpoint, .. } => {
+                    network.teardown_endpoint(id, endpoint)
+                }
                 _ => Err(holdfast_core::Failure::new(
                     holdfast_core::FailureKind::Other,
                     "not a network call",
@@ -648,8 +660,25 @@ fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
         restart_count: 0,
         intents: holdfast_core::Intents::default(),
         network: holdfast_core::NetworkState::Attaching,
+        endpoints: Vec::new(),
         id,
     }
+}
+
+/// An orphan's endpoints, in doubt and unwanted: released, then forgotten.
+/// Their network is not known here; the release finds it by what exists.
+fn orphan_endpoints(slots: Vec<u8>) -> Vec<holdfast_core::Endpoint> {
+    slots
+        .into_iter()
+        .map(|slot| holdfast_core::Endpoint {
+            network: String::new(),
+            aliases: Vec::new(),
+            ip: None,
+            slot,
+            wanted: false,
+            state: holdfast_core::NetworkState::Attaching,
+        })
+        .collect()
 }
 
 fn store_failed_answer(message: &str) -> Answer {

@@ -18,7 +18,9 @@
 //! invokes plugins (the published ones implement plugins, or are
 //! undocumented experiments).
 
-use holdfast_core::{ContainerConfig, ContainerId, Done, Failure, FailureKind, PortBinding};
+use holdfast_core::{
+    ContainerConfig, ContainerId, Done, Endpoint, Failure, FailureKind, PortBinding,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::io::Write as _;
@@ -488,8 +490,8 @@ impl Network {
         if let Some(id) = self
             .attachments()
             .into_iter()
-            .find(|(_, a)| a.network.as_ref().is_some_and(|n| n.id == def.id))
-            .map(|(id, _)| id)
+            .find(|(_, _, a)| a.network.as_ref().is_some_and(|n| n.id == def.id))
+            .map(|(id, _, _)| id)
         {
             return Err(DefError::Conflict(format!(
                 "error while removing network: network {} id {} has active endpoints (container {id})",
@@ -521,41 +523,73 @@ impl Network {
             .join(format!("{id}.json"))
     }
 
-    fn attachment_path(&self, id: &ContainerId) -> PathBuf {
-        self.inner
-            .settings
-            .state_dir
-            .join("attachments")
-            .join(format!("{id}.json"))
+    /// `attachments/<id>.json` for the container's own network (slot 0),
+    /// `attachments/<id>.eth<slot>.json` for an endpoint.
+    fn attachment_path(&self, id: &ContainerId, slot: u8) -> PathBuf {
+        let file = if slot == 0 {
+            format!("{id}.json")
+        } else {
+            format!("{id}.eth{slot}.json")
+        };
+        self.inner.settings.state_dir.join("attachments").join(file)
     }
 
-    /// The attachment of `id`, if one is (being) made.
+    /// The attachment of `id` to its own network, if one is (being) made.
     pub fn attachment(&self, id: &ContainerId) -> Option<Attachment> {
-        let bytes = std::fs::read(self.attachment_path(id)).ok()?;
+        self.attachment_of(id, 0)
+    }
+
+    /// The attachment of `id` through interface `eth<slot>`.
+    pub fn attachment_of(&self, id: &ContainerId, slot: u8) -> Option<Attachment> {
+        let bytes = std::fs::read(self.attachment_path(id, slot)).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Every attachment made or being made.
-    pub fn attachments(&self) -> Vec<(ContainerId, Attachment)> {
+    /// Every attachment made or being made, endpoints too: `(container,
+    /// slot, attachment)`.
+    pub fn attachments(&self) -> Vec<(ContainerId, u8, Attachment)> {
         let dir = self.inner.settings.state_dir.join("attachments");
         let Ok(entries) = std::fs::read_dir(dir) else {
             return Vec::new();
         };
-        let mut out: Vec<(ContainerId, Attachment)> = entries
+        let mut out: Vec<(ContainerId, u8, Attachment)> = entries
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let id: ContainerId = name.strip_suffix(".json")?.parse().ok()?;
+                let (id, slot) = attachment_file(&name)?;
                 let bytes = std::fs::read(e.path()).ok()?;
-                Some((id, serde_json::from_slice(&bytes).ok()?))
+                Some((id, slot, serde_json::from_slice(&bytes).ok()?))
             })
             .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         out
     }
 
-    /// The IPAM store of every network: `(bridge, address file, owner)`.
-    fn ipam_entries(&self) -> Vec<(String, String, String)> {
+    /// The slots of the endpoints something exists of for `id` (their
+    /// attachment files, their addresses in any IPAM store): a container
+    /// no record owns is adopted with these, to release them.
+    pub fn found_endpoints(&self, id: &ContainerId) -> Vec<u8> {
+        let dir = self.inner.settings.state_dir.join("attachments");
+        let mut slots: Vec<u8> = dir_names(&dir)
+            .iter()
+            .filter_map(|n| attachment_file(n))
+            .filter(|(owner, slot)| owner == id && *slot > 0)
+            .map(|(_, slot)| slot)
+            .collect();
+        slots.extend(
+            self.ipam_entries()
+                .into_iter()
+                .filter(|e| e.owner == id.as_str())
+                .filter_map(|e| slot_of(&e.ifname))
+                .filter(|slot| *slot > 0),
+        );
+        slots.sort_unstable();
+        slots.dedup();
+        slots
+    }
+
+    /// The IPAM store of every network.
+    fn ipam_entries(&self) -> Vec<IpamEntry> {
         let root = self.inner.settings.state_dir.join("ipam");
         let mut out = Vec::new();
         for net in dir_names(&root) {
@@ -564,10 +598,17 @@ impl Network {
                     continue;
                 }
                 // host-local: the owner's container id, then the interface.
-                if let Ok(text) = std::fs::read_to_string(root.join(&net).join(&n))
-                    && let Some(owner) = text.lines().next()
-                {
-                    out.push((net.clone(), n, owner.trim().to_owned()));
+                if let Ok(text) = std::fs::read_to_string(root.join(&net).join(&n)) {
+                    let mut lines = text.lines().map(str::trim);
+                    let Some(owner) = lines.next() else {
+                        continue;
+                    };
+                    out.push(IpamEntry {
+                        bridge: net.clone(),
+                        addr: n,
+                        owner: owner.to_owned(),
+                        ifname: lines.next().unwrap_or(IFNAME).to_owned(),
+                    });
                 }
             }
         }
@@ -581,8 +622,9 @@ impl Network {
     pub fn found(&self) -> std::collections::BTreeSet<ContainerId> {
         let dir = &self.inner.settings.state_dir;
         let mut ids: Vec<String> = dir_names(&dir.join("attachments"))
-            .into_iter()
-            .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
+            .iter()
+            .filter_map(|n| attachment_file(n))
+            .map(|(id, _)| id.to_string())
             .collect();
         ids.extend(dir_names(&dir.join("netns")));
         ids.extend(
@@ -590,7 +632,7 @@ impl Network {
                 .into_iter()
                 .map(|n| n.trim_end_matches(".resolv.conf").to_owned()),
         );
-        ids.extend(self.ipam_entries().into_iter().map(|(_, _, owner)| owner));
+        ids.extend(self.ipam_entries().into_iter().map(|e| e.owner));
         ids.iter().filter_map(|i| i.parse().ok()).collect()
     }
 
@@ -602,12 +644,34 @@ impl Network {
         name: &str,
         config: &ContainerConfig,
     ) -> Result<Done, Failure> {
+        self.setup_iface(id, name, config, &Iface::own(config))
+    }
+
+    /// Carries out `Call::EndpointSetup`: one more interface, in the
+    /// namespace the container's own attachment made. Blocking.
+    pub fn setup_endpoint(
+        &self,
+        id: &ContainerId,
+        name: &str,
+        config: &ContainerConfig,
+        endpoint: &Endpoint,
+    ) -> Result<Done, Failure> {
+        self.setup_iface(id, name, config, &Iface::endpoint(endpoint))
+    }
+
+    fn setup_iface(
+        &self,
+        id: &ContainerId,
+        name: &str,
+        config: &ContainerConfig,
+        iface: &Iface<'_>,
+    ) -> Result<Done, Failure> {
         let _guard = self
             .inner
             .lock
             .lock()
             .map_err(|_| other("the network lock is poisoned"))?;
-        let def = match &config.network_name {
+        let def = match iface.network {
             None if !self.enabled() => {
                 return Err(Failure::new(
                     FailureKind::Invalid,
@@ -618,33 +682,32 @@ impl Network {
             Some(n) => self
                 .user_networks()
                 .into_iter()
-                .find(|d| &d.name == n)
+                .find(|d| d.name == n)
                 .ok_or_else(|| {
-                    Failure::new(FailureKind::Invalid, format!("network {n} not found"))
+                    Failure::new(FailureKind::NotFound, format!("network {n} not found"))
                 })?,
         };
-        if let Some(ip) = &config.ip_address {
-            let held = self
-                .ipam_entries()
-                .into_iter()
-                .find(|(bridge, addr, owner)| {
-                    *bridge == def.bridge && addr == ip && owner != id.as_str()
-                });
-            if let Some((_, _, owner)) = held {
+        if let Some(ip) = iface.ip {
+            let held = self.ipam_entries().into_iter().find(|e| {
+                e.bridge == def.bridge
+                    && e.addr == ip
+                    && (e.owner != id.as_str() || e.ifname != iface.ifname)
+            });
+            if let Some(e) = held {
                 return Err(Failure::new(
                     FailureKind::AlreadyExists,
                     format!(
-                        "Address already in use: {ip} on network {} is container {owner}'s",
-                        def.name
+                        "Address already in use: {ip} on network {} is container {}'s",
+                        def.name, e.owner
                     ),
                 ));
             }
         }
-        let ports = self.resolve_ports(id, &config.ports)?;
+        let ports = self.resolve_ports(id, iface.ports)?;
         let mut names = Vec::new();
         if def.user_defined() {
             names.push(name.to_owned());
-            names.extend(config.network_aliases.iter().cloned());
+            names.extend(iface.aliases.iter().cloned());
             names.push(id.as_str().chars().take(12).collect());
             names.dedup();
         }
@@ -654,20 +717,31 @@ impl Network {
             names,
             ..Attachment::default()
         };
-        self.write_attachment(id, &attachment)?;
+        let path = self.attachment_path(id, iface.slot);
+        self.write_attachment(&path, &attachment)?;
         let netns = self.netns_dir().join(id.as_str());
-        create_netns(&netns)
-            .map_err(|e| other(format!("network namespace {}: {e}", netns.display())))?;
+        if iface.slot == 0 {
+            create_netns(&netns)
+                .map_err(|e| other(format!("network namespace {}: {e}", netns.display())))?;
+        } else if !is_nsfs(&netns) {
+            return Err(other(format!(
+                "network namespace {} is missing: the container's own attachment is not made",
+                netns.display()
+            )));
+        }
         let netns = netns.to_string_lossy().into_owned();
-        self.exec(
-            "loopback",
-            "ADD",
-            id,
-            &netns,
-            json!({"cniVersion": "1.0.0", "name": format!("{}-lo", def.bridge), "type": "loopback"}),
-        )?;
+        if iface.slot == 0 {
+            self.exec(
+                "loopback",
+                "ADD",
+                id,
+                "lo",
+                &netns,
+                json!({"cniVersion": "1.0.0", "name": format!("{}-lo", def.bridge), "type": "loopback"}),
+            )?;
+        }
         let mut prev: Option<Value> = None;
-        for plugin in self.plugins(&def, &attachment.ports, Some(config))? {
+        for plugin in self.plugins(&def, &attachment.ports, Some(iface))? {
             let conf = with_prev(
                 plugin.clone(),
                 &def.bridge,
@@ -675,20 +749,24 @@ impl Network {
                 &attachment.ports,
             );
             let ty = conf["type"].as_str().unwrap_or_default().to_owned();
-            prev = Some(self.exec(&ty, "ADD", id, &netns, conf)?);
+            prev = Some(self.exec(&ty, "ADD", id, &iface.ifname, &netns, conf)?);
             // Recorded before the next plugin runs: a release after a crash
             // gives the later plugins (the firewall finds its rules by the
             // addresses) the result the bridge plugin gave.
             attachment.result = prev.clone();
-            self.write_attachment(id, &attachment)?;
+            self.write_attachment(&path, &attachment)?;
         }
         if let Some(result) = &prev {
             read_result(result, &mut attachment);
         }
         attachment.result = prev;
-        attachment.hosts_base = hosts_base(id, config, &attachment);
-        self.write_attachment(id, &attachment)?;
-        self.write_hosts(id, config, &attachment)?;
+        if iface.slot == 0 {
+            attachment.hosts_base = hosts_base(id, config, &attachment);
+        }
+        self.write_attachment(&path, &attachment)?;
+        if iface.slot == 0 {
+            self.write_hosts(id, config, &attachment)?;
+        }
         self.refresh_peers(&def)?;
         Ok(Done::Ok)
     }
@@ -696,17 +774,33 @@ impl Network {
     /// Carries out `Call::NetworkTeardown`: idempotent, whatever part of a
     /// setup exists. Blocking: run it off the loop.
     pub fn teardown(&self, id: &ContainerId, config: &ContainerConfig) -> Result<Done, Failure> {
+        self.teardown_iface(id, &Iface::own(config))
+    }
+
+    /// Carries out `Call::EndpointTeardown`: idempotent, like `teardown`.
+    pub fn teardown_endpoint(
+        &self,
+        id: &ContainerId,
+        endpoint: &Endpoint,
+    ) -> Result<Done, Failure> {
+        self.teardown_iface(id, &Iface::endpoint(endpoint))
+    }
+
+    fn teardown_iface(&self, id: &ContainerId, iface: &Iface<'_>) -> Result<Done, Failure> {
         let _guard = self
             .inner
             .lock
             .lock()
             .map_err(|_| other("the network lock is poisoned"))?;
-        let attachment = self.attachment(id);
+        let path = self.attachment_path(id, iface.slot);
+        let attachment = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Attachment>(&b).ok());
         // The ports as the setup chose them (the plugins find their rules
         // by container id; portmap wants to be told there were mappings).
         let ports = attachment
             .as_ref()
-            .map_or_else(|| config.ports.clone(), |a| a.ports.clone());
+            .map_or_else(|| iface.ports.to_vec(), |a| a.ports.clone());
         let prev = attachment.as_ref().and_then(|a| a.result.clone());
         let netns_path = self.netns_dir().join(id.as_str());
         let netns = if netns_path.exists() {
@@ -715,25 +809,27 @@ impl Network {
             String::new()
         };
         // The network it was made on; and any other whose IPAM store holds
-        // an address for it (a setup cut short before its record said
-        // which, or a network named by a config that no longer exists).
+        // an address for this interface (a setup cut short before its
+        // record said which, or a network named by a config that no
+        // longer exists).
         let mut defs: Vec<NetworkDef> = attachment
             .as_ref()
             .and_then(|a| a.network.clone())
             .into_iter()
             .collect();
         if defs.is_empty() {
-            let named = match &config.network_name {
+            let named = match iface.network {
                 None => self.default_network(),
-                Some(n) => self.user_networks().into_iter().find(|d| &d.name == n),
+                Some(n) => self.user_networks().into_iter().find(|d| d.name == n),
             };
             defs.extend(named);
         }
         let known = self.networks();
-        for (bridge, _, owner) in self.ipam_entries() {
-            if owner == id.as_str()
-                && !defs.iter().any(|d| d.bridge == bridge)
-                && let Some(d) = known.iter().find(|d| d.bridge == bridge)
+        for e in self.ipam_entries() {
+            if e.owner == id.as_str()
+                && e.ifname == iface.ifname
+                && !defs.iter().any(|d| d.bridge == e.bridge)
+                && let Some(d) = known.iter().find(|d| d.bridge == e.bridge)
             {
                 defs.push(d.clone());
             }
@@ -748,7 +844,7 @@ impl Network {
             for plugin in plugins {
                 let conf = with_prev(plugin, &def.bridge, prev.as_ref(), &ports);
                 let ty = conf["type"].as_str().unwrap_or_default().to_owned();
-                if let Err(f) = self.exec(&ty, "DEL", id, &netns, conf) {
+                if let Err(f) = self.exec(&ty, "DEL", id, &iface.ifname, &netns, conf) {
                     failed.get_or_insert(f);
                 }
             }
@@ -756,16 +852,18 @@ impl Network {
         if let Some(f) = failed {
             return Err(f);
         }
-        for path in [self.hosts_path(id), self.resolv_path(id)] {
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(other(format!("remove {}: {e}", path.display()))),
+        if iface.slot == 0 {
+            for path in [self.hosts_path(id), self.resolv_path(id)] {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(other(format!("remove {}: {e}", path.display()))),
+                }
             }
+            remove_netns(&netns_path)
+                .map_err(|e| other(format!("network namespace {}: {e}", netns_path.display())))?;
         }
-        remove_netns(&netns_path)
-            .map_err(|e| other(format!("network namespace {}: {e}", netns_path.display())))?;
-        match std::fs::remove_file(self.attachment_path(id)) {
+        match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(other(format!("remove the attachment record: {e}"))),
@@ -777,13 +875,14 @@ impl Network {
     }
 
     /// The chain on `def`: the bridge (with its IPAM), the firewall's
-    /// isolation of bridges, then portmap if ports are published. `config`:
-    /// at setup, the address and MAC asked for.
+    /// isolation of bridges, then portmap if ports are published. `iface`:
+    /// at setup, the address and MAC asked for, and whether the default
+    /// route goes through it (only the container's own interface's does).
     fn plugins(
         &self,
         def: &NetworkDef,
         ports: &[PortBinding],
-        config: Option<&ContainerConfig>,
+        iface: Option<&Iface<'_>>,
     ) -> Result<Vec<Value>, Failure> {
         let s = &self.inner.settings;
         let subnet = def.subnet()?;
@@ -800,11 +899,16 @@ impl Network {
                 "dataDir": s.state_dir.join("ipam"),
             },
         });
-        if let Some(ip) = config.and_then(|c| c.ip_address.as_ref()) {
+        if let Some(ip) = iface.and_then(|i| i.ip) {
             bridge["runtimeConfig"]["ips"] = json!([format!("{ip}/{}", subnet.prefix_len)]);
         }
-        if let Some(mac) = config.and_then(|c| c.mac_address.as_ref()) {
+        if let Some(mac) = iface.and_then(|i| i.mac) {
             bridge["runtimeConfig"]["mac"] = json!(mac);
+        }
+        if iface.is_some_and(|i| i.slot > 0) {
+            // A second default route would be refused: an endpoint's
+            // interface reaches its own subnet only.
+            bridge["ipam"]["routes"] = json!([]);
         }
         // dockerd's isolation of bridge networks (DOCKER-ISOLATION): the
         // firewall plugin's per-bridge rules drop what comes from one of
@@ -833,40 +937,63 @@ impl Network {
             .lock
             .lock()
             .map_err(|_| "the network lock is poisoned".to_owned())?;
-        let Some(mut a) = self.attachment(id) else {
-            return Ok(());
-        };
-        let Some(def) = a.network.clone().filter(NetworkDef::user_defined) else {
-            return Ok(());
-        };
-        let Some(first) = a.names.first_mut() else {
-            return Ok(());
-        };
-        name.clone_into(first);
-        self.write_attachment(id, &a).map_err(|f| f.message)?;
-        self.refresh_peers(&def).map_err(|f| f.message)
+        for (owner, slot, mut a) in self.attachments() {
+            if &owner != id {
+                continue;
+            }
+            let Some(def) = a.network.clone().filter(NetworkDef::user_defined) else {
+                continue;
+            };
+            let Some(first) = a.names.first_mut() else {
+                continue;
+            };
+            name.clone_into(first);
+            let path = self.attachment_path(id, slot);
+            self.write_attachment(&path, &a).map_err(|f| f.message)?;
+            self.refresh_peers(&def).map_err(|f| f.message)?;
+        }
+        Ok(())
     }
 
     /// Rewrites the hosts file of every container attached to `def` (a
-    /// user network): its own part, then a line per peer.
+    /// user network): its own part, then a line per peer on each user
+    /// network it is on (through its own interface or an endpoint).
     fn refresh_peers(&self, def: &NetworkDef) -> Result<(), Failure> {
         if !def.user_defined() {
             return Ok(());
         }
-        let on_it: Vec<(ContainerId, Attachment)> = self
-            .attachments()
-            .into_iter()
-            .filter(|(_, a)| a.network.as_ref().is_some_and(|n| n.id == def.id))
-            .filter(|(_, a)| a.ip.is_some() && !a.hosts_base.is_empty())
+        let all = self.attachments();
+        let on = |a: &Attachment, net: &str| a.network.as_ref().is_some_and(|n| n.id == net);
+        let mut ids: Vec<&ContainerId> = all
+            .iter()
+            .filter(|(_, _, a)| on(a, &def.id) && a.ip.is_some())
+            .map(|(id, _, _)| id)
             .collect();
-        for (id, a) in &on_it {
-            let mut text = a.hosts_base.clone();
-            for (peer, p) in &on_it {
-                if peer == id {
-                    continue;
-                }
-                if let Some(ip) = p.ip {
-                    text.push_str(&format!("{ip}\t{}\n", p.names.join(" ")));
+        ids.dedup();
+        for id in ids {
+            let Some((_, _, own)) = all.iter().find(|(c, s, _)| c == id && *s == 0) else {
+                continue;
+            };
+            if own.hosts_base.is_empty() {
+                continue;
+            }
+            let mut text = own.hosts_base.clone();
+            let nets = all
+                .iter()
+                .filter(|(c, _, a)| c == id && a.ip.is_some())
+                .filter_map(|(_, _, a)| a.network.as_ref())
+                .filter(|n| n.user_defined());
+            for net in nets {
+                for (peer, _, p) in &all {
+                    if peer == id || !on(p, &net.id) {
+                        continue;
+                    }
+                    if let Some(ip) = p.ip {
+                        let line = format!("{ip}\t{}\n", p.names.join(" "));
+                        if !text.contains(&line) {
+                            text.push_str(&line);
+                        }
+                    }
                 }
             }
             let path = self.hosts_path(id);
@@ -976,15 +1103,14 @@ impl Network {
             .join(format!("{id}.resolv.conf"))
     }
 
-    fn write_attachment(&self, id: &ContainerId, a: &Attachment) -> Result<(), Failure> {
-        let path = self.attachment_path(id);
+    fn write_attachment(&self, path: &Path, a: &Attachment) -> Result<(), Failure> {
         let bytes = serde_json::to_vec(a).map_err(|e| other(format!("attachment: {e}")))?;
         let tmp = path.with_extension("tmp");
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &path)
+            std::fs::rename(&tmp, path)
         };
         write().map_err(|e| other(format!("write {}: {e}", path.display())))
     }
@@ -995,6 +1121,7 @@ impl Network {
         plugin: &str,
         command: &str,
         id: &ContainerId,
+        ifname: &str,
         netns: &str,
         conf: Value,
     ) -> Result<Value, Failure> {
@@ -1010,7 +1137,7 @@ impl Network {
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", id.as_str())
             .env("CNI_NETNS", netns)
-            .env("CNI_IFNAME", IFNAME)
+            .env("CNI_IFNAME", ifname)
             .env("CNI_PATH", &s.plugin_dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -1049,6 +1176,70 @@ impl Network {
         serde_json::from_slice(&out.stdout)
             .map_err(|e| other(format!("CNI plugin {plugin} answered no JSON: {e}")))
     }
+}
+
+/// One interface of a container: its own network's (`eth0`, slot 0, with
+/// its published ports and MAC) or an endpoint's.
+struct Iface<'a> {
+    slot: u8,
+    ifname: String,
+    /// A user network by name; `None`: the default one.
+    network: Option<&'a str>,
+    aliases: &'a [String],
+    ip: Option<&'a str>,
+    mac: Option<&'a str>,
+    ports: &'a [PortBinding],
+}
+
+impl<'a> Iface<'a> {
+    fn own(config: &'a ContainerConfig) -> Iface<'a> {
+        Iface {
+            slot: 0,
+            ifname: IFNAME.to_owned(),
+            network: config.network_name.as_deref(),
+            aliases: &config.network_aliases,
+            ip: config.ip_address.as_deref(),
+            mac: config.mac_address.as_deref(),
+            ports: &config.ports,
+        }
+    }
+
+    fn endpoint(e: &'a Endpoint) -> Iface<'a> {
+        Iface {
+            slot: e.slot,
+            ifname: e.ifname(),
+            network: Some(e.network.as_str()).filter(|n| *n != DEFAULT_NAME),
+            aliases: &e.aliases,
+            ip: e.ip.as_deref(),
+            mac: None,
+            ports: &[],
+        }
+    }
+}
+
+/// An address in a host-local IPAM store.
+struct IpamEntry {
+    bridge: String,
+    /// The file's name: the address.
+    addr: String,
+    /// The container id it was given to.
+    owner: String,
+    /// The interface it was given for.
+    ifname: String,
+}
+
+/// `<id>.json` (slot 0) or `<id>.eth<slot>.json`.
+fn attachment_file(name: &str) -> Option<(ContainerId, u8)> {
+    let stem = name.strip_suffix(".json")?;
+    match stem.split_once('.') {
+        None => Some((stem.parse().ok()?, 0)),
+        Some((id, ifname)) => Some((id.parse().ok()?, slot_of(ifname)?)),
+    }
+}
+
+/// `eth<slot>`'s slot.
+fn slot_of(ifname: &str) -> Option<u8> {
+    ifname.strip_prefix("eth")?.parse().ok()
 }
 
 /// A plugin's config as run in a chain: the network's name and version,
@@ -1429,7 +1620,8 @@ mod tests {
                 hosts_base: format!("127.0.0.1\tlocalhost\n10.8.0.{ip}\t{id}\n"),
                 ..Attachment::default()
             };
-            net.write_attachment(&id, &a).expect("attachment");
+            net.write_attachment(&net.attachment_path(&id, 0), &a)
+                .expect("attachment");
             std::fs::write(net.hosts_path(&id), &a.hosts_base).expect("hosts");
             id
         };
@@ -1457,6 +1649,96 @@ mod tests {
             "{}",
             hosts(&web)
         );
+    }
+
+    #[test]
+    fn an_endpoint_makes_peers_of_a_second_network_and_its_files_are_named_by_slot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = Network::new(NetworkSettings {
+            bridge: "hf-test".into(),
+            subnet: Some("10.9.9.0/24".into()),
+            plugin_dir: dir.path().join("none"),
+            state_dir: dir.path().join("net"),
+            definitions_dir: dir.path().join("networks"),
+        })
+        .expect("network");
+        let def = |name: &str, id: &str, net: u8| NetworkDef {
+            id: id.into(),
+            name: name.into(),
+            bridge: format!("hf-{id}"),
+            subnet: format!("10.{net}.0.0/24"),
+            gateway: Ipv4Addr::new(10, net, 0, 1),
+            created: String::new(),
+            labels: Default::default(),
+        };
+        let (front, back) = (def("front", "aaa", 7), def("back", "bbb", 8));
+        let attach = |id: &str, slot: u8, on: &NetworkDef, ip: Ipv4Addr, names: &[&str]| {
+            let id: ContainerId = id.parse().expect("id");
+            let a = Attachment {
+                ip: Some(ip),
+                prefix_len: 24,
+                network: Some(on.clone()),
+                names: names.iter().map(|n| (*n).to_owned()).collect(),
+                hosts_base: if slot == 0 {
+                    format!("127.0.0.1\tlocalhost\n{ip}\t{id}\n")
+                } else {
+                    String::new()
+                },
+                ..Attachment::default()
+            };
+            net.write_attachment(&net.attachment_path(&id, slot), &a)
+                .expect("attachment");
+            if slot == 0 {
+                std::fs::write(net.hosts_path(&id), &a.hosts_base).expect("hosts");
+            }
+            id
+        };
+        let app = attach(
+            "app1",
+            0,
+            &front,
+            Ipv4Addr::new(10, 7, 0, 2),
+            &["app", "app1"],
+        );
+        attach(
+            "app1",
+            1,
+            &back,
+            Ipv4Addr::new(10, 8, 0, 3),
+            &["app", "api2", "app1"],
+        );
+        let db = attach("db1", 0, &back, Ipv4Addr::new(10, 8, 0, 2), &["db", "db1"]);
+        let fe = attach("fe1", 0, &front, Ipv4Addr::new(10, 7, 0, 4), &["fe", "fe1"]);
+        net.refresh_peers(&back).expect("refresh");
+        let hosts = |id: &ContainerId| std::fs::read_to_string(net.hosts_path(id)).expect("read");
+        // app is on both: it sees its peers on each
+        assert_eq!(
+            hosts(&app),
+            "127.0.0.1\tlocalhost\n10.7.0.2\tapp1\n10.7.0.4\tfe fe1\n10.8.0.2\tdb db1\n"
+        );
+        // db sees app by its address on back, with the endpoint's alias
+        assert_eq!(
+            hosts(&db),
+            "127.0.0.1\tlocalhost\n10.8.0.2\tdb1\n10.8.0.3\tapp api2 app1\n"
+        );
+        net.refresh_peers(&front).expect("refresh");
+        assert_eq!(
+            hosts(&fe),
+            "127.0.0.1\tlocalhost\n10.7.0.4\tfe1\n10.7.0.2\tapp app1\n"
+        );
+        assert_eq!(
+            net.attachments()
+                .iter()
+                .map(|(id, slot, _)| format!("{id}:{slot}"))
+                .collect::<Vec<_>>(),
+            ["app1:0", "app1:1", "db1:0", "fe1:0"]
+        );
+        assert_eq!(net.found_endpoints(&app), [1]);
+        assert!(net.found_endpoints(&db).is_empty());
+        assert_eq!(attachment_file("app1.eth12.json"), Some((app.clone(), 12)));
+        assert_eq!(attachment_file("app1.json"), Some((app, 0)));
+        assert_eq!(attachment_file("app1.tmp"), None);
+        assert_eq!(attachment_file("app1.lo.json"), None);
     }
 
     #[test]
@@ -1521,7 +1803,8 @@ mod tests {
             network: Some(app.clone()),
             ..Attachment::default()
         };
-        net.write_attachment(&id, &a).expect("attachment");
+        net.write_attachment(&net.attachment_path(&id, 0), &a)
+            .expect("attachment");
         assert!(matches!(net.remove(&app), Err(DefError::Conflict(_))));
         assert!(matches!(
             net.remove(&net.inner.default.clone()),

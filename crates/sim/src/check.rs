@@ -385,7 +385,11 @@ impl Checker {
             Command::Pause { .. } => asked.pause_at = Some(now),
             Command::UpdateResources { .. } => asked.update_asked = true,
             Command::Unpause { .. } => asked.unpause_at = Some(now),
-            Command::Create { .. } | Command::Wait { .. } | Command::Rename { .. } => {}
+            Command::Create { .. }
+            | Command::Wait { .. }
+            | Command::Rename { .. }
+            | Command::Connect { .. }
+            | Command::Disconnect { .. } => {}
         }
         let kind = crate::sim::user_kind(command);
         self.outstanding.insert(
@@ -932,6 +936,36 @@ impl Checker {
                 ));
             }
         }
+        // The same books for the endpoints (`network connect`), by slot.
+        if let Some((id, slot)) = net.endpoints_doubled.first() {
+            return Err(format!(
+                "{id}: endpoint eth{slot} was set up while it existed (a leaked address)"
+            ));
+        }
+        for (id, slot) in &net.endpoints {
+            let owned = records.get(id).is_some_and(|r| {
+                r.endpoints
+                    .iter()
+                    .any(|e| e.slot == *slot && e.state != holdfast_core::NetworkState::Detached)
+            });
+            if !owned {
+                return Err(format!(
+                    "{id}: endpoint eth{slot} on the host that no record owns (leaked); record: {:?}",
+                    records.get(id).map(|r| &r.endpoints)
+                ));
+            }
+        }
+        for (id, r) in records {
+            for e in &r.endpoints {
+                let made = net.endpoints.contains(&(id.clone(), e.slot));
+                if e.state == holdfast_core::NetworkState::Attached && !made {
+                    return Err(format!(
+                        "{id}: endpoint eth{} recorded attached and not on the host",
+                        e.slot
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -1074,10 +1108,18 @@ impl Checker {
 /// Once healed and quiet, every attachment left belongs to a task: nothing
 /// stays allocated for a container that has none.
 pub fn network_converged(cd: &Containerd, net: &crate::model::HostNetwork) -> Option<String> {
-    net.attached
+    let attached = net.attached.iter().find(|id| !cd.tasks.contains_key(*id));
+    let endpoint = net
+        .endpoints
         .iter()
-        .find(|id| !cd.tasks.contains_key(*id))
+        .find(|(id, _)| !cd.tasks.contains_key(id));
+    attached
         .map(|id| format!("{id}: still attached with no task (an allocation left behind)"))
+        .or_else(|| {
+            endpoint.map(|(id, slot)| {
+                format!("{id}: endpoint eth{slot} still attached with no task (left behind)")
+            })
+        })
 }
 
 /// A container's health agrees with its run and with dockerd's rules: only

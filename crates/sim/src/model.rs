@@ -485,6 +485,10 @@ pub struct HostNetwork {
     /// Setups made while an attachment of the container already existed:
     /// a second address leaked under the same owner.
     pub doubled: Vec<ContainerId>,
+    /// Endpoints made (`network connect`): container and slot.
+    pub endpoints: BTreeSet<(ContainerId, u8)>,
+    /// Endpoint setups made while that endpoint existed.
+    pub endpoints_doubled: Vec<(ContainerId, u8)>,
 }
 
 impl HostNetwork {
@@ -498,6 +502,25 @@ impl HostNetwork {
     /// Idempotent, as CNI DEL is.
     pub fn teardown(&mut self, id: &ContainerId) -> Result<Done, Failure> {
         self.attached.remove(id);
+        Ok(Done::Ok)
+    }
+
+    /// In the namespace of the container's own attachment, which must exist.
+    pub fn setup_endpoint(&mut self, id: &ContainerId, slot: u8) -> Result<Done, Failure> {
+        if !self.attached.contains(id) {
+            return Err(Failure::new(
+                holdfast_core::FailureKind::Other,
+                "the container's network namespace is missing",
+            ));
+        }
+        if !self.endpoints.insert((id.clone(), slot)) {
+            self.endpoints_doubled.push((id.clone(), slot));
+        }
+        Ok(Done::Ok)
+    }
+
+    pub fn teardown_endpoint(&mut self, id: &ContainerId, slot: u8) -> Result<Done, Failure> {
+        self.endpoints.remove(&(id.clone(), slot));
         Ok(Done::Ok)
     }
 }

@@ -801,7 +801,7 @@ impl Sim {
             Call::CreateContainer { .. } => self.rng_world.ms(5, 30),
             Call::CreateTask { .. } => self.rng_world.ms(35, 58),
             Call::StartTask { .. } => self.rng_world.ms(6, 9),
-            Call::NetworkSetup { .. } => self.rng_world.ms(20, 60),
+            Call::NetworkSetup { .. } | Call::EndpointSetup { .. } => self.rng_world.ms(20, 60),
             // A busy containerd lists slowly now and then: calls made and
             // answered meanwhile overtake the listing, and a listing of a
             // connection already given up arrives during the next one's.
@@ -844,7 +844,9 @@ impl Sim {
                 ],
                 // A host port in use; a plugin that fails.
                 Call::NetworkSetup { .. } => &[K::AlreadyExists, K::Other],
-                Call::NetworkTeardown { .. } => &[K::Other],
+                Call::NetworkTeardown { .. } | Call::EndpointTeardown { .. } => &[K::Other],
+                // An address taken; a network removed meanwhile.
+                Call::EndpointSetup { .. } => &[K::AlreadyExists, K::NotFound, K::Other],
                 _ => &[K::FailedPrecondition, K::Other],
             };
             let kind = self.rng_fault.pick(kinds);
@@ -919,6 +921,10 @@ impl Sim {
             Call::DeleteContainer { id } => self.cd.delete_container(id),
             Call::NetworkSetup { id, .. } => self.net.setup(id),
             Call::NetworkTeardown { id, .. } => self.net.teardown(id),
+            Call::EndpointSetup { id, endpoint, .. } => self.net.setup_endpoint(id, endpoint.slot),
+            Call::EndpointTeardown { id, endpoint, .. } => {
+                self.net.teardown_endpoint(id, endpoint.slot)
+            }
         };
         self.effects(fx);
         let Some(pending) = self.calls.get_mut(&key) else {
@@ -1720,6 +1726,19 @@ impl Sim {
                             ..Default::default()
                         },
                     }
+                } else if arg % 8 == 5 {
+                    // One of two more networks, made and released.
+                    let network = format!("side{}", arg / 8 % 2);
+                    if arg / 16 % 2 == 0 {
+                        Command::Connect {
+                            id,
+                            network,
+                            aliases: Vec::new(),
+                            ip: None,
+                        }
+                    } else {
+                        Command::Disconnect { id, network }
+                    }
                 } else if arg % 2 == 0 {
                     // Often another container's name: a conflict.
                     Command::Rename {
@@ -1807,7 +1826,9 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::Wait { condition, .. } => UserKind::Wait(*condition),
         Command::Rename { .. }
         | Command::UpdateRestartPolicy { .. }
-        | Command::UpdateResources { .. } => UserKind::Edit,
+        | Command::UpdateResources { .. }
+        | Command::Connect { .. }
+        | Command::Disconnect { .. } => UserKind::Edit,
         Command::Pause { .. } => UserKind::Pause,
         Command::Unpause { .. } => UserKind::Unpause,
     }
@@ -1817,6 +1838,9 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
 fn is_network(call: &Call) -> bool {
     matches!(
         call,
-        Call::NetworkSetup { .. } | Call::NetworkTeardown { .. }
+        Call::NetworkSetup { .. }
+            | Call::NetworkTeardown { .. }
+            | Call::EndpointSetup { .. }
+            | Call::EndpointTeardown { .. }
     )
 }

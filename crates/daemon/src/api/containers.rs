@@ -65,7 +65,7 @@ pub(super) async fn snapshot(state: &ApiState, id: ContainerId) -> Result<Snapsh
         .ok_or_else(|| ApiError::not_found(format!("No such container: {id}")))
 }
 
-async fn resolve(state: &ApiState, reference: &str) -> Result<ContainerId, ApiError> {
+pub(super) async fn resolve(state: &ApiState, reference: &str) -> Result<ContainerId, ApiError> {
     Ok(state.engine.resolve(reference).await?)
 }
 
@@ -774,7 +774,7 @@ fn endpoint_settings(nc: NetworkingConfigBody, mode: &str) -> Result<EndpointBod
     let mut endpoints = nc.endpoints_config.unwrap_or_default();
     if endpoints.len() > 1 {
         return Err(ApiError::bad_request(
-            "a container can be connected to one network only in holdfast (more than one in NetworkingConfig.EndpointsConfig)",
+            "more than one network at create (NetworkingConfig.EndpointsConfig) is not supported by holdfast yet: create on one, then docker network connect the others",
         ));
     }
     let Some((name, endpoint)) = endpoints.pop_first() else {
@@ -1922,7 +1922,48 @@ pub async fn inspect(
     let log_path = state.adapter.log_path(&s.record.id);
     let att = attachment(&state, &s);
     let net_name = state.network.name();
-    Ok(Json(inspect_json(&s, &log_path, net_name, att.as_ref())).into_response())
+    let mut out = inspect_json(&s, &log_path, net_name, att.as_ref());
+    if let Some(networks) = out["NetworkSettings"]["Networks"].as_object_mut() {
+        for (name, endpoint) in endpoints_json(&state, &s.record) {
+            networks.insert(name, endpoint);
+        }
+    }
+    Ok(Json(out).into_response())
+}
+
+/// `NetworkSettings.Networks` of the networks it was connected to after
+/// its create (`docker network connect`): what their attachments gave, if
+/// made.
+fn endpoints_json(state: &ApiState, r: &Record) -> Vec<(String, Value)> {
+    r.endpoints
+        .iter()
+        .filter(|e| e.wanted)
+        .map(|e| {
+            let att = (e.state == holdfast_core::NetworkState::Attached)
+                .then(|| state.network.attachment_of(&r.id, e.slot))
+                .flatten();
+            let att = att.as_ref();
+            let user = e.network != crate::network::DEFAULT_NAME;
+            let network_id = att
+                .and_then(|a| a.network.as_ref())
+                .map(|n| n.id.clone())
+                .or_else(|| state.network.find(&e.network).map(|d| d.id))
+                .unwrap_or_default();
+            let shown = json!({
+                "IPAMConfig": e.ip.as_ref().map(|ip| json!({"IPv4Address": ip})),
+                "Links": null,
+                "Aliases": if user { json!(e.aliases) } else { Value::Null },
+                "NetworkID": network_id,
+                "EndpointID": "",
+                "IPAddress": att.and_then(|a| a.ip).map(|i| i.to_string()).unwrap_or_default(),
+                "IPPrefixLen": att.filter(|a| a.ip.is_some()).map_or(0, |a| a.prefix_len),
+                "Gateway": att.and_then(|a| a.gateway).map(|i| i.to_string()).unwrap_or_default(),
+                "MacAddress": att.and_then(|a| a.mac.clone()).unwrap_or_default(),
+                "DNSNames": if user { json!(att.map(|a| a.names.clone()).unwrap_or_default()) } else { Value::Null },
+            });
+            (e.network.clone(), shown)
+        })
+        .collect()
 }
 
 /// `docker ps`'s STATUS column, as dockerd words it.
@@ -1992,7 +2033,12 @@ pub(super) fn list_json(
         "NetworkSettings": { "Networks": if c.network == NetworkMode::Container {
             json!({})
         } else {
-            json!({ network.clone(): { "NetworkID": network } })
+            let mut networks = serde_json::Map::new();
+            networks.insert(network.clone(), json!({ "NetworkID": network }));
+            for e in r.endpoints.iter().filter(|e| e.wanted) {
+                networks.insert(e.network.clone(), json!({ "NetworkID": e.network }));
+            }
+            Value::Object(networks)
         } },
         "Mounts": [],
     })
@@ -2055,7 +2101,10 @@ fn matches_filters(
         return Ok(false);
     }
     // By the network's name (dockerd also takes its id).
-    if !f.any("network", |v| network_mode_shown(&r.config) == v) {
+    let on = |v: &str| {
+        network_mode_shown(&r.config) == v || r.endpoints.iter().any(|e| e.wanted && e.network == v)
+    };
+    if !f.any("network", on) {
         return Ok(false);
     }
     let created_of = |reference: &str| {
@@ -2205,7 +2254,7 @@ mod tests {
             (br#"{"Image":"b","NetworkingConfig":{"EndpointsConfig":{"bridge":{"IPAMConfig":{"IPv4Address":"10.1.2.3"}}}}}"#, "user defined networks only"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"app":{"IPAMConfig":{"IPv4Address":"10.1.2"}}}}}"#, "invalid --ip"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"other":{}}}}"#, "names network"),
-            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"app":{},"b2":{}}}}"#, "one network only"),
+            (br#"{"Image":"b","HostConfig":{"NetworkMode":"app"},"NetworkingConfig":{"EndpointsConfig":{"app":{},"b2":{}}}}"#, "more than one network at create"),
             (br#"{"Image":"b","MacAddress":"02:42"}"#, "invalid --mac-address"),
             (br#"{"Image":"b","MacAddress":"02:42:0a:00:00:99","HostConfig":{"NetworkMode":"host"}}"#, "needs a bridge network"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"host","PortBindings":{"80/tcp":[{"HostPort":"8080"}]}}}"#, "need the bridge network"),
@@ -2524,6 +2573,7 @@ mod tests {
                 restart_count: 0,
                 intents: holdfast_core::Intents::default(),
                 network: holdfast_core::NetworkState::Detached,
+                endpoints: Vec::new(),
             },
             status: Status::Running,
             task: TaskState::Running { pid: 5 },

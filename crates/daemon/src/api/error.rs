@@ -47,6 +47,8 @@ impl From<RequestError> for ApiError {
             ErrorKind::Invalid => StatusCode::BAD_REQUEST,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+            ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::Internal | ErrorKind::Cancelled => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -125,14 +125,8 @@ pub fn router(state: ApiState) -> Router {
             "/networks/{id}",
             get(networks::inspect).delete(networks::remove),
         )
-        .route(
-            "/networks/{id}/connect",
-            post(networks::connect_unsupported),
-        )
-        .route(
-            "/networks/{id}/disconnect",
-            post(networks::connect_unsupported),
-        )
+        .route("/networks/{id}/connect", post(networks::connect))
+        .route("/networks/{id}/disconnect", post(networks::disconnect))
         .route("/images/json", get(images::list))
         .route("/images/create", post(pull::create))
         .route("/auth", post(pull::login))

@@ -1,8 +1,9 @@
 //! `docker network`: the predefined `bridge`, `host` and `none`, and
 //! user-defined bridge networks (crate::network). A network that any
 //! container's record names (running or not) is in use: it cannot be
-//! removed or pruned. Connecting or disconnecting a container after its
-//! create is not built yet (501).
+//! removed or pruned. `connect` and `disconnect` are commands into the
+//! core (it decides when an endpoint is made and released); this file only
+//! resolves the network and the container and checks the request.
 
 use super::params::{Filters, Params};
 use super::{ApiError, ApiState};
@@ -93,11 +94,12 @@ fn find(state: &ApiState, reference: &str) -> Result<Shown, ApiError> {
 }
 
 /// A container on a network: the network's name, its id and name, whether
-/// it runs.
-type User = (String, ContainerId, String, bool);
+/// it runs, and the slot of its interface there (0: its own network's).
+type User = (String, ContainerId, String, bool, u8);
 
-/// The network each container is on (by the name of its network), with
-/// its name: every container, running or not.
+/// The networks each container is on (by name: its own network's, then
+/// those it was connected to), with its name: every container, running or
+/// not. An endpoint still being released counts: the network is in use.
 async fn users(state: &ApiState) -> Result<Vec<User>, ApiError> {
     let default = state.network.default_network().map(|d| d.name);
     state
@@ -105,16 +107,26 @@ async fn users(state: &ApiState) -> Result<Vec<User>, ApiError> {
         .read(move |v| {
             v.core
                 .containers()
-                .filter_map(|c| {
+                .flat_map(|c| {
                     let cfg = &c.record.config;
-                    let net = match cfg.network {
-                        NetworkMode::Bridge => cfg.network_name.clone().or(default.clone())?,
-                        NetworkMode::Host => "host".to_owned(),
-                        NetworkMode::None => "none".to_owned(),
-                        NetworkMode::Container => return None,
+                    let own = match cfg.network {
+                        NetworkMode::Bridge => cfg.network_name.clone().or(default.clone()),
+                        NetworkMode::Host => Some("host".to_owned()),
+                        NetworkMode::None => Some("none".to_owned()),
+                        NetworkMode::Container => None,
                     };
                     let running = c.status == holdfast_core::Status::Running;
-                    Some((net, c.record.id.clone(), c.record.name.clone(), running))
+                    let (id, name) = (&c.record.id, &c.record.name);
+                    let endpoints = c
+                        .record
+                        .endpoints
+                        .iter()
+                        .map(|e| (e.network.clone(), e.slot));
+                    own.map(|n| (n, 0))
+                        .into_iter()
+                        .chain(endpoints)
+                        .map(|(net, slot)| (net, id.clone(), name.clone(), running, slot))
+                        .collect::<Vec<User>>()
                 })
                 .collect()
         })
@@ -136,8 +148,8 @@ fn render(state: &ApiState, n: &Shown, users: &[User]) -> Value {
     // The containers attached now (dockerd's endpoints); on host and none,
     // those running there.
     let mut containers = serde_json::Map::new();
-    for (_, id, name, running) in users.iter().filter(|(net, ..)| net == n.name()) {
-        let att = state.network.attachment(id).filter(
+    for (_, id, name, running, slot) in users.iter().filter(|(net, ..)| net == n.name()) {
+        let att = state.network.attachment_of(id, *slot).filter(
             |a| matches!(n, Shown::Bridge(d) if a.network.as_ref().is_some_and(|x| x.id == d.id)),
         );
         let shown = match n {
@@ -461,15 +473,134 @@ pub async fn prune(State(state): State<ApiState>, query: RawQuery) -> Result<Res
     Ok(Json(json!({ "NetworksDeleted": deleted })).into_response())
 }
 
-/// `POST /networks/{id}/connect` and `disconnect`: a container's networks
-/// are chosen at create (`--network`, `--network-alias`, `--ip`).
-///
-/// The body is read first: answering before the client has sent it makes
-/// the CLI report a broken pipe instead of the answer.
-pub async fn connect_unsupported(Path(_reference): Path<String>, _body: Bytes) -> ApiError {
-    ApiError::not_implemented(
-        "docker network connect and disconnect are not supported by holdfast yet: choose a container's network at create (docker run --network NAME --network-alias A --ip IP)",
-    )
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct ConnectBody {
+    container: String,
+    endpoint_config: Option<EndpointConfigBody>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct EndpointConfigBody {
+    #[serde(rename = "IPAMConfig")]
+    ipam_config: Option<EndpointIpamBody>,
+    aliases: Option<Vec<String>>,
+    links: Option<Vec<String>>,
+    driver_opts: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct EndpointIpamBody {
+    #[serde(rename = "IPv4Address")]
+    ipv4_address: Option<String>,
+    #[serde(rename = "IPv6Address")]
+    ipv6_address: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct DisconnectBody {
+    container: String,
+    force: bool,
+}
+
+fn parse_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
+}
+
+/// The core's answer as dockerd's: 200 with no body when done.
+async fn command(state: &ApiState, command: holdfast_core::Command) -> Result<Response, ApiError> {
+    match state.engine.command(command).await {
+        holdfast_core::Answer::Error(e) => Err(e.into()),
+        _ => Ok(StatusCode::OK.into_response()),
+    }
+}
+
+/// `POST /networks/{id}/connect`: `docker network connect [--alias A]
+/// [--ip IP] NET CTR`. Made at the next start, or at once while it runs
+/// (answered once made).
+pub async fn connect(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: ConnectBody = parse_body(&body)?;
+    let def = match find(&state, &reference)? {
+        Shown::Bridge(d) => d,
+        Shown::Builtin("host") => {
+            return Err(ApiError::bad_request(
+                "container cannot be disconnected from host network or connected to host network",
+            ));
+        }
+        Shown::Builtin(_) => {
+            return Err(ApiError::bad_request(
+                "container cannot be connected to multiple networks with one of the networks in private (none) mode",
+            ));
+        }
+    };
+    let endpoint = b.endpoint_config.unwrap_or_default();
+    let ipam = endpoint.ipam_config.unwrap_or_default();
+    if ipam.ipv6_address.as_ref().is_some_and(|a| !a.is_empty())
+        || endpoint.links.as_ref().is_some_and(|l| !l.is_empty())
+        || endpoint.driver_opts.as_ref().is_some_and(|o| !o.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "--ip6, --link and --driver-opt of network connect are not supported by holdfast yet",
+        ));
+    }
+    let aliases: Vec<String> = endpoint
+        .aliases
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| !a.is_empty())
+        .collect();
+    let ip = ipam.ipv4_address.filter(|a| !a.is_empty());
+    if !def.user_defined() && (ip.is_some() || !aliases.is_empty()) {
+        return Err(ApiError::bad_request(
+            "user specified IP address and network-scoped aliases are supported on user defined networks only",
+        ));
+    }
+    if let Some(ip) = &ip
+        && !ip.parse().is_ok_and(|ip| def.may_give(ip))
+    {
+        return Err(ApiError::bad_request(format!(
+            "Invalid address {ip}: It does not belong to any of this network's subnets ({} on {}, gateway {})",
+            def.subnet, def.name, def.gateway
+        )));
+    }
+    let id = super::containers::resolve(&state, &b.container).await?;
+    // Held until the core has recorded it: a removal of the network
+    // checks its users after, or before.
+    let _shared = state.network.registry().read().await;
+    let connect = holdfast_core::Command::Connect {
+        id,
+        network: def.name,
+        aliases,
+        ip,
+    };
+    command(&state, connect).await
+}
+
+/// `POST /networks/{id}/disconnect`: `docker network disconnect [-f] NET
+/// CTR`. With `-f`, a network that no longer exists is taken by name.
+pub async fn disconnect(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: DisconnectBody = parse_body(&body)?;
+    let network = match find(&state, &reference) {
+        Ok(n) => n.name().to_owned(),
+        Err(_) if b.force => reference,
+        Err(e) => return Err(e),
+    };
+    let id = super::containers::resolve(&state, &b.container).await?;
+    command(&state, holdfast_core::Command::Disconnect { id, network }).await
 }
 
 #[cfg(test)]

@@ -1,0 +1,402 @@
+//! `docker network connect` and `disconnect`: handler tests, one input
+//! each, with the exact actions it produces. An endpoint is owned by the
+//! record (`Attaching`) before it is made or released, made after the
+//! container's own attachment and released before it.
+
+mod support;
+
+use holdfast_core::*;
+use std::sync::Arc;
+use support::*;
+
+fn bridge_config() -> Arc<ContainerConfig> {
+    ContainerConfig {
+        network: NetworkMode::Bridge,
+        network_name: Some("front".into()),
+        ..Default::default()
+    }
+    .into()
+}
+
+fn connect(id: &str, network: &str) -> Command {
+    Command::Connect {
+        id: cid(id),
+        network: network.into(),
+        aliases: vec!["api2".into()],
+        ip: None,
+    }
+}
+
+fn endpoint(slot: u8, wanted: bool, state: NetworkState) -> Endpoint {
+    Endpoint {
+        network: "back".into(),
+        aliases: vec!["api2".into()],
+        ip: None,
+        slot,
+        wanted,
+        state,
+    }
+}
+
+fn record(d: &Driver, id: &str) -> Record {
+    d.core
+        .container(&cid(id))
+        .expect("the container exists")
+        .record
+        .clone()
+}
+
+/// A created bridge container on `front`, connected.
+fn created(d: &mut Driver) {
+    assert_eq!(d.connect(vec![]), vec![]);
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "app".into(),
+        config: bridge_config(),
+    });
+    d.ok(only_call(&actions, |c| {
+        matches!(c, Call::CreateContainer { .. })
+    }));
+}
+
+/// A running bridge container (pid 42): its own attachment made.
+fn running(d: &mut Driver) {
+    created(d);
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::NetworkSetup { .. })
+    }));
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    d.ok(only_call(&actions, |c| matches!(c, Call::StartTask { .. })));
+}
+
+fn setup_call(state: NetworkState) -> Call {
+    Call::EndpointSetup {
+        id: cid("c1"),
+        config: bridge_config(),
+        endpoint: endpoint(1, true, state),
+    }
+}
+
+#[test]
+fn a_connect_of_a_created_container_is_recorded_then_made_at_its_start_and_released_after_its_exit()
+{
+    let mut d = Driver::new();
+    created(&mut d);
+    let (req, actions) = d.command(connect("c1", "back"));
+    let mut rec = record(&d, "c1");
+    assert_eq!(
+        rec.endpoints,
+        vec![endpoint(1, true, NetworkState::Detached)]
+    );
+    assert_eq!(
+        actions,
+        vec![
+            Action::Persist(rec.clone()),
+            Action::Answer(req, Answer::Done)
+        ]
+    );
+    // Connected again while not running: nothing to do (dockerd).
+    let (again, actions) = d.command(connect("c1", "back"));
+    assert_eq!(actions, vec![Action::Answer(again, Answer::Done)]);
+
+    let (start, actions) = d.command(Command::Start { id: cid("c1") });
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::NetworkSetup { .. })
+    }));
+    // Its own attachment first, then the endpoint, owned before it is made.
+    rec = record(&d, "c1");
+    assert_eq!(rec.network, NetworkState::Attached);
+    assert_eq!(rec.endpoints[0].state, NetworkState::Attaching);
+    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    assert_eq!(calls(&actions), vec![setup_call(NetworkState::Detached)]);
+    let owned_at = actions.iter().position(
+        |a| matches!(a, Action::Persist(r) if r.endpoints[0].state == NetworkState::Attaching),
+    );
+    let call_at = actions
+        .iter()
+        .position(|a| matches!(a, Action::Call { op, .. } if *op == setup));
+    assert!(owned_at.is_some() && owned_at < call_at, "{actions:?}");
+    let actions = d.ok(setup);
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.endpoints[0].state == NetworkState::Attached)
+    );
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let actions = d.ok(only_call(&actions, |c| matches!(c, Call::StartTask { .. })));
+    assert_eq!(answers(&actions), vec![(start, Answer::Done)]);
+
+    // The run ends: the endpoint is released before the attachment whose
+    // namespace it is in; it stays connected for the next start.
+    let actions = d.exit("c1", 42, 0);
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::DeleteTask { .. })
+    }));
+    let teardown = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let actions = d.ok(teardown);
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.endpoints == vec![endpoint(1, true, NetworkState::Detached)])
+    );
+    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+}
+
+#[test]
+fn a_hot_connect_is_answered_once_made_and_a_disconnect_once_released() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let (req, actions) = d.command(connect("c1", "back"));
+    assert_eq!(calls(&actions), vec![setup_call(NetworkState::Detached)]);
+    assert!(answers(&actions).is_empty(), "answered before made");
+    assert_eq!(
+        record(&d, "c1").endpoints,
+        vec![endpoint(1, true, NetworkState::Attaching)]
+    );
+    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let actions = d.ok(setup);
+    let rec = record(&d, "c1");
+    assert_eq!(
+        rec.endpoints,
+        vec![endpoint(1, true, NetworkState::Attached)]
+    );
+    assert_eq!(
+        actions,
+        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
+    );
+    // A running container is refused a network it is on (dockerd's 403).
+    for network in ["back", "front"] {
+        let (twice, actions) = d.command(connect("c1", network));
+        match answers(&actions).as_slice() {
+            [(r, Answer::Error(e))] if *r == twice => {
+                assert_eq!(e.kind, ErrorKind::Forbidden, "{e:?}");
+                assert!(e.message.contains("already exists in network"), "{e:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    let (req, actions) = d.command(Command::Disconnect {
+        id: cid("c1"),
+        network: "back".into(),
+    });
+    let teardown = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    assert!(answers(&actions).is_empty());
+    assert_eq!(
+        record(&d, "c1").endpoints,
+        vec![endpoint(1, false, NetworkState::Attaching)]
+    );
+    let actions = d.ok(teardown);
+    let rec = record(&d, "c1");
+    assert!(rec.endpoints.is_empty(), "{rec:?}");
+    assert_eq!(
+        actions,
+        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
+    );
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Running)
+    );
+}
+
+#[test]
+fn a_refused_hot_connect_is_answered_and_what_it_may_have_made_released() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let (req, actions) = d.command(connect("c1", "back"));
+    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let actions = d.fail(setup, FailureKind::AlreadyExists);
+    match answers(&actions).as_slice() {
+        [(r, Answer::Error(e))] if *r == req => assert_eq!(e.kind, ErrorKind::Conflict),
+        other => panic!("{other:?}"),
+    }
+    let teardown = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    assert_eq!(
+        record(&d, "c1").endpoints,
+        vec![endpoint(1, false, NetworkState::Attaching)]
+    );
+    d.ok(teardown);
+    assert!(record(&d, "c1").endpoints.is_empty());
+}
+
+#[test]
+fn a_setup_whose_answer_was_lost_is_released_then_made_again() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let (req, actions) = d.command(connect("c1", "back"));
+    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    assert_eq!(d.fail(setup, FailureKind::Deadline), vec![]);
+    let (timer, actions) = d.fire_timer();
+    assert_eq!(timer, TimerKind::Retry(cid("c1")));
+    // In doubt: released before it is made again, never used as it is.
+    let teardown = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let actions = d.ok(teardown);
+    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    assert_eq!(answers(&d.ok(setup)), vec![(req, Answer::Done)]);
+}
+
+#[test]
+fn connects_and_disconnects_are_refused_as_dockerd_refuses_them() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let refused = |d: &mut Driver, command: Command, kind: ErrorKind, needle: &str| {
+        let before = record(d, "c1");
+        let (req, actions) = d.command(command);
+        match actions.as_slice() {
+            [Action::Answer(r, Answer::Error(e))] if *r == req => {
+                assert_eq!(e.kind, kind, "{e:?}");
+                assert!(e.message.contains(needle), "{e:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(record(d, "c1"), before, "a refusal changed the record");
+    };
+    let disconnect = |network: &str| Command::Disconnect {
+        id: cid("c1"),
+        network: network.into(),
+    };
+    refused(
+        &mut d,
+        disconnect("back"),
+        ErrorKind::Conflict,
+        "is not connected to the network back",
+    );
+    refused(
+        &mut d,
+        disconnect("front"),
+        ErrorKind::NotImplemented,
+        "the network it was created on",
+    );
+    for (mode, needle) in [
+        (NetworkMode::Host, "connected to host network"),
+        (NetworkMode::None, "private (none) mode"),
+    ] {
+        let config = ContainerConfig {
+            network: mode,
+            ..Default::default()
+        };
+        let (_, actions) = d.command(Command::Create {
+            id: cid("c2"),
+            name: "other".into(),
+            config: config.into(),
+        });
+        d.ok(only_call(&actions, |c| {
+            matches!(c, Call::CreateContainer { .. })
+        }));
+        let (req, actions) = d.command(connect("c2", "back"));
+        match answers(&actions).as_slice() {
+            [(r, Answer::Error(e))] if *r == req => {
+                assert_eq!(e.kind, ErrorKind::Invalid, "{e:?}");
+                assert!(e.message.contains(needle), "{e:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let (_, actions) = d.command(Command::Remove {
+            id: cid("c2"),
+            force: true,
+        });
+        d.ok(only_call(&actions, |c| {
+            matches!(c, Call::DeleteContainer { .. })
+        }));
+    }
+    // A container being removed.
+    let (_, _) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: true,
+    });
+    refused(
+        &mut d,
+        connect("c1", "back"),
+        ErrorKind::Conflict,
+        "marked for removal",
+    );
+}
+
+#[test]
+fn a_restarted_daemon_releases_endpoints_in_doubt_before_the_attachment() {
+    let mut d = Driver::new();
+    created(&mut d);
+    let mut rec = record(&d, "c1");
+    rec.network = NetworkState::Attaching;
+    rec.endpoints = vec![
+        endpoint(1, true, NetworkState::Attached),
+        endpoint(2, false, NetworkState::Attaching),
+    ];
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec]));
+    let actions = d.connect(vec![]);
+    let first = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    assert!(matches!(
+        calls(&actions).as_slice(),
+        [Call::EndpointTeardown { endpoint, .. }] if endpoint.slot == 1
+    ));
+    let actions = d.ok(first);
+    let second = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let actions = d.ok(second);
+    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    // The unwanted one is forgotten; the wanted one kept for a start.
+    assert_eq!(
+        record(&d, "c1").endpoints,
+        vec![endpoint(1, true, NetworkState::Detached)]
+    );
+}
+
+#[test]
+fn a_hot_connect_whose_run_ends_first_is_done_and_made_at_the_next_start() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let (stop, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    // Connected while the stop is under way: nothing is made meanwhile.
+    let (req, actions) = d.command(connect("c1", "back"));
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    assert!(answers(&actions).is_empty(), "{actions:?}");
+    d.ok(kill);
+    // The exit ends the run: the connect is done, to be made at the next start.
+    let actions = d.exit("c1", 42, 0);
+    let answered = answers(&actions);
+    assert!(answered.contains(&(stop, Answer::Done)), "{actions:?}");
+    assert!(answered.contains(&(req, Answer::Done)), "{actions:?}");
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::DeleteTask { .. })
+    }));
+    assert_eq!(
+        record(&d, "c1").endpoints,
+        vec![endpoint(1, true, NetworkState::Detached)]
+    );
+    // Nothing of it was made: only the container's own attachment goes.
+    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+}
+
+#[test]
+fn a_hot_connect_disconnected_before_it_was_made_is_refused() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let (req, _) = d.command(connect("c1", "back"));
+    let (disconnect, actions) = d.command(Command::Disconnect {
+        id: cid("c1"),
+        network: "back".into(),
+    });
+    match answers(&actions).as_slice() {
+        [(r1, Answer::Done), (r2, Answer::Error(e))] if *r1 == disconnect && *r2 == req => {
+            assert_eq!(e.kind, ErrorKind::Conflict, "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(record(&d, "c1").endpoints.is_empty());
+}
