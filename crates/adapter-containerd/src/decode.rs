@@ -64,6 +64,8 @@ pub fn decode_event(type_url: &str, bytes: &[u8]) -> Result<Option<ContainerdEve
             let e = TaskOom::decode(bytes).map_err(proto)?;
             ContainerdEvent::TaskOom {
                 container: id(e.container_id)?,
+                // In the envelope, not the event: set by the stream.
+                published_at: None,
             }
         }
         "containerd.events.TaskDelete" => {
@@ -227,7 +229,8 @@ mod tests {
         assert_eq!(
             decode_event("containerd.events.TaskOOM", &oom.encode_to_vec()),
             Ok(Some(ContainerdEvent::TaskOom {
-                container: cid("c1")
+                container: cid("c1"),
+                published_at: None,
             }))
         );
         let create = TaskCreate {

@@ -2,7 +2,7 @@
 //! broken stream as a connection fact (never as an exit).
 
 use crate::client::{Adapter, InputSink};
-use crate::decode::decode_event;
+use crate::decode::{decode_event, wall_time};
 use crate::error::AdapterError;
 use containerd_client::services::v1::{PublishRequest, SubscribeRequest};
 use containerd_client::tonic::Streaming;
@@ -138,6 +138,12 @@ impl Adapter {
                     && exec_id == container.as_str()
                 {
                     *oom_kills = self.inner.oom.kills_since_create(container, *pid);
+                }
+                // The shim stamps the envelope when it first publishes, and
+                // keeps the stamp through its retries: what tells a late OOM
+                // event of an earlier run from the current run's.
+                if let ContainerdEvent::TaskOom { published_at, .. } = &mut event {
+                    *published_at = wall_time(envelope.timestamp.as_ref());
                 }
                 tracing::trace!(topic = %envelope.topic, ?event, "event");
                 sink.send(Input::Event(event));

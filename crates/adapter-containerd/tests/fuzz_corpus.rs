@@ -30,7 +30,7 @@ fn decode_event_corpus_replays() {
                 ContainerdEvent::TaskExit { container, .. }
                 | ContainerdEvent::TaskStart { container, .. }
                 | ContainerdEvent::TaskCreate { container, .. }
-                | ContainerdEvent::TaskOom { container }
+                | ContainerdEvent::TaskOom { container, .. }
                 | ContainerdEvent::TaskDelete { container, .. }
                 | ContainerdEvent::TaskPaused { container }
                 | ContainerdEvent::TaskResumed { container } => container,

@@ -203,14 +203,14 @@ impl Container {
         }
     }
 
-    /// Whether an exit reported at `exited_at` is older than the current
-    /// run, so cannot be its exit even with its pid (the kernel reused it):
-    /// from before the run began, or no later than the previous run's
-    /// recorded exit.
-    pub(crate) fn exit_predates_run(&self, exited_at: WallTime) -> bool {
+    /// Whether something containerd stamped `at` (an exit, an OOM event's
+    /// publication) is older than the current run, so cannot be about it,
+    /// even with its pid (the kernel reused it): from before the run began,
+    /// or no later than the previous run's recorded exit.
+    pub(crate) fn predates_run(&self, at: WallTime) -> bool {
         let earlier_exit = self.rec.exit.as_ref().filter(|e| e.run < self.rec.run);
-        self.rec.began_at.is_some_and(|began| exited_at < began)
-            || earlier_exit.is_some_and(|e| exited_at <= e.finished_at)
+        self.rec.began_at.is_some_and(|began| at < began)
+            || earlier_exit.is_some_and(|e| at <= e.finished_at)
     }
 
     /// The exit of the current run, if recorded.

@@ -46,7 +46,7 @@ impl Core {
                 // exit from before the run began (its pid was reused), or no
                 // later than the previous run's recorded exit.
                 if c.rec.pid != Some(pid)
-                    || c.exit_predates_run(exited_at)
+                    || c.predates_run(exited_at)
                     || c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites)
                 {
                     return;
@@ -61,11 +61,17 @@ impl Core {
                 self.record_exit(&container, code, exited_at, None);
                 self.reconcile(&container);
             }
-            ContainerdEvent::TaskOom { container } => {
+            ContainerdEvent::TaskOom {
+                container,
+                published_at,
+            } => {
                 let Some(c) = self.containers.get_mut(&container) else {
                     return;
                 };
-                if c.is_running() && !c.oom {
+                // Published before this run began: an earlier run's OOM,
+                // delivered late (a shim retrying through an outage).
+                let earlier_run = published_at.is_some_and(|at| c.predates_run(at));
+                if c.is_running() && !c.oom && !earlier_run {
                     c.oom = true;
                     self.out.publish(&container, UserEventKind::Oom);
                 }

@@ -173,6 +173,11 @@ pub enum ContainerdEvent {
     },
     TaskOom {
         container: ContainerId,
+        /// When the shim published it (the envelope's timestamp, kept
+        /// through the shim's retries): an OOM event names no pid, and one
+        /// delivered late, after the next run began, is told from that
+        /// run's own by this. `None` when not known.
+        published_at: Option<WallTime>,
     },
     TaskDelete {
         container: ContainerId,

@@ -184,7 +184,7 @@ impl Core {
                     // (The same pid in a listing older than the run, as an
                     // exit event's, is an earlier run's: the pid was reused.)
                     let current = c.rec.pid.is_none_or(|pid| pid == task.pid)
-                        && !task.exited_at.is_some_and(|at| c.exit_predates_run(at));
+                        && !task.exited_at.is_some_and(|at| c.predates_run(at));
                     if current && (settled || c.rec.pid.is_some()) {
                         c.rec.pid = Some(task.pid);
                         c.oom_kills = task.oom_kills;

@@ -726,6 +726,7 @@ fn oom_marks_the_exit() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     let actions = d.feed(Input::Event(ContainerdEvent::TaskOom {
         container: cid("c1"),
+        published_at: Some(d.now.wall),
     }));
     assert_eq!(events(&actions), vec![UserEventKind::Oom]);
     d.exit("c1", 42, 137);
@@ -750,6 +751,7 @@ fn the_cgroup_count_marks_an_oom_killed_child_whose_init_exited_otherwise() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     d.feed(Input::Event(ContainerdEvent::TaskOom {
         container: cid("c1"),
+        published_at: Some(d.now.wall),
     }));
     d.exit_counting_ooms("c1", 42, 1, Some(1));
     assert_eq!(oom_killed(&d, "c1"), Some(true));
@@ -759,11 +761,37 @@ fn the_cgroup_count_marks_an_oom_killed_child_whose_init_exited_otherwise() {
 fn a_stale_oom_event_is_outweighed_by_a_cgroup_that_counted_none() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     // An OOM event of an earlier run, retried late by its shim, names no
-    // pid; the current run is then SIGKILLed from outside.
+    // pid (and here no stamp); the current run is then SIGKILLed from
+    // outside.
     d.feed(Input::Event(ContainerdEvent::TaskOom {
         container: cid("c1"),
+        published_at: None,
     }));
     d.exit_counting_ooms("c1", 42, 137, Some(0));
+    assert_eq!(oom_killed(&d, "c1"), Some(false));
+}
+
+#[test]
+fn a_late_oom_event_stamped_before_the_run_began_is_an_earlier_runs() {
+    // Seeds 33621 and 403372 of the simulator: an earlier run's OOM event,
+    // retried by its shim through an outage, arrives while the next run
+    // runs; that run's shim then dies (a 137, its cgroup gone, no count).
+    // The stamp the shim put on the event tells it from this run's own.
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let began = d
+        .core
+        .container(&cid("c1"))
+        .and_then(|c| c.record.began_at)
+        .map(|at| at.as_unix_nanos());
+    let Some(began) = began else {
+        panic!("the run has no beginning");
+    };
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+        published_at: Some(WallTime::from_unix_nanos(began - 1)),
+    }));
+    assert_eq!(events(&actions), vec![], "an earlier run's OOM announced");
+    d.exit_counting_ooms("c1", 42, 137, None);
     assert_eq!(oom_killed(&d, "c1"), Some(false));
 }
 
@@ -1812,6 +1840,7 @@ fn a_137_that_overtakes_our_sigkill_answer_is_ours_not_the_oom_killers() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     d.feed(Input::Event(ContainerdEvent::TaskOom {
         container: cid("c1"),
+        published_at: Some(d.now.wall),
     }));
     let (_, actions) = d.command(Command::Kill {
         id: cid("c1"),

@@ -199,7 +199,7 @@ impl Checker {
             E::TaskDelete { container, pid } => {
                 self.deletes_seen.insert((container.clone(), *pid), now);
             }
-            E::TaskOom { container } => {
+            E::TaskOom { container, .. } => {
                 self.oom_delivered.insert(container.clone(), (now, false));
             }
             E::TaskExit {

@@ -1348,10 +1348,19 @@ impl Sim {
                     return Ok(());
                 };
                 self.world_changed_at = self.now;
+                let oom_late = oom && self.take_fault(FaultKind::OomLate);
+                // The cgroup's OOM notice races the reaper and loses, by
+                // milliseconds, when the fault says so; the shim stamps the
+                // event when it publishes it.
+                let oom_at = if oom_late {
+                    self.now + self.rng_fault.ms(1, 20)
+                } else {
+                    self.now
+                };
                 let oom_event = ContainerdEvent::TaskOom {
                     container: container.clone(),
+                    published_at: Some(wall(oom_at)),
                 };
-                let oom_late = oom && self.take_fault(FaultKind::OomLate);
                 if oom && !oom_late {
                     self.shim_publish(pid, oom_event.clone(), self.now, 0);
                 }
@@ -1366,16 +1375,12 @@ impl Sim {
                 };
                 self.shim_publish(pid, event, self.now, 0);
                 if oom_late {
-                    // The cgroup's OOM notice races the reaper and loses,
-                    // by milliseconds (a later run would take it for its
-                    // own: the event names no pid; see the README's limits).
-                    let at = self.now + self.rng_fault.ms(1, 20);
                     self.schedule(
-                        at,
+                        oom_at,
                         Ev::ShimPublish {
                             pid,
                             event: oom_event,
-                            exited: at,
+                            exited: oom_at,
                             attempt: 0,
                         },
                     );
