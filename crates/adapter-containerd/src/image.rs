@@ -201,7 +201,7 @@ pub(crate) fn pick_platform(index: &Value) -> Result<Descriptor, AdapterError> {
 impl Adapter {
     /// The image record named by `reference` (normalized); a missing one is
     /// [`AdapterError::ImageNotFound`] with the reference as the user gave it.
-    async fn get_image(&self, reference: &str) -> Result<Image, AdapterError> {
+    pub(crate) async fn get_image(&self, reference: &str) -> Result<Image, AdapterError> {
         let name = normalize_reference(reference);
         let mut images = self.images();
         let got = self

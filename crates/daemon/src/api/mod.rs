@@ -22,6 +22,7 @@ mod networks;
 mod params;
 mod prune;
 mod pull;
+mod push;
 mod render;
 mod resources;
 mod streams;
