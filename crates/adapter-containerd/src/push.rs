@@ -83,9 +83,9 @@ impl Target {
             OciDistributionError::AuthenticationFailure(_)
             | OciDistributionError::UnauthorizedError { .. } => true,
             OciDistributionError::ServerError { code, .. } => matches!(code, 401 | 403),
-            OciDistributionError::RequestError(e) => e
-                .status()
-                .is_some_and(|s| matches!(s.as_u16(), 401 | 403)),
+            OciDistributionError::RequestError(e) => {
+                e.status().is_some_and(|s| matches!(s.as_u16(), 401 | 403))
+            }
             OciDistributionError::RegistryError { envelope, .. } => envelope
                 .errors
                 .iter()

@@ -32,6 +32,7 @@ fn record(i: usize, pid: u32) -> Record {
         restart_count: 0,
         intents: Intents::default(),
         network: holdfast_core::NetworkState::Detached,
+        health: None,
     }
 }
 

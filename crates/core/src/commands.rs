@@ -292,6 +292,7 @@ impl Core {
             restart_count: 0,
             intents: Intents::default(),
             network: crate::NetworkState::Detached,
+            health: None,
         };
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);

@@ -2,6 +2,7 @@
 //! daemon rebuilds from (plus a relist).
 
 use crate::config::ContainerConfig;
+use crate::health::HealthRecord;
 use crate::ids::ContainerId;
 use crate::signal::Signal;
 use crate::time::WallTime;
@@ -46,6 +47,11 @@ pub struct Record {
     /// record that owns whatever was made.
     #[serde(default)]
     pub network: NetworkState,
+    /// The health check's last decision about a run (persisted with each
+    /// probe result), so a restarted daemon goes on from it rather than
+    /// from `starting`. `None` before the first result.
+    #[serde(default)]
+    pub health: Option<HealthRecord>,
 }
 
 /// The attachment's state, as far as the record can promise it.
@@ -117,4 +123,26 @@ pub struct Intents {
 pub struct StopIntent {
     pub signal: Signal,
     pub grace: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_from_before_health_was_kept_still_loads() {
+        let old = r#"{"id":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "name":"web","config":{"image":"busybox","entrypoint":null,"cmd":null,"env":[],
+            "working_dir":null,"user":null,"hostname":null,"labels":{},"mounts":[],
+            "read_only_rootfs":false,"memory_limit_bytes":null,"network":"None","tty":false,
+            "stop_signal":null,"stop_timeout":null,"image_stop_signal":null,
+            "restart_policy":"No","auto_remove":false},
+            "created_at":5,"presence":"Created","run":1,"pid":42,"started_at":6,
+            "exit":null,"restart_count":0,
+            "intents":{"start":false,"stop":null,"kills":[],"remove":false,
+            "exit_on_next":false,"policy_restart":false,"user_stopped":false}}"#;
+        let rec: Record = serde_json::from_str(old).expect("old record loads");
+        assert_eq!(rec.health, None);
+        assert_eq!(rec.network, NetworkState::Detached);
+    }
 }

@@ -648,6 +648,7 @@ fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
         restart_count: 0,
         intents: holdfast_core::Intents::default(),
         network: holdfast_core::NetworkState::Attaching,
+        health: None,
         id,
     }
 }

@@ -171,6 +171,7 @@ mod tests {
             restart_count: 1,
             intents: Intents::default(),
             network: holdfast_core::NetworkState::Detached,
+            health: None,
         }
     }
 

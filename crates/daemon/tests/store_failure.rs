@@ -80,6 +80,7 @@ fn record(id: &str) -> Record {
         restart_count: 0,
         intents: Intents::default(),
         network: holdfast_core::NetworkState::Detached,
+        health: None,
     }
 }
 

@@ -2524,6 +2524,7 @@ mod tests {
                 restart_count: 0,
                 intents: holdfast_core::Intents::default(),
                 network: holdfast_core::NetworkState::Detached,
+                health: None,
             },
             status: Status::Running,
             task: TaskState::Running { pid: 5 },
