@@ -1610,7 +1610,7 @@ fn merged_env(given: Vec<String>, image: &[String]) -> Vec<String> {
 /// docker's binary units that divides it (`1m` for 1048576).
 fn size_as_given(bytes: u64) -> String {
     for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
-        if bytes > 0 && bytes % (1u64 << shift) == 0 {
+        if bytes > 0 && bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
