@@ -34,6 +34,7 @@ pub use error::ApiError;
 pub use exec::decode_exec_create;
 pub use params::{Filters, decode_query};
 pub use pull::{PullRequest, decode_pull, decode_registry_auth};
+pub use push::{PushRequest, decode_push};
 pub use render::parse_client_time;
 
 use crate::engine::EngineHandle;
