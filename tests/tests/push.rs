@@ -2,7 +2,8 @@
 //! (Debian's `docker-registry`), checked against the registry's own account
 //! (`skopeo inspect`): a tagged local image and a committed one, pushed,
 //! removed and pulled back, and run; credentials from `docker login` (and a
-//! refusal without them); an image that is not there.
+//! refusal without them); an image that is not there; a registry that is
+//! gone (a clear error, then a retry that succeeds).
 
 use holdfast_e2e::Daemon;
 use holdfast_e2e::registry::Registry;
@@ -162,5 +163,31 @@ fn a_push_of_what_is_not_there_is_refused() {
         "a push of every tag",
         &["push", "--all-tags", &format!("{r}/nothing")],
         "not supported",
+    );
+}
+
+#[test]
+fn a_push_to_a_registry_that_is_gone_fails_clearly_and_a_retry_succeeds() {
+    let d = Daemon::start();
+    let mut registry = Registry::start(&d.root().join("registry"), None);
+    let r = registry.address();
+    let mine = format!("{r}/mine:1");
+    d.ok(&["tag", "busybox", &mine]);
+    registry.kill();
+    let gone = d.fails(&["push", &mine]);
+    let said = format!("{}{}", gone.stdout, gone.stderr);
+    assert!(
+        said.contains(&r),
+        "a push to a registry that is gone names it:\n{said}\n{}",
+        d.diagnostics()
+    );
+    // Nothing local changed; once it is back, the push goes through.
+    d.ok(&["image", "inspect", &mine]);
+    registry.restart();
+    let out = d.ok(&["push", &mine]);
+    let (digest, _) = pushed_digest(&d, "1", &out);
+    assert_eq!(
+        registry.inspect("mine:1", None)["Digest"].as_str(),
+        Some(digest.as_str())
     );
 }
