@@ -18,6 +18,12 @@ const MAX_JSON_BYTES: usize = 8 << 20;
 const MAX_INDEX_DEPTH: usize = 4;
 
 /// The parts of an image config that shape a container (Docker's names).
+///
+/// Typed here rather than with oci-spec's `image::Config`: that one has no
+/// `Healthcheck` (Docker's extension, which images carry and commit keeps),
+/// and its labels are a `HashMap`, so a config read and written back (as
+/// commit writes one over its base) would not be byte-stable. Configs that
+/// are rewritten stay JSON objects for the same reason: unknown keys kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct ImageConfig {
