@@ -181,6 +181,30 @@ impl Registry {
             self.log()
         );
     }
+
+    /// `skopeo inspect` of `<this registry>/<reference>` (with `credentials`
+    /// if given): the registry's own account of the image, `Digest` the
+    /// digest of the manifest it serves.
+    pub fn inspect(&self, reference: &str, credentials: Option<(&str, &str)>) -> Value {
+        let creds = credentials.map(|(u, p)| format!("{u}:{p}"));
+        let mut cmd = Command::new("skopeo");
+        cmd.args(["inspect", "--tls-verify=false"]);
+        if let Some(c) = &creds {
+            cmd.args(["--creds", c]);
+        }
+        cmd.arg(format!("docker://{}/{reference}", self.address()));
+        let out = run_with_timeout(&mut cmd, SKOPEO_BOUND);
+        assert!(
+            out.success(),
+            "skopeo inspect {reference} failed ({}):\n{}\n{}\n{}",
+            out.code(),
+            out.stdout,
+            out.stderr,
+            self.log()
+        );
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("skopeo inspect printed no JSON ({e}): {}", out.stdout))
+    }
 }
 
 impl Drop for Registry {

@@ -783,3 +783,238 @@ fn bad_values_are_refused_naming_the_option() {
     }
     d.assert_no_containers("every create was refused");
 }
+
+/// Every create option holdfast accepts, through `docker create`, shows back
+/// in `docker inspect` as dockerd shows it (API 1.43): one row per option,
+/// the JSON pointer dockerd puts it at and the value it shows there. All
+/// rows are tried; the failure lists every mismatch.
+#[test]
+fn each_create_option_round_trips_through_inspect() {
+    let d = Daemon::start();
+    let image = d.ok(&["image", "inspect", "busybox"]);
+    let image: Value = serde_json::from_str(&image).expect("image inspect is JSON");
+    let image_env: Vec<Value> = image[0]["Config"]["Env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut env = vec![json!("A=1")];
+    env.extend(
+        image_env
+            .iter()
+            .filter(|e| !e.as_str().is_some_and(|e| e.starts_with("A=")))
+            .cloned(),
+    );
+    let rows: Vec<(&[&str], &str, Value)> = vec![
+        (&["--env", "A=1"], "/Config/Env", Value::Array(env)),
+        (&["--label", "k=v"], "/Config/Labels/k", json!("v")),
+        (&["--workdir", "/srv"], "/Config/WorkingDir", json!("/srv")),
+        (&["--user", "1000:1000"], "/Config/User", json!("1000:1000")),
+        (&["--hostname", "box"], "/Config/Hostname", json!("box")),
+        (
+            &["--entrypoint", "/bin/echo"],
+            "/Config/Entrypoint",
+            json!(["/bin/echo"]),
+        ),
+        (
+            &["--stop-signal", "SIGUSR1"],
+            "/Config/StopSignal",
+            json!("SIGUSR1"),
+        ),
+        (&["--stop-timeout", "7"], "/Config/StopTimeout", json!(7)),
+        (&["--tty"], "/Config/Tty", json!(true)),
+        (&["--interactive"], "/Config/OpenStdin", json!(true)),
+        (
+            &["--expose", "80"],
+            "/Config/ExposedPorts",
+            json!({"80/tcp": {}}),
+        ),
+        (
+            &["--expose", "53/udp", "--expose", "80"],
+            "/Config/ExposedPorts",
+            json!({"53/udp": {}, "80/tcp": {}}),
+        ),
+        (
+            &[
+                "--health-cmd",
+                "true",
+                "--health-interval",
+                "5s",
+                "--health-retries",
+                "2",
+            ],
+            "/Config/Healthcheck",
+            json!({"Test": ["CMD-SHELL", "true"], "Interval": 5_000_000_000u64, "Retries": 2}),
+        ),
+        (
+            &["--restart", "on-failure:3"],
+            "/HostConfig/RestartPolicy",
+            json!({"Name": "on-failure", "MaximumRetryCount": 3}),
+        ),
+        (&["--rm"], "/HostConfig/AutoRemove", json!(true)),
+        (
+            &["--memory", "64m"],
+            "/HostConfig/Memory",
+            json!(67_108_864),
+        ),
+        (
+            &["--memory", "64m", "--memory-swap", "128m"],
+            "/HostConfig/MemorySwap",
+            json!(134_217_728),
+        ),
+        (
+            &["--memory-reservation", "32m"],
+            "/HostConfig/MemoryReservation",
+            json!(33_554_432),
+        ),
+        (
+            &["--cpu-shares", "512"],
+            "/HostConfig/CpuShares",
+            json!(512),
+        ),
+        (
+            &["--cpus", "1.5"],
+            "/HostConfig/NanoCpus",
+            json!(1_500_000_000u64),
+        ),
+        (
+            &["--cpu-period", "50000", "--cpu-quota", "25000"],
+            "/HostConfig/CpuQuota",
+            json!(25000),
+        ),
+        (
+            &["--cpu-period", "50000", "--cpu-quota", "25000"],
+            "/HostConfig/CpuPeriod",
+            json!(50000),
+        ),
+        (
+            &["--cpuset-cpus", "0"],
+            "/HostConfig/CpusetCpus",
+            json!("0"),
+        ),
+        (
+            &["--cpuset-mems", "0"],
+            "/HostConfig/CpusetMems",
+            json!("0"),
+        ),
+        (&["--pids-limit", "50"], "/HostConfig/PidsLimit", json!(50)),
+        (
+            &["--ulimit", "nofile=100:200"],
+            "/HostConfig/Ulimits",
+            json!([{"Name": "nofile", "Hard": 200, "Soft": 100}]),
+        ),
+        (
+            &["--shm-size", "32m"],
+            "/HostConfig/ShmSize",
+            json!(33_554_432),
+        ),
+        (
+            &["--tmpfs", "/run:size=1m"],
+            "/HostConfig/Tmpfs",
+            json!({"/run": "size=1m"}),
+        ),
+        (&["--read-only"], "/HostConfig/ReadonlyRootfs", json!(true)),
+        // The CLI (20.10 and later) sends capabilities by their CAP_ names.
+        (
+            &["--cap-add", "NET_ADMIN"],
+            "/HostConfig/CapAdd",
+            json!(["CAP_NET_ADMIN"]),
+        ),
+        (
+            &["--cap-drop", "CHOWN"],
+            "/HostConfig/CapDrop",
+            json!(["CAP_CHOWN"]),
+        ),
+        (&["--privileged"], "/HostConfig/Privileged", json!(true)),
+        (
+            &["--group-add", "10"],
+            "/HostConfig/GroupAdd",
+            json!(["10"]),
+        ),
+        (
+            &["--sysctl", "kernel.msgmax=65536"],
+            "/HostConfig/Sysctls",
+            json!({"kernel.msgmax": "65536"}),
+        ),
+        (&["--init"], "/HostConfig/Init", json!(true)),
+        (
+            &["--log-driver", "local"],
+            "/HostConfig/LogConfig",
+            json!({"Type": "local", "Config": {}}),
+        ),
+        (
+            &["--log-opt", "max-size=1m", "--log-opt", "max-file=2"],
+            "/HostConfig/LogConfig",
+            json!({"Type": "json-file", "Config": {"max-file": "2", "max-size": "1m"}}),
+        ),
+        (&["--pid", "host"], "/HostConfig/PidMode", json!("host")),
+        (&["--ipc", "host"], "/HostConfig/IpcMode", json!("host")),
+        (&["--uts", "host"], "/HostConfig/UTSMode", json!("host")),
+        (
+            &["--cgroupns", "host"],
+            "/HostConfig/CgroupnsMode",
+            json!("host"),
+        ),
+        (
+            &["--cgroup-parent", "holdfast-roundtrip"],
+            "/HostConfig/CgroupParent",
+            json!("holdfast-roundtrip"),
+        ),
+        (
+            &["--device", "/dev/null:/dev/xnull"],
+            "/HostConfig/Devices",
+            json!([{"PathOnHost": "/dev/null", "PathInContainer": "/dev/xnull", "CgroupPermissions": "rwm"}]),
+        ),
+        (
+            &["--mount", "type=tmpfs,dst=/x"],
+            "/HostConfig/Mounts",
+            json!([{"Type": "tmpfs", "Target": "/x"}]),
+        ),
+        (
+            &["--mount", "type=bind,src=/tmp,dst=/h,readonly"],
+            "/HostConfig/Mounts",
+            json!([{"Type": "bind", "Source": "/tmp", "Target": "/h", "ReadOnly": true}]),
+        ),
+        (
+            &["-v", "roundtrip:/data"],
+            "/HostConfig/Binds",
+            json!(["roundtrip:/data"]),
+        ),
+        (
+            &["--network", "none"],
+            "/HostConfig/NetworkMode",
+            json!("none"),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (options, pointer, want) in &rows {
+        let mut args = vec!["create"];
+        args.extend_from_slice(options);
+        args.push("busybox");
+        let out = d.docker(&args);
+        if !out.success() {
+            wrong.push(format!("{options:?}: create failed: {}", out.stderr.trim()));
+            continue;
+        }
+        let id = out.stdout.trim().to_owned();
+        let got = d
+            .inspect(&id)
+            .pointer(pointer)
+            .cloned()
+            .unwrap_or(Value::Null);
+        if got != *want {
+            wrong.push(format!(
+                "{options:?}: {pointer} is {got}, dockerd shows {want}"
+            ));
+        }
+        d.ok(&["rm", &id]);
+    }
+    d.ok(&["volume", "rm", "roundtrip"]);
+    assert!(
+        wrong.is_empty(),
+        "{} of {} options do not come back as dockerd shows them:\n{}\n{}",
+        wrong.len(),
+        rows.len(),
+        wrong.join("\n"),
+        d.diagnostics()
+    );
+}

@@ -2,7 +2,7 @@
 //! in the container, `State.Health` in inspect, the status in `docker ps`,
 //! `health_status` events; an unhealthy container is left running;
 //! `--no-healthcheck`, a probe's timeout, refusals; a restarted holdfastd
-//! keeps probing.
+//! keeps the health it had and goes on probing.
 
 use holdfast_e2e::Daemon;
 use serde_json::Value;
@@ -290,6 +290,28 @@ fn a_restarted_holdfastd_keeps_probing() {
     d.sigkill();
     d.restart();
     let restarted = holdfast_e2e::now_unix_nanos();
+    // The health it had is kept (persisted with each result), as dockerd's
+    // live restore keeps it: healthy at once, never `starting` again, with
+    // the log of the results before the crash.
+    let kept = health(&d, "steady");
+    assert_eq!(
+        kept["Status"],
+        "healthy",
+        "right after the restart: {kept}\n{}",
+        d.diagnostics()
+    );
+    assert!(
+        kept["Log"]
+            .as_array()
+            .is_some_and(|log| log.iter().any(|e| {
+                e["Start"]
+                    .as_str()
+                    .and_then(holdfast_e2e::parse_rfc3339_nanos)
+                    .is_some_and(|t| t < restarted)
+            })),
+        "the log from before the restart: {kept}\n{}",
+        d.diagnostics()
+    );
     assert_eq!(d.pid_of("steady"), pid, "the container ran on");
     d.wait_until("a probe after the restart makes it healthy", || {
         let h = health(&d, "steady");
@@ -308,6 +330,21 @@ fn a_restarted_holdfastd_keeps_probing() {
         health_status(&d, "steady") == "unhealthy"
     });
     assert_eq!(d.pid_of("steady"), pid);
+    // Unhealthy is kept across a second crash too, and never shown as
+    // `starting` in between.
+    d.sigkill();
+    d.restart();
+    assert_eq!(
+        health_status(&d, "steady"),
+        "unhealthy",
+        "{}",
+        d.diagnostics()
+    );
+    assert!(
+        ps_status(&d, "steady").contains("(unhealthy)"),
+        "{}",
+        d.diagnostics()
+    );
 }
 
 /// A copy of the docker-archive at `archive` whose image config has

@@ -18,6 +18,12 @@ const MAX_JSON_BYTES: usize = 8 << 20;
 const MAX_INDEX_DEPTH: usize = 4;
 
 /// The parts of an image config that shape a container (Docker's names).
+///
+/// Typed here rather than with oci-spec's `image::Config`: that one has no
+/// `Healthcheck` (Docker's extension, which images carry and commit keeps),
+/// and its labels are a `HashMap`, so a config read and written back (as
+/// commit writes one over its base) would not be byte-stable. Configs that
+/// are rewritten stay JSON objects for the same reason: unknown keys kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct ImageConfig {
@@ -201,7 +207,7 @@ pub(crate) fn pick_platform(index: &Value) -> Result<Descriptor, AdapterError> {
 impl Adapter {
     /// The image record named by `reference` (normalized); a missing one is
     /// [`AdapterError::ImageNotFound`] with the reference as the user gave it.
-    async fn get_image(&self, reference: &str) -> Result<Image, AdapterError> {
+    pub(crate) async fn get_image(&self, reference: &str) -> Result<Image, AdapterError> {
         let name = normalize_reference(reference);
         let mut images = self.images();
         let got = self

@@ -57,6 +57,7 @@ mod import;
 pub mod logger;
 mod oom;
 mod pull;
+mod push;
 mod relist;
 mod save;
 mod seccomp;
@@ -79,6 +80,7 @@ pub use pull::{
     LayerStatus, MAX_DOCUMENT_BYTES, PullAuth, PullProgress, PullSink, PulledImage, check_login,
     is_loopback_registry, pull_target,
 };
+pub use push::{PushProgress, PushSink, PushStatus, PushedImage};
 pub use save::SavedImage;
 pub use spec::{
     ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, resolve_user,

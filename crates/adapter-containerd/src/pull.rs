@@ -75,7 +75,7 @@ impl std::fmt::Debug for PullAuth {
 }
 
 impl PullAuth {
-    fn to_oci(&self) -> RegistryAuth {
+    pub(crate) fn to_oci(&self) -> RegistryAuth {
         match self {
             PullAuth::Anonymous => RegistryAuth::Anonymous,
             PullAuth::Basic { username, password } => {
@@ -123,14 +123,14 @@ pub struct PulledImage {
     pub up_to_date: bool,
 }
 
-fn failed(message: impl Into<String>) -> AdapterError {
+pub(crate) fn failed(message: impl Into<String>) -> AdapterError {
     AdapterError::Registry {
         kind: RegistryFailure::Failed,
         message: message.into(),
     }
 }
 
-fn short_id(digest: &str) -> String {
+pub(crate) fn short_id(digest: &str) -> String {
     digest
         .split_once(':')
         .map_or(digest, |(_, hex)| hex)
@@ -147,7 +147,7 @@ pub fn pull_target(reference: &str) -> Result<(String, String), AdapterError> {
     Ok((name, image.resolve_registry().to_owned()))
 }
 
-fn parse_reference(reference: &str) -> Result<(String, Reference), AdapterError> {
+pub(crate) fn parse_reference(reference: &str) -> Result<(String, Reference), AdapterError> {
     let name = normalize_reference(reference);
     let image: Reference = name.parse().map_err(|e| AdapterError::Registry {
         kind: RegistryFailure::Invalid,
@@ -403,7 +403,7 @@ fn registry_errors(body: &[u8]) -> Option<String> {
 
 /// An error with its causes, `outer: inner: innermost` (reqwest's own
 /// message hides why a request failed).
-fn causes(e: &dyn std::error::Error) -> String {
+pub(crate) fn causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(inner) = source {
@@ -417,7 +417,7 @@ fn causes(e: &dyn std::error::Error) -> String {
     text
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
@@ -437,6 +437,39 @@ fn layer(sink: &PullSink, digest: &str, status: LayerStatus) {
 }
 
 impl Adapter {
+    /// An `oci-client` for `image`'s registry, and whether it speaks plain
+    /// HTTP to it (loopback, or one of
+    /// [`AdapterConfig::insecure_registries`](crate::AdapterConfig)).
+    pub(crate) fn registry_client(
+        &self,
+        image: &Reference,
+    ) -> Result<(Client, bool), AdapterError> {
+        // reqwest needs a TLS provider installed before a client is built;
+        // a second install is refused harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let registry = image.resolve_registry().to_owned();
+        let plain_http = is_loopback_registry(&registry)
+            || self
+                .config()
+                .insecure_registries
+                .iter()
+                .any(|r| r == image.registry() || *r == registry);
+        let protocol = if plain_http {
+            ClientProtocol::HttpsExcept(vec![registry])
+        } else {
+            ClientProtocol::Https
+        };
+        let client = Client::try_from(ClientConfig {
+            protocol,
+            read_timeout: Some(READ_TIMEOUT),
+            connect_timeout: Some(CONNECT_TIMEOUT),
+            user_agent: concat!("holdfast/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        })
+        .map_err(|e| failed(format!("cannot build a registry client: {e}")))?;
+        Ok((client, plain_http))
+    }
+
     /// Pulls `reference` (Docker's normalization: `busybox` is
     /// `docker.io/library/busybox:latest`) from its registry: see the module
     /// docs. Registries on loopback, and those in
@@ -449,29 +482,7 @@ impl Adapter {
         progress: &PullSink,
     ) -> Result<PulledImage, AdapterError> {
         let (name, image) = parse_reference(reference)?;
-        // reqwest needs a TLS provider installed before a client is built;
-        // a second install is refused harmlessly.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let registry = image.resolve_registry().to_owned();
-        let plain_http = is_loopback_registry(&registry)
-            || self
-                .config()
-                .insecure_registries
-                .iter()
-                .any(|r| r == image.registry() || *r == registry);
-        let protocol = if plain_http {
-            ClientProtocol::HttpsExcept(vec![registry.clone()])
-        } else {
-            ClientProtocol::Https
-        };
-        let client = Client::try_from(ClientConfig {
-            protocol,
-            read_timeout: Some(READ_TIMEOUT),
-            connect_timeout: Some(CONNECT_TIMEOUT),
-            user_agent: concat!("holdfast/", env!("CARGO_PKG_VERSION")),
-            ..Default::default()
-        })
-        .map_err(|e| failed(format!("cannot build a registry client: {e}")))?;
+        let (client, plain_http) = self.registry_client(&image)?;
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
@@ -782,7 +793,7 @@ pub async fn check_login(
 }
 
 /// `docker.io/library/busybox:latest` as Docker shows it.
-fn familiar_name(name: &str) -> String {
+pub(crate) fn familiar_name(name: &str) -> String {
     name.strip_prefix("docker.io/library/")
         .or_else(|| name.strip_prefix("docker.io/"))
         .unwrap_or(name)

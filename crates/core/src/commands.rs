@@ -440,6 +440,7 @@ impl Core {
             intents: Intents::default(),
             network: crate::NetworkState::Detached,
             endpoints: Vec::new(),
+            health: None,
         };
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);

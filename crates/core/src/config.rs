@@ -91,6 +91,11 @@ pub struct ContainerConfig {
     /// `--log-driver`: where the container's output goes.
     #[serde(default)]
     pub log_driver: LogDriver,
+    /// `EXPOSE`d ports (`80/tcp`): the ones given (`--expose`, and `-p`'s
+    /// container ports as the CLI sends them) and the image's, as dockerd
+    /// keeps them in `Config.ExposedPorts`. Shown only; `-P` publishes them.
+    #[serde(default)]
+    pub exposed_ports: Vec<String>,
     /// `--privileged`, `--cap-add`, `--cap-drop`, `--device`, `--group-add`.
     #[serde(default)]
     pub privileges: Privileges,

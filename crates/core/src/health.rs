@@ -20,9 +20,14 @@
 //! not restarted or stopped (dockerd does not either). A result for another
 //! run or another probe than the one in flight is ignored. When the run ends
 //! probing stops and the status is shown as unhealthy (as dockerd shows it);
-//! a new run starts over at `starting`. Health is not persisted: after a
-//! daemon restart a running container starts over at `starting` once a
-//! relist has confirmed it runs.
+//! a new run starts over at `starting`.
+//!
+//! Each result is persisted with the record ([`HealthRecord`]: the run, its
+//! status, failing streak and log), so a restarted daemon goes on from the
+//! last decision, as dockerd's live restore does: a running container
+//! restored with the health of its current run shows it at once and is
+//! probed again once a relist has confirmed it runs (an interval later); one
+//! the relist finds ended shows unhealthy.
 
 use crate::action::{Action, UserEventKind};
 use crate::container::{Container, Status, TaskState};
@@ -126,6 +131,17 @@ pub struct ProbeLog {
     pub output: String,
 }
 
+/// What the record keeps of a run's health: the last decision and the log
+/// it was made from.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct HealthRecord {
+    pub run: u64,
+    pub status: HealthStatus,
+    pub failing_streak: u32,
+    /// The last [`HEALTH_LOG_MAX`] results, oldest first.
+    pub log: Vec<ProbeLog>,
+}
+
 /// The health of a container's current (or, once ended, last) run.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Health {
@@ -140,6 +156,33 @@ pub struct Health {
     in_flight: Option<(u64, WallTime)>,
     /// Probes asked for in this core's life, numbering them.
     probes: u64,
+    /// Restored from the record for a run that no relist has confirmed
+    /// yet: shown as it was, not probed, not ended.
+    awaiting_relist: bool,
+}
+
+impl Health {
+    fn restored(saved: &HealthRecord) -> Health {
+        Health {
+            run: saved.run,
+            status: saved.status,
+            failing_streak: saved.failing_streak,
+            log: saved.log.iter().cloned().collect(),
+            ended: false,
+            in_flight: None,
+            probes: 0,
+            awaiting_relist: true,
+        }
+    }
+
+    fn to_record(&self) -> HealthRecord {
+        HealthRecord {
+            run: self.run,
+            status: self.status,
+            failing_streak: self.failing_streak,
+            log: self.log.iter().cloned().collect(),
+        }
+    }
 }
 
 /// Run this health check in the container now, as an exec, and report its
@@ -214,6 +257,29 @@ impl Monitors {
                 continue;
             }
             let up = probed_run(c);
+            if !self.by_container.contains_key(id)
+                && let Some(saved) = c.rec.health.as_ref().filter(|s| s.run == c.rec.run)
+            {
+                // A restarted core: the record's health of this run.
+                self.by_container
+                    .insert(id.clone(), Health::restored(saved));
+            }
+            if let Some(h) = self.by_container.get_mut(id)
+                && h.awaiting_relist
+            {
+                let same_run = h.run == c.rec.run && c.visible();
+                if same_run && up {
+                    h.awaiting_relist = false;
+                    let at = out.now.at + next_interval(config, h, c, out.now.wall);
+                    out.timers.set(TimerKind::Probe(id.clone()), at);
+                    continue;
+                }
+                if same_run && c.status() == Status::Running {
+                    // Not yet confirmed (or refuted) by a relist.
+                    continue;
+                }
+                h.awaiting_relist = false;
+            }
             if let Some(h) = self.by_container.get_mut(id)
                 && !h.ended
                 && (!up || h.run != c.rec.run)
@@ -236,6 +302,7 @@ impl Monitors {
                     ended: false,
                     in_flight: None,
                     probes: self.by_container.get(id).map_or(0, |h| h.probes),
+                    awaiting_relist: false,
                 };
                 let at = out.now.at + next_interval(config, &h, c, out.now.wall);
                 out.timers.set(TimerKind::Probe(id.clone()), at);
@@ -250,19 +317,21 @@ impl Monitors {
         &mut self,
         id: &ContainerId,
         ready: bool,
-        containers: &Map<ContainerId, Container>,
+        containers: &mut Map<ContainerId, Container>,
         out: &mut Outbox,
     ) {
-        let (Some(h), Some(c)) = (self.by_container.get_mut(id), containers.get(id)) else {
+        let (Some(h), Some(c)) = (self.by_container.get_mut(id), containers.get_mut(id)) else {
             return;
         };
-        let Some(config) = c.rec.config.healthcheck.as_ref() else {
+        // Shared, so the container can be written while the check is read.
+        let shared = std::sync::Arc::clone(&c.rec.config);
+        let Some(config) = shared.healthcheck.as_ref() else {
             return;
         };
         let Some(cmd) = config.probe_command() else {
             return;
         };
-        if h.ended || h.run != c.rec.run {
+        if h.ended || h.awaiting_relist || h.run != c.rec.run {
             return;
         }
         if h.in_flight.is_some() && !ready {
@@ -306,16 +375,17 @@ impl Monitors {
         &mut self,
         result: ProbeResult,
         ready: bool,
-        containers: &Map<ContainerId, Container>,
+        containers: &mut Map<ContainerId, Container>,
         out: &mut Outbox,
     ) {
         let (Some(h), Some(c)) = (
             self.by_container.get_mut(&result.container),
-            containers.get(&result.container),
+            containers.get_mut(&result.container),
         ) else {
             return;
         };
-        let Some(config) = c.rec.config.healthcheck.as_ref() else {
+        let shared = std::sync::Arc::clone(&c.rec.config);
+        let Some(config) = shared.healthcheck.as_ref() else {
             return;
         };
         let Some((probe, start)) = h.in_flight else {
@@ -355,7 +425,7 @@ impl Monitors {
 /// dockerd's `handleProbeResult`: log it, then decide the status.
 fn apply(
     h: &mut Health,
-    c: &Container,
+    c: &mut Container,
     config: &HealthConfig,
     start: WallTime,
     exit_code: i32,
@@ -388,6 +458,9 @@ fn apply(
             }
         }
     }
+    // Written before it is told: a restarted daemon goes on from here.
+    c.rec.health = Some(h.to_record());
+    out.persist(&c.rec);
     if h.status != before {
         out.publish(&c.rec.id, UserEventKind::HealthStatus(h.status));
     }

@@ -85,7 +85,9 @@ pub use config::{
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};
-pub use health::{Health, HealthConfig, HealthStatus, Probe, ProbeLog, ProbeOutcome, ProbeResult};
+pub use health::{
+    Health, HealthConfig, HealthRecord, HealthStatus, Probe, ProbeLog, ProbeOutcome, ProbeResult,
+};
 pub use ids::{ContainerId, OpId, RequestId};
 pub use input::{
     Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
@@ -219,7 +221,7 @@ impl Core {
             Input::ProbeResult(result) => {
                 let ready = self.conn.is_ready();
                 self.health
-                    .result(result, ready, &self.containers, &mut self.out);
+                    .result(result, ready, &mut self.containers, &mut self.out);
             }
         }
         self.health.sync(&self.containers, &mut self.out);
@@ -300,7 +302,8 @@ impl Core {
     }
 
     /// The health of a container's current or last run, if it has a
-    /// health check and has run since this core began.
+    /// health check and has run since this core began, or its record kept
+    /// the health of its current run.
     pub fn health(&self, id: &ContainerId) -> Option<&Health> {
         self.health.get(id)
     }
@@ -337,7 +340,7 @@ impl Core {
                 TimerKind::Probe(id) => {
                     let ready = self.conn.is_ready();
                     self.health
-                        .probe_due(&id, ready, &self.containers, &mut self.out);
+                        .probe_due(&id, ready, &mut self.containers, &mut self.out);
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! daemon rebuilds from (plus a relist).
 
 use crate::config::ContainerConfig;
+use crate::health::HealthRecord;
 use crate::ids::ContainerId;
 use crate::signal::Signal;
 use crate::time::WallTime;
@@ -51,6 +52,11 @@ pub struct Record {
     /// an attachment of its own, owned the same way as `network`.
     #[serde(default)]
     pub endpoints: Vec<Endpoint>,
+    /// The health check's last decision about a run (persisted with each
+    /// probe result), so a restarted daemon goes on from it rather than
+    /// from `starting`. `None` before the first result.
+    #[serde(default)]
+    pub health: Option<HealthRecord>,
 }
 
 /// A connection to one more bridge network, through an interface
@@ -173,11 +179,29 @@ mod tests {
             intents: Intents::default(),
             network: NetworkState::Attached,
             endpoints: Vec::new(),
+            health: None,
         };
         let mut old = serde_json::to_value(&rec).expect("serialise");
         let fields = old.as_object_mut().expect("an object");
         assert!(fields.remove("endpoints").is_some());
         let loaded: Record = serde_json::from_value(old).expect("old record loads");
         assert_eq!(loaded, rec);
+    }
+
+    #[test]
+    fn a_record_from_before_health_was_kept_still_loads() {
+        let old = r#"{"id":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "name":"web","config":{"image":"busybox","entrypoint":null,"cmd":null,"env":[],
+            "working_dir":null,"user":null,"hostname":null,"labels":{},"mounts":[],
+            "read_only_rootfs":false,"memory_limit_bytes":null,"network":"None","tty":false,
+            "stop_signal":null,"stop_timeout":null,"image_stop_signal":null,
+            "restart_policy":"No","auto_remove":false},
+            "created_at":5,"presence":"Created","run":1,"pid":42,"started_at":6,
+            "exit":null,"restart_count":0,
+            "intents":{"start":false,"stop":null,"kills":[],"remove":false,
+            "exit_on_next":false,"policy_restart":false,"user_stopped":false}}"#;
+        let rec: Record = serde_json::from_str(old).expect("old record loads");
+        assert_eq!(rec.health, None);
+        assert_eq!(rec.network, NetworkState::Detached);
     }
 }

@@ -2210,6 +2210,7 @@ fn a_bridge_container_is_attached_between_create_and_task_create_and_released_af
         actions,
         vec![Action::Persist(Record {
             network: NetworkState::Detached,
+            health: None,
             ..created_record(&d, "c1")
         })]
     );
@@ -2347,6 +2348,7 @@ fn an_adopted_orphan_attachment_is_released_then_forgotten() {
     let rec = Record {
         presence: Presence::Discarding,
         network: NetworkState::Attaching,
+        health: None,
         config: bridge_config(),
         ..created_record_template("orphan")
     };
@@ -2380,6 +2382,7 @@ fn created_record_template(id: &str) -> Record {
         intents: Intents::default(),
         network: NetworkState::Detached,
         endpoints: Vec::new(),
+        health: None,
     }
 }
 

@@ -66,6 +66,23 @@ fn exited(p: &Probe, exit_code: i32, output: &str) -> Input {
     })
 }
 
+/// The one action a probe result gives when the status stays: the record,
+/// with the health it now keeps, persisted.
+fn persisted(d: &Driver, id: &str) -> Vec<Action> {
+    let record = d.core.container(&cid(id)).expect("exists").record.clone();
+    let h = health(d, id);
+    assert_eq!(
+        record.health,
+        Some(HealthRecord {
+            run: h.run,
+            status: h.status,
+            failing_streak: h.failing_streak,
+            log: h.log.iter().cloned().collect(),
+        })
+    );
+    vec![Action::Persist(record)]
+}
+
 fn next_timer(d: &Driver) -> (Duration, TimerKind) {
     let (at, kind) = d.core.poll_timeout().expect("a timer is armed");
     (at - d.now.at, kind)
@@ -92,7 +109,7 @@ fn a_run_is_probed_an_interval_after_it_starts_and_each_result_decides_as_docker
     let started = d.now.wall;
     d.advance(Duration::from_millis(300));
     // One failure of two allowed: still starting.
-    assert_eq!(d.feed(exited(&p, 1, "no\n")), vec![]);
+    assert_eq!(d.feed(exited(&p, 1, "no\n")), persisted(&d, "c1"));
     let h = health(&d, "c1");
     assert_eq!((h.status, h.failing_streak), (HealthStatus::Starting, 1));
     assert_eq!(
@@ -114,7 +131,8 @@ fn a_run_is_probed_an_interval_after_it_starts_and_each_result_decides_as_docker
         events(&actions),
         vec![UserEventKind::HealthStatus(HealthStatus::Unhealthy)]
     );
-    assert_eq!(actions.len(), 1, "unhealthy kills nothing: {actions:?}");
+    assert_eq!(actions.len(), 2, "unhealthy kills nothing: {actions:?}");
+    assert_eq!(actions[0], persisted(&d, "c1")[0], "persisted before told");
     assert_eq!(health(&d, "c1").failing_streak, 2);
 
     let p = probe_due(&mut d, "c1");
@@ -130,7 +148,7 @@ fn a_run_is_probed_an_interval_after_it_starts_and_each_result_decides_as_docker
     );
     // Healthy again: no event.
     let p = probe_due(&mut d, "c1");
-    assert_eq!(d.feed(exited(&p, 0, "")), vec![]);
+    assert_eq!(d.feed(exited(&p, 0, "")), persisted(&d, "c1"));
     let v = d.core.container(&cid("c1")).expect("exists");
     assert_eq!((v.status, v.record.run), (Status::Running, 1));
 }
@@ -147,7 +165,7 @@ fn failures_within_the_start_period_do_not_count_and_come_at_the_start_interval(
     assert_eq!(next_timer(&d).0, secs(1));
     for _ in 0..4 {
         let p = probe_due(&mut d, "c1");
-        assert_eq!(d.feed(exited(&p, 1, "")), vec![]);
+        assert_eq!(d.feed(exited(&p, 1, "")), persisted(&d, "c1"));
         let h = health(&d, "c1");
         assert_eq!((h.status, h.failing_streak), (HealthStatus::Starting, 0));
     }
@@ -382,4 +400,82 @@ fn no_probe_runs_or_counts_while_containerd_is_away() {
         );
     }
     assert_eq!(health(&d, "c1").status, HealthStatus::Starting);
+}
+
+/// A core that ran `c1` until its check decided `healthy`, and the record
+/// it persisted then.
+fn healthy_record() -> Record {
+    let mut before = driver();
+    before.run("c1", checked(shell("true", 2, 3)), 10);
+    let p = probe_due(&mut before, "c1");
+    let actions = before.feed(exited(&p, 0, "ok\n"));
+    let Some(Action::Persist(rec)) = actions.first() else {
+        panic!("a result is persisted first: {actions:?}");
+    };
+    assert_eq!(
+        rec.health.as_ref().map(|h| (h.run, h.status, h.log.len())),
+        Some((1, HealthStatus::Healthy, 1))
+    );
+    rec.clone()
+}
+
+#[test]
+fn a_restored_running_container_goes_on_from_its_persisted_health() {
+    let rec = healthy_record();
+    let mut d = Driver::with_config(CoreConfig {
+        relist_interval: None,
+        ..CoreConfig::default()
+    });
+    assert_eq!(d.feed(Input::Restore(vec![rec])), vec![]);
+    // Shown at once, as it was, but not probed before a relist.
+    let h = health(&d, "c1");
+    assert_eq!(
+        (h.status, h.failing_streak, h.log.len(), h.ended),
+        (HealthStatus::Healthy, 0, 1, false)
+    );
+    assert_eq!(h.log[0].output, "ok\n");
+    assert!(
+        !d.core
+            .timers()
+            .any(|(_, k)| *k == TimerKind::Probe(cid("c1"))),
+        "no probe before a relist"
+    );
+    // The relist confirms the run: no event (nothing changed), and the
+    // next probe an interval later.
+    let actions = d.connect(vec![running("c1", 10)]);
+    assert_eq!(events(&actions), vec![]);
+    assert_eq!(health(&d, "c1").status, HealthStatus::Healthy);
+    assert_eq!(next_timer(&d), (secs(2), TimerKind::Probe(cid("c1"))));
+    let p = probe_due(&mut d, "c1");
+    assert_eq!(p.run, 1);
+    // It goes on counting from the persisted streak and log.
+    assert_eq!(d.feed(exited(&p, 1, "")), persisted(&d, "c1"));
+    let h = health(&d, "c1");
+    assert_eq!(
+        (h.status, h.failing_streak, h.log.len()),
+        (HealthStatus::Healthy, 1, 2)
+    );
+}
+
+#[test]
+fn a_restored_container_whose_run_ended_meanwhile_shows_unhealthy() {
+    let rec = healthy_record();
+    let mut d = Driver::with_config(CoreConfig {
+        relist_interval: None,
+        ..CoreConfig::default()
+    });
+    d.feed(Input::Restore(vec![rec]));
+    let at = d.now.wall;
+    d.connect(vec![stopped("c1", 10, 0, at)]);
+    let h = health(&d, "c1");
+    assert_eq!(
+        (h.status, h.ended, h.log.len()),
+        (HealthStatus::Unhealthy, true, 1)
+    );
+    assert!(
+        !d.core
+            .timers()
+            .any(|(_, k)| *k == TimerKind::Probe(cid("c1"))),
+        "no probe for an ended run"
+    );
 }

@@ -661,6 +661,7 @@ fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
         intents: holdfast_core::Intents::default(),
         network: holdfast_core::NetworkState::Attaching,
         endpoints: Vec::new(),
+        health: None,
         id,
     }
 }

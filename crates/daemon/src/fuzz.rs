@@ -3,7 +3,7 @@
 //! cargo-fuzz target in `fuzz/` and the corpus replay test
 //! (`tests/fuzz_corpus.rs`, on stable) both call [`fuzz_api_request`].
 //!
-//! The first byte picks the decoder (`e` or `p` exactly, else `byte % 4`,
+//! The first byte picks the decoder (`e`, `p` or `u` exactly, else `byte % 4`,
 //! so the letters `c`, `f`, `t` and `q` name them in hand-written seeds) and
 //! the rest is its input:
 //!
@@ -11,6 +11,7 @@
 //! | --- | --- | --- |
 //! | `e` | `e` | [`decode_exec_create`], the `POST /containers/{id}/exec` body |
 //! | `p` | `p` | [`decode_pull`], a `POST /images/create` query string, then a newline and the `X-Registry-Auth` header |
+//! | `u` | `u` | [`decode_push`], the image name of `POST /images/{name}/push`, a newline, its query string, a newline and the `X-Registry-Auth` header |
 //! | % 4 = 3 | `c` | [`decode_create`], the `POST /containers/create` body |
 //! | % 4 = 2 | `f` | [`Filters::parse`], a `filters=` value |
 //! | % 4 = 0 | `t` | [`parse_client_time`], a `since=`/`until=` value |
@@ -20,7 +21,7 @@
 //! not UTF-8 become U+FFFD.
 
 use crate::api::{
-    ApiError, Filters, decode_create, decode_exec_create, decode_pull, decode_query,
+    ApiError, Filters, decode_create, decode_exec_create, decode_pull, decode_push, decode_query,
     parse_client_time,
 };
 use holdfast_adapter_containerd::{PullAuth, normalize_reference, pull_target};
@@ -35,6 +36,7 @@ pub enum Decoder {
     ClientTime,
     Query,
     Pull,
+    Push,
 }
 
 /// What became of one input (every property held, or this panicked).
@@ -53,6 +55,7 @@ pub fn fuzz_api_request(data: &[u8]) -> Outcome {
     let (decoder, accepted) = match selector % 4 {
         _ if *selector == b'e' => (Decoder::ExecBody, exec_body(rest)),
         _ if *selector == b'p' => (Decoder::Pull, pull(rest)),
+        _ if *selector == b'u' => (Decoder::Push, push(rest)),
         3 => (Decoder::CreateBody, create_body(rest)),
         2 => (Decoder::Filters, filters(&text())),
         0 => (Decoder::ClientTime, client_time(&text())),
@@ -444,6 +447,48 @@ fn pull(data: &[u8]) -> bool {
     true
 }
 
+/// `name\nquery\nheader`: a push's image name, query string and
+/// `X-Registry-Auth`.
+fn push(data: &[u8]) -> bool {
+    let mut parts = data.splitn(3, |&b| b == b'\n');
+    let name = String::from_utf8_lossy(parts.next().unwrap_or_default());
+    let query = String::from_utf8_lossy(parts.next().unwrap_or_default());
+    let header = parts.next();
+    let decoded = decode_push(&name, &query, header);
+    let again = decode_push(&name, &query, header);
+    let request = match (decoded, again) {
+        (Err(e), Err(e2)) => {
+            // Pushing every tag is not built: 501 says so.
+            if e.status != axum::http::StatusCode::NOT_IMPLEMENTED {
+                check_refusal("push", &name, &e);
+            }
+            assert_eq!(
+                (e.status, &e.message),
+                (e2.status, &e2.message),
+                "push {name:?} {query:?}: refused differently twice"
+            );
+            return false;
+        }
+        (Ok(r), Ok(again)) => {
+            assert_eq!(r, again, "push {name:?}: decoded differently twice");
+            r
+        }
+        (a, b) => panic!("push {name:?}: {a:?} then {b:?}"),
+    };
+    let fail = |why: String| -> ! { panic!("push {name:?} {query:?}: {why}: {request:?}") };
+    // What the API accepts, the registry client can parse, with a tag and
+    // never a digest (a push names what it writes).
+    let (normalized, registry) = pull_target(&request.reference)
+        .unwrap_or_else(|e| fail(format!("accepted, but the adapter refuses it: {e}")));
+    let last = normalized.rsplit('/').next().unwrap_or_default();
+    if !last.contains(':') || normalized.contains('@') || registry.is_empty() {
+        fail(format!(
+            "{normalized} lacks a tag or a registry, or has a digest"
+        ));
+    }
+    true
+}
+
 fn query(text: &str) -> bool {
     let refused = decode_query(text);
     for e in &refused {
@@ -458,6 +503,9 @@ mod tests {
 
     #[test]
     fn letters_pick_the_decoder() {
+        let push = fuzz_api_request(b"ulocalhost:5000/app\ntag=1");
+        assert_eq!(push.decoder, Decoder::Push);
+        assert!(push.accepted);
         let create = fuzz_api_request(br#"c{"Image":"busybox"}"#);
         assert_eq!(create.decoder, Decoder::CreateBody);
         assert!(create.accepted);

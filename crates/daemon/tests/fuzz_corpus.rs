@@ -51,6 +51,7 @@ fn api_requests_corpus_replays() {
             Some("time") => Decoder::ClientTime,
             Some("query") => Decoder::Query,
             Some("pull") => Decoder::Pull,
+            Some("push") => Decoder::Push,
             _ => continue,
         };
         named += 1;

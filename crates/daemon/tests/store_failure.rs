@@ -81,6 +81,7 @@ fn record(id: &str) -> Record {
         intents: Intents::default(),
         network: holdfast_core::NetworkState::Detached,
         endpoints: Vec::new(),
+        health: None,
     }
 }
 

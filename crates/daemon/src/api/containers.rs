@@ -702,6 +702,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         ));
     }
     let resources = create_options::resources(o, memory_limit_bytes)?;
+    let exposed_ports = exposed_port_keys(b.exposed_ports.iter().flat_map(|e| e.keys()))?;
     let config = ContainerConfig {
         ports,
         extra_hosts,
@@ -711,6 +712,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         log_max_size_bytes,
         log_max_files,
         log_driver,
+        exposed_ports,
         privileges: create_options::privileges(o)?,
         resources,
         sysctls: create_options::sysctls(
@@ -1200,6 +1202,21 @@ pub async fn create(
         .await
         .map_err(|e| super::images::image_error(&config.image, e))?;
     config.image_id = Some(image.config_digest.clone());
+    config.env = merged_env(
+        std::mem::take(&mut config.env),
+        image.config.env.as_deref().unwrap_or_default(),
+    );
+    // The image's EXPOSE joins the given ones, as dockerd merges them
+    // (a malformed one in the image is left out, never fatal).
+    let mut exposed: std::collections::BTreeSet<String> = std::mem::take(&mut config.exposed_ports)
+        .into_iter()
+        .collect();
+    for key in image.config.exposed_ports.iter().flat_map(|e| e.keys()) {
+        if let Ok(k) = exposed_port_keys(std::iter::once(key)) {
+            exposed.extend(k);
+        }
+    }
+    config.exposed_ports = exposed.into_iter().collect();
     if publish_all {
         publish_exposed(
             &mut config.ports,
@@ -1560,10 +1577,50 @@ fn command_line(c: &ContainerConfig) -> Vec<String> {
     v
 }
 
+/// `ExposedPorts` keys as dockerd keeps them: `port/proto`, the protocol
+/// `tcp` when not given, sorted, each once.
+fn exposed_port_keys<'a>(keys: impl Iterator<Item = &'a String>) -> Result<Vec<String>, ApiError> {
+    let mut out = std::collections::BTreeSet::new();
+    for key in keys {
+        let (port, proto) = key.split_once('/').unwrap_or((key.as_str(), "tcp"));
+        let proto = proto.to_ascii_lowercase();
+        if port.parse::<u16>().is_err() || !matches!(proto.as_str(), "tcp" | "udp" | "sctp") {
+            return Err(ApiError::bad_request(format!(
+                "invalid exposed port {key:?}: want PORT[/tcp|udp|sctp]"
+            )));
+        }
+        out.insert(format!("{port}/{proto}"));
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// The container's environment as dockerd stores it at create (and shows
+/// it in inspect's `Config.Env`): the given variables, then each of the
+/// image's that none of them names. The process gets the same set (the
+/// spec overlays the given ones on the image's).
+fn merged_env(given: Vec<String>, image: &[String]) -> Vec<String> {
+    let key = |kv: &str| kv.split_once('=').map_or(kv, |(k, _)| k).to_owned();
+    let named: std::collections::BTreeSet<String> = given.iter().map(|kv| key(kv)).collect();
+    let mut env = given;
+    env.extend(image.iter().filter(|kv| !named.contains(&key(kv))).cloned());
+    env
+}
+
+/// A `max-size` in bytes as it was most likely given: in the largest of
+/// docker's binary units that divides it (`1m` for 1048576).
+fn size_as_given(bytes: u64) -> String {
+    for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
+        if bytes > 0 && bytes.is_multiple_of(1u64 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 fn log_config_json(c: &ContainerConfig) -> Value {
     let mut m = serde_json::Map::new();
     if let Some(size) = c.log_max_size_bytes {
-        m.insert("max-size".to_owned(), json!(size.to_string()));
+        m.insert("max-size".to_owned(), json!(size_as_given(size)));
     }
     if let Some(files) = c.log_max_files {
         m.insert("max-file".to_owned(), json!(files.to_string()));
@@ -1909,6 +1966,16 @@ fn inspect_json(
         && let Some(config) = v["Config"].as_object_mut()
     {
         config.remove("Healthcheck");
+    }
+    if !c.exposed_ports.is_empty()
+        && let Some(config) = v["Config"].as_object_mut()
+    {
+        let ports: serde_json::Map<String, Value> = c
+            .exposed_ports
+            .iter()
+            .map(|k| (k.clone(), json!({})))
+            .collect();
+        config.insert("ExposedPorts".to_owned(), Value::Object(ports));
     }
     v
 }
@@ -2405,7 +2472,7 @@ mod tests {
             ("ReadonlyRootfs", json!(true)),
             (
                 "LogConfig",
-                json!({"Type": "local", "Config": {"max-size": "1048576"}}),
+                json!({"Type": "local", "Config": {"max-size": "1m"}}),
             ),
         ] {
             assert_eq!(hc[field], want, "{field}: {hc:#}");
@@ -2574,6 +2641,7 @@ mod tests {
                 intents: holdfast_core::Intents::default(),
                 network: holdfast_core::NetworkState::Detached,
                 endpoints: Vec::new(),
+                health: None,
             },
             status: Status::Running,
             task: TaskState::Running { pid: 5 },
@@ -2598,5 +2666,42 @@ mod tests {
         assert_eq!(status_text(&s, now), "Exited (7) 2 seconds ago");
         s.status = Status::Created;
         assert_eq!(status_text(&s, now), "Created");
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    #[test]
+    fn env_is_merged_as_dockerd_stores_it() {
+        let image = ["PATH=/bin".to_owned(), "A=image".to_owned()];
+        assert_eq!(
+            merged_env(vec!["A=1".into(), "B".into()], &image),
+            vec!["A=1".to_owned(), "B".into(), "PATH=/bin".into()]
+        );
+        assert_eq!(merged_env(vec![], &image), image.to_vec());
+    }
+
+    #[test]
+    fn exposed_ports_read_as_dockerd_keeps_them() {
+        let keys = ["80".to_owned(), "53/UDP".into(), "80/tcp".into()];
+        assert_eq!(
+            exposed_port_keys(keys.iter()).expect("valid"),
+            vec!["53/udp".to_owned(), "80/tcp".into()]
+        );
+        for bad in ["x/tcp", "80/icmp", "70000"] {
+            let key = bad.to_owned();
+            assert!(exposed_port_keys(std::iter::once(&key)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_show_in_the_unit_they_were_given_in() {
+        assert_eq!(size_as_given(1 << 20), "1m");
+        assert_eq!(size_as_given(10 << 20), "10m");
+        assert_eq!(size_as_given(100 << 10), "100k");
+        assert_eq!(size_as_given(2 << 30), "2g");
+        assert_eq!(size_as_given(1000), "1000");
     }
 }

@@ -272,10 +272,11 @@ async fn save(state: &ApiState, references: &[String]) -> Result<Response, ApiEr
     Ok(r)
 }
 
-/// `POST /images/{name}/tag` (and `push`, not supported yet).
+/// `POST /images/{name}/tag` and `POST /images/{name}/push`.
 pub async fn by_name_post(
     State(state): State<ApiState>,
     Path(rest): Path<String>,
+    headers: axum::http::HeaderMap,
     query: RawQuery,
 ) -> Result<Response, ApiError> {
     if let Some(name) = rest.strip_suffix("/tag") {
@@ -306,10 +307,8 @@ pub async fn by_name_post(
         );
         return Ok(StatusCode::CREATED.into_response());
     }
-    if rest.ends_with("/push") {
-        return Err(ApiError::not_implemented(
-            "docker push is not supported by holdfast yet",
-        ));
+    if let Some(name) = rest.strip_suffix("/push") {
+        return super::push::push(state, name, &headers, &query).await;
     }
     Err(ApiError::not_found(format!(
         "page not found: /images/{rest}"

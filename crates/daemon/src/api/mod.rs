@@ -22,6 +22,7 @@ mod networks;
 mod params;
 mod prune;
 mod pull;
+mod push;
 mod render;
 mod resources;
 mod streams;
@@ -33,6 +34,7 @@ pub use error::ApiError;
 pub use exec::decode_exec_create;
 pub use params::{Filters, decode_query};
 pub use pull::{PullRequest, decode_pull, decode_registry_auth};
+pub use push::{PushRequest, decode_push};
 pub use render::parse_client_time;
 
 use crate::engine::EngineHandle;

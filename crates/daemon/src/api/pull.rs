@@ -158,7 +158,7 @@ pub fn decode_pull(query: &str, auth_header: Option<&[u8]>) -> Result<PullReques
 
 /// Docker's reference grammar: `[registry[:port]/]path[:tag][@algo:hex]`,
 /// path components lowercase `[a-z0-9]+` joined by `.`, `_`, `__` or `-`.
-fn check_reference(reference: &str) -> Result<(), ApiError> {
+pub(super) fn check_reference(reference: &str) -> Result<(), ApiError> {
     let bad = |why: &str| {
         ApiError::bad_request(format!("invalid reference format: {reference:?}: {why}"))
     };
@@ -306,7 +306,7 @@ fn progress_message(p: &PullProgress) -> Value {
 }
 
 /// dockerd's `[=====>      ]  1.2MB/3.4MB` for clients that print it as is.
-fn progress_bar(current: u64, total: u64) -> String {
+pub(super) fn progress_bar(current: u64, total: u64) -> String {
     const WIDTH: u64 = 50;
     let filled = (current.min(total) * WIDTH)
         .checked_div(total)
@@ -324,13 +324,13 @@ fn progress_bar(current: u64, total: u64) -> String {
     format!("[{bar}] {}/{}", mb(current), mb(total))
 }
 
-fn line(value: &Value) -> Bytes {
+pub(super) fn line(value: &Value) -> Bytes {
     let mut text = value.to_string();
     text.push_str("\r\n");
     Bytes::from(text)
 }
 
-fn error_line(message: &str) -> Bytes {
+pub(super) fn error_line(message: &str) -> Bytes {
     line(&json!({ "errorDetail": { "message": message }, "error": message }))
 }
 
@@ -413,7 +413,7 @@ fn finished(state: &ApiState, pulled: &PulledImage) -> Value {
     json!({ "status": status })
 }
 
-fn json_stream(body: Body) -> Response {
+pub(super) fn json_stream(body: Body) -> Response {
     let mut r = Response::new(body);
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -1,0 +1,216 @@
+//! `POST /images/{name}/push` (`docker push`): a local image sent to its
+//! registry, answered with dockerd's stream of JSON progress messages.
+//!
+//! What can be told before anything is sent is an HTTP error as from
+//! dockerd (a malformed name 400, an image not present 404, every tag 501);
+//! a failure after that (the registry unreachable, credentials refused)
+//! comes in the stream as `{"errorDetail":..,"error":..}`.
+
+use super::images::{familiar, image_error, publish};
+use super::params::Params;
+use super::pull::{
+    check_reference, decode_registry_auth, error_line, json_stream, line, progress_bar,
+};
+use super::{ApiError, ApiState};
+use axum::body::{Body, Bytes};
+use axum::extract::RawQuery;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use holdfast_adapter_containerd::{AdapterError, PullAuth, PushProgress, PushStatus, PushedImage};
+use serde_json::{Value, json};
+
+/// What a push request asks for, decoded and checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PushRequest {
+    /// `repo:tag`.
+    pub reference: String,
+    pub auth: PullAuth,
+}
+
+/// Decodes a push of `name` (the path's image name) with its query string
+/// (`tag`) and `X-Registry-Auth` header. Pure.
+pub fn decode_push(
+    name: &str,
+    query: &str,
+    auth_header: Option<&[u8]>,
+) -> Result<PushRequest, ApiError> {
+    let p = Params::parse(&RawQuery(Some(query.to_owned())));
+    let tag = p.str("tag").unwrap_or("").trim();
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApiError::bad_request("the image to push must be named"));
+    }
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let reference = if !tag.is_empty() {
+        if last.contains(':') || name.contains('@') {
+            return Err(ApiError::bad_request(format!(
+                "invalid reference format: {name:?} already has a tag, and tag={tag:?} was given"
+            )));
+        }
+        format!("{name}:{tag}")
+    } else if last.contains(':') {
+        name.to_owned()
+    } else {
+        return Err(ApiError::not_implemented(
+            "pushing every tag of a repository (docker push --all-tags) is not supported by holdfast yet: name a tag",
+        ));
+    };
+    check_reference(&reference)?;
+    if reference.contains('@') {
+        return Err(ApiError::bad_request(format!(
+            "cannot push a digest reference: {reference}"
+        )));
+    }
+    Ok(PushRequest {
+        reference,
+        auth: decode_registry_auth(auth_header)?,
+    })
+}
+
+fn progress_message(p: &PushProgress) -> Value {
+    match p {
+        PushProgress::Repository(r) => {
+            json!({ "status": format!("The push refers to repository [{r}]") })
+        }
+        PushProgress::Layer { id, status } => match status {
+            PushStatus::Pushing { current, total } => json!({
+                "status": "Pushing",
+                "progressDetail": { "current": current, "total": total },
+                "progress": progress_bar(*current, *total),
+                "id": id,
+            }),
+            other => {
+                let text = match other {
+                    PushStatus::Preparing => "Preparing",
+                    PushStatus::Waiting => "Waiting",
+                    PushStatus::Pushed => "Pushed",
+                    PushStatus::AlreadyExists => "Layer already exists",
+                    PushStatus::Pushing { .. } => "Pushing",
+                };
+                json!({ "status": text, "progressDetail": {}, "id": id })
+            }
+        },
+    }
+}
+
+/// dockerd's last two messages: the digest line the CLI prints, and the
+/// `aux` object SDKs read.
+fn finished(pushed: &PushedImage) -> [Value; 2] {
+    [
+        json!({ "status": format!("{}: digest: {} size: {}", pushed.tag, pushed.digest, pushed.size) }),
+        json!({
+            "progressDetail": {},
+            "aux": { "Tag": pushed.tag, "Digest": pushed.digest, "Size": pushed.size },
+        }),
+    ]
+}
+
+/// `POST /images/{name}/push?tag=..`.
+pub async fn push(
+    state: ApiState,
+    name: &str,
+    headers: &HeaderMap,
+    query: &RawQuery,
+) -> Result<Response, ApiError> {
+    let request = decode_push(
+        name,
+        query.0.as_deref().unwrap_or(""),
+        headers.get("X-Registry-Auth").map(HeaderValue::as_bytes),
+    )?;
+    let PushRequest { reference, auth } = request;
+    match state.adapter.resolve_image(&reference).await {
+        Ok(_) => {}
+        Err(AdapterError::ImageNotFound(_)) => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("An image does not exist locally with the tag: {reference}"),
+            ));
+        }
+        Err(e) => return Err(image_error(&reference, e)),
+    }
+    tracing::info!(%reference, "push");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PushProgress>();
+    let adapter = state.adapter.clone();
+    let pushing = reference.clone();
+    // Its own task: a client that goes away does not cut a push in half.
+    let task = tokio::spawn(async move { adapter.push_image(&pushing, &auth, &tx).await });
+    let (body_tx, body_rx) =
+        tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(64);
+    tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            // A client that went away stops hearing, not the push.
+            let _ = body_tx.send(Ok(line(&progress_message(&p)))).await;
+        }
+        match task.await {
+            Ok(Ok(pushed)) => {
+                let shown = familiar(&holdfast_adapter_containerd::normalize_reference(
+                    &reference,
+                ));
+                publish(&state, "push", &shown, &shown);
+                for message in finished(&pushed) {
+                    let _ = body_tx.send(Ok(line(&message))).await;
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::info!(%reference, error = %e, "push failed");
+                let _ = body_tx.send(Ok(error_line(&e.to_string()))).await;
+            }
+            Err(e) => {
+                let _ = body_tx
+                    .send(Ok(error_line(&format!("the push failed: {e}"))))
+                    .await;
+            }
+        }
+    });
+    Ok(json_stream(Body::from_stream(
+        tokio_stream::wrappers::ReceiverStream::new(body_rx),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_requests_decode_like_dockerd() {
+        let r = decode_push("127.0.0.1:5000/mine", "tag=1", None).expect("decodes");
+        assert_eq!(r.reference, "127.0.0.1:5000/mine:1");
+        assert_eq!(r.auth, PullAuth::Anonymous);
+        let r = decode_push("localhost:5000/mine:2", "", None).expect("decodes");
+        assert_eq!(r.reference, "localhost:5000/mine:2");
+        let all = decode_push("localhost:5000/mine", "", None).expect_err("every tag");
+        assert_eq!(all.status, StatusCode::NOT_IMPLEMENTED);
+        for (name, query) in [
+            ("", "tag=1"),
+            ("Mine", "tag=1"),
+            ("mine", "tag=-x"),
+            ("mine:1", "tag=2"),
+            ("localhost:/mine", "tag=1"),
+        ] {
+            let e = decode_push(name, query, None).expect_err(name);
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{name}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn progress_reads_like_dockerd() {
+        let m = progress_message(&PushProgress::Layer {
+            id: "0123456789ab".into(),
+            status: PushStatus::AlreadyExists,
+        });
+        assert_eq!(m["status"], "Layer already exists");
+        let m = progress_message(&PushProgress::Repository("127.0.0.1:5000/mine".into()));
+        assert_eq!(
+            m["status"],
+            "The push refers to repository [127.0.0.1:5000/mine]"
+        );
+        let [status, aux] = finished(&PushedImage {
+            tag: "1".into(),
+            digest: "sha256:ab".into(),
+            size: 527,
+        });
+        assert_eq!(status["status"], "1: digest: sha256:ab size: 527");
+        assert_eq!(aux["aux"]["Size"], 527);
+        assert_eq!(aux["aux"]["Tag"], "1");
+    }
+}
