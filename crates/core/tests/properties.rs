@@ -1679,6 +1679,20 @@ impl Harness {
             Some(Status::Exited),
             "the frozen probe was not killed"
         );
+        // Updated while stopped: carried to the spec of its next run now.
+        let update_stopped = self.command(Command::UpdateResources {
+            id: id.clone(),
+            update: ResourceUpdate {
+                memory_limit_bytes: Some(32 << 20),
+                ..Default::default()
+            },
+        })?;
+        self.settle()?;
+        prop_assert_eq!(
+            self.answer_of(update_stopped),
+            Some(Answer::Done),
+            "the stopped probe's update"
+        );
         Ok(())
     }
 
