@@ -347,6 +347,8 @@ impl World {
 type PendingWait = (ContainerId, WaitCondition, Option<(u64, WallTime)>);
 
 struct Harness {
+    /// Runs whose OOM was announced (a user event), per daemon.
+    oom_announced: std::collections::BTreeSet<(ContainerId, u64)>,
     /// The furthest each run's task got in the core's view (1 created,
     /// 2 running, 3 stopped), per daemon.
     task_progress: BTreeMap<(ContainerId, u64, Option<u32>), u8>,
@@ -429,6 +431,7 @@ impl Harness {
         let slack = config.stop_answer_slack;
         Harness {
             task_progress: BTreeMap::new(),
+            oom_announced: Default::default(),
             core: Core::new(config.clone(), 9, now),
             config,
             now,
@@ -531,6 +534,24 @@ impl Harness {
                         "{input:?} asked for {probe:?} while containerd is not ready"
                     );
                     self.probes.push(probe.clone());
+                }
+                // An OOM is announced once per run, and only for a run
+                // that has not ended.
+                Action::Publish(event) if event.kind == UserEventKind::Oom => {
+                    let view = self.core.container(&event.container);
+                    let run = view.map_or(0, |v| v.record.run);
+                    let ended =
+                        view.is_some_and(|v| v.record.exit.as_ref().is_some_and(|e| e.run == run));
+                    prop_assert!(
+                        !ended,
+                        "{input:?} announced an OOM of {} run {run}, which had ended",
+                        event.container
+                    );
+                    prop_assert!(
+                        self.oom_announced.insert((event.container.clone(), run)),
+                        "{input:?} announced the OOM of {} run {run} twice",
+                        event.container
+                    );
                 }
                 Action::Persist(rec) => {
                     self.records.insert(rec.id.clone(), rec.clone());
@@ -1882,6 +1903,7 @@ impl Harness {
     /// never land; requests waiting die with it (their clients see the
     /// connection reset), so they are owed no answer.
     fn daemon_restart(&mut self) -> Result<(), TestCaseError> {
+        self.oom_announced.clear();
         let answered = &self.answered;
         self.must_answer.retain(|r| answered.contains_key(r));
         self.stop_bounds.retain(|r, _| answered.contains_key(r));
