@@ -81,6 +81,9 @@ enum Step {
     WorldExit(usize, u8, bool),
     /// Deliver any earlier event again (duplicate or stale, of any run).
     ReplayEvent(proptest::sample::Index),
+    /// An exit already recorded is reported again, differently (another
+    /// status and a later time for the same pid, as a second source gives).
+    ExitReportedAgain(proptest::sample::Index),
     ExecExit(usize),
     /// A bare OOM event (of no process the world killed).
     Oom(usize),
@@ -118,6 +121,7 @@ fn step() -> impl Strategy<Value = Step> {
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
+        1 => any::<proptest::sample::Index>().prop_map(Step::ExitReportedAgain),
         1 => idx.clone().prop_map(Step::ExecExit),
         1 => idx.clone().prop_map(Step::Oom),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, lost)| Step::WorldOom(i, lost)),
@@ -165,7 +169,7 @@ fn enabled(step: &Step, swarm: u8) -> bool {
         Step::ContainerdDown | Step::ContainerdUp => 2,
         Step::ShimDies(_) => 3,
         Step::WorldOom(..) | Step::Oom(_) => 4,
-        Step::ReplayEvent(_) | Step::ExecExit(_) => 5,
+        Step::ReplayEvent(_) | Step::ExitReportedAgain(_) | Step::ExecExit(_) => 5,
         _ => return true,
     };
     swarm & (1 << bit) != 0
@@ -2310,6 +2314,52 @@ impl Harness {
                         u32::from(*status)
                     };
                     self.world_exit(&id(i), pid, status, *lost)?;
+                }
+            }
+            Step::ExitReportedAgain(n) => {
+                // Only of an exit the core has recorded for that pid (or of
+                // an earlier run): a first report that lies is no fault the
+                // core could see through.
+                let exits: Vec<ContainerdEvent> = self
+                    .past_events
+                    .iter()
+                    .filter(|e| match e {
+                        ContainerdEvent::TaskExit {
+                            container,
+                            exec_id,
+                            pid,
+                            ..
+                        } if exec_id == container.as_str() => {
+                            self.core.container(container).is_some_and(|v| {
+                                v.record.pid != Some(*pid)
+                                    || v.record
+                                        .exit
+                                        .as_ref()
+                                        .is_some_and(|x| x.run == v.record.run)
+                            })
+                        }
+                        _ => false,
+                    })
+                    .cloned()
+                    .collect();
+                if !exits.is_empty()
+                    && let ContainerdEvent::TaskExit {
+                        container,
+                        exec_id,
+                        pid,
+                        exit_status,
+                        exited_at,
+                        oom_kills,
+                    } = exits[n.index(exits.len())].clone()
+                {
+                    self.event(ContainerdEvent::TaskExit {
+                        container,
+                        exec_id,
+                        pid,
+                        exit_status: exit_status + 1,
+                        exited_at: WallTime::from_unix_nanos(exited_at.as_unix_nanos() + 1_000_000),
+                        oom_kills,
+                    })?;
                 }
             }
             Step::ReplayEvent(n) => {
