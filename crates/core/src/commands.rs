@@ -441,6 +441,7 @@ impl Core {
             network: crate::NetworkState::Detached,
             endpoints: Vec::new(),
             health: None,
+            create_sent_at: None,
         };
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);

@@ -111,9 +111,6 @@ pub(crate) struct Container {
     /// The cgroup's count of OOM kills in the current run, carried by the
     /// evidence of its exit (`None`: not known).
     pub(crate) oom_kills: Option<u64>,
-    /// When our latest CreateTask was sent: a task a relist finds after its
-    /// answer was lost cannot have begun earlier (see `Record::began_at`).
-    pub(crate) create_sent_at: Option<WallTime>,
     /// The kill being delivered was announced as a `kill` event.
     pub(crate) kill_announced: Option<Signal>,
     /// We delivered SIGKILL to the current run.
@@ -157,7 +154,6 @@ impl Container {
             stop_escalated: false,
             oom: false,
             oom_kills: None,
-            create_sent_at: None,
             sigkill_sent: false,
             kill_announced: None,
             confirmed: false,

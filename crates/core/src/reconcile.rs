@@ -248,7 +248,12 @@ impl Core {
             self.out.publish(id, UserEventKind::Kill { signal });
         }
         match step {
-            Step::CreateTask => c.create_sent_at = Some(self.out.now.wall),
+            // Persisted: after a crash, a task a relist finds with the last
+            // run's pid (reused) is told from that run by when it was made.
+            Step::CreateTask => {
+                c.rec.create_sent_at = Some(self.out.now.wall);
+                self.out.persist(&c.rec);
+            }
             Step::StartTask => {
                 c.rec.start_sent = true;
                 self.out.persist(&c.rec);

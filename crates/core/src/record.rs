@@ -57,6 +57,11 @@ pub struct Record {
     /// from `starting`. `None` before the first result.
     #[serde(default)]
     pub health: Option<HealthRecord>,
+    /// When the latest CreateTask was sent: a task a relist finds after its
+    /// answer was lost (or after a crash) cannot have begun earlier (see
+    /// `began_at`), even where it reuses the last run's pid.
+    #[serde(default)]
+    pub create_sent_at: Option<WallTime>,
 }
 
 /// A connection to one more bridge network, through an interface
@@ -180,6 +185,7 @@ mod tests {
             network: NetworkState::Attached,
             endpoints: Vec::new(),
             health: None,
+            create_sent_at: None,
         };
         let mut old = serde_json::to_value(&rec).expect("serialise");
         let fields = old.as_object_mut().expect("an object");

@@ -214,7 +214,7 @@ impl Core {
                         c.begin_run(task.pid);
                     }
                     if c.rec.pid != Some(task.pid) || c.rec.began_at.is_none() {
-                        c.rec.began_at = c.create_sent_at;
+                        c.rec.began_at = c.rec.create_sent_at;
                     }
                     c.rec.pid = Some(task.pid);
                     c.task = match task.status {

@@ -206,8 +206,11 @@ fn start_creates_then_starts_the_task() {
     d.ok(OpId(3));
     let (req, actions) = d.command(Command::Start { id: cid("c1") });
     assert!(matches!(&actions[0], Action::Persist(r) if r.intents.start));
+    // When the create is sent is recorded first: after a crash, a task
+    // found with the last run's (reused) pid is told from it by this.
+    assert!(matches!(&actions[1], Action::Persist(r) if r.create_sent_at == Some(d.now.wall)));
     assert_eq!(
-        actions[1],
+        actions[2],
         Action::Call {
             op: OpId(4),
             call: Call::CreateTask { id: cid("c1") }
@@ -579,6 +582,46 @@ fn a_listing_of_the_last_run_stopped_is_no_exit_of_the_next_with_its_pid() {
     let c1 = d.core.container(&cid("c1")).expect("c1");
     assert_eq!(c1.record.run, 2);
     assert_eq!(c1.current_exit(), None, "run 1's exit taken for run 2's");
+}
+
+#[test]
+fn after_a_crash_a_reused_pid_is_told_from_the_last_run_by_when_its_create_was_sent() {
+    // Simulator seed 43804: run 1 exited, its exit reported again a moment
+    // later by a second source; run 2's create was sent and holdfastd
+    // crashed before its answer. Run 2 got run 1's pid. After the restart
+    // the relist shows it running; the late second report of run 1's exit
+    // must not end run 2 (and have its running task deleted).
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let exited_at = d.now.wall;
+    let actions = d.exit("c1", 42, 137);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    d.advance(Duration::from_secs(1));
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let Some(rec) = actions.iter().rev().find_map(|a| match a {
+        Action::Persist(r) => Some(r.clone()),
+        _ => None,
+    }) else {
+        panic!("nothing persisted before the create");
+    };
+    let mut d = Driver::new();
+    d.advance(Duration::from_secs(5));
+    d.feed(Input::Restore(vec![rec]));
+    d.connect(vec![running("c1", 42)]);
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!((c1.record.run, c1.status), (2, Status::Running));
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskExit {
+        container: cid("c1"),
+        exec_id: "c1".into(),
+        pid: 42,
+        exit_status: 0,
+        exited_at: WallTime::from_unix_nanos(exited_at.as_unix_nanos() + 1_000_000),
+        oom_kills: None,
+    }));
+    assert_eq!(calls(&actions), vec![], "run 2's task touched");
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!((c1.current_exit(), c1.status), (None, Status::Running));
 }
 
 #[test]
@@ -2383,6 +2426,7 @@ fn created_record_template(id: &str) -> Record {
         network: NetworkState::Detached,
         endpoints: Vec::new(),
         health: None,
+        create_sent_at: None,
     }
 }
 

@@ -662,6 +662,7 @@ fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
         network: holdfast_core::NetworkState::Attaching,
         endpoints: Vec::new(),
         health: None,
+        create_sent_at: None,
         id,
     }
 }

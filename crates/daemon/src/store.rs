@@ -173,6 +173,7 @@ mod tests {
             network: holdfast_core::NetworkState::Detached,
             endpoints: Vec::new(),
             health: None,
+            create_sent_at: None,
         }
     }
 

@@ -82,6 +82,7 @@ fn record(id: &str) -> Record {
         network: holdfast_core::NetworkState::Detached,
         endpoints: Vec::new(),
         health: None,
+        create_sent_at: None,
     }
 }
 

@@ -1248,6 +1248,15 @@ impl Sim {
                 core.container(&container)
                     .is_some_and(|v| v.record.pid == Some(pid) && v.current_exit().is_some())
             })
+            // Only of the exit as it happened: a report again of a report
+            // again would drift later each time, past the next task of a
+            // reused pid (seeds 25076 and 43804 once did).
+            && self
+                .cd
+                .truth
+                .get(&pid)
+                .and_then(|t| t.exit)
+                .is_some_and(|(_, at)| at == exited_at)
             && self.take_fault(FaultKind::ExitReportedAgain)
         {
             let room_ns = u64::try_from(

@@ -2642,6 +2642,7 @@ mod tests {
                 network: holdfast_core::NetworkState::Detached,
                 endpoints: Vec::new(),
                 health: None,
+                create_sent_at: None,
             },
             status: Status::Running,
             task: TaskState::Running { pid: 5 },
