@@ -261,9 +261,11 @@ impl Checker {
                 | Command::Kill { .. }
                 | Command::Restart { .. }
                 | Command::Remove { .. }
+                | Command::UpdateRestartPolicy { .. }
         ) {
             // A user who steps in after an exit may rule out the policy
-            // restart it owed (a stop does): it is owed no longer.
+            // restart it owed (a stop does, and so does `update --restart
+            // no`, seed 57842): it is owed no longer.
             self.restart_owed.retain(|(c, _)| *c != id);
         }
         let asked = self.asked.entry(id.clone()).or_default();
