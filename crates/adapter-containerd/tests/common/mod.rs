@@ -351,6 +351,31 @@ impl Drop for Env {
     }
 }
 
+/// Whether process `pid` catches signal `signo` (its `SigCgt` mask in
+/// `/proc`): a shell's `trap` is installed once this holds.
+pub fn catches(pid: u32, signo: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signo - 1)) != 0)
+}
+
+/// Waits (up to [`WAIT`]) until process `pid` catches signal `signo`.
+pub async fn until_catches(pid: u32, signo: u32) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !catches(pid, signo) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process {pid} did not catch signal {signo} within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub fn cid(s: &str) -> ContainerId {
     s.parse().expect("valid container id")
 }
