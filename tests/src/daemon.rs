@@ -596,6 +596,16 @@ impl Daemon {
         self.spawn();
     }
 
+    /// As [`Daemon::restart`], but returns as soon as `docker version`
+    /// answers: what a user racing holdfastd's start-up sees.
+    pub fn restart_until_version(&mut self) {
+        assert!(self.child.is_none(), "holdfastd still runs: stop it first");
+        self.spawn_child();
+        self.wait_until("holdfastd answers `docker version`", || {
+            self.docker(&["version"]).success()
+        });
+    }
+
     // ---- the embedded containerd
 
     /// The pid of the embedded containerd, from its pid file, when that
@@ -739,6 +749,11 @@ impl Daemon {
     // ---- start-up
 
     fn spawn(&mut self) {
+        self.spawn_child();
+        self.wait_ready();
+    }
+
+    fn spawn_child(&mut self) {
         let mut log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -765,7 +780,6 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("spawn {}: {e}", self.binary.display()));
         self.note(format!("# started holdfastd {}", child.id()));
         self.child = Some(child);
-        self.wait_ready();
     }
 
     fn wait_ready(&mut self) {

@@ -197,3 +197,19 @@ fn sigterm_exits_zero_keeps_containers_and_loses_nothing() {
     assert!(!running[0].is_alive());
     d.ok(&["rm", "-f", "long", "rp", "fresh", "done"]);
 }
+
+/// holdfastd and its containerd both SIGKILLed, holdfastd started again:
+/// a `docker run` the moment `docker version` answers is carried out. It
+/// was refused with "containerd is unreachable" while the supervisor's new
+/// containerd booted and the core sat in the backoff of its first
+/// connection (found by the long_outage chaos scenario under load, in the
+/// 100-cycle run of 2026-12-03).
+#[test]
+fn a_run_right_after_start_up_is_carried_out() {
+    let mut d = Daemon::start();
+    d.sigkill();
+    d.kill_containerd();
+    d.restart_until_version();
+    d.ok(&["run", "-d", "--name", "first", "busybox", "true"]);
+    assert_eq!(d.ok(&["wait", "first"]), "0\n");
+}

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{adapter_for, busybox, cid, init_tracing};
+use common::{ReportOnPanic, adapter_for, busybox, cid, init_tracing};
 use holdfast_adapter_containerd::{AdapterError, chain_id};
 use holdfast_core::{Call, ContainerdEvent, Done, Input};
 use holdfast_testkit::{BusyboxImage, Containerd, ImageFormat, unique_namespace};
@@ -13,6 +13,7 @@ use tokio::sync::mpsc::unbounded_channel;
 async fn imports_docker_archive_and_oci_layout() {
     init_tracing();
     let ctrd = Containerd::start();
+    let _report = ReportOnPanic(&ctrd);
     let dir = tempfile::tempdir().expect("tempdir");
     // A 12 MiB ballast makes the layer bigger than what the importer keeps in
     // memory, so both formats go through the spooled path.

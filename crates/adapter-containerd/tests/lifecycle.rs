@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Env, busybox, cid};
+use common::{Env, busybox, cid, until_catches};
 use holdfast_core::{Call, ConnectionFact, ContainerdEvent, Done, FailureKind, Input, Signal};
 use std::time::Duration;
 
@@ -36,17 +36,19 @@ async fn lifecycle_from_image_to_nothing_left() {
 
     // Stop by signal: a process that handles SIGTERM.
     let polite = cid("polite");
-    env.run(
-        &polite,
-        &[
-            "sh",
-            "-c",
-            "trap 'exit 7' TERM; while true; do sleep 0.1; done",
-        ],
-    )
-    .await;
-    // Let the shell install its trap before signalling.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let polite_pid = env
+        .run(
+            &polite,
+            &[
+                "sh",
+                "-c",
+                "trap 'exit 7' TERM; while true; do sleep 0.1; done",
+            ],
+        )
+        .await;
+    // Signalled before the shell installs its trap, PID 1 ignores SIGTERM
+    // and never exits: wait for the trap itself, not for a fixed pause.
+    until_catches(polite_pid, Signal::SIGTERM.number()).await;
     let kill = Call::Kill {
         id: polite.clone(),
         signal: Signal::SIGTERM,

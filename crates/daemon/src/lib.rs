@@ -186,14 +186,30 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     Ok(())
 }
 
-/// Each time the supervisor starts containerd again, the core is told the
-/// moment it serves, so that it reconnects at once rather than at its next
-/// backoff attempt (up to 250 ms later; bench/vs-dockerd.md).
+/// When the supervisor's containerd first serves, and each time it starts
+/// containerd again, the core is told the moment it serves, so that it
+/// reconnects at once rather than at its next backoff attempt (up to 250 ms
+/// later; bench/vs-dockerd.md).
 async fn report_containerd_restarts(
     supervisor: std::sync::Weak<supervisor::Supervisor>,
     mut restarts: tokio::sync::watch::Receiver<u64>,
     engine: engine::EngineHandle,
 ) {
+    // The first start too: the core's first attempts may have found no
+    // socket yet, and its backoff would leave it away for up to 250 ms more.
+    if let Some(sup) = supervisor.upgrade() {
+        tokio::select! {
+            ready = sup.wait_ready(Duration::from_secs(30)) => {
+                if ready.is_ok() {
+                    tracing::debug!("containerd accepts; probing it");
+                    engine.probe_containerd();
+                }
+            }
+            _ = restarts.changed() => {
+                restarts.mark_changed();
+            }
+        }
+    }
     while restarts.changed().await.is_ok() {
         let Some(sup) = supervisor.upgrade() else {
             return;

@@ -10,7 +10,9 @@ use holdfast_core::{
     Call, ContainerConfig, ContainerId, ContainerdEvent, Done, Failure, Input, OpId,
 };
 use holdfast_testkit::{BusyboxImage, Containerd};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
@@ -30,11 +32,87 @@ pub struct Env {
     next_op: AtomicU64,
 }
 
+/// Trace lines kept for a failure's report: the last of them.
+const TRACE_LINES_MAX: usize = 400;
+
+static TRACE: OnceLock<Mutex<VecDeque<String>>> = OnceLock::new();
+
+fn trace() -> &'static Mutex<VecDeque<String>> {
+    TRACE.get_or_init(|| Mutex::new(VecDeque::with_capacity(TRACE_LINES_MAX)))
+}
+
+/// One formatted event, appended to [`TRACE`] when the formatter is done.
+struct TraceLine(Vec<u8>);
+
+impl std::io::Write for TraceLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TraceLine {
+    fn drop(&mut self) {
+        let line = String::from_utf8_lossy(&self.0).trim_end().to_owned();
+        let mut kept = trace().lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() == TRACE_LINES_MAX {
+            kept.pop_front();
+        }
+        kept.push_back(line);
+    }
+}
+
+/// With `RUST_LOG` set, the trace goes to the test's output as asked.
+/// Without it, the adapter's trace, each RPC's span closed with its time, is
+/// kept in memory (the runtimes are multi-threaded, so the test writer would
+/// not capture it) and printed by [`Env`]'s drop when the test fails.
 pub fn init_tracing() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        return;
+    }
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "holdfast_adapter_containerd=trace",
+        ))
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_ansi(false)
+        .with_thread_names(true)
+        .with_writer(|| TraceLine(Vec::new()))
         .try_init();
+}
+
+/// What a failed test prints: containerd's log and the adapter's trace (the
+/// trace is the test binary's, so tests running beside it appear too).
+pub fn failure_report(ctrd: &Containerd) -> String {
+    let kept = trace().lock().unwrap_or_else(|e| e.into_inner());
+    let lines: Vec<&str> = kept.iter().map(String::as_str).collect();
+    format!(
+        "==== containerd log ({}), last lines\n{}\n==== adapter trace, last {} lines (this test binary's, all tests)\n{}",
+        ctrd.dir().display(),
+        ctrd.log_tail(),
+        lines.len(),
+        lines.join("\n")
+    )
+}
+
+/// Prints [`failure_report`] when dropped during a panic: hold one for as
+/// long as the test's containerd lives.
+pub struct ReportOnPanic<'a>(pub &'a Containerd);
+
+impl Drop for ReportOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", failure_report(self.0));
+        }
+    }
 }
 
 pub fn adapter_for(ctrd: &Containerd, namespace: &str, dir: &std::path::Path) -> Adapter {
@@ -114,7 +192,7 @@ impl Env {
     pub async fn wait_for(&mut self, pred: impl Fn(&Input) -> bool) -> Input {
         self.wait_for_within(WAIT, pred)
             .await
-            .unwrap_or_else(|| panic!("no matching input within {WAIT:?}; saw {:#?}", self.seen))
+            .unwrap_or_else(|| panic!("no matching input within {WAIT:?} (what was seen follows)"))
     }
 
     pub async fn wait_for_within(
@@ -257,6 +335,44 @@ impl Env {
             );
         }
         (containers, tasks, active)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "==== inputs the test saw ({})\n{:#?}\n{}",
+                self.seen.len(),
+                self.seen,
+                failure_report(&self.ctrd)
+            );
+        }
+    }
+}
+
+/// Whether process `pid` catches signal `signo` (its `SigCgt` mask in
+/// `/proc`): a shell's `trap` is installed once this holds.
+pub fn catches(pid: u32, signo: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signo - 1)) != 0)
+}
+
+/// Waits (up to [`WAIT`]) until process `pid` catches signal `signo`.
+pub async fn until_catches(pid: u32, signo: u32) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !catches(pid, signo) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process {pid} did not catch signal {signo} within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

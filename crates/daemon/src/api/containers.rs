@@ -1133,6 +1133,36 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// How long a create waits, at holdfastd's start, for the first connection
+/// to containerd (which the supervisor may still be starting).
+const FIRST_CONNECT_WAIT: Duration = Duration::from_secs(10);
+/// How often that wait looks at the engine.
+const FIRST_CONNECT_POLL: Duration = Duration::from_millis(20);
+
+/// Whether the core is connected and relisted. Before its first relist
+/// since holdfastd started, containerd is being reached, not known to be
+/// away: that is waited for (bounded) instead of refusing the create (the
+/// API serves before the first connection, and under load a `docker run`
+/// right after start-up was refused with "containerd is unreachable").
+async fn containerd_ready(state: &ApiState) -> Result<bool, ApiError> {
+    let deadline = tokio::time::Instant::now() + FIRST_CONNECT_WAIT;
+    loop {
+        let (ready, never_relisted) = state
+            .engine
+            .read(|v| {
+                (
+                    v.core.connection() == holdfast_core::ConnectionState::Ready,
+                    v.facts.relists == 0,
+                )
+            })
+            .await?;
+        if ready || !never_relisted || tokio::time::Instant::now() >= deadline {
+            return Ok(ready);
+        }
+        tokio::time::sleep(FIRST_CONNECT_POLL).await;
+    }
+}
+
 pub async fn create(
     State(state): State<ApiState>,
     query: RawQuery,
@@ -1179,11 +1209,7 @@ pub async fn create(
         )));
     }
     // Fail fast while containerd is away: nothing is done, nothing is left.
-    let ready = state
-        .engine
-        .read(|v| v.core.connection() == holdfast_core::ConnectionState::Ready)
-        .await?;
-    if !ready {
+    if !containerd_ready(&state).await? {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "containerd is unreachable: the container was not created; try again when it is back",
