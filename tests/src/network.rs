@@ -110,6 +110,27 @@ impl BridgeDaemon {
     }
 }
 
+/// A busybox shell line: httpd serving `body` on port 80, in the foreground.
+pub fn httpd(body: &str) -> String {
+    format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 80 -h /www")
+}
+
+/// The body `container` gets from `url` (busybox wget, 5 s), if it gets one.
+pub fn wget_from(net: &BridgeDaemon, container: &str, url: &str) -> Option<String> {
+    let out = net
+        .d
+        .docker(&["exec", container, "timeout", "5", "wget", "-qO-", url]);
+    out.success().then(|| out.stdout.trim().to_owned())
+}
+
+/// Waits until `container` gets `body` from `url`.
+pub fn wait_reaches(net: &BridgeDaemon, container: &str, url: &str, body: &str) {
+    net.d
+        .wait_until(&format!("{container} gets {body} from {url}"), || {
+            wget_from(net, container, url).as_deref() == Some(body)
+        });
+}
+
 /// The nat table's CNI chains and rules, counters dropped, sorted: what
 /// the plugins made.
 pub fn cni_nat_rules() -> Vec<String> {

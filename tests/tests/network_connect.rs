@@ -9,28 +9,10 @@
 //! refusals, with dockerd's status codes. Each test has a holdfastd with a
 //! bridge of its own (`BridgeDaemon`); its user networks go with it.
 
-use holdfast_e2e::network::{BridgeDaemon, CNI_PLUGIN_DIR, cni_nat_rules};
+use holdfast_e2e::network::{
+    BridgeDaemon, CNI_PLUGIN_DIR, cni_nat_rules, httpd, wait_reaches, wget_from,
+};
 use std::path::{Path, PathBuf};
-
-/// busybox httpd serving `body` on port 80, in the foreground.
-fn httpd(body: &str) -> String {
-    format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 80 -h /www")
-}
-
-/// The body `container` gets from `url`, if it gets one.
-fn wget_from(net: &BridgeDaemon, container: &str, url: &str) -> Option<String> {
-    let out = net
-        .d
-        .docker(&["exec", container, "timeout", "5", "wget", "-qO-", url]);
-    out.success().then(|| out.stdout.trim().to_owned())
-}
-
-fn wait_reaches(net: &BridgeDaemon, container: &str, url: &str, body: &str) {
-    net.d
-        .wait_until(&format!("{container} gets {body} from {url}"), || {
-            wget_from(net, container, url).as_deref() == Some(body)
-        });
-}
 
 /// Two user networks of the test's own subnets.
 fn two_networks(net: &BridgeDaemon) -> (String, String) {

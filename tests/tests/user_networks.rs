@@ -5,28 +5,8 @@
 //! refused. Each test has a holdfastd with a bridge of its own
 //! (`BridgeDaemon`); its user networks are removed with it.
 
-use holdfast_e2e::network::BridgeDaemon;
+use holdfast_e2e::network::{BridgeDaemon, httpd, wait_reaches, wget_from};
 use std::path::Path;
-
-/// busybox httpd serving `body` on port 80, in the foreground.
-fn httpd(body: &str) -> String {
-    format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 80 -h /www")
-}
-
-/// The body `container` gets from `url`, once it gets one.
-fn wget_from(net: &BridgeDaemon, container: &str, url: &str) -> Option<String> {
-    let out = net
-        .d
-        .docker(&["exec", container, "timeout", "5", "wget", "-qO-", url]);
-    out.success().then(|| out.stdout.trim().to_owned())
-}
-
-fn wait_reaches(net: &BridgeDaemon, container: &str, url: &str, body: &str) {
-    net.d
-        .wait_until(&format!("{container} gets {body} from {url}"), || {
-            wget_from(net, container, url).as_deref() == Some(body)
-        });
-}
 
 fn hosts_of(net: &BridgeDaemon, container: &str) -> String {
     net.d.ok(&["exec", container, "cat", "/etc/hosts"])

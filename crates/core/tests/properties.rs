@@ -1638,14 +1638,7 @@ impl Harness {
             !self.world.paused.contains_key(&id),
             "the probe is still frozen"
         );
-        let update = self.command(Command::UpdateResources {
-            id: id.clone(),
-            update: ResourceUpdate {
-                memory_limit_bytes: Some(64 << 20),
-                ..Default::default()
-            },
-        })?;
-        self.settle()?;
+        let update = self.update_memory_settled(&id, 64 << 20)?;
         // Carried to the running task's cgroup now, not left for its next run.
         prop_assert_eq!(
             self.answer_of(update),
@@ -1705,20 +1698,30 @@ impl Harness {
             "the frozen probe was not killed"
         );
         // Updated while stopped: carried to the spec of its next run now.
-        let update_stopped = self.command(Command::UpdateResources {
-            id: id.clone(),
-            update: ResourceUpdate {
-                memory_limit_bytes: Some(32 << 20),
-                ..Default::default()
-            },
-        })?;
-        self.settle()?;
+        let update_stopped = self.update_memory_settled(&id, 32 << 20)?;
         prop_assert_eq!(
             self.answer_of(update_stopped),
             Some(Answer::Done),
             "the stopped probe's update"
         );
         Ok(())
+    }
+
+    /// `docker update --memory` of `id`, carried as far as it goes.
+    fn update_memory_settled(
+        &mut self,
+        id: &ContainerId,
+        bytes: u64,
+    ) -> Result<RequestId, TestCaseError> {
+        let req = self.command(Command::UpdateResources {
+            id: id.clone(),
+            update: ResourceUpdate {
+                memory_limit_bytes: Some(bytes),
+                ..Default::default()
+            },
+        })?;
+        self.settle()?;
+        Ok(req)
     }
 
     /// A rename or a policy update, and what its answer must mean: a name
