@@ -99,6 +99,13 @@ pub(crate) struct Descriptor {
     pub size: i64,
 }
 
+/// Each blob of `layers` once, in their order: an image may list the same
+/// layer twice, and it is fetched or uploaded once.
+pub(crate) fn distinct_layers(layers: &[Descriptor]) -> Vec<&Descriptor> {
+    let mut seen = std::collections::BTreeSet::new();
+    layers.iter().filter(|l| seen.insert(&l.digest)).collect()
+}
+
 impl Descriptor {
     pub(crate) fn from_json(v: &Value) -> Result<Descriptor, AdapterError> {
         let digest = v["digest"]

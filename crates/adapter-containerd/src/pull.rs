@@ -16,7 +16,7 @@
 
 use crate::client::Adapter;
 use crate::error::{AdapterError, RegistryFailure};
-use crate::image::{Descriptor, is_index, normalize_reference, pick_platform};
+use crate::image::{Descriptor, distinct_layers, is_index, normalize_reference, pick_platform};
 use crate::store::{Unpacking, Written};
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -28,7 +28,6 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// Largest manifest, index or config a pull reads: a bigger (or endless)
@@ -614,11 +613,7 @@ impl Adapter {
         if layers.is_empty() {
             return Err(failed("the manifest has no layers"));
         }
-        let mut unique = BTreeSet::new();
-        let downloads: Vec<&Descriptor> = layers
-            .iter()
-            .filter(|l| unique.insert(l.digest.clone()))
-            .collect();
+        let downloads = distinct_layers(&layers);
         for l in &downloads {
             layer(progress, &l.digest, LayerStatus::PullingFsLayer);
         }

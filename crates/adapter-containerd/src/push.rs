@@ -11,7 +11,7 @@
 
 use crate::client::Adapter;
 use crate::error::{AdapterError, RegistryFailure};
-use crate::image::{Descriptor, is_index};
+use crate::image::{Descriptor, distinct_layers, is_index};
 use crate::pull::{PullAuth, causes, failed, familiar_name, parse_reference, sha256, short_id};
 use containerd_client::services::v1::ReadContentRequest;
 use futures_util::{StreamExt as _, TryStreamExt as _};
@@ -19,7 +19,6 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE};
 use oci_client::{Client, Reference, RegistryOperation};
 use serde_json::Value;
-use std::collections::BTreeSet;
 
 /// Layers uploaded at once (dockerd's default `max-concurrent-uploads`).
 const CONCURRENT_UPLOADS: usize = 5;
@@ -167,11 +166,7 @@ impl Adapter {
                 .map_err(|e| target.error("authenticating", &e))?;
         }
 
-        let mut unique = BTreeSet::new();
-        let uploads: Vec<&Descriptor> = layers
-            .iter()
-            .filter(|l| unique.insert(l.digest.clone()))
-            .collect();
+        let uploads = distinct_layers(&layers);
         for l in &uploads {
             send(progress, &l.digest, PushStatus::Preparing);
         }
