@@ -611,7 +611,10 @@ impl Core {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
-        let restarting = c.rec.intents.policy_restart;
+        // Between runs (a restart owed, or the policy's start not yet
+        // running a task) the container shows as restarting, as in dockerd.
+        let restarting =
+            c.rec.intents.policy_restart || (c.rec.intents.policy_start && !c.is_running());
         if !c.is_running() && !restarting {
             let message = format!("Container {id} is not running");
             self.out
@@ -624,12 +627,18 @@ impl Core {
         let config = &c.rec.config;
         let stop_signal = config.stop_signal.or(config.image_stop_signal);
         let stay_down = signal == Signal::SIGKILL || stop_signal.is_none_or(|s| s == signal);
-        if restarting {
-            // Between runs there is no process to signal; as with dockerd,
-            // a kill that means "stay down" cancels the coming restart.
-            if stay_down {
-                c.cancel_policy_restart(&mut self.out.timers);
+        if stay_down && (restarting || c.rec.intents.policy_start) {
+            // As with dockerd, a kill that means "stay down" ends the
+            // policy's restart: the one owed, and a policy start under way
+            // (else its failure, or its retry after a lost answer, would
+            // bring the restart back after the user's kill).
+            if c.rec.intents.policy_start {
+                c.rec.intents.start = false;
             }
+            c.cancel_policy_restart(&mut self.out.timers);
+        }
+        if restarting {
+            // Between runs there is no process to signal.
             self.out.persist(&c.rec);
             self.out.answer_now(req, Answer::Done);
             return;

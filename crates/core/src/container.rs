@@ -95,9 +95,11 @@ pub(crate) struct Container {
     /// start has moved on (a relist showed the created task), a refusal of
     /// the next step is a plain refusal.
     pub(crate) uncertain_step: Option<Step>,
-    /// A CreateTask failed in a way that may have taken effect (its answer
-    /// lost): a task may exist although the view says absent. The network
-    /// attachment is not released until a relist has looked.
+    /// A call on the task failed in a way that may have taken effect (its
+    /// answer lost), so the view may be wrong until a relist has looked: a
+    /// CreateTask may have made a task the view says absent (its network
+    /// attachment is not released), a DeleteTask of a created task may have
+    /// removed it (it is not started).
     pub(crate) task_in_doubt: bool,
     /// A retry timer is armed; do not issue until it fires (or we reconnect).
     pub(crate) retry_waiting: bool,

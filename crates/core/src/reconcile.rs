@@ -154,6 +154,10 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                     Some((Call::Pause { id }, Step::Pause))
                 }
                 TaskState::Running { .. } if c.pause_wanted == Some(false) && c.paused => resume,
+                // Its delete's answer was lost: the task may be gone, and a
+                // start sent to it now could only be taken for a run that
+                // vanished. A relist says first (seed 6123).
+                TaskState::Created { .. } if c.task_in_doubt => None,
                 TaskState::Created { .. } if intents.start && !intents.remove => {
                     Some((Call::StartTask { id }, Step::StartTask))
                 }
@@ -569,6 +573,14 @@ impl Core {
                     c.task = TaskState::Unknown;
                 }
             }
+        }
+        // A created task's delete whose answer was lost may have taken
+        // effect: until a relist has looked, it is not started.
+        if step == Step::DeleteTask
+            && matches!(failure.kind, K::Unavailable | K::Deadline)
+            && matches!(c.task, TaskState::Created { .. })
+        {
+            c.task_in_doubt = true;
         }
         match (step, failure.kind) {
             // Gone already is what a delete wanted.

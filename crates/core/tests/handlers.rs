@@ -737,6 +737,77 @@ fn a_stop_while_a_refused_policy_start_is_cleaned_up_rules_out_the_retry() {
 }
 
 #[test]
+fn a_sigkill_while_a_policy_start_is_in_flight_rules_out_its_retry() {
+    // The policy's restart created its task and sent the start; the user's
+    // `docker kill` (SIGKILL: stay down) comes before the start's answer.
+    // The start then fails: it must not be tried again after a backoff, as
+    // a policy start would be (simulator seed 411794: the kill was followed
+    // by a restart the user had ruled out).
+    let (mut d, actions) = policy_restart_due("c1", 42);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 43 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    assert_no_restart_pending(&d);
+    d.fail(start, FailureKind::Other);
+    assert_no_restart_pending(&d);
+    let rec = created_record(&d, "c1");
+    assert!(!rec.intents.start && !rec.intents.policy_restart, "{rec:?}");
+}
+
+#[test]
+fn a_created_task_whose_delete_was_lost_is_not_started_before_a_relist() {
+    // A refused policy start leaves a created task, which is deleted; the
+    // delete's answer is lost, and the policy's backoff passes meanwhile.
+    // The task may be gone: a start sent to it could only be taken for a
+    // run that vanished. The relist shows it gone: no run, no exit; the
+    // restart creates a new task (simulator seed 6123: an exit "vanished"
+    // was recorded for a task that never started).
+    let (mut d, actions) = policy_restart_due("c1", 42);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 43 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let actions = d.fail(start, FailureKind::Other);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let (kind, _) = d.fire_timer();
+    assert_eq!(kind, TimerKind::RestartBackoff(cid("c1")));
+    let actions = d.fail(delete, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    // Whatever fires before the relist's answer sends nothing to the task.
+    while let Some((_, TimerKind::Retry(_))) = d.core.poll_timeout() {
+        let (_, actions) = d.fire_timer();
+        assert!(
+            !calls(&actions)
+                .iter()
+                .any(|c| matches!(c, Call::StartTask { .. })),
+            "{actions:?}"
+        );
+    }
+    let actions = d.relist(relist, vec![]);
+    let exit = created_record(&d, "c1").exit;
+    assert_eq!(
+        exit.as_ref().map(|e| e.exit_code),
+        Some(1),
+        "the run that ran: {exit:?}"
+    );
+    assert!(
+        calls(&actions)
+            .iter()
+            .any(|c| matches!(c, Call::CreateTask { .. })),
+        "{actions:?}"
+    );
+}
+
+#[test]
 fn a_policy_restart_in_progress_survives_a_daemon_restart_and_a_refused_create() {
     // The restart policy's backoff passed and its start began; holdfastd
     // dies before the new run is up. The restored start is still the
