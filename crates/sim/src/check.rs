@@ -257,7 +257,8 @@ impl Checker {
         let id = command.container_id().clone();
         if matches!(
             command,
-            Command::Stop { .. }
+            Command::Start { .. }
+                | Command::Stop { .. }
                 | Command::Kill { .. }
                 | Command::Restart { .. }
                 | Command::Remove { .. }
@@ -265,7 +266,10 @@ impl Checker {
         ) {
             // A user who steps in after an exit may rule out the policy
             // restart it owed (a stop does, and so does `update --restart
-            // no`, seed 57842): it is owed no longer.
+            // no`, seed 57842): it is owed no longer. A user's start takes
+            // the restart over; if it fails, the user is told, and, as
+            // after any failed `docker start` in dockerd, no policy start
+            // follows (seeds 22343, 51406).
             self.restart_owed.retain(|(c, _)| *c != id);
         }
         let asked = self.asked.entry(id.clone()).or_default();
