@@ -631,8 +631,9 @@ impl Core {
             // As with dockerd, a kill that means "stay down" ends the
             // policy's restart: the one owed, and a policy start under way
             // (else its failure, or its retry after a lost answer, would
-            // bring the restart back after the user's kill).
-            if c.rec.intents.policy_start {
+            // bring the restart back after the user's kill). A start already
+            // sent may have taken effect: it stays, and the kill follows it.
+            if c.rec.intents.policy_start && !c.rec.start_sent {
                 c.rec.intents.start = false;
             }
             c.cancel_policy_restart(&mut self.out.timers);

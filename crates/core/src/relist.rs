@@ -222,7 +222,12 @@ impl Core {
                         _ => TaskState::Running { pid: task.pid },
                     };
                     c.paused = task.status == TaskStatus::Paused;
-                    c.thaw_due &= c.paused;
+                    // Frozen by someone else after a "stay down" kill of
+                    // this run went out: the kill waits for a thaw, as when
+                    // the core knew of the freeze before it sent the kill.
+                    let stay_down_delivered =
+                        c.rec.intents.exit_on_next && c.rec.intents.kills.is_empty();
+                    c.thaw_due = c.paused && (c.thaw_due || stay_down_delivered);
                     // A start whose answer was lost took effect.
                     let intents = &c.rec.intents;
                     let began = matches!(task.status, TaskStatus::Running | TaskStatus::Paused);

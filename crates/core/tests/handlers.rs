@@ -762,6 +762,43 @@ fn a_sigkill_while_a_policy_start_is_in_flight_rules_out_its_retry() {
 }
 
 #[test]
+fn a_sigkill_after_a_policy_start_was_sent_never_deletes_the_task_it_may_have_started() {
+    // The policy's start was sent and its answer lost; the user's SIGKILL
+    // comes meanwhile. The start may have taken effect (a relist shows the
+    // task running), so the kill is delivered to it, and the task is not
+    // deleted as "created, never started" before its exit is seen
+    // (simulator seed 36570, against the first form of the fix above).
+    let (mut d, actions) = policy_restart_due("c1", 42);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 43 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    let mut actions = d.fail(start, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    // The kill goes out before the relist has answered.
+    while let Some((_, TimerKind::Retry(_))) = d.core.poll_timeout() {
+        actions.extend(d.fire_timer().1);
+    }
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    actions.extend(d.ok(kill));
+    actions.extend(d.relist(relist, vec![running("c1", 43)]));
+    for call in calls(&actions) {
+        assert!(
+            !matches!(call, Call::DeleteTask { .. }),
+            "{call:?} while the task may run: {actions:?}"
+        );
+    }
+    d.exit("c1", 43, 137);
+    assert_no_restart_pending(&d);
+}
+
+#[test]
 fn a_created_task_whose_delete_was_lost_is_not_started_before_a_relist() {
     // A refused policy start leaves a created task, which is deleted; the
     // delete's answer is lost, and the policy's backoff passes meanwhile.

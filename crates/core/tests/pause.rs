@@ -317,3 +317,32 @@ fn a_frozen_task_a_relist_could_not_settle_is_looked_at_again_after_the_call() {
     d.relist(relist, vec![frozen]);
     assert!(view(&d, "c1").paused, "the freeze is learned");
 }
+
+#[test]
+fn a_task_frozen_by_someone_else_after_a_sigkill_went_out_is_thawed_so_that_it_dies() {
+    // `docker kill` (SIGKILL) reaches containerd while, unknown to the
+    // core, someone froze the task (`ctr tasks pause`): under a v1 freezer
+    // the kill waits for a thaw. The freeze's event makes the core look;
+    // the relist shows the task frozen, and the core thaws it, as it does
+    // when it knew of the freeze before the kill.
+    let mut d = ready_with_running("c1", 10);
+    let (req, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.ok(kill);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskPaused {
+        container: cid("c1"),
+    }));
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let mut task = running("c1", 10);
+    task.status = TaskStatus::Paused;
+    let actions = d.relist(relist, vec![task]);
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Resume { id: cid("c1") }],
+        "{actions:?}"
+    );
+}
