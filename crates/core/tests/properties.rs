@@ -62,6 +62,9 @@ enum Step {
     Cancel(proptest::sample::Index),
     /// `docker pause` (true) or `docker unpause` (false).
     Pause(usize, bool),
+    /// Someone else freezes (true) or thaws the running task, as `ctr
+    /// tasks pause` would: containerd's event tells the core.
+    OutsidePause(usize, bool),
     /// `docker update --memory` (MiB).
     Update(usize, u8),
     /// `docker network connect` (even) or `disconnect` (odd) of `side0`
@@ -116,6 +119,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (idx.clone(), any::<u8>()).prop_map(|(i, a)| Step::Edit(i, a)),
         1 => any::<proptest::sample::Index>().prop_map(Step::Cancel),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::OutsidePause(i, f)),
         1 => (idx.clone(), any::<u8>()).prop_map(|(i, m)| Step::Update(i, m)),
         1 => (idx.clone(), 0..4u8).prop_map(|(i, a)| Step::Network(i, a)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
@@ -150,6 +154,7 @@ fn relist_race_step(container: usize) -> impl Strategy<Value = Step> {
         1 => (idx.clone(), proptest::option::of(0..4u8), Just(None)).prop_map(|(i, t, s)| Step::Stop(i, t, s)),
         2 => (idx.clone(), any::<bool>()).prop_map(|(i, k)| Step::Kill(i, k)),
         2 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::OutsidePause(i, f)),
         8 => (0..4usize, prop_oneof![3 => Just(0u8), 2 => Just(7u8), 1 => Just(8u8), 2 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, Just(true)).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => Just(Step::LateRelist),
@@ -346,6 +351,14 @@ impl World {
     }
 }
 
+/// What a kill, pause or unpause asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ask {
+    Kill(Signal),
+    Pause,
+    Unpause,
+}
+
 /// A wait not answered yet: container, condition, and the exit recorded
 /// (run, time) when it began.
 type PendingWait = (ContainerId, WaitCondition, Option<(u64, WallTime)>);
@@ -407,6 +420,12 @@ struct Harness {
     /// Waits not answered yet: container, condition, and its recorded exit
     /// (run, time) when the wait began.
     waits: BTreeMap<RequestId, PendingWait>,
+    /// Kills, pauses and unpauses not answered yet: the end of their
+    /// container's run answers them at once.
+    asks: BTreeMap<RequestId, (ContainerId, Ask)>,
+    /// Kill calls carrying a user's kill (not a stop's signal) whose
+    /// results the core has not been given yet, by op.
+    user_kill_ops: BTreeMap<OpId, (ContainerId, Signal)>,
     slack: Duration,
     /// Containers a user asked to pause (true) or unpause (false).
     pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
@@ -470,6 +489,8 @@ impl Harness {
             stop_signal_ops: BTreeMap::new(),
             signal_delivered: BTreeMap::new(),
             must_answer: Vec::new(),
+            asks: BTreeMap::new(),
+            user_kill_ops: BTreeMap::new(),
             waits: BTreeMap::new(),
             slack,
             pauses_asked: Default::default(),
@@ -482,6 +503,9 @@ impl Harness {
     /// Feeds one input and checks the per-step properties.
     fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
         self.event_fed(&input);
+        if let Input::ActionResult(op, _) = &input {
+            self.user_kill_ops.remove(op);
+        }
         if let Input::ActionResult(_, result) = &input
             && let Some(id) = self.answering.take()
         {
@@ -494,6 +518,8 @@ impl Harness {
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
         let mut waited = Vec::new();
+        let mut asked_then = Vec::new();
+        let asks_before = self.asks.clone();
         // HF_TRACE=1: every input and what it produced, to read a failure.
         if std::env::var_os("HF_TRACE").is_some() {
             eprintln!("IN  {:?} @{:?}\n    -> {:?}", input, self.now.at, actions);
@@ -518,6 +544,15 @@ impl Harness {
                         self.look_again_by = None;
                         self.newest_relist = op.0;
                         self.relist_snapshots.insert(*op, self.world.tasks.clone());
+                    }
+                    // The core sends a user's kill before any stop signal.
+                    if let Call::Kill { id, signal, .. } = call
+                        && self
+                            .core
+                            .container(id)
+                            .is_some_and(|c| c.record.intents.kills.first() == Some(signal))
+                    {
+                        self.user_kill_ops.insert(*op, (id.clone(), *signal));
                     }
                     self.outstanding.push((*op, call.clone()));
                     self.check_escalation(*op, call)?;
@@ -568,6 +603,9 @@ impl Harness {
                         && matches!(answer, Answer::Waited { .. })
                     {
                         waited.push((*req, wait));
+                    }
+                    if let Some(ask) = self.asks.remove(req) {
+                        asked_then.push((*req, ask, answer.clone()));
                     }
                     prop_assert!(
                         self.answered.insert(*req, self.now.at).is_none(),
@@ -699,9 +737,10 @@ impl Harness {
                 }
             }
         }
-        for (id, pid, exit) in new_exits {
-            self.check_exit_is_the_truth(&id, pid, &exit)?;
+        for (id, pid, exit) in &new_exits {
+            self.check_exit_is_the_truth(id, *pid, exit)?;
         }
+        self.check_run_end_answers(&new_exits, &asks_before, &asked_then)?;
         self.check_quiescent()?;
         // A wait is answered only when what it waits for is true.
         for (req, (id, condition, exit_then)) in waited {
@@ -932,6 +971,69 @@ impl Harness {
         Ok(())
     }
 
+    /// When a run ends, what waited on it is answered at once, with the
+    /// answer the end calls for: a kill whose delivery was under way is
+    /// done (as dockerd answers it), any other kill, pause or unpause finds
+    /// the container not running, and a wait for the exit has it. None is
+    /// left to be answered by its bound.
+    fn check_run_end_answers(
+        &self,
+        new_exits: &[(ContainerId, Option<u32>, ExitRecord)],
+        asks_before: &BTreeMap<RequestId, (ContainerId, Ask)>,
+        asked_then: &[(RequestId, (ContainerId, Ask), Answer)],
+    ) -> Result<(), TestCaseError> {
+        for (id, _, exit) in new_exits {
+            for (req, (of, _)) in asks_before {
+                prop_assert!(
+                    of != id || !self.asks.contains_key(req),
+                    "{} (of {}) still waits after the run {} ended",
+                    req,
+                    id,
+                    exit.run
+                );
+            }
+            for (req, (of, condition, _)) in &self.waits {
+                prop_assert!(
+                    of != id || *condition == WaitCondition::Removed,
+                    "{} (a wait {:?} of {}) still waits after the run {} ended",
+                    req,
+                    condition,
+                    id,
+                    exit.run
+                );
+            }
+            for (req, (of, ask), answer) in asked_then {
+                if of != id {
+                    continue;
+                }
+                let delivering = match ask {
+                    Ask::Kill(signal) => self
+                        .user_kill_ops
+                        .values()
+                        .any(|k| *k == (id.clone(), *signal)),
+                    Ask::Pause | Ask::Unpause => false,
+                };
+                let not_running =
+                    matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Conflict);
+                prop_assert!(
+                    if delivering {
+                        *answer == Answer::Done
+                    } else {
+                        not_running
+                    },
+                    "{} ({:?} of {}) answered {:?} when the run {} ended (its signal under way: {})",
+                    req,
+                    ask,
+                    id,
+                    answer,
+                    exit.run,
+                    delivering
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn req(&mut self) -> RequestId {
         self.next_req += 1;
         RequestId(self.next_req)
@@ -948,6 +1050,15 @@ impl Harness {
         };
         if let Command::Start { id } | Command::Restart { id, .. } = &command {
             self.starts.insert(req, id.clone());
+        }
+        let ask = match &command {
+            Command::Kill { id, signal } => Some((id.clone(), Ask::Kill(*signal))),
+            Command::Pause { id } => Some((id.clone(), Ask::Pause)),
+            Command::Unpause { id } => Some((id.clone(), Ask::Unpause)),
+            _ => None,
+        };
+        if let Some(ask) = ask {
+            self.asks.insert(req, ask);
         }
         let creating = !matches!(command, Command::Create { .. })
             && self
@@ -1917,6 +2028,8 @@ impl Harness {
         self.starts.retain(|r, _| answered.contains_key(r));
         self.failures.clear();
         self.waits.clear();
+        self.asks.clear();
+        self.user_kill_ops.clear();
         self.relist_snapshots.clear();
         self.newest_relist = 0;
         self.look_again_by = None;
@@ -2162,6 +2275,28 @@ impl Harness {
                     Command::Unpause { id: id(i) }
                 };
                 self.command(command)?;
+            }
+            Step::OutsidePause(i, freeze) => {
+                let id = id(i);
+                if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id) {
+                    let pid = *pid;
+                    let frozen = self.world.paused.get(&id) == Some(&pid);
+                    if frozen != *freeze {
+                        if *freeze {
+                            self.world.paused.insert(id.clone(), pid);
+                            self.event(ContainerdEvent::TaskPaused { container: id })?;
+                        } else {
+                            self.world.paused.remove(&id);
+                            self.event(ContainerdEvent::TaskResumed {
+                                container: id.clone(),
+                            })?;
+                            // A SIGKILL held by a v1 freezer lands now.
+                            if self.world.kill_on_thaw.remove(&id) == Some(pid) {
+                                self.world_exit(&id, pid, 137, false)?;
+                            }
+                        }
+                    }
+                }
             }
             Step::Stop(i, timeout, signal) => {
                 let timeout = timeout.map(|t| Duration::from_secs(u64::from(t)));
