@@ -87,12 +87,17 @@ impl Core {
                 }
             }
             // The current run's process started: evidence even when the
-            // start's own answer is lost.
+            // start's own answer is lost. Only once this run's start was
+            // sent: before that, a start event naming its pid is an earlier
+            // run's, delivered late, whose pid the kernel gave again.
             ContainerdEvent::TaskStart { container, pid } => {
                 let Some(c) = self.containers.get(&container) else {
                     return;
                 };
-                if c.rec.pid == Some(pid) && matches!(c.task, TaskState::Created { .. }) {
+                if c.rec.pid == Some(pid)
+                    && c.rec.start_sent
+                    && matches!(c.task, TaskState::Created { .. })
+                {
                     self.start_took_effect(&container);
                 }
             }

@@ -873,6 +873,33 @@ fn a_policy_restart_in_progress_survives_a_daemon_restart_and_a_refused_create()
 }
 
 #[test]
+fn a_late_start_event_of_an_earlier_run_is_no_start_of_a_task_that_reused_its_pid() {
+    // Run 1 (pid 42) started and exited. The user's start creates the next
+    // task; its answer is lost and a relist shows it created, with pid 42
+    // again (the kernel reused it). Run 1's start event, delivered late,
+    // names pid 42: it must not be taken for this run's start, which was
+    // never sent (found by the properties once the world published start
+    // events).
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let actions = d.exit("c1", 42, 0);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.fail(create, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let mut created = running("c1", 42);
+    created.status = TaskStatus::Created;
+    d.relist(relist, vec![created]);
+    d.feed(Input::Event(ContainerdEvent::TaskStart {
+        container: cid("c1"),
+        pid: 42,
+    }));
+    let c = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!(c.task, TaskState::Created { pid: 42 }, "{:?}", c.status);
+}
+
+#[test]
 fn oom_marks_the_exit() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     let actions = d.feed(Input::Event(ContainerdEvent::TaskOom {
