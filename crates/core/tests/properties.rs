@@ -882,9 +882,13 @@ impl Harness {
                     if c.status != Status::Removing {
                         prop_assert_eq!(c.paused, frozen, "{} paused as containerd says", id);
                     }
+                    // Created or started, as containerd has it.
+                    let want = match self.world.tasks.get(id) {
+                        Some(WorldTask::Created(_)) => TaskState::Created { pid: *pid },
+                        _ => TaskState::Running { pid: *pid },
+                    };
                     prop_assert!(
-                        c.current_exit().is_none()
-                            && matches!(c.task, TaskState::Running { pid: p } | TaskState::Created { pid: p } if p == *pid),
+                        c.current_exit().is_none() && c.task == want,
                         "{} should run pid {}: {:?}, exit {:?}",
                         id,
                         pid,
@@ -1401,7 +1405,18 @@ impl Harness {
                         unreachable!()
                     };
                     *t = WorldTask::Running(pid);
-                    Done::Ok
+                    // The shim publishes the start: before the answer (7),
+                    // or after it (also when the answer is lost).
+                    let event = ContainerdEvent::TaskStart {
+                        container: id.clone(),
+                        pid,
+                    };
+                    if failure == 7 {
+                        self.event(event)?;
+                        return self.reply(op, Done::Ok);
+                    }
+                    self.reply(op, Done::Ok)?;
+                    return self.event(event);
                 }
                 _ => {
                     return self.feed(Input::ActionResult(
