@@ -702,6 +702,110 @@ impl Adapter {
     }
 }
 
+/// Tags asked for per page of a tag list.
+const TAGS_PAGE: usize = 1000;
+/// Most tags a `docker pull --all-tags` takes: a repository with more (or a
+/// registry that pages without end) is refused rather than pulled forever.
+pub const MAX_TAGS: usize = 10_000;
+
+impl Adapter {
+    /// Every tag of the repository `repository` (a name without tag or
+    /// digest) names, in its registry, sorted: the registry's tag list
+    /// (`/v2/<name>/tags/list`) through `oci-client`, a page at a time, each
+    /// page within [`DOCUMENT_TIMEOUT`]. A repository the registry does not
+    /// know, or refused credentials, is [`RegistryFailure::NotFound`].
+    pub async fn list_tags(
+        &self,
+        repository: &str,
+        auth: &PullAuth,
+    ) -> Result<Vec<String>, AdapterError> {
+        let (name, image) = parse_reference(repository)?;
+        let (client, _) = self.registry_client(&image)?;
+        let shown = familiar_name(&name);
+        let shown = shown.rsplit_once(':').map_or(shown.as_str(), |(n, _)| n);
+        let registry = image.resolve_registry().to_owned();
+        let refused = |why: String| AdapterError::Registry {
+            kind: RegistryFailure::NotFound,
+            message: format!(
+                "pull access denied for {shown}, repository does not exist or may require 'docker login': {why}"
+            ),
+        };
+        let oci_auth = auth.to_oci();
+        match client
+            .auth(&image, &oci_auth, RegistryOperation::Pull)
+            .await
+        {
+            Ok(_) => {}
+            Err(oci_client::errors::OciDistributionError::AuthenticationFailure(why)) => {
+                return Err(refused(format!("authentication failed: {}", why.trim())));
+            }
+            Err(e) => {
+                return Err(failed(format!(
+                    "cannot reach the registry {registry}: {}",
+                    causes(&e)
+                )));
+            }
+        }
+        let mut tags: Vec<String> = Vec::new();
+        let mut last: Option<String> = None;
+        loop {
+            let page = tokio::time::timeout(
+                DOCUMENT_TIMEOUT,
+                client.list_tags(&image, &oci_auth, Some(TAGS_PAGE), last.as_deref()),
+            )
+            .await
+            .map_err(|_| {
+                failed(format!(
+                    "the tag list of {shown} did not come from {registry} within {DOCUMENT_TIMEOUT:?}"
+                ))
+            })?;
+            let page = match page {
+                Ok(page) => page,
+                Err(e) if is_refusal(&e) => return Err(refused(causes(&e))),
+                Err(e) => {
+                    return Err(failed(format!(
+                        "listing the tags of {shown} in {registry}: {}",
+                        causes(&e)
+                    )));
+                }
+            };
+            let count = page.tags.len();
+            let next = page.tags.last().cloned();
+            tags.extend(page.tags);
+            if tags.len() > MAX_TAGS {
+                return Err(failed(format!(
+                    "{shown} has more than {MAX_TAGS} tags: pull them by name"
+                )));
+            }
+            // A short page is the last; so is one that does not move on
+            // (a registry that ignores `last`).
+            if count < TAGS_PAGE || next.is_none() || next == last {
+                break;
+            }
+            last = next;
+        }
+        tags.sort();
+        tags.dedup();
+        Ok(tags)
+    }
+}
+
+/// A registry's "no such repository" or "not for you".
+fn is_refusal(e: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::{OciDistributionError as E, OciErrorCode as C};
+    match e {
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => true,
+        E::ServerError { code, .. } => matches!(code, 401 | 403 | 404),
+        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                C::Unauthorized | C::Denied | C::NameUnknown | C::NameInvalid
+            )
+        }),
+        _ => false,
+    }
+}
+
 /// Checks credentials against a registry as `docker login` asks a daemon
 /// to: `GET /v2/` answered, with basic auth when the registry asks for it,
 /// or a token granted by the registry's token service. `server` is the CLI's
