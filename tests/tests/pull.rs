@@ -356,6 +356,13 @@ fn pulls_with_docker_login_credentials() {
         anonymous.stderr,
         d.diagnostics()
     );
+    let every = d.fails(&["pull", "--all-tags", &format!("{r}/private")]);
+    assert!(
+        every.stderr.contains("docker login"),
+        "an anonymous pull of every tag: {}\n{}",
+        every.stderr,
+        d.diagnostics()
+    );
     let wrong = d.fails(&["login", &r, "-u", "holdfast", "-p", "wrong"]);
     assert!(wrong.stderr.contains("refused"), "{}", wrong.stderr);
     let login = d.docker(&["login", &r, "-u", "holdfast", "-p", "s3cret"]);
@@ -367,6 +374,8 @@ fn pulls_with_docker_login_credentials() {
         d.diagnostics()
     );
     d.ok(&["pull", &reference]);
+    let every = d.ok(&["pull", "--all-tags", &format!("{r}/private")]);
+    assert!(every.contains("Image is up to date"), "{every}");
     assert_eq!(
         d.ok(&["run", "--rm", &reference, "cat", "/etc/private.txt"]),
         "private\n"
@@ -434,6 +443,8 @@ fn a_registry_dying_mid_pull_leaves_nothing_behind() {
     );
 }
 
+/// A hostile registry sends endless JSON: a manifest, or a tag list, is
+/// refused at its bound.
 #[test]
 fn an_endless_manifest_is_refused() {
     let d = Daemon::start();
@@ -447,7 +458,17 @@ fn an_endless_manifest_is_refused() {
                 let mut request = [0u8; 4096];
                 let n = stream.read(&mut request).unwrap_or(0);
                 let request = String::from_utf8_lossy(&request[..n]);
-                if request.contains("/manifests/") {
+                if request.contains("/tags/list") {
+                    // ... and its tag list too.
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"name\":\"endless\",\"tags\":[",
+                    );
+                    let chunk = "\"t\",".repeat(1000);
+                    let started = Instant::now();
+                    while started.elapsed() < Duration::from_secs(60)
+                        && stream.write_all(chunk.as_bytes()).is_ok()
+                    {}
+                } else if request.contains("/manifests/") {
                     let _ = stream.write_all(
                         b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nConnection: close\r\n\r\n{\"layers\":[",
                     );
@@ -476,4 +497,12 @@ fn an_endless_manifest_is_refused() {
         "took {:?}",
         out.elapsed
     );
+    let every = d.fails(&["pull", "--all-tags", &format!("{addr}/endless")]);
+    assert!(
+        every.stderr.contains("tag list") && every.stderr.contains("larger than"),
+        "an endless tag list: {}\n{}",
+        every.stderr,
+        d.diagnostics()
+    );
+    assert!(!listed(&d).iter().any(|n| n.contains("endless")));
 }
