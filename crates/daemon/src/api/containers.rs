@@ -2536,6 +2536,29 @@ mod tests {
             merge_image_defaults(&mut twice, &image);
             assert_eq!(twice, merged);
         }
+        // Two bodies no CLI sends now run as dockerd runs them: an empty
+        // command under the image's entrypoint takes the image's command,
+        // and an empty entrypoint with no command runs the image's command
+        // (refused as "no command" before).
+        let empty_cmd = ContainerConfig {
+            cmd: Some(Vec::new()),
+            ..Default::default()
+        };
+        let mut merged = empty_cmd.clone();
+        merge_image_defaults(&mut merged, &image);
+        assert_eq!(process(&merged).0, list(&["/bin/sh", "-c", "echo hi"]));
+        assert_eq!(process(&empty_cmd).0, list(&["/bin/sh", "-c"]));
+        let empty_entrypoint = ContainerConfig {
+            entrypoint: Some(Vec::new()),
+            ..Default::default()
+        };
+        let mut merged = empty_entrypoint.clone();
+        merge_image_defaults(&mut merged, &image);
+        assert_eq!(process(&merged).0, list(&["echo hi"]));
+        let user = User { uid: 0, gid: 0 };
+        let host = HostFacts::default();
+        assert!(build_spec(&id, "ns", &empty_entrypoint, &image, &user, &host).is_err());
+
         let mut shown = ContainerConfig::default();
         merge_image_defaults(&mut shown, &image);
         assert_eq!(shown.entrypoint, list(&["/bin/sh", "-c"]));
