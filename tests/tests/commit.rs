@@ -1,6 +1,7 @@
 //! `docker commit` with the real docker CLI: what the container changed
 //! (files added, changed and deleted) and its settings become a new image
-//! that runs; what is not supported yet is refused by name.
+//! that runs, with its step in `docker history`; what is not supported yet
+//! is refused by name.
 
 use holdfast_e2e::Daemon;
 
@@ -113,6 +114,116 @@ fn commit_makes_an_image_of_the_changes_and_settings() {
     assert_eq!(
         d.ok(&["run", "--rm", "snap:2", "cat", "/data/file"]).trim(),
         "made"
+    );
+}
+
+/// `docker history` of the seeded busybox and of a commit over it, as
+/// dockerd 20.10+ shows them: newest step first, the image's id and tags on
+/// the top one, `<missing>` below, a size for each step that made a layer.
+#[test]
+fn history_shows_each_step_newest_first() {
+    let d = Daemon::start();
+    let busybox_id = d
+        .ok(&["image", "inspect", "-f", "{{.Id}}", "busybox"])
+        .trim()
+        .to_owned();
+
+    // The API's shape.
+    let r = d.http("GET", "/images/busybox/history", None);
+    assert_eq!(r.status, 200, "{r:?}\n{}", d.diagnostics());
+    let items = r
+        .json()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default();
+    assert_eq!(items.len(), 2, "{}", r.body);
+    for item in &items {
+        for key in ["Id", "Created", "CreatedBy", "Tags", "Size", "Comment"] {
+            assert!(item.get(key).is_some(), "no {key} in {item}");
+        }
+        assert!(item["Created"].is_i64() && item["Size"].is_i64(), "{item}");
+    }
+    assert_eq!(items[0]["Id"], busybox_id.as_str());
+    assert_eq!(items[0]["Tags"], serde_json::json!(["busybox:latest"]));
+    assert_eq!(items[0]["CreatedBy"], r#"CMD ["sh"]"#);
+    assert_eq!(items[0]["Size"], 0, "a step without a layer");
+    assert_eq!(items[1]["Id"], "<missing>");
+    assert!(items[1]["Tags"].is_null(), "{}", items[1]);
+    // The layer's size is its unpacked snapshot's, as `system df` counts it.
+    let df = d.http("GET", "/system/df", None).json().unwrap_or_default();
+    let image_size = df["Images"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["Id"] == busybox_id.as_str()))
+        .map(|i| i["Size"].clone());
+    assert!(items[1]["Size"].as_i64().is_some_and(|s| s > 0));
+    assert_eq!(Some(items[1]["Size"].clone()), image_size, "{df}");
+
+    // The CLI's table, truncated and not.
+    let table = d.ok(&["history", "busybox"]);
+    let rows = holdfast_e2e::lines(&table);
+    assert_eq!(rows.len(), 3, "a header and two steps:\n{table}");
+    for column in ["IMAGE", "CREATED", "CREATED BY", "SIZE", "COMMENT"] {
+        assert!(rows[0].contains(column), "{table}");
+    }
+    let short = &busybox_id["sha256:".len().."sha256:".len() + 12];
+    assert!(rows[1].starts_with(short), "{table}");
+    assert!(rows[1].contains("0B"), "{table}");
+    assert!(rows[2].starts_with("<missing>"), "{table}");
+    let full = d.ok(&["history", "--no-trunc", "busybox"]);
+    assert!(full.contains(&busybox_id), "{full}");
+    assert!(
+        full.contains("COPY busybox (the host's static build)"),
+        "{full}"
+    );
+
+    // A commit's step on top, with the container's command and the message.
+    d.ok(&[
+        "run",
+        "--name",
+        "maker",
+        "busybox",
+        "sh",
+        "-c",
+        "echo made > /made.txt",
+    ]);
+    d.ok(&["commit", "-m", "one file more", "maker", "made:1"]);
+    let made_id = d
+        .ok(&["image", "inspect", "-f", "{{.Id}}", "made:1"])
+        .trim()
+        .to_owned();
+    let formatted = d.ok(&[
+        "history",
+        "--no-trunc",
+        "--format",
+        "{{.ID}}|{{.CreatedBy}}|{{.Comment}}",
+        "made:1",
+    ]);
+    assert_eq!(
+        holdfast_e2e::lines(&formatted),
+        [
+            format!("{made_id}|sh -c echo made > /made.txt|one file more"),
+            r#"<missing>|CMD ["sh"]|"#.to_owned(),
+            "<missing>|COPY busybox (the host's static build), its applet links, /etc/passwd and /etc/group to /|".to_owned(),
+        ],
+        "{}",
+        d.diagnostics()
+    );
+    let made = d
+        .http("GET", "/images/made:1/history", None)
+        .json()
+        .unwrap_or_default();
+    assert!(
+        made[0]["Size"].as_i64().is_some_and(|s| s > 0),
+        "the new layer has a size: {made}"
+    );
+    assert!(made[0]["Created"].as_i64().is_some_and(|t| t > 0), "{made}");
+    assert_eq!(made[0]["Tags"], serde_json::json!(["made:1"]));
+
+    let missing = d.http("GET", "/images/nothing:1/history", None);
+    assert_eq!(missing.status, 404, "{missing:?}");
+    d.fails_saying(
+        "the history of a missing image",
+        &["history", "nothing:1"],
+        "No such image",
     );
 }
 

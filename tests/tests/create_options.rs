@@ -804,7 +804,16 @@ fn each_create_option_round_trips_through_inspect() {
             .filter(|e| !e.as_str().is_some_and(|e| e.starts_with("A=")))
             .cloned(),
     );
+    let image_id = image[0]["Id"].clone();
     let rows: Vec<(&[&str], &str, Value)> = vec![
+        // Nothing given: the image's command, the image by name and by id.
+        (&[], "/Config/Cmd", json!(["sh"])),
+        (&[], "/Config/Entrypoint", Value::Null),
+        (&[], "/Config/Image", json!("busybox")),
+        (&[], "/Image", image_id),
+        (&[], "/Config/Labels", json!({})),
+        (&[], "/Config/Volumes", Value::Null),
+        (&["-v", "/anon"], "/Config/Volumes", json!({"/anon": {}})),
         (&["--env", "A=1"], "/Config/Env", Value::Array(env)),
         (&["--label", "k=v"], "/Config/Labels/k", json!("v")),
         (&["--workdir", "/srv"], "/Config/WorkingDir", json!("/srv")),
@@ -815,6 +824,8 @@ fn each_create_option_round_trips_through_inspect() {
             "/Config/Entrypoint",
             json!(["/bin/echo"]),
         ),
+        // An entrypoint given drops the image's command.
+        (&["--entrypoint", "/bin/echo"], "/Config/Cmd", Value::Null),
         (
             &["--stop-signal", "SIGUSR1"],
             "/Config/StopSignal",
@@ -1017,4 +1028,181 @@ fn each_create_option_round_trips_through_inspect() {
         wrong.join("\n"),
         d.diagnostics()
     );
+}
+
+/// An image with defaults of its own (made with `commit --change`): `docker
+/// inspect`'s `Config` shows them merged under what was given, as dockerd
+/// merges them at create; the containers run as the merged config says,
+/// and a commit of one keeps the image's settings.
+#[test]
+fn image_defaults_merge_into_inspect_as_dockerd_shows_them() {
+    let d = Daemon::start();
+    d.ok(&["create", "--name", "base", "busybox"]);
+    d.ok(&[
+        "commit",
+        "--change",
+        r#"ENTRYPOINT ["/bin/sh", "-c"]"#,
+        "--change",
+        r#"CMD ["echo hi"]"#,
+        "--change",
+        "WORKDIR /srv",
+        "--change",
+        "USER nobody",
+        "--change",
+        "LABEL from=image",
+        "--change",
+        "EXPOSE 8080",
+        "--change",
+        "STOPSIGNAL SIGUSR2",
+        "base",
+        "defaults:1",
+    ]);
+    let image_id = d
+        .ok(&["image", "inspect", "-f", "{{.Id}}", "defaults:1"])
+        .trim()
+        .to_owned();
+    // (options, command, pointer, what dockerd shows)
+    let rows: Vec<(&[&str], &[&str], &str, Value)> = vec![
+        (&[], &[], "/Config/Cmd", json!(["echo hi"])),
+        (&[], &[], "/Config/Entrypoint", json!(["/bin/sh", "-c"])),
+        (&[], &[], "/Config/WorkingDir", json!("/srv")),
+        (&[], &[], "/Config/User", json!("nobody")),
+        (&[], &[], "/Config/Labels", json!({"from": "image"})),
+        (&[], &[], "/Config/ExposedPorts", json!({"8080/tcp": {}})),
+        (&[], &[], "/Config/StopSignal", json!("SIGUSR2")),
+        (&[], &[], "/Config/Image", json!("defaults:1")),
+        (&[], &[], "/Image", json!(image_id)),
+        (&[], &[], "/Path", json!("/bin/sh")),
+        (&[], &[], "/Args", json!(["-c", "echo hi"])),
+        (&[], &["echo bye"], "/Config/Cmd", json!(["echo bye"])),
+        (
+            &[],
+            &["echo bye"],
+            "/Config/Entrypoint",
+            json!(["/bin/sh", "-c"]),
+        ),
+        (
+            &["--entrypoint", "/bin/echo"],
+            &[],
+            "/Config/Entrypoint",
+            json!(["/bin/echo"]),
+        ),
+        (
+            &["--entrypoint", "/bin/echo"],
+            &[],
+            "/Config/Cmd",
+            Value::Null,
+        ),
+        (
+            &["--workdir", "/tmp"],
+            &[],
+            "/Config/WorkingDir",
+            json!("/tmp"),
+        ),
+        (&["--user", "0"], &[], "/Config/User", json!("0")),
+        (
+            &["--label", "k=v"],
+            &[],
+            "/Config/Labels",
+            json!({"from": "image", "k": "v"}),
+        ),
+        (
+            &["--label", "from=me"],
+            &[],
+            "/Config/Labels",
+            json!({"from": "me"}),
+        ),
+        (
+            &["--expose", "80"],
+            &[],
+            "/Config/ExposedPorts",
+            json!({"80/tcp": {}, "8080/tcp": {}}),
+        ),
+        (
+            &["--stop-signal", "SIGTERM"],
+            &[],
+            "/Config/StopSignal",
+            json!("SIGTERM"),
+        ),
+        (
+            &["-v", "/anon"],
+            &[],
+            "/Config/Volumes",
+            json!({"/anon": {}}),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (options, command, pointer, want) in &rows {
+        let mut args = vec!["create"];
+        args.extend_from_slice(options);
+        args.push("defaults:1");
+        args.extend_from_slice(command);
+        let out = d.docker(&args);
+        if !out.success() {
+            wrong.push(format!(
+                "{options:?} {command:?}: create failed: {}",
+                out.stderr.trim()
+            ));
+            continue;
+        }
+        let id = out.stdout.trim().to_owned();
+        let got = d
+            .inspect(&id)
+            .pointer(pointer)
+            .cloned()
+            .unwrap_or(Value::Null);
+        if got != *want {
+            wrong.push(format!(
+                "{options:?} {command:?}: {pointer} is {got}, dockerd shows {want}"
+            ));
+        }
+        d.ok(&["rm", "-v", &id]);
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} rows differ from dockerd:\n{}\n{}",
+        wrong.len(),
+        rows.len(),
+        wrong.join("\n"),
+        d.diagnostics()
+    );
+
+    // They run as the merged config says, through a restart too.
+    assert_eq!(d.ok(&["run", "--rm", "defaults:1"]), "hi\n");
+    assert_eq!(
+        d.ok(&["run", "--rm", "defaults:1", "pwd; id -un"]),
+        "/srv\nnobody\n"
+    );
+    assert_eq!(
+        d.ok(&[
+            "run",
+            "--rm",
+            "--entrypoint",
+            "/bin/echo",
+            "defaults:1",
+            "x"
+        ]),
+        "x\n"
+    );
+    d.ok(&["run", "--name", "twice", "defaults:1", "pwd; id -un"]);
+    d.ok(&["start", "-a", "twice"]);
+    let (out, _) = d.logs("twice");
+    assert_eq!(out, "/srv\nnobody\n/srv\nnobody\n", "{}", d.diagnostics());
+
+    // A commit of such a container keeps the image's settings.
+    d.ok(&["commit", "twice", "defaults:2"]);
+    let config = d.ok(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{json .Config.Entrypoint}} {{json .Config.Cmd}} {{.Config.WorkingDir}} {{.Config.User}} {{json .Config.Labels}}",
+        "defaults:2",
+    ]);
+    assert_eq!(
+        config.trim(),
+        r#"["/bin/sh","-c"] ["pwd; id -un"] /srv nobody {"from":"image"}"#,
+        "{}",
+        d.diagnostics()
+    );
+    assert_eq!(d.ok(&["run", "--rm", "defaults:2"]), "/srv\nnobody\n");
 }

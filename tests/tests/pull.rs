@@ -1,7 +1,8 @@
 //! Registry pulls with the real docker CLI from a real registry on loopback
 //! (Debian's `docker-registry`), images put into it with `skopeo` from OCI
 //! layouts built here: a multi-layer image (pulled by `docker pull` and by
-//! `docker run`), an index with two platforms, credentials from `docker
+//! `docker run`), every tag of a repository (`--all-tags`), an index with
+//! two platforms, credentials from `docker
 //! login`, a registry that dies mid-pull, a corrupted blob, and an endless
 //! manifest.
 
@@ -232,6 +233,100 @@ fn pulls_from_a_local_registry() {
     );
 }
 
+/// `docker pull --all-tags`: every tag the registry lists, each with its
+/// own progress, one status line for the repository; a second time
+/// everything is up to date; a repository the registry does not know is
+/// refused.
+#[test]
+fn pulls_every_tag_of_a_repository() {
+    let d = Daemon::start();
+    let dir = d.root().join("registry");
+    let registry = Registry::start(&dir, None);
+    let base = busybox(&dir);
+    let r = registry.address();
+    let mut ids = Vec::new();
+    for tag in ["1", "2"] {
+        let image = PlatformImage {
+            arch: host_arch().to_owned(),
+            layers: vec![base.clone(), layer_of(&[("etc/tag.txt", tag.as_bytes())])],
+        };
+        let layout = dir.join(format!("tag{tag}"));
+        write_layout(&layout, "app", std::slice::from_ref(&image));
+        registry.push(&layout, "app", &format!("app:{tag}"), None);
+        ids.push(image.config_digest());
+    }
+    // A third tag of the first image: its layers are there by then.
+    registry.push(&dir.join("tag1"), "app", "app:one", None);
+
+    let out = d.ok(&["pull", "--all-tags", &format!("{r}/app")]);
+    for needle in [
+        "1: Pulling from app",
+        "2: Pulling from app",
+        "one: Pulling from app",
+        "Pull complete",
+        &format!("Status: Downloaded newer image for {r}/app"),
+    ] {
+        assert!(
+            out.contains(needle),
+            "no {needle:?} in:\n{out}\n{}",
+            d.diagnostics()
+        );
+    }
+    assert_eq!(out.matches("Digest: sha256:").count(), 3, "{out}");
+    let images = listed(&d);
+    for tag in ["1", "2", "one"] {
+        assert!(
+            images.contains(&format!("{r}/app:{tag}")),
+            "{tag} not listed: {images:?}\n{}",
+            d.diagnostics()
+        );
+    }
+    for (tag, id) in [("1", &ids[0]), ("2", &ids[1]), ("one", &ids[0])] {
+        let got = d.ok(&[
+            "image",
+            "inspect",
+            "-f",
+            "{{.Id}}",
+            &format!("{r}/app:{tag}"),
+        ]);
+        assert_eq!(got.trim(), id.as_str(), "{tag}");
+        assert_eq!(
+            d.ok(&[
+                "run",
+                "--rm",
+                &format!("{r}/app:{tag}"),
+                "cat",
+                "/etc/tag.txt"
+            ]),
+            if tag == "2" { "2" } else { "1" }
+        );
+    }
+    let again = d.ok(&["pull", "-a", &format!("{r}/app")]);
+    assert!(
+        again.contains(&format!("Status: Image is up to date for {r}/app")),
+        "{again}"
+    );
+
+    // The API: no tag anywhere is every tag, as with dockerd.
+    let api = d.http("POST", &format!("/images/create?fromImage={r}/app"), None);
+    assert_eq!(api.status, 200, "{}", api.body);
+    assert!(
+        api.body
+            .contains(&format!("Status: Image is up to date for {r}/app")),
+        "{}",
+        api.body
+    );
+
+    let missing = d.fails(&["pull", "-a", &format!("{r}/nothing")]);
+    assert!(
+        missing.stderr.contains("repository does not exist"),
+        "a repository the registry does not know:\n{}\n{}\n{}",
+        missing.stdout,
+        missing.stderr,
+        d.diagnostics()
+    );
+    assert!(!listed(&d).iter().any(|n| n.contains("nothing")));
+}
 #[test]
 fn pulls_with_docker_login_credentials() {
     let d = Daemon::start();
@@ -261,6 +356,13 @@ fn pulls_with_docker_login_credentials() {
         anonymous.stderr,
         d.diagnostics()
     );
+    let every = d.fails(&["pull", "--all-tags", &format!("{r}/private")]);
+    assert!(
+        every.stderr.contains("docker login"),
+        "an anonymous pull of every tag: {}\n{}",
+        every.stderr,
+        d.diagnostics()
+    );
     let wrong = d.fails(&["login", &r, "-u", "holdfast", "-p", "wrong"]);
     assert!(wrong.stderr.contains("refused"), "{}", wrong.stderr);
     let login = d.docker(&["login", &r, "-u", "holdfast", "-p", "s3cret"]);
@@ -272,6 +374,8 @@ fn pulls_with_docker_login_credentials() {
         d.diagnostics()
     );
     d.ok(&["pull", &reference]);
+    let every = d.ok(&["pull", "--all-tags", &format!("{r}/private")]);
+    assert!(every.contains("Image is up to date"), "{every}");
     assert_eq!(
         d.ok(&["run", "--rm", &reference, "cat", "/etc/private.txt"]),
         "private\n"
@@ -339,6 +443,8 @@ fn a_registry_dying_mid_pull_leaves_nothing_behind() {
     );
 }
 
+/// A hostile registry sends endless JSON: a manifest, or a tag list, is
+/// refused at its bound.
 #[test]
 fn an_endless_manifest_is_refused() {
     let d = Daemon::start();
@@ -352,7 +458,17 @@ fn an_endless_manifest_is_refused() {
                 let mut request = [0u8; 4096];
                 let n = stream.read(&mut request).unwrap_or(0);
                 let request = String::from_utf8_lossy(&request[..n]);
-                if request.contains("/manifests/") {
+                if request.contains("/tags/list") {
+                    // ... and its tag list too.
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"name\":\"endless\",\"tags\":[",
+                    );
+                    let chunk = "\"t\",".repeat(1000);
+                    let started = Instant::now();
+                    while started.elapsed() < Duration::from_secs(60)
+                        && stream.write_all(chunk.as_bytes()).is_ok()
+                    {}
+                } else if request.contains("/manifests/") {
                     let _ = stream.write_all(
                         b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nConnection: close\r\n\r\n{\"layers\":[",
                     );
@@ -381,4 +497,12 @@ fn an_endless_manifest_is_refused() {
         "took {:?}",
         out.elapsed
     );
+    let every = d.fails(&["pull", "--all-tags", &format!("{addr}/endless")]);
+    assert!(
+        every.stderr.contains("tag list") && every.stderr.contains("larger than"),
+        "an endless tag list: {}\n{}",
+        every.stderr,
+        d.diagnostics()
+    );
+    assert!(!listed(&d).iter().any(|n| n.contains("endless")));
 }

@@ -1,8 +1,9 @@
 //! `docker push` with the real docker CLI to a real registry on loopback
 //! (Debian's `docker-registry`), checked against the registry's own account
 //! (`skopeo inspect`): a tagged local image and a committed one, pushed,
-//! removed and pulled back, and run; credentials from `docker login` (and a
-//! refusal without them); an image that is not there; a registry that is
+//! removed and pulled back, and run; every tag of a repository
+//! (`--all-tags`, then pulled back with `pull --all-tags`); credentials from
+//! `docker login` (and a refusal without them); an image that is not there; a registry that is
 //! gone (a clear error, then a retry that succeeds).
 
 use holdfast_e2e::Daemon;
@@ -160,9 +161,80 @@ fn a_push_of_what_is_not_there_is_refused() {
         &format!("An image does not exist locally with the tag: {r}/nothing:1"),
     );
     d.fails_saying(
-        "a push of every tag",
+        "a push of every tag of a repository with none here",
         &["push", "--all-tags", &format!("{r}/nothing")],
-        "not supported",
+        &format!("An image does not exist locally with the tag: {r}/nothing"),
+    );
+}
+
+/// `docker push --all-tags`: every local tag of the repository (and none of
+/// another), one repository line, a digest line per tag, each served by
+/// the registry as reported; then all removed here and `pull --all-tags`
+/// brings them back.
+#[test]
+fn pushes_every_tag_and_pulls_every_tag_back() {
+    let d = Daemon::start();
+    let registry = Registry::start(&d.root().join("registry"), None);
+    let r = registry.address();
+    d.ok(&["tag", "busybox", &format!("{r}/mine:1")]);
+    d.ok(&["tag", "busybox", &format!("{r}/mine:2")]);
+    d.ok(&["tag", "busybox", &format!("{r}/other:1")]);
+    d.ok(&[
+        "run",
+        "--name",
+        "maker",
+        "busybox",
+        "sh",
+        "-c",
+        "echo three > /three.txt",
+    ]);
+    d.ok(&["commit", "maker", &format!("{r}/mine:3")]);
+    d.ok(&["rm", "maker"]);
+
+    let out = d.ok(&["push", "--all-tags", &format!("{r}/mine")]);
+    assert_eq!(
+        out.matches("The push refers to repository").count(),
+        1,
+        "{out}"
+    );
+    let mut digests = Vec::new();
+    for tag in ["1", "2", "3"] {
+        let (digest, _) = pushed_digest(&d, tag, &out);
+        assert_eq!(
+            registry.inspect(&format!("mine:{tag}"), None)["Digest"].as_str(),
+            Some(digest.as_str()),
+            "mine:{tag}: {out}\n{}",
+            d.diagnostics()
+        );
+        digests.push(digest);
+    }
+    assert_eq!(digests[0], digests[1], "one image under two tags");
+    let order: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_once(": digest: ").map(|(tag, _)| tag.trim()))
+        .collect();
+    assert_eq!(order, ["1", "2", "3"], "{out}");
+    assert!(
+        !out.contains("other"),
+        "another repository's tag was pushed:\n{out}"
+    );
+
+    for tag in ["1", "2", "3"] {
+        d.ok(&["rmi", &format!("{r}/mine:{tag}")]);
+    }
+    let pulled = d.ok(&["pull", "--all-tags", &format!("{r}/mine")]);
+    assert!(
+        pulled.contains(&format!("Status: Downloaded newer image for {r}/mine")),
+        "{pulled}\n{}",
+        d.diagnostics()
+    );
+    assert_eq!(
+        d.ok(&["run", "--rm", &format!("{r}/mine:3"), "cat", "/three.txt"]),
+        "three\n"
+    );
+    assert_eq!(
+        d.ok(&["run", "--rm", &format!("{r}/mine:2"), "echo", "back"]),
+        "back\n"
     );
 }
 

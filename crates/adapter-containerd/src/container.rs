@@ -381,14 +381,24 @@ impl Adapter {
 
     /// The unpacked size of an image: its layers' snapshots, each counted once.
     pub async fn image_unpacked_size(&self, diff_ids: &[String]) -> Result<i64, AdapterError> {
-        let mut total = 0i64;
+        Ok(self
+            .layer_sizes(diff_ids)
+            .await?
+            .into_iter()
+            .fold(0i64, i64::saturating_add))
+    }
+
+    /// Bytes each unpacked layer holds, bottom first (`docker history`'s
+    /// sizes): the snapshot of each chain id, as the snapshotter counts it.
+    pub async fn layer_sizes(&self, diff_ids: &[String]) -> Result<Vec<i64>, AdapterError> {
+        let mut sizes = Vec::with_capacity(diff_ids.len());
         for n in 1..=diff_ids.len() {
             let Some(chain) = crate::image::chain_id(&diff_ids[..n]) else {
                 continue;
             };
-            total = total.saturating_add(self.snapshot_size(&chain).await?);
+            sizes.push(self.snapshot_size(&chain).await?);
         }
-        Ok(total)
+        Ok(sizes)
     }
 
     pub(crate) async fn remove_snapshot(&self, key: &str) -> Result<(), AdapterError> {

@@ -57,6 +57,39 @@ struct ConfigFile {
     #[serde(default)]
     config: Option<ImageConfig>,
     rootfs: RootFs,
+    /// Read leniently ([`history_of`]): a malformed history must not make
+    /// the image unusable.
+    #[serde(default)]
+    history: Value,
+}
+
+/// One step of an image config's `history` (`docker history`), oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// RFC 3339, as written; empty when the step has no time.
+    pub created: String,
+    pub created_by: String,
+    pub comment: String,
+    /// The step made no layer (`ENV`, `CMD`, ...).
+    pub empty_layer: bool,
+}
+
+/// The `history` entries of a config; fields of the wrong type read as
+/// absent, an entry that is not an object is skipped.
+fn history_of(history: &Value) -> Vec<HistoryEntry> {
+    let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+    history
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|h| h.is_object())
+        .map(|h| HistoryEntry {
+            created: text(h, "created"),
+            created_by: text(h, "created_by"),
+            comment: text(h, "comment"),
+            empty_layer: h["empty_layer"].as_bool().unwrap_or(false),
+        })
+        .collect()
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,6 +113,8 @@ pub struct ResolvedImage {
     /// The chain id of the top layer: the snapshot a container's rootfs is
     /// prepared from.
     pub chain_id: String,
+    /// The config's `history`, oldest first.
+    pub history: Vec<HistoryEntry>,
 }
 
 /// One image of [`Adapter::list_images`].
@@ -262,6 +297,7 @@ impl Adapter {
             config: file.config.unwrap_or_default(),
             diff_ids: file.rootfs.diff_ids,
             chain_id,
+            history: history_of(&file.history),
         })
     }
 
@@ -494,5 +530,22 @@ mod tests {
         assert_eq!(c.stop_signal.as_deref(), Some("SIGQUIT"));
         assert_eq!(c.cmd, Some(vec!["sh".to_owned()]));
         assert_eq!(c.user.as_deref(), Some("1:2"));
+    }
+
+    #[test]
+    fn history_is_read_leniently() {
+        let h = history_of(&json!([
+            { "created": "2024-01-02T03:04:05Z", "created_by": "ADD x /", "comment": "c" },
+            { "created_by": "CMD [\"sh\"]", "empty_layer": true },
+            { "created_by": 5, "comment": null, "empty_layer": "yes" },
+            "not an entry",
+        ]));
+        assert_eq!(h.len(), 3);
+        assert_eq!(h[0].created, "2024-01-02T03:04:05Z");
+        assert_eq!(h[0].comment, "c");
+        assert!(!h[0].empty_layer && h[1].empty_layer);
+        assert_eq!(h[2], HistoryEntry::default());
+        assert!(history_of(&Value::Null).is_empty());
+        assert!(history_of(&json!({ "no": "list" })).is_empty());
     }
 }

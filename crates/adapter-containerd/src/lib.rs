@@ -73,7 +73,8 @@ pub use error::{AdapterError, RegistryFailure, classify_status};
 pub use exec::ExecRequest;
 pub use host::find_init_binary;
 pub use image::{
-    ImageConfig, ImageSummary, ResolvedImage, chain_id, host_architecture, normalize_reference,
+    HistoryEntry, ImageConfig, ImageSummary, ResolvedImage, chain_id, host_architecture,
+    normalize_reference,
 };
 pub use import::ImportedImage;
 pub use pull::{

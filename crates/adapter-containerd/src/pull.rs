@@ -702,6 +702,141 @@ impl Adapter {
     }
 }
 
+/// Tags asked for per page of a tag list.
+const TAGS_PAGE: usize = 1000;
+/// Most tags a `docker pull --all-tags` takes: a repository with more (or a
+/// registry that pages without end) is refused rather than pulled forever.
+pub const MAX_TAGS: usize = 10_000;
+
+#[derive(serde::Deserialize)]
+struct TagsPage {
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+}
+
+impl Remote {
+    /// One page of the repository's tag list (`/v2/<name>/tags/list`), at
+    /// most [`MAX_DOCUMENT_BYTES`] within [`DOCUMENT_TIMEOUT`], with the
+    /// credentials the manifests are fetched with. Read here rather than
+    /// with `oci-client`'s `list_tags`, which reads a body whole without a
+    /// bound: an endless list must be refused, as an endless manifest is.
+    async fn tags_page(&self, last: Option<&str>) -> Result<Vec<String>, AdapterError> {
+        let url = format!(
+            "{}://{}/v2/{}/tags/list",
+            self.scheme,
+            self.registry(),
+            self.image.repository()
+        );
+        let mut query = vec![("n", TAGS_PAGE.to_string())];
+        if let Some(last) = last {
+            query.push(("last", last.to_owned()));
+        }
+        let mut request = self.http.get(&url).query(&query).timeout(DOCUMENT_TIMEOUT);
+        request = match (&self.token, &self.auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, PullAuth::Basic { username, password }) => {
+                request.basic_auth(username, Some(password))
+            }
+            (None, PullAuth::Bearer(token)) => request.bearer_auth(token),
+            (None, PullAuth::Anonymous) => request,
+        };
+        let mut response = request.send().await.map_err(|e| self.unreachable(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = read_bounded(&mut response, 64 << 10)
+                .await
+                .unwrap_or_default();
+            let why = registry_errors(&body).unwrap_or_else(|| status.to_string());
+            return Err(match status.as_u16() {
+                401 | 403 | 404 => self.denied(&why),
+                _ => failed(format!("{url}: {why}")),
+            });
+        }
+        let too_large = || {
+            failed(format!(
+                "the tag list of {} is larger than the {MAX_DOCUMENT_BYTES} bytes a page may have",
+                self.familiar_repository()
+            ))
+        };
+        if response
+            .content_length()
+            .is_some_and(|l| l > MAX_DOCUMENT_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let bytes = read_bounded(&mut response, MAX_DOCUMENT_BYTES)
+            .await
+            .map_err(|e| match e {
+                ReadError::TooLarge => too_large(),
+                ReadError::Http(e) => self.unreachable(&e),
+            })?;
+        let page: TagsPage = serde_json::from_slice(&bytes).map_err(|e| {
+            failed(format!(
+                "the tag list of {} is not JSON: {e}",
+                self.familiar_repository()
+            ))
+        })?;
+        Ok(page.tags.unwrap_or_default())
+    }
+}
+
+impl Adapter {
+    /// Every tag of the repository `repository` (a name without tag or
+    /// digest) names, in its registry, sorted: the registry's tag list a
+    /// page at a time (`n` and `last`, as the distribution spec pages it),
+    /// at most [`MAX_TAGS`]. A repository the registry does not know, or
+    /// refused credentials, is [`RegistryFailure::NotFound`].
+    pub async fn list_tags(
+        &self,
+        repository: &str,
+        auth: &PullAuth,
+    ) -> Result<Vec<String>, AdapterError> {
+        let (name, image) = parse_reference(repository)?;
+        let (client, plain_http) = self.registry_client(&image)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
+        let familiar = familiar_name(&name);
+        let mut remote = Remote {
+            client,
+            http,
+            image,
+            auth: auth.clone(),
+            scheme: if plain_http { "http" } else { "https" },
+            token: None,
+            name,
+            familiar,
+        };
+        remote.authenticate().await?;
+        let mut tags: Vec<String> = Vec::new();
+        let mut last: Option<String> = None;
+        loop {
+            let page = remote.tags_page(last.as_deref()).await?;
+            let count = page.len();
+            let next = page.last().cloned();
+            tags.extend(page);
+            if tags.len() > MAX_TAGS {
+                return Err(failed(format!(
+                    "{} has more than {MAX_TAGS} tags: pull them by name",
+                    remote.familiar_repository()
+                )));
+            }
+            // A short page is the last; so is one that does not move on
+            // (a registry that ignores `last`).
+            if count < TAGS_PAGE || next.is_none() || next == last {
+                break;
+            }
+            last = next;
+        }
+        tags.sort();
+        tags.dedup();
+        Ok(tags)
+    }
+}
+
 /// Checks credentials against a registry as `docker login` asks a daemon
 /// to: `GET /v2/` answered, with basic auth when the registry asks for it,
 /// or a token granted by the registry's token service. `server` is the CLI's

@@ -8,8 +8,8 @@
 //!
 //! The image's root filesystem is `/bin/busybox` plus one symlink per applet,
 //! the usual empty directories, `/etc/passwd` and `/etc/group`; its config
-//! runs `sh` with the usual `PATH`. The config's architecture is the one the
-//! busybox binary is built for.
+//! runs `sh` with the usual `PATH`, and its history names both steps. The
+//! config's architecture is the one the busybox binary is built for.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -252,11 +252,19 @@ impl Contents {
         if let Some(signal) = &self.stop_signal {
             config["StopSignal"] = json!(signal);
         }
+        // What made the image, as `docker history` shows it: the one layer,
+        // then the command (no layer). No `created`: the build is
+        // reproducible, so it has no time of its own.
+        let cmd = format!("CMD {}", config["Cmd"]);
         to_bytes(&json!({
             "architecture": arch,
             "os": "linux",
             "config": config,
             "rootfs": { "type": "layers", "diff_ids": [self.diff_id] },
+            "history": [
+                { "created_by": "COPY busybox (the host's static build), its applet links, /etc/passwd and /etc/group to /" },
+                { "created_by": cmd, "empty_layer": true },
+            ],
         }))
     }
 

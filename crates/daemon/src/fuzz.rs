@@ -401,7 +401,7 @@ fn pull(data: &[u8]) -> bool {
     let again = decode_pull(&query, header);
     let request = match (decoded, again) {
         (Err(e), Err(e2)) => {
-            // Pulling every tag, or an import, is not built: 501 says so.
+            // An import is not a pull (it has its own handler): 501.
             if e.status != axum::http::StatusCode::NOT_IMPLEMENTED {
                 check_refusal("pull", &query, &e);
             }
@@ -419,6 +419,11 @@ fn pull(data: &[u8]) -> bool {
         (a, b) => panic!("pull {query:?}: {a:?} then {b:?}"),
     };
     let fail = |why: String| -> ! { panic!("pull {query:?}: {why}: {request:?}") };
+    // Every tag is asked for exactly when no tag or digest is named.
+    let named_last = request.reference.rsplit('/').next().unwrap_or_default();
+    if request.all_tags == (named_last.contains(':') || named_last.contains('@')) {
+        fail("every tag, yet a tag or digest named (or the other way)".to_owned());
+    }
     // What the API accepts, the registry client can parse; the name it
     // registers is normalized once and for all, with a tag or a digest.
     let (name, registry) = pull_target(&request.reference)
@@ -458,10 +463,7 @@ fn push(data: &[u8]) -> bool {
     let again = decode_push(&name, &query, header);
     let request = match (decoded, again) {
         (Err(e), Err(e2)) => {
-            // Pushing every tag is not built: 501 says so.
-            if e.status != axum::http::StatusCode::NOT_IMPLEMENTED {
-                check_refusal("push", &name, &e);
-            }
+            check_refusal("push", &name, &e);
             assert_eq!(
                 (e.status, &e.message),
                 (e2.status, &e2.message),
@@ -476,6 +478,11 @@ fn push(data: &[u8]) -> bool {
         (a, b) => panic!("push {name:?}: {a:?} then {b:?}"),
     };
     let fail = |why: String| -> ! { panic!("push {name:?} {query:?}: {why}: {request:?}") };
+    // Every tag exactly when none is named.
+    let named_last = request.reference.rsplit('/').next().unwrap_or_default();
+    if request.all_tags == named_last.contains(':') {
+        fail("every tag, yet a tag named (or the other way)".to_owned());
+    }
     // What the API accepts, the registry client can parse, with a tag and
     // never a digest (a push names what it writes).
     let (normalized, registry) = pull_target(&request.reference)

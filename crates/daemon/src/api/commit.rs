@@ -113,7 +113,8 @@ pub async fn commit(
         config: image_config,
         author: p.str("author").unwrap_or_default().to_owned(),
         comment: p.str("comment").unwrap_or_default().to_owned(),
-        created_by: format!("holdfast commit {}", id.as_str()),
+        // As dockerd: the container's command is what made the layer.
+        created_by: config.cmd.clone().unwrap_or_default().join(" "),
         created: super::render::time(crate::engine::wall_now()),
     };
     let image_id = state

@@ -1228,6 +1228,7 @@ pub async fn create(
         .await
         .map_err(|e| super::images::image_error(&config.image, e))?;
     config.image_id = Some(image.config_digest.clone());
+    merge_image_defaults(&mut config, &image.config);
     config.env = merged_env(
         std::mem::take(&mut config.env),
         image.config.env.as_deref().unwrap_or_default(),
@@ -1632,6 +1633,59 @@ fn merged_env(given: Vec<String>, image: &[String]) -> Vec<String> {
     env
 }
 
+/// dockerd's merge of the image's config under the given one at create
+/// (moby's `merge`, daemon/commit.go), for what it keeps whole: the user,
+/// the working dir, labels (the given win), and the command: with no
+/// entrypoint given, an empty command takes the image's, and an absent
+/// entrypoint the image's (an entrypoint given drops the image's command).
+/// Env, exposed ports, the health check and the stop signal are merged
+/// beside it. The record keeps the result, as dockerd's container config
+/// does: inspect, `ps` and commit read it without the image (which may be
+/// gone), and the runtime spec, whose own fallbacks to the image give the
+/// same process for merged values, is built from it as before.
+fn merge_image_defaults(
+    config: &mut ContainerConfig,
+    image: &holdfast_adapter_containerd::ImageConfig,
+) {
+    if config.user.is_none() {
+        config.user = image.user.clone().filter(|u| !u.is_empty());
+    }
+    if config.working_dir.is_none() {
+        config.working_dir = image.working_dir.clone().filter(|w| !w.is_empty());
+    }
+    for (k, v) in image.labels.iter().flatten() {
+        config.labels.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    if config.entrypoint.as_ref().is_none_or(Vec::is_empty) {
+        if config.cmd.as_ref().is_none_or(Vec::is_empty) {
+            config.cmd = image.cmd.clone();
+        }
+        if config.entrypoint.is_none() {
+            config.entrypoint = image.entrypoint.clone();
+        }
+    }
+}
+
+/// `Config.Volumes` as dockerd shows it: the anonymous volumes' paths (the
+/// given `-v /path` ones and the image's `VOLUME`s), `null` when none.
+fn config_volumes_json(c: &ContainerConfig) -> Value {
+    let paths: serde_json::Map<String, Value> = c
+        .mounts
+        .iter()
+        .filter(|m| {
+            m.volume
+                .as_deref()
+                .is_some_and(crate::volumes::is_anonymous_name)
+        })
+        .map(|m| (m.destination.clone(), json!({})))
+        .collect();
+    if paths.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(paths)
+    }
+}
+
 /// A `max-size` in bytes as it was most likely given: in the largest of
 /// docker's binary units that divides it (`1m` for 1048576).
 fn size_as_given(bytes: u64) -> String {
@@ -1965,7 +2019,7 @@ fn inspect_json(
             "Env": c.env,
             "Cmd": c.cmd,
             "Image": c.image,
-            "Volumes": null,
+            "Volumes": config_volumes_json(c),
             "WorkingDir": c.working_dir.clone().unwrap_or_default(),
             "Entrypoint": c.entrypoint,
             "Labels": c.labels,
@@ -2424,6 +2478,103 @@ mod tests {
         assert!(c.read_only_rootfs);
         assert_eq!(c.mounts.len(), 1);
         assert!(c.mounts[0].read_only);
+    }
+
+    /// The image's defaults merged into the record as dockerd merges them,
+    /// and the process the spec gives is the same from the merged record as
+    /// from what was given (merging twice changes nothing).
+    #[test]
+    fn image_defaults_merge_without_changing_the_process() {
+        use holdfast_adapter_containerd::{HostFacts, ImageConfig, User, build_spec};
+        let image = ImageConfig {
+            entrypoint: Some(vec!["/bin/sh".into(), "-c".into()]),
+            cmd: Some(vec!["echo hi".into()]),
+            working_dir: Some("/srv".into()),
+            user: Some("nobody".into()),
+            labels: Some([("from".to_owned(), "image".to_owned())].into()),
+            ..Default::default()
+        };
+        let list = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        let cases: Vec<ContainerConfig> = vec![
+            ContainerConfig::default(),
+            ContainerConfig {
+                cmd: list(&["echo bye"]),
+                ..Default::default()
+            },
+            ContainerConfig {
+                entrypoint: list(&["/bin/echo"]),
+                ..Default::default()
+            },
+            ContainerConfig {
+                entrypoint: list(&["/bin/echo"]),
+                cmd: list(&["x"]),
+                user: Some("0".into()),
+                working_dir: Some("/tmp".into()),
+                labels: [("from".to_owned(), "me".to_owned())].into(),
+                ..Default::default()
+            },
+        ];
+        let id: ContainerId = "abcdef0123456789".parse().expect("id");
+        let process = |c: &ContainerConfig| {
+            let spec = build_spec(
+                &id,
+                "ns",
+                c,
+                &image,
+                &User { uid: 0, gid: 0 },
+                &HostFacts::default(),
+            )
+            .expect("spec");
+            let p = spec.process().clone().expect("process");
+            (p.args().clone(), p.cwd().clone())
+        };
+        for given in cases {
+            let mut merged = given.clone();
+            merge_image_defaults(&mut merged, &image);
+            assert_eq!(process(&merged), process(&given), "{given:?}");
+            let mut twice = merged.clone();
+            merge_image_defaults(&mut twice, &image);
+            assert_eq!(twice, merged);
+        }
+        // Two bodies no CLI sends now run as dockerd runs them: an empty
+        // command under the image's entrypoint takes the image's command,
+        // and an empty entrypoint with no command runs the image's command
+        // (refused as "no command" before).
+        let empty_cmd = ContainerConfig {
+            cmd: Some(Vec::new()),
+            ..Default::default()
+        };
+        let mut merged = empty_cmd.clone();
+        merge_image_defaults(&mut merged, &image);
+        assert_eq!(process(&merged).0, list(&["/bin/sh", "-c", "echo hi"]));
+        assert_eq!(process(&empty_cmd).0, list(&["/bin/sh", "-c"]));
+        let empty_entrypoint = ContainerConfig {
+            entrypoint: Some(Vec::new()),
+            ..Default::default()
+        };
+        let mut merged = empty_entrypoint.clone();
+        merge_image_defaults(&mut merged, &image);
+        assert_eq!(process(&merged).0, list(&["echo hi"]));
+        let user = User { uid: 0, gid: 0 };
+        let host = HostFacts::default();
+        assert!(build_spec(&id, "ns", &empty_entrypoint, &image, &user, &host).is_err());
+
+        let mut shown = ContainerConfig::default();
+        merge_image_defaults(&mut shown, &image);
+        assert_eq!(shown.entrypoint, list(&["/bin/sh", "-c"]));
+        assert_eq!(shown.cmd, list(&["echo hi"]));
+        assert_eq!(shown.working_dir.as_deref(), Some("/srv"));
+        assert_eq!(shown.user.as_deref(), Some("nobody"));
+        assert_eq!(shown.labels.get("from").map(String::as_str), Some("image"));
+        // An entrypoint given drops the image's command, as dockerd.
+        let mut own = ContainerConfig {
+            entrypoint: list(&["/bin/echo"]),
+            labels: [("from".to_owned(), "me".to_owned())].into(),
+            ..Default::default()
+        };
+        merge_image_defaults(&mut own, &image);
+        assert_eq!(own.cmd, None);
+        assert_eq!(own.labels.get("from").map(String::as_str), Some("me"));
     }
 
     /// Every create option, from the body the CLI sends through the config

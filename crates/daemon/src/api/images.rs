@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use holdfast_adapter_containerd::{
-    AdapterError, RegistryFailure, ResolvedImage, normalize_reference,
+    AdapterError, HistoryEntry, RegistryFailure, ResolvedImage, normalize_reference,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -200,14 +200,69 @@ pub async fn by_name_get(
     if let Some(name) = rest.strip_suffix("/get") {
         return save(&state, &[name.to_owned()]).await;
     }
-    if rest.ends_with("/history") {
-        return Err(ApiError::not_implemented(
-            "image history is not supported by holdfast yet",
-        ));
+    if let Some(name) = rest.strip_suffix("/history") {
+        let image = find_image(&state, name).await?;
+        let sizes = state
+            .adapter
+            .layer_sizes(&image.resolved.diff_ids)
+            .await
+            .map_err(|e| image_error(name, e))?;
+        let mut tags: Vec<String> = image.names.iter().map(|n| familiar(n)).collect();
+        tags.sort();
+        let items = history_json(
+            &image.resolved.config_digest,
+            &tags,
+            &image.resolved.history,
+            &sizes,
+        )
+        .map_err(ApiError::internal)?;
+        return Ok(Json(Value::Array(items)).into_response());
     }
     Err(ApiError::not_found(format!(
         "page not found: /images/{rest}"
     )))
+}
+
+/// `docker history`: the config's history newest first, as dockerd 20.10
+/// and later shows it: the image's id and tags on the top step,
+/// `<missing>` below (holdfast keeps no parent images), each step that made
+/// a layer with that layer's unpacked size. An image without history has
+/// none to show (an empty list).
+fn history_json(
+    id: &str,
+    tags: &[String],
+    history: &[HistoryEntry],
+    layer_sizes: &[i64],
+) -> Result<Vec<Value>, String> {
+    let mut sizes = layer_sizes.iter();
+    let mut items = Vec::with_capacity(history.len());
+    for step in history {
+        let size = if step.empty_layer {
+            0
+        } else {
+            *sizes
+                .next()
+                .ok_or("too many non-empty layers in History section")?
+        };
+        let created = super::render::parse_rfc3339(&step.created)
+            .map_or(0, |t| t.as_unix_nanos().div_euclid(1_000_000_000));
+        items.push(json!({
+            "Id": "<missing>",
+            "Created": created,
+            "CreatedBy": step.created_by,
+            "Tags": null,
+            "Size": size,
+            "Comment": step.comment,
+        }));
+    }
+    items.reverse();
+    if let Some(top) = items.first_mut() {
+        top["Id"] = json!(id);
+        if !tags.is_empty() {
+            top["Tags"] = json!(tags);
+        }
+    }
+    Ok(items)
 }
 
 /// `docker save`: the images as a docker-archive, each under the name it
@@ -512,6 +567,35 @@ mod tests {
         );
         assert_eq!(familiar("docker.io/me/app:1"), "me/app:1");
         assert_eq!(familiar("localhost:5000/app:1"), "localhost:5000/app:1");
+    }
+
+    #[test]
+    fn history_reads_as_dockerd_shows_it() {
+        let step = |created_by: &str, empty_layer: bool| HistoryEntry {
+            created: "2024-01-02T03:04:05Z".into(),
+            created_by: created_by.into(),
+            comment: String::new(),
+            empty_layer,
+        };
+        let history = [
+            step("ADD rootfs /", false),
+            step("CMD [\"sh\"]", true),
+            step("holdfast commit", false),
+        ];
+        let items = history_json("sha256:ab", &["mine:1".to_owned()], &history, &[100, 7])
+            .expect("as many layers as steps that made one");
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0]["Id"], "sha256:ab");
+        assert_eq!(items[0]["Tags"], json!(["mine:1"]));
+        assert_eq!(items[0]["CreatedBy"], "holdfast commit");
+        assert_eq!(items[0]["Size"], 7);
+        assert_eq!(items[1]["Id"], "<missing>");
+        assert_eq!(items[1]["Tags"], Value::Null);
+        assert_eq!(items[1]["Size"], 0);
+        assert_eq!(items[2]["Size"], 100);
+        assert_eq!(items[2]["Created"], 1_704_164_645);
+        assert!(history_json("sha256:ab", &[], &history, &[100]).is_err());
+        assert_eq!(history_json("sha256:ab", &[], &[], &[100]), Ok(Vec::new()));
     }
 
     #[test]

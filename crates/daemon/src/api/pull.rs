@@ -27,9 +27,13 @@ const AUTH_HEADER_MAX_BYTES: usize = 16 << 10;
 /// What a pull request asks for, decoded and checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PullRequest {
-    /// `repo[:tag]` or `repo@digest`, as the user named it.
+    /// `repo[:tag]` or `repo@digest`, as the user named it; the repository
+    /// alone when every tag is pulled.
     pub reference: String,
     pub auth: PullAuth,
+    /// `docker pull --all-tags`: neither `tag` nor `fromImage` names a tag
+    /// or digest, which dockerd takes as every tag of the repository.
+    pub all_tags: bool,
 }
 
 /// The credentials `docker login` stored, as the CLI sends them (in
@@ -119,11 +123,6 @@ pub fn decode_pull(query: &str, auth_header: Option<&[u8]>) -> Result<PullReques
             "docker import is not a pull (POST /images/create?fromSrc= is handled apart)",
         ));
     }
-    if p.bool("all") || p.bool("all-tags") {
-        return Err(ApiError::not_implemented(
-            "pulling every tag of a repository is not supported by holdfast yet",
-        ));
-    }
     let image = p.str("fromImage").unwrap_or("").trim();
     if image.is_empty() {
         return Err(ApiError::bad_request(
@@ -150,9 +149,14 @@ pub fn decode_pull(query: &str, auth_header: Option<&[u8]>) -> Result<PullReques
         format!("{image}:{tag}")
     };
     check_reference(&reference)?;
+    // As dockerd (and the API's documentation): no tag anywhere is every
+    // tag; the CLI sends `tag` for every pull but `--all-tags`.
+    let last = reference.rsplit('/').next().unwrap_or(&reference);
+    let all_tags = !last.contains(':') && !last.contains('@');
     Ok(PullRequest {
         reference,
         auth: decode_registry_auth(auth_header)?,
+        all_tags,
     })
 }
 
@@ -361,9 +365,14 @@ pub async fn create(
         while let Some(Ok(_)) = futures_util::StreamExt::next(&mut data).await {}
     }
     let request = decoded?;
+    if request.all_tags {
+        return pull_all_tags(state, request).await;
+    }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PullProgress>();
     let adapter = state.adapter.clone();
-    let PullRequest { reference, auth } = request;
+    let PullRequest {
+        reference, auth, ..
+    } = request;
     let pulling = reference.clone();
     tracing::info!(reference = %pulling, "pull");
     // Its own task: a client that goes away does not cut a pull in half.
@@ -401,16 +410,79 @@ pub async fn create(
     )))
 }
 
+/// `docker pull --all-tags`: the repository's tags as its registry lists
+/// them, each pulled in turn with its own progress (`<tag>: Pulling from`,
+/// layers, `Digest:`), then one status line for the repository, as dockerd
+/// writes them. The list is asked for before answering, so a repository
+/// the registry does not know is an HTTP error; a tag that fails ends the
+/// pull with an error in the stream (what was pulled before it stays).
+async fn pull_all_tags(state: ApiState, request: PullRequest) -> Result<Response, ApiError> {
+    let PullRequest {
+        reference, auth, ..
+    } = request;
+    let tags = state
+        .adapter
+        .list_tags(&reference, &auth)
+        .await
+        .map_err(|e| pull_error(&reference, e))?;
+    let repository = familiar(&holdfast_adapter_containerd::normalize_reference(
+        &reference,
+    ));
+    let repository = repository
+        .rsplit_once(':')
+        .map_or(repository.clone(), |(r, _)| r.to_owned());
+    tracing::info!(%reference, tags = tags.len(), "pull of every tag");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PullProgress>();
+    let adapter = state.adapter.clone();
+    let name = reference.clone();
+    // Its own task, as a single pull: a client that goes away does not cut it.
+    let task = tokio::spawn(async move {
+        let mut downloaded = false;
+        for tag in tags {
+            let pulled = adapter
+                .pull_image(&format!("{name}:{tag}"), &auth, &tx)
+                .await?;
+            downloaded |= !pulled.up_to_date;
+        }
+        Ok::<bool, holdfast_adapter_containerd::AdapterError>(downloaded)
+    });
+    let (body_tx, body_rx) =
+        tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(64);
+    tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            let _ = body_tx.send(Ok(line(&progress_message(&p)))).await;
+        }
+        let last = match task.await {
+            Ok(Ok(downloaded)) => {
+                publish(&state, "pull", &repository, &repository);
+                line(&json!({ "status": status_line(&repository, !downloaded) }))
+            }
+            Ok(Err(e)) => {
+                tracing::info!(%reference, error = %e, "pull of every tag failed");
+                error_line(&e.to_string())
+            }
+            Err(e) => error_line(&format!("the pull failed: {e}")),
+        };
+        let _ = body_tx.send(Ok(last)).await;
+    });
+    Ok(json_stream(Body::from_stream(
+        tokio_stream::wrappers::ReceiverStream::new(body_rx),
+    )))
+}
+
+fn status_line(name: &str, up_to_date: bool) -> String {
+    if up_to_date {
+        format!("Status: Image is up to date for {name}")
+    } else {
+        format!("Status: Downloaded newer image for {name}")
+    }
+}
+
 /// The last message of a pull that succeeded; publishes the `pull` event.
 fn finished(state: &ApiState, pulled: &PulledImage) -> Value {
     let name = familiar(&pulled.name);
     publish(state, "pull", &name, &name);
-    let status = if pulled.up_to_date {
-        format!("Status: Image is up to date for {name}")
-    } else {
-        format!("Status: Downloaded newer image for {name}")
-    };
-    json!({ "status": status })
+    json!({ "status": status_line(&name, pulled.up_to_date) })
 }
 
 pub(super) fn json_stream(body: Body) -> Response {
@@ -504,11 +576,16 @@ mod tests {
         }
         let longest = format!("fromImage=localhost/{}", "a".repeat(255));
         assert!(decode_pull(&longest, None).is_ok());
-        assert_eq!(
-            decode_pull("fromImage=busybox", None)
+        let every = decode_pull("fromImage=busybox", None).expect("decodes");
+        assert_eq!(every.reference, "busybox");
+        assert!(every.all_tags, "no tag anywhere is every tag, as dockerd");
+        assert!(!r.all_tags);
+        let named = decode_pull("fromImage=localhost:5000/app:1", None).expect("decodes");
+        assert!(!named.all_tags);
+        assert!(
+            decode_pull("fromImage=localhost:5000/app", None)
                 .expect("decodes")
-                .reference,
-            "busybox"
+                .all_tags
         );
         for bad in [
             "",

@@ -2,7 +2,7 @@
 //! registry, answered with dockerd's stream of JSON progress messages.
 //!
 //! What can be told before anything is sent is an HTTP error as from
-//! dockerd (a malformed name 400, an image not present 404, every tag 501);
+//! dockerd (a malformed name 400, an image not present 404);
 //! a failure after that (the registry unreachable, credentials refused)
 //! comes in the stream as `{"errorDetail":..,"error":..}`.
 
@@ -16,15 +16,20 @@ use axum::body::{Body, Bytes};
 use axum::extract::RawQuery;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use holdfast_adapter_containerd::{AdapterError, PullAuth, PushProgress, PushStatus, PushedImage};
+use holdfast_adapter_containerd::{
+    AdapterError, PullAuth, PushProgress, PushStatus, PushedImage, normalize_reference,
+};
 use serde_json::{Value, json};
 
 /// What a push request asks for, decoded and checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PushRequest {
-    /// `repo:tag`.
+    /// `repo:tag`; the repository alone for every tag.
     pub reference: String,
     pub auth: PullAuth,
+    /// `docker push --all-tags` (no tag given): every local tag of the
+    /// repository.
+    pub all_tags: bool,
 }
 
 /// Decodes a push of `name` (the path's image name) with its query string
@@ -41,19 +46,16 @@ pub fn decode_push(
         return Err(ApiError::bad_request("the image to push must be named"));
     }
     let last = name.rsplit('/').next().unwrap_or(name);
-    let reference = if !tag.is_empty() {
+    let (reference, all_tags) = if !tag.is_empty() {
         if last.contains(':') || name.contains('@') {
             return Err(ApiError::bad_request(format!(
                 "invalid reference format: {name:?} already has a tag, and tag={tag:?} was given"
             )));
         }
-        format!("{name}:{tag}")
-    } else if last.contains(':') {
-        name.to_owned()
+        (format!("{name}:{tag}"), false)
     } else {
-        return Err(ApiError::not_implemented(
-            "pushing every tag of a repository (docker push --all-tags) is not supported by holdfast yet: name a tag",
-        ));
+        // No tag anywhere: every tag, as dockerd (the CLI's --all-tags).
+        (name.to_owned(), !last.contains(':') && !name.contains('@'))
     };
     check_reference(&reference)?;
     if reference.contains('@') {
@@ -64,6 +66,7 @@ pub fn decode_push(
     Ok(PushRequest {
         reference,
         auth: decode_registry_auth(auth_header)?,
+        all_tags,
     })
 }
 
@@ -105,7 +108,10 @@ fn finished(pushed: &PushedImage) -> [Value; 2] {
     ]
 }
 
-/// `POST /images/{name}/push?tag=..`.
+/// `POST /images/{name}/push?tag=..`; without a tag, every local tag of
+/// the repository, one after another in the order of their names, under
+/// one "The push refers to repository" line, each ending with its digest
+/// line (dockerd's `--all-tags`). A tag that fails ends the push there.
 pub async fn push(
     state: ApiState,
     name: &str,
@@ -117,40 +123,83 @@ pub async fn push(
         query.0.as_deref().unwrap_or(""),
         headers.get("X-Registry-Auth").map(HeaderValue::as_bytes),
     )?;
-    let PushRequest { reference, auth } = request;
-    match state.adapter.resolve_image(&reference).await {
-        Ok(_) => {}
-        Err(AdapterError::ImageNotFound(_)) => {
+    let PushRequest {
+        reference,
+        auth,
+        all_tags,
+    } = request;
+    let references = if all_tags {
+        let tagged = local_tags(&state, &reference).await?;
+        if tagged.is_empty() {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
-                format!("An image does not exist locally with the tag: {reference}"),
+                format!(
+                    "An image does not exist locally with the tag: {}",
+                    familiar(&repository_of(&normalize_reference(&reference)))
+                ),
             ));
         }
-        Err(e) => return Err(image_error(&reference, e)),
-    }
-    tracing::info!(%reference, "push");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PushProgress>();
+        tagged
+    } else {
+        match state.adapter.resolve_image(&reference).await {
+            Ok(_) => {}
+            Err(AdapterError::ImageNotFound(_)) => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("An image does not exist locally with the tag: {reference}"),
+                ));
+            }
+            Err(e) => return Err(image_error(&reference, e)),
+        }
+        vec![normalize_reference(&reference)]
+    };
+    tracing::info!(%reference, tags = references.len(), "push");
+    let (out_tx, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<Pushing>();
     let adapter = state.adapter.clone();
-    let pushing = reference.clone();
     // Its own task: a client that goes away does not cut a push in half.
-    let task = tokio::spawn(async move { adapter.push_image(&pushing, &auth, &tx).await });
+    let task = tokio::spawn(async move {
+        for pushing in &references {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PushProgress>();
+            let forward_tx = out_tx.clone();
+            let forward = tokio::spawn(async move {
+                while let Some(p) = rx.recv().await {
+                    let _ = forward_tx.send(Pushing::Progress(p));
+                }
+            });
+            let pushed = adapter.push_image(pushing, &auth, &tx).await;
+            drop(tx);
+            // This tag's progress is all out before its digest line.
+            let _ = forward.await;
+            let _ = out_tx.send(Pushing::Pushed(pushed?));
+        }
+        Ok::<(), AdapterError>(())
+    });
     let (body_tx, body_rx) =
         tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(64);
+    let shown_repository = familiar(&repository_of(&normalize_reference(&reference)));
     tokio::spawn(async move {
-        while let Some(p) = rx.recv().await {
-            // A client that went away stops hearing, not the push.
-            let _ = body_tx.send(Ok(line(&progress_message(&p)))).await;
+        let mut announced = false;
+        while let Some(out) = out_rx.recv().await {
+            let messages = match out {
+                // One repository line for every tag, as dockerd writes it.
+                Pushing::Progress(PushProgress::Repository(_)) if announced => continue,
+                Pushing::Progress(p) => {
+                    announced |= matches!(p, PushProgress::Repository(_));
+                    vec![progress_message(&p)]
+                }
+                Pushing::Pushed(pushed) => {
+                    let shown = format!("{shown_repository}:{}", pushed.tag);
+                    publish(&state, "push", &shown, &shown);
+                    finished(&pushed).to_vec()
+                }
+            };
+            for message in messages {
+                // A client that went away stops hearing, not the push.
+                let _ = body_tx.send(Ok(line(&message))).await;
+            }
         }
         match task.await {
-            Ok(Ok(pushed)) => {
-                let shown = familiar(&holdfast_adapter_containerd::normalize_reference(
-                    &reference,
-                ));
-                publish(&state, "push", &shown, &shown);
-                for message in finished(&pushed) {
-                    let _ = body_tx.send(Ok(line(&message))).await;
-                }
-            }
+            Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::info!(%reference, error = %e, "push failed");
                 let _ = body_tx.send(Ok(error_line(&e.to_string()))).await;
@@ -167,6 +216,39 @@ pub async fn push(
     )))
 }
 
+/// What the pushing task tells the response as it goes.
+enum Pushing {
+    Progress(PushProgress),
+    Pushed(PushedImage),
+}
+
+/// `registry/path` of a normalized `registry/path:tag` (or `@digest`).
+fn repository_of(name: &str) -> String {
+    let name = name.split_once('@').map_or(name, |(n, _)| n);
+    match name.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo.to_owned(),
+        _ => name.to_owned(),
+    }
+}
+
+/// The local images tagged in the repository `repository` names, as
+/// normalized names, sorted (dockerd pushes them in that order).
+async fn local_tags(state: &ApiState, repository: &str) -> Result<Vec<String>, ApiError> {
+    let wanted = repository_of(&normalize_reference(repository));
+    let mut names: Vec<String> = state
+        .adapter
+        .list_images()
+        .await
+        .map_err(|e| image_error(repository, e))?
+        .into_iter()
+        .map(|i| i.name)
+        .filter(|n| !n.contains('@') && repository_of(n) == wanted && n.len() > wanted.len())
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,8 +260,18 @@ mod tests {
         assert_eq!(r.auth, PullAuth::Anonymous);
         let r = decode_push("localhost:5000/mine:2", "", None).expect("decodes");
         assert_eq!(r.reference, "localhost:5000/mine:2");
-        let all = decode_push("localhost:5000/mine", "", None).expect_err("every tag");
-        assert_eq!(all.status, StatusCode::NOT_IMPLEMENTED);
+        let all = decode_push("localhost:5000/mine", "", None).expect("every tag");
+        assert!(all.all_tags);
+        assert_eq!(all.reference, "localhost:5000/mine");
+        assert!(!r.all_tags);
+        assert_eq!(
+            repository_of("localhost:5000/mine:1"),
+            "localhost:5000/mine"
+        );
+        assert_eq!(
+            repository_of("docker.io/library/busybox:latest"),
+            "docker.io/library/busybox"
+        );
         for (name, query) in [
             ("", "tag=1"),
             ("Mine", "tag=1"),
