@@ -447,16 +447,22 @@ impl Engine {
         let sink = self.sink.clone();
         tokio::spawn(async move {
             let result = tokio::task::spawn_blocking(move || match &call {
-                Call::NetworkSetup { id, config } => network.setup(id, &name, config),
+                Call::NetworkSetup {
+                    id,
+                    config,
+                    own_interface,
+                } => network.setup(id, &name, config, *own_interface),
                 Call::NetworkTeardown { id, config } => network.teardown(id, config),
                 Call::EndpointSetup {
                     id,
                     config,
                     endpoint,
                 } => network.setup_endpoint(id, &name, config, endpoint),
-                Call::EndpointTeardown { id, endpoint, .. } => {
-                    network.teardown_endpoint(id, endpoint)
-                }
+                Call::EndpointTeardown {
+                    id,
+                    config,
+                    endpoint,
+                } => network.teardown_endpoint(id, config, endpoint),
                 _ => Err(holdfast_core::Failure::new(
                     holdfast_core::FailureKind::Other,
                     "not a network call",
@@ -661,6 +667,7 @@ fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
         intents: holdfast_core::Intents::default(),
         network: holdfast_core::NetworkState::Attaching,
         endpoints: Vec::new(),
+        own_disconnected: false,
         health: None,
         create_sent_at: None,
         id,
