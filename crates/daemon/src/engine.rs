@@ -446,6 +446,13 @@ impl Engine {
             .unwrap_or_default();
         let sink = self.sink.clone();
         tokio::spawn(async move {
+            let began = std::time::Instant::now();
+            let what = match &call {
+                Call::NetworkSetup { .. } => "network_setup",
+                Call::NetworkTeardown { .. } => "network_teardown",
+                Call::EndpointSetup { .. } => "endpoint_setup",
+                _ => "endpoint_teardown",
+            };
             let result = tokio::task::spawn_blocking(move || match &call {
                 Call::NetworkSetup {
                     id,
@@ -478,6 +485,12 @@ impl Engine {
             if let Err(f) = &result {
                 tracing::warn!(%op, kind = ?f.kind, message = %f.message, "network call failed");
             }
+            tracing::debug!(
+                %op,
+                call = what,
+                elapsed_us = began.elapsed().as_micros() as u64,
+                "network call done"
+            );
             let _ = sink.send(Input::ActionResult(op, result));
         });
     }

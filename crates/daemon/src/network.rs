@@ -703,41 +703,34 @@ impl Network {
             )));
         }
         let netns = netns.to_string_lossy().into_owned();
-        if whole {
-            let bridge = attachment
-                .network
-                .as_ref()
-                .map_or(&self.inner.default.bridge, |d| &d.bridge);
-            self.exec(
-                "loopback",
-                "ADD",
-                id,
-                "lo",
-                &netns,
-                json!({"cniVersion": "1.0.0", "name": format!("{bridge}-lo"), "type": "loopback"}),
-            )?;
-        }
-        if let (Some(iface), Some(def)) = (iface, attachment.network.clone()) {
-            let mut prev: Option<Value> = None;
-            for plugin in self.plugins(&def, &attachment.ports, Some(iface))? {
-                let conf = with_prev(
-                    plugin.clone(),
-                    &def.bridge,
-                    prev.as_ref(),
-                    &attachment.ports,
-                );
-                let ty = conf["type"].as_str().unwrap_or_default().to_owned();
-                prev = Some(self.exec(&ty, "ADD", id, &iface.ifname, &netns, conf)?);
-                // Recorded before the next plugin runs: a release after a crash
-                // gives the later plugins (the firewall finds its rules by the
-                // addresses) the result the bridge plugin gave.
-                attachment.result = prev.clone();
-                self.write_attachment(&path, &attachment)?;
-            }
-            if let Some(result) = &prev {
-                read_result(result, &mut attachment);
-            }
-            attachment.result = prev;
+        // Loopback and the chain on the interface are independent (another
+        // interface of the same namespace): loopback runs beside the chain,
+        // and a setup costs the chain's time alone.
+        let lo_bridge = attachment
+            .network
+            .as_ref()
+            .map_or(&self.inner.default.bridge, |d| &d.bridge)
+            .clone();
+        let lo_conf =
+            json!({"cniVersion": "1.0.0", "name": format!("{lo_bridge}-lo"), "type": "loopback"});
+        let (lo, chain) = std::thread::scope(|scope| {
+            let lo = whole
+                .then(|| scope.spawn(|| self.exec("loopback", "ADD", id, "lo", &netns, lo_conf)));
+            let chain = match (iface, attachment.network.clone()) {
+                (Some(iface), Some(def)) => {
+                    self.run_chain(id, &netns, iface, &def, &path, &mut attachment)
+                }
+                _ => Ok(()),
+            };
+            let lo = lo.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(other("the loopback plugin's thread panicked")))
+            });
+            (lo, chain)
+        });
+        chain?;
+        if let Some(lo) = lo {
+            lo?;
         }
         if slot == 0 {
             attachment.hosts_base = hosts_base(id, config, &attachment);
@@ -754,6 +747,41 @@ impl Network {
             self.refresh_peers(def)?;
         }
         Ok(Done::Ok)
+    }
+
+    /// The chain on `def` through `iface` (ADD, in order, each given the
+    /// previous one's result), its result kept in `attachment` (and its
+    /// file, after each plugin).
+    fn run_chain(
+        &self,
+        id: &ContainerId,
+        netns: &str,
+        iface: &Iface<'_>,
+        def: &NetworkDef,
+        path: &Path,
+        attachment: &mut Attachment,
+    ) -> Result<(), Failure> {
+        let mut prev: Option<Value> = None;
+        for plugin in self.plugins(def, &attachment.ports, Some(iface))? {
+            let conf = with_prev(
+                plugin.clone(),
+                &def.bridge,
+                prev.as_ref(),
+                &attachment.ports,
+            );
+            let ty = conf["type"].as_str().unwrap_or_default().to_owned();
+            prev = Some(self.exec(&ty, "ADD", id, &iface.ifname, netns, conf)?);
+            // Recorded before the next plugin runs: a release after a crash
+            // gives the later plugins (the firewall finds its rules by the
+            // addresses) the result the bridge plugin gave.
+            attachment.result = prev.clone();
+            self.write_attachment(path, attachment)?;
+        }
+        if let Some(result) = &prev {
+            read_result(result, attachment);
+        }
+        attachment.result = prev;
+        Ok(())
     }
 
     /// What an interface's setup will make, before the plugins run: the
@@ -1171,13 +1199,19 @@ impl Network {
             .join(format!("{id}.resolv.conf"))
     }
 
+    /// Whole or not at all (a rename), and not synced: the file describes
+    /// what the kernel holds (addresses, interfaces, rules), which a crash
+    /// of the machine loses too, while a crash of holdfastd leaves what
+    /// was written in the page cache for the next one to read. A sync per
+    /// write was a quarter of a setup's time on a loaded disk
+    /// (bench/network.md). The record that owns the attachment is the
+    /// durable part, written before it is made.
     fn write_attachment(&self, path: &Path, a: &Attachment) -> Result<(), Failure> {
         let bytes = serde_json::to_vec(a).map_err(|e| other(format!("attachment: {e}")))?;
         let tmp = path.with_extension("tmp");
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
-            f.sync_all()?;
             std::fs::rename(&tmp, path)
         };
         write().map_err(|e| other(format!("write {}: {e}", path.display())))
@@ -1199,8 +1233,9 @@ impl Network {
         }
         let binary = s.plugin_dir.join(plugin);
         let stdin = serde_json::to_vec(&conf).map_err(|e| other(e.to_string()))?;
-        let span = tracing::debug_span!("cni", plugin, command, container_id = %id);
+        let span = tracing::debug_span!("cni", plugin, command, container_id = %id, ifname);
         let _enter = span.enter();
+        let began = std::time::Instant::now();
         let mut child = Command::new(&binary)
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", id.as_str())
@@ -1225,6 +1260,12 @@ impl Network {
         let out = child
             .wait_with_output()
             .map_err(|e| other(format!("CNI plugin {plugin}: {e}")))?;
+        // Where a setup's time goes (bench/network.md reads these).
+        tracing::debug!(
+            elapsed_us = began.elapsed().as_micros() as u64,
+            ok = out.status.success(),
+            "CNI plugin ran"
+        );
         if !out.status.success() {
             let msg = serde_json::from_slice::<Value>(&out.stdout)
                 .ok()
