@@ -620,6 +620,11 @@ fn a_container_disconnected_from_its_own_user_network_runs_on_loopback_and_conne
     net.d.restart();
     let d = &net.d;
     assert_eq!(d.pid_of("app"), pid);
+    // an endpoint's id is kept on disk with its attachment: the same after the crash
+    assert_eq!(
+        d.inspect("web")["NetworkSettings"]["Networks"]["front"]["EndpointID"],
+        web_ep
+    );
     assert!(networks_of(&net, "app").is_empty());
     assert_eq!(links_of(&net, "app"), ["lo"]);
     d.ok(&["stop", "-t", "1", "app"]);

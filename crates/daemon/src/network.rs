@@ -1981,6 +1981,15 @@ br1\t000012AC\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
     }
 
     #[test]
+    fn an_attachment_file_from_before_endpoint_ids_still_loads() {
+        let old = r#"{"ports":[],"ip":"10.1.0.2","prefix_len":24,"gateway":"10.1.0.1",
+            "mac":null,"result":null,"network":null,"names":[],"hosts_base":""}"#;
+        let a: Attachment = serde_json::from_str(old).expect("an old file loads");
+        assert_eq!(a.endpoint_id, "");
+        assert_eq!(a.ip, Some(Ipv4Addr::new(10, 1, 0, 2)));
+    }
+
+    #[test]
     fn a_result_gives_address_gateway_and_mac() {
         let result = json!({
             "cniVersion": "1.0.0",
