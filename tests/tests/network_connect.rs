@@ -5,8 +5,11 @@
 //! and `network inspect` show every network; holdfastd SIGKILLed after a
 //! connect, or in the middle of a hot connect's setup (the firewall plugin
 //! behind a gate, after the bridge plugin allocated the address), leaves
-//! nothing behind once the container is removed; and the
-//! refusals, with dockerd's status codes. Each test has a holdfastd with a
+//! nothing behind once the container is removed; a container disconnected
+//! from the network it was created on (a user network, the default bridge)
+//! keeps running with loopback alone, through a holdfastd SIGKILL and a
+//! restart, and is connected again; endpoint ids; and the refusals, with
+//! dockerd's status codes. Each test has a holdfastd with a
 //! bridge of its own (`BridgeDaemon`); its user networks go with it.
 
 use holdfast_e2e::network::{
@@ -251,14 +254,6 @@ fn connect_and_disconnect_are_refused_as_dockerd_refuses() {
         Some(br#"{"Container":"app"}"#),
     );
     assert_eq!(r.status, 409, "{r:?}");
-    // the network it was created on: not built yet, and said so
-    let r = d.http(
-        "POST",
-        "/networks/front/disconnect",
-        Some(br#"{"Container":"app"}"#),
-    );
-    assert_eq!(r.status, 501, "{r:?}");
-    assert!(r.body.contains("the network it was created on"), "{r:?}");
     d.fails_saying(
         "a network that does not exist",
         &["network", "connect", "nope", "app"],
@@ -318,6 +313,25 @@ fn connect_and_disconnect_are_refused_as_dockerd_refuses() {
         Some(br#"{"Container":"app"}"#),
     );
     assert_eq!(r.status, 400, "{r:?}");
+    // disconnects of other network modes: host is dockerd's 400; none and
+    // a shared namespace are on no network of their own to leave
+    let r = d.http(
+        "POST",
+        "/networks/host/disconnect",
+        Some(br#"{"Container":"on-host"}"#),
+    );
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(r.body.contains("host network"), "{r:?}");
+    for (network, name) in [("none", "on-none"), ("front", "shared")] {
+        let body = format!(r#"{{"Container":"{name}"}}"#);
+        let r = d.http(
+            "POST",
+            &format!("/networks/{network}/disconnect"),
+            Some(body.as_bytes()),
+        );
+        assert_eq!(r.status, 409, "{name}: {r:?}");
+        assert!(r.body.contains("is not connected"), "{name}: {r:?}");
+    }
     let r = d.http("POST", "/networks/back/connect", Some(b"{not json"));
     assert_eq!(r.status, 400, "{r:?}");
     d.ok(&["rm", "-f", "app", "on-host", "on-none", "shared"]);
@@ -503,4 +517,211 @@ fn holdfastd_killed_in_the_middle_of_a_hot_connect_leaks_nothing() {
         held(&net, &subnets) == baseline
     });
     d.ok(&["network", "rm", "front", "back"]);
+}
+
+/// The interfaces in `container`'s namespace.
+fn links_of(net: &BridgeDaemon, container: &str) -> Vec<String> {
+    let out = net.d.ok(&["exec", container, "ls", "/sys/class/net"]);
+    let mut links: Vec<String> = out.split_whitespace().map(str::to_owned).collect();
+    links.sort();
+    links
+}
+
+fn networks_of(net: &BridgeDaemon, container: &str) -> Vec<String> {
+    let v = net.d.inspect(container);
+    let mut names: Vec<String> = v["NetworkSettings"]["Networks"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn is_endpoint_id(v: &serde_json::Value) -> bool {
+    v.as_str()
+        .is_some_and(|s| s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+#[test]
+fn a_container_disconnected_from_its_own_user_network_runs_on_loopback_and_connects_again() {
+    let mut net = BridgeDaemon::start();
+    let (front, back) = two_networks(&net);
+    let subnets = [front.as_str(), back.as_str()];
+    let baseline = held(&net, &subnets);
+    run_httpd(&net, "web", "front", "hello-own");
+    let d = &net.d;
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "app",
+        "--network",
+        "front",
+        "busybox",
+        "sleep",
+        "600",
+    ]);
+    let pid = d.pid_of("app");
+    wait_reaches(&net, "app", "http://web/", "hello-own");
+    let on_front = address_on(&net, "app", "front");
+    // an endpoint id, the same in both views, kept while attached
+    let ep = d.inspect("app")["NetworkSettings"]["Networks"]["front"]["EndpointID"].clone();
+    assert!(is_endpoint_id(&ep), "{ep}");
+    let listed = d.ok(&[
+        "network",
+        "inspect",
+        "-f",
+        "{{range .Containers}}{{.Name}}={{.EndpointID}} {{end}}",
+        "front",
+    ]);
+    assert!(
+        listed.contains(&format!("app={}", ep.as_str().unwrap_or_default())),
+        "{listed}"
+    );
+    let web_ep = d.inspect("web")["NetworkSettings"]["Networks"]["front"]["EndpointID"].clone();
+    assert!(is_endpoint_id(&web_ep) && web_ep != ep, "{web_ep} {ep}");
+
+    d.ok(&["network", "disconnect", "front", "app"]);
+    assert_eq!(links_of(&net, "app"), ["lo"]);
+    assert_eq!(d.pid_of("app"), pid, "a disconnect restarted the container");
+    assert!(
+        networks_of(&net, "app").is_empty(),
+        "{:?}",
+        networks_of(&net, "app")
+    );
+    assert_eq!(listed_on(&net, "front"), ["web"]);
+    let hosts = d.ok(&["exec", "web", "cat", "/etc/hosts"]);
+    assert!(!hosts.contains(&on_front), "{hosts}");
+    let own_hosts = d.ok(&["exec", "app", "cat", "/etc/hosts"]);
+    assert!(!own_hosts.contains(&on_front), "{own_hosts}");
+    assert!(wget_from(&net, "app", "http://web/").is_none());
+    let ps = d.ok(&["ps", "--filter", "network=front", "--format", "{{.Names}}"]);
+    assert_eq!(ps.trim(), "web");
+    d.fails_saying(
+        "a second disconnect",
+        &["network", "disconnect", "front", "app"],
+        "is not connected to the network front",
+    );
+
+    // connected again while it runs: an eth0 again, peers by name
+    d.ok(&["network", "connect", "front", "app"]);
+    assert_eq!(links_of(&net, "app"), ["eth0", "lo"]);
+    wait_reaches(&net, "app", "http://web/", "hello-own");
+    let again = d.inspect("app")["NetworkSettings"]["Networks"]["front"]["EndpointID"].clone();
+    assert!(
+        is_endpoint_id(&again) && again != ep,
+        "a new endpoint: {again}"
+    );
+    assert_eq!(listed_on(&net, "front"), ["app", "web"]);
+
+    // disconnected, kept through a holdfastd SIGKILL, started on loopback alone
+    d.ok(&["network", "disconnect", "front", "app"]);
+    net.d.sigkill();
+    net.d.restart();
+    let d = &net.d;
+    assert_eq!(d.pid_of("app"), pid);
+    // an endpoint's id is kept on disk with its attachment: the same after the crash
+    assert_eq!(
+        d.inspect("web")["NetworkSettings"]["Networks"]["front"]["EndpointID"],
+        web_ep
+    );
+    assert!(networks_of(&net, "app").is_empty());
+    assert_eq!(links_of(&net, "app"), ["lo"]);
+    d.ok(&["stop", "-t", "1", "app"]);
+    d.ok(&["start", "app"]);
+    assert_eq!(links_of(&net, "app"), ["lo"]);
+    assert!(networks_of(&net, "app").is_empty());
+    // a network connected now is its eth0
+    run_httpd(&net, "db", "back", "hello-back");
+    d.ok(&["network", "connect", "back", "app"]);
+    assert_eq!(links_of(&net, "app"), ["eth0", "lo"]);
+    wait_reaches(&net, "app", "http://db/", "hello-back");
+    assert_eq!(networks_of(&net, "app"), ["back"]);
+    // stopped and disconnected from it, connected back to its own before a start
+    d.ok(&["stop", "-t", "1", "app"]);
+    d.ok(&["network", "disconnect", "back", "app"]);
+    d.ok(&["network", "connect", "front", "app"]);
+    d.ok(&["start", "app"]);
+    assert_eq!(links_of(&net, "app"), ["eth0", "lo"]);
+    wait_reaches(&net, "app", "http://web/", "hello-own");
+    assert_eq!(networks_of(&net, "app"), ["front"]);
+
+    d.ok(&["rm", "-f", "app", "web", "db"]);
+    d.wait_until("everything is released", || {
+        held(&net, &subnets) == baseline
+    });
+    d.ok(&["network", "rm", "front", "back"]);
+}
+
+#[test]
+fn a_container_disconnected_from_the_default_bridge_loses_its_published_port() {
+    let net = BridgeDaemon::start();
+    let d = &net.d;
+    let subnets = [net.subnet.as_str()];
+    let baseline = held(&net, &subnets);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let published = format!("127.0.0.1:{port}:80");
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "web",
+        "-p",
+        &published,
+        "busybox",
+        "sh",
+        "-c",
+        &httpd("hello-bridge"),
+    ]);
+    let url = format!("http://127.0.0.1:{port}/");
+    let get = |url: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sf", "--max-time", "3", url])
+            .output()
+            .expect("run curl");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    d.wait_until("the published port serves", || {
+        get(&url).as_deref() == Some("hello-bridge")
+    });
+    let ip = address_on(&net, "web", "bridge");
+    assert!(!ip.is_empty());
+    let pid = d.pid_of("web");
+
+    d.ok(&["network", "disconnect", "bridge", "web"]);
+    assert_eq!(links_of(&net, "web"), ["lo"]);
+    assert_eq!(d.pid_of("web"), pid);
+    assert!(get(&url).is_none(), "the port is still published");
+    assert!(get(&format!("http://{ip}/")).is_none());
+    assert_eq!(net.allocations().len(), 0, "{:?}", net.allocations());
+    let v = d.inspect("web");
+    assert_eq!(
+        v["NetworkSettings"]["IPAddress"], "",
+        "{}",
+        v["NetworkSettings"]
+    );
+    assert!(v["NetworkSettings"]["Networks"]["bridge"].is_null());
+    assert_eq!(d.ok(&["port", "web"]).trim(), "");
+    let on_port = cni_nat_rules()
+        .into_iter()
+        .filter(|r| r.contains(&format!("--dport {port}")))
+        .collect::<Vec<_>>();
+    assert!(on_port.is_empty(), "{on_port:?}");
+
+    // connected again: an address on the bridge, reached from the host
+    d.ok(&["network", "connect", "bridge", "web"]);
+    assert_eq!(links_of(&net, "web"), ["eth0", "lo"]);
+    let ip = address_on(&net, "web", "bridge");
+    d.wait_until("the reconnected container serves on its address", || {
+        get(&format!("http://{ip}/")).as_deref() == Some("hello-bridge")
+    });
+    d.ok(&["rm", "-f", "web"]);
+    d.wait_until("everything is released", || {
+        held(&net, &subnets) == baseline
+    });
 }

@@ -358,9 +358,9 @@ fn an_address_asked_for_is_given_and_refusals_are_clear() {
         "network nope not found",
     );
     d.fails_saying(
-        "a disconnect from the network it was created on",
-        &["network", "disconnect", "fixed", "fixed1"],
-        "the network it was created on",
+        "a disconnect from a network that does not exist",
+        &["network", "disconnect", "nope", "fixed1"],
+        "network nope not found",
     );
     d.fails_saying(
         "an unsupported driver",

@@ -33,6 +33,7 @@ fn record(i: usize, pid: u32) -> Record {
         intents: Intents::default(),
         network: holdfast_core::NetworkState::Detached,
         endpoints: Vec::new(),
+        own_disconnected: false,
         health: None,
         create_sent_at: None,
     }

@@ -96,8 +96,13 @@ pub enum Call {
     NetworkSetup {
         id: ContainerId,
         config: Arc<ContainerConfig>,
+        /// `false`: the user disconnected it from its own network
+        /// (`Record::own_disconnected`), so only the namespace (loopback)
+        /// and its hosts file are made: no `eth0`, no ports.
+        own_interface: bool,
     },
-    /// Release everything a setup of this container may have made. Idempotent
+    /// Release everything a setup of this container may have made (its
+    /// endpoints are released before). Idempotent
     /// (nothing to release is done), so it is safe after any crash; issued
     /// only when no task of the container exists.
     NetworkTeardown {
@@ -106,7 +111,8 @@ pub enum Call {
     },
     /// Connect the container to one more network: an address on it and
     /// the interface `endpoint.ifname()` in the namespace the container's
-    /// own attachment made (before its task is created, or while it runs).
+    /// own attachment made (before its task is created, or while it runs);
+    /// through slot 0 (`eth0`) with the default route.
     /// The record already says the endpoint is `Attaching`. An address
     /// taken fails with `AlreadyExists`, a network that is gone with
     /// `NotFound`.
@@ -117,7 +123,9 @@ pub enum Call {
     },
     /// Release everything a setup of this endpoint may have made (its
     /// address, rules and interface). Idempotent, like `NetworkTeardown`;
-    /// the user disconnected it, or the container's run is over.
+    /// the user disconnected it, or the container's run is over. Slot 0
+    /// also releases the `eth0` (and its published ports) that the
+    /// container's own attachment made: the namespace stays.
     EndpointTeardown {
         id: ContainerId,
         config: Arc<ContainerConfig>,

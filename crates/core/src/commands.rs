@@ -2,7 +2,7 @@
 //! nothing to wait for, else when done, else with an error at its bound
 //! (the intent itself stays recorded and is carried out later).
 
-use crate::container::{Container, Pending, TaskState};
+use crate::container::{Container, Pending, Step, TaskState};
 use crate::ids::{ContainerId, RequestId};
 use crate::input::{Command, WaitCondition};
 use crate::record::{Endpoint, Intents, NetworkState, Presence, Record, StopIntent};
@@ -75,7 +75,10 @@ impl Core {
     /// `docker network connect`: recorded as one more endpoint; made at
     /// the next start, or at once (and answered when made) if a task is up.
     /// Refused as dockerd refuses: other network modes (400), a network it
-    /// is on while it runs (403), a container on its way out (409).
+    /// is on while it runs (403), a container on its way out (409). Back
+    /// on the network it was created on, before a start and as it was
+    /// created (no other alias or address): its own attachment makes its
+    /// `eth0` again, published ports included.
     fn connect(
         &mut self,
         req: RequestId,
@@ -91,12 +94,8 @@ impl Core {
             c.task,
             TaskState::Created { .. } | TaskState::Running { .. }
         );
-        let own = c
-            .rec
-            .config
-            .network_name
-            .as_deref()
-            .unwrap_or(DEFAULT_NETWORK);
+        let own = own_network(&c.rec.config);
+        let on_own = own == network && !c.rec.own_disconnected;
         let existing = c.rec.endpoints.iter().find(|e| e.network == network);
         let refusal = match c.rec.config.network {
             _ if c.rec.intents.remove => Some((ErrorKind::Conflict, removal_refusal(id))),
@@ -113,7 +112,7 @@ impl Core {
                 ErrorKind::Conflict,
                 format!("container {id} is being disconnected from network {network}; try again"),
             )),
-            NetworkMode::Bridge if up && (own == network || existing.is_some()) => Some((
+            NetworkMode::Bridge if up && (on_own || existing.is_some()) => Some((
                 ErrorKind::Forbidden,
                 format!("endpoint with name {} already exists in network {network}", c.rec.name),
             )),
@@ -129,11 +128,26 @@ impl Core {
         }
         // Already on it and not running: nothing to do (dockerd's "avoid
         // duplicate config").
-        if own == network || existing.is_some() {
+        if on_own || existing.is_some() {
             self.out.answer_now(req, Answer::Done);
             return;
         }
-        let Some(slot) = (1..=u8::MAX).find(|s| c.rec.endpoints.iter().all(|e| e.slot != *s))
+        let eth0_free = c.rec.endpoints.iter().all(|e| e.slot != 0);
+        if own == network
+            && !up
+            && c.rec.network == NetworkState::Detached
+            && eth0_free
+            && aliases.is_empty()
+            && ip.is_none()
+        {
+            c.rec.own_disconnected = false;
+            self.out.persist(&c.rec);
+            self.out.answer_now(req, Answer::Done);
+            return;
+        }
+        // `eth0` is an endpoint's only once its own attachment has none.
+        let first = u8::from(!c.rec.own_disconnected);
+        let Some(slot) = (first..=u8::MAX).find(|s| c.rec.endpoints.iter().all(|e| e.slot != *s))
         else {
             return;
         };
@@ -157,16 +171,16 @@ impl Core {
 
     /// `docker network disconnect`: the endpoint is no longer wanted; one
     /// that nothing exists of is forgotten at once, else once released.
+    /// From the network it was created on: its own attachment is the
+    /// namespace alone from then on, and an `eth0` it has now (or that a
+    /// setup under way makes) is released as the endpoint of slot 0.
     fn disconnect(&mut self, req: RequestId, id: &ContainerId, network: &str) {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
-        let own = c
-            .rec
-            .config
-            .network_name
-            .as_deref()
-            .unwrap_or(DEFAULT_NETWORK);
+        let on_own = c.rec.config.network == NetworkMode::Bridge
+            && own_network(&c.rec.config) == network
+            && !c.rec.own_disconnected;
         let pos = c
             .rec
             .endpoints
@@ -177,22 +191,43 @@ impl Core {
             (NetworkMode::Host, _) if network == "host" => {
                 Some((ErrorKind::Invalid, HOST_REFUSAL.to_owned()))
             }
-            (NetworkMode::Bridge, None) if own == network => Some((
-                ErrorKind::NotImplemented,
-                format!(
-                    "holdfast cannot yet disconnect container {id} from {network}, the network it was created on; only from networks it was connected to later"
-                ),
-            )),
-            (_, None) => Some((
+            (_, None) if !on_own => Some((
                 ErrorKind::Conflict,
                 format!("container {id} is not connected to the network {network}"),
             )),
-            (_, Some(_)) => None,
+            _ => None,
         };
-        let Some(pos) = pos.filter(|_| refusal.is_none()) else {
-            if let Some((kind, message)) = refusal {
-                self.out.answer_now(req, error(kind, message));
-            }
+        if let Some((kind, message)) = refusal {
+            self.out.answer_now(req, error(kind, message));
+            return;
+        }
+        let Some(pos) = pos else {
+            c.rec.own_disconnected = true;
+            // A release under way takes the `eth0` with the namespace; an
+            // attachment in doubt is released whole before any use.
+            let setting_up = matches!(c.in_flight, Some((_, Step::NetworkSetup)));
+            let eth0 = match c.rec.network {
+                NetworkState::Attached => Some(NetworkState::Attached),
+                NetworkState::Attaching if setting_up => Some(NetworkState::Attaching),
+                _ => None,
+            };
+            let Some(state) = eth0 else {
+                self.out.persist(&c.rec);
+                self.out.answer_now(req, Answer::Done);
+                return;
+            };
+            c.rec.endpoints.push(Endpoint {
+                network: network.to_owned(),
+                aliases: c.rec.config.network_aliases.clone(),
+                ip: c.rec.config.ip_address.clone(),
+                slot: 0,
+                wanted: false,
+                state,
+            });
+            self.out.persist(&c.rec);
+            let bound = Some(self.config.request_answer_bound);
+            self.add_pending(id, req, Pending::Disconnect(0), bound);
+            self.reconcile(id);
             return;
         };
         let e = &mut c.rec.endpoints[pos];
@@ -440,6 +475,7 @@ impl Core {
             intents: Intents::default(),
             network: crate::NetworkState::Detached,
             endpoints: Vec::new(),
+            own_disconnected: false,
             health: None,
             create_sent_at: None,
         };
@@ -859,6 +895,11 @@ impl Core {
 /// The default bridge network's name, as dockerd's: a container whose
 /// config names no network is on it.
 const DEFAULT_NETWORK: &str = "bridge";
+
+/// The network a bridge container was created on, by name.
+fn own_network(config: &ContainerConfig) -> &str {
+    config.network_name.as_deref().unwrap_or(DEFAULT_NETWORK)
+}
 
 /// Endpoints a container may have beyond its own network.
 const ENDPOINTS_MAX: usize = 16;

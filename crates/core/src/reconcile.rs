@@ -201,7 +201,15 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                 && c.rec.config.network.needs_attachment() =>
         {
             let config = c.rec.config.clone();
-            Some((Call::NetworkSetup { id, config }, Step::NetworkSetup))
+            let own_interface = !c.rec.own_disconnected;
+            Some((
+                Call::NetworkSetup {
+                    id,
+                    config,
+                    own_interface,
+                },
+                Step::NetworkSetup,
+            ))
         }
         TaskState::Absent if intents.start && wanted_setup.is_some() => {
             wanted_setup.and_then(|e| endpoint(e, true))

@@ -52,6 +52,14 @@ pub struct Record {
     /// an attachment of its own, owned the same way as `network`.
     #[serde(default)]
     pub endpoints: Vec<Endpoint>,
+    /// The user disconnected it from the network its config names
+    /// (`docker network disconnect`): its own attachment is then its
+    /// network namespace alone (loopback and its hosts file), with no
+    /// `eth0` and no published ports, and networks are reached through
+    /// `endpoints` only (slot 0, `eth0`, included). Never set for a
+    /// container on `host`, `none` or `container:`.
+    #[serde(default)]
+    pub own_disconnected: bool,
     /// The health check's last decision about a run (persisted with each
     /// probe result), so a restarted daemon goes on from it rather than
     /// from `starting`. `None` before the first result.
@@ -65,7 +73,11 @@ pub struct Record {
 }
 
 /// A connection to one more bridge network, through an interface
-/// `eth{slot}` in the container's network namespace.
+/// `eth{slot}` in the container's network namespace. Slot 0 (`eth0`, with
+/// the default route) is an endpoint only once the container was
+/// disconnected from its own network (`Record::own_disconnected`): the
+/// release of the `eth0` its own attachment made, or a network connected
+/// after that.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct Endpoint {
     /// The network's name, as the daemon resolved it.
@@ -184,12 +196,14 @@ mod tests {
             intents: Intents::default(),
             network: NetworkState::Attached,
             endpoints: Vec::new(),
+            own_disconnected: false,
             health: None,
             create_sent_at: None,
         };
         let mut old = serde_json::to_value(&rec).expect("serialise");
         let fields = old.as_object_mut().expect("an object");
         assert!(fields.remove("endpoints").is_some());
+        assert!(fields.remove("own_disconnected").is_some());
         let loaded: Record = serde_json::from_value(old).expect("old record loads");
         assert_eq!(loaded, rec);
     }

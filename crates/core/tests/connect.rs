@@ -266,12 +266,6 @@ fn connects_and_disconnects_are_refused_as_dockerd_refuses_them() {
         ErrorKind::Conflict,
         "is not connected to the network back",
     );
-    refused(
-        &mut d,
-        disconnect("front"),
-        ErrorKind::NotImplemented,
-        "the network it was created on",
-    );
     for (mode, needle) in [
         (NetworkMode::Host, "connected to host network"),
         (NetworkMode::None, "private (none) mode"),
@@ -399,4 +393,216 @@ fn a_hot_connect_disconnected_before_it_was_made_is_refused() {
         other => panic!("{other:?}"),
     }
     assert!(record(&d, "c1").endpoints.is_empty());
+}
+
+/// The `eth0` its own attachment made, as the endpoint of slot 0 that
+/// releases it.
+fn own_eth0(state: NetworkState) -> Endpoint {
+    Endpoint {
+        network: "front".into(),
+        aliases: Vec::new(),
+        ip: None,
+        slot: 0,
+        wanted: false,
+        state,
+    }
+}
+
+fn disconnect(id: &str, network: &str) -> Command {
+    Command::Disconnect {
+        id: cid(id),
+        network: network.into(),
+    }
+}
+
+#[test]
+fn a_running_container_disconnected_from_its_own_network_keeps_its_namespace_alone() {
+    let mut d = Driver::new();
+    running(&mut d);
+    let (req, actions) = d.command(disconnect("c1", "front"));
+    let rec = record(&d, "c1");
+    assert!(rec.own_disconnected);
+    // Owned (as it was: made) before its release is issued; answered once released.
+    assert_eq!(rec.endpoints, vec![own_eth0(NetworkState::Attaching)]);
+    assert!(answers(&actions).is_empty(), "{actions:?}");
+    let owned_at = actions.iter().position(|a| {
+        matches!(a, Action::Persist(r) if r.own_disconnected && r.endpoints == vec![own_eth0(NetworkState::Attached)])
+    });
+    let release = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let call_at = actions
+        .iter()
+        .position(|a| matches!(a, Action::Call { op, .. } if *op == release));
+    assert!(owned_at.is_some() && owned_at < call_at, "{actions:?}");
+    assert!(matches!(
+        calls(&actions).as_slice(),
+        [Call::EndpointTeardown { endpoint, .. }] if endpoint.slot == 0 && endpoint.ifname() == "eth0"
+    ));
+    let actions = d.ok(release);
+    let rec = record(&d, "c1");
+    assert!(rec.endpoints.is_empty(), "{rec:?}");
+    assert_eq!(rec.network, NetworkState::Attached, "the namespace stays");
+    assert_eq!(
+        actions,
+        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
+    );
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Running)
+    );
+    // Not on it any more: a second disconnect is refused, as dockerd's.
+    let (again, actions) = d.command(disconnect("c1", "front"));
+    match actions.as_slice() {
+        [Action::Answer(r, Answer::Error(e))] if *r == again => {
+            assert_eq!(e.kind, ErrorKind::Conflict, "{e:?}");
+            assert!(e.message.contains("is not connected"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Connected again while it runs: an endpoint through eth0 (the
+    // default route's), made at once.
+    let (req, actions) = d.command(connect("c1", "front"));
+    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    assert!(matches!(
+        calls(&actions).as_slice(),
+        [Call::EndpointSetup { endpoint, .. }] if endpoint.slot == 0 && endpoint.wanted
+    ));
+    assert_eq!(answers(&d.ok(setup)), vec![(req, Answer::Done)]);
+
+    // The run ends: eth0 goes before the namespace; at the next start the
+    // namespace is made alone, then eth0 as the endpoint it now is.
+    let actions = d.exit("c1", 42, 0);
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::DeleteTask { .. })
+    }));
+    let release = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let actions = d.ok(release);
+    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    d.ok(teardown);
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    assert!(matches!(
+        calls(&actions).as_slice(),
+        [Call::NetworkSetup {
+            own_interface: false,
+            ..
+        }]
+    ));
+    let setup = only_call(&actions, |c| matches!(c, Call::NetworkSetup { .. }));
+    let actions = d.ok(setup);
+    assert!(matches!(
+        calls(&actions).as_slice(),
+        [Call::EndpointSetup { endpoint, .. }] if endpoint.slot == 0
+    ));
+}
+
+#[test]
+fn a_stopped_container_disconnected_from_its_own_network_starts_with_loopback_alone() {
+    let mut d = Driver::new();
+    created(&mut d);
+    let (req, actions) = d.command(disconnect("c1", "front"));
+    let rec = record(&d, "c1");
+    assert!(rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
+    assert_eq!(
+        actions,
+        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
+    );
+    // A network connected now is made through eth0.
+    let (req, actions) = d.command(connect("c1", "back"));
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert_eq!(record(&d, "c1").endpoints[0].slot, 0);
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    assert_eq!(
+        calls(&actions),
+        vec![Call::NetworkSetup {
+            id: cid("c1"),
+            config: bridge_config(),
+            own_interface: false,
+        }]
+    );
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::NetworkSetup { .. })
+    }));
+    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let actions = d.ok(setup);
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+}
+
+#[test]
+fn a_created_container_connected_back_to_its_own_network_gets_its_own_eth0_again() {
+    let mut d = Driver::new();
+    created(&mut d);
+    d.command(disconnect("c1", "front"));
+    assert!(record(&d, "c1").own_disconnected);
+    let (req, actions) = d.command(Command::Connect {
+        id: cid("c1"),
+        network: "front".into(),
+        aliases: Vec::new(),
+        ip: None,
+    });
+    let rec = record(&d, "c1");
+    assert!(!rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
+    assert_eq!(
+        actions,
+        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
+    );
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    assert!(matches!(
+        calls(&actions).as_slice(),
+        [Call::NetworkSetup {
+            own_interface: true,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn a_disconnect_while_its_own_setup_is_under_way_releases_that_eth0_before_the_task() {
+    let mut d = Driver::new();
+    created(&mut d);
+    let (start, actions) = d.command(Command::Start { id: cid("c1") });
+    let setup = only_call(&actions, |c| matches!(c, Call::NetworkSetup { .. }));
+    let (req, actions) = d.command(disconnect("c1", "front"));
+    assert!(
+        calls(&actions).is_empty(),
+        "one call at a time: {actions:?}"
+    );
+    assert_eq!(
+        record(&d, "c1").endpoints,
+        vec![own_eth0(NetworkState::Attaching)]
+    );
+    let actions = d.ok(setup);
+    let release = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let actions = d.ok(release);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let actions = d.ok(only_call(&actions, |c| matches!(c, Call::StartTask { .. })));
+    assert_eq!(answers(&actions), vec![(start, Answer::Done)]);
+    let rec = record(&d, "c1");
+    assert!(rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
+}
+
+#[test]
+fn a_restarted_daemon_releases_an_own_eth0_in_doubt_then_the_namespace() {
+    let mut d = Driver::new();
+    created(&mut d);
+    let mut rec = record(&d, "c1");
+    rec.network = NetworkState::Attached;
+    rec.own_disconnected = true;
+    rec.endpoints = vec![own_eth0(NetworkState::Attaching)];
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec]));
+    let actions = d.connect(vec![]);
+    assert!(matches!(
+        calls(&actions).as_slice(),
+        [Call::EndpointTeardown { endpoint, .. }] if endpoint.slot == 0
+    ));
+    let release = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let actions = d.ok(release);
+    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let rec = record(&d, "c1");
+    assert!(rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
 }

@@ -2351,7 +2351,8 @@ fn bridge_start_until_setup(d: &mut Driver) -> (RequestId, OpId) {
         calls(&actions),
         vec![Call::NetworkSetup {
             id: cid("c1"),
-            config
+            config,
+            own_interface: true,
         }]
     );
     (req, setup)
@@ -2560,6 +2561,7 @@ fn created_record_template(id: &str) -> Record {
         intents: Intents::default(),
         network: NetworkState::Detached,
         endpoints: Vec::new(),
+        own_disconnected: false,
         health: None,
         create_sent_at: None,
     }
@@ -2631,7 +2633,8 @@ fn a_user_network_container_is_attached_by_the_same_network_step() {
         calls(&actions),
         vec![Call::NetworkSetup {
             id: cid("c1"),
-            config
+            config,
+            own_interface: true,
         }]
     );
 }

@@ -121,7 +121,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::OutsidePause(i, f)),
         1 => (idx.clone(), any::<u8>()).prop_map(|(i, m)| Step::Update(i, m)),
-        1 => (idx.clone(), 0..4u8).prop_map(|(i, a)| Step::Network(i, a)),
+        1 => (idx.clone(), 0..6u8).prop_map(|(i, a)| Step::Network(i, a)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -658,8 +658,10 @@ impl Harness {
                         || i.remove
                         || i.exit_on_next
                 }
-                (Call::NetworkSetup { .. }, Some(c)) => {
-                    c.record.intents.start && c.task == TaskState::Absent
+                (Call::NetworkSetup { own_interface, .. }, Some(c)) => {
+                    c.record.intents.start
+                        && c.task == TaskState::Absent
+                        && *own_interface != c.record.own_disconnected
                 }
                 // A release: only with no task that could be using it.
                 (Call::NetworkTeardown { .. }, Some(c)) => c.task == TaskState::Absent,
@@ -1609,10 +1611,23 @@ impl Harness {
             self.answer_lost = matches!(failure, 2 | 9);
             return self.reply(op, Done::Ok);
         }
+        // The `eth0` a setup makes with the namespace, unless the container
+        // was disconnected from its own network: an endpoint of slot 0 in
+        // the world, so that one made on top of it shows as doubled.
+        let eth0 = matches!(
+            call,
+            Call::NetworkSetup {
+                own_interface: true,
+                ..
+            }
+        );
         if let Some(kind) = kind {
             // A refused setup may still have made part of the attachment.
             if failure >= 5 && matches!(call, Call::NetworkSetup { .. }) {
-                self.world.attached.insert(id);
+                self.world.attached.insert(id.clone());
+                if eth0 {
+                    self.world.endpoints.insert((id, 0));
+                }
             }
             return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
         }
@@ -1622,8 +1637,16 @@ impl Harness {
                 "{} attached twice: a leaked address",
                 id
             );
+            if eth0 {
+                prop_assert!(
+                    self.world.endpoints.insert((id.clone(), 0)),
+                    "{} eth0 made twice: a leaked address",
+                    id
+                );
+            }
         } else {
             self.world.attached.remove(&id);
+            self.world.endpoints.remove(&(id.clone(), 0));
         }
         self.answer_lost = matches!(failure, 2 | 9);
         self.reply(op, Done::Ok)
@@ -1653,10 +1676,17 @@ impl Harness {
             );
         }
         for (id, slot) in &self.world.endpoints {
+            // An `eth0` is its own attachment's too: one in doubt is
+            // released whole; one made is the container's until it is
+            // disconnected from its own network, then the endpoint of
+            // slot 0 owns it until released.
             let owned = self.records.get(id).is_some_and(|r| {
                 r.endpoints
                     .iter()
                     .any(|e| e.slot == *slot && e.state != NetworkState::Detached)
+                    || *slot == 0
+                        && (r.network == NetworkState::Attaching
+                            || r.network == NetworkState::Attached && !r.own_disconnected)
             });
             prop_assert!(
                 owned,
@@ -2269,7 +2299,12 @@ impl Harness {
                 }
             }
             Step::Network(i, arg) => {
-                let network = format!("side{}", arg / 2 % 2);
+                // Two more networks, and the one it was created on.
+                let own = if i % 4 == 2 { "app" } else { "bridge" };
+                let network = match arg / 2 % 3 {
+                    2 => own.to_owned(),
+                    n => format!("side{n}"),
+                };
                 let command = if arg % 2 == 0 {
                     Command::Connect {
                         id: id(i),

@@ -446,17 +446,30 @@ impl Engine {
             .unwrap_or_default();
         let sink = self.sink.clone();
         tokio::spawn(async move {
+            let began = std::time::Instant::now();
+            let what = match &call {
+                Call::NetworkSetup { .. } => "network_setup",
+                Call::NetworkTeardown { .. } => "network_teardown",
+                Call::EndpointSetup { .. } => "endpoint_setup",
+                _ => "endpoint_teardown",
+            };
             let result = tokio::task::spawn_blocking(move || match &call {
-                Call::NetworkSetup { id, config } => network.setup(id, &name, config),
+                Call::NetworkSetup {
+                    id,
+                    config,
+                    own_interface,
+                } => network.setup(id, &name, config, *own_interface),
                 Call::NetworkTeardown { id, config } => network.teardown(id, config),
                 Call::EndpointSetup {
                     id,
                     config,
                     endpoint,
                 } => network.setup_endpoint(id, &name, config, endpoint),
-                Call::EndpointTeardown { id, endpoint, .. } => {
-                    network.teardown_endpoint(id, endpoint)
-                }
+                Call::EndpointTeardown {
+                    id,
+                    config,
+                    endpoint,
+                } => network.teardown_endpoint(id, config, endpoint),
                 _ => Err(holdfast_core::Failure::new(
                     holdfast_core::FailureKind::Other,
                     "not a network call",
@@ -472,6 +485,12 @@ impl Engine {
             if let Err(f) = &result {
                 tracing::warn!(%op, kind = ?f.kind, message = %f.message, "network call failed");
             }
+            tracing::debug!(
+                %op,
+                call = what,
+                elapsed_us = began.elapsed().as_micros() as u64,
+                "network call done"
+            );
             let _ = sink.send(Input::ActionResult(op, result));
         });
     }
@@ -661,6 +680,7 @@ fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
         intents: holdfast_core::Intents::default(),
         network: holdfast_core::NetworkState::Attaching,
         endpoints: Vec::new(),
+        own_disconnected: false,
         health: None,
         create_sent_at: None,
         id,

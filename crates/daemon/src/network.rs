@@ -231,6 +231,11 @@ pub struct Attachment {
     /// and go.
     #[serde(default)]
     pub hosts_base: String,
+    /// dockerd's `EndpointID`: 64 hex digits, new for each setup of an
+    /// interface and kept (on disk, with the rest) until its release.
+    /// Empty for a namespace with no interface.
+    #[serde(default)]
+    pub endpoint_id: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -636,15 +641,19 @@ impl Network {
         ids.iter().filter_map(|i| i.parse().ok()).collect()
     }
 
-    /// Carries out `Call::NetworkSetup` for the container named `name`.
-    /// Blocking: run it off the loop.
+    /// Carries out `Call::NetworkSetup` for the container named `name`:
+    /// its namespace and loopback, its hosts file and, with
+    /// `own_interface`, its `eth0` on its own network. Blocking: run it
+    /// off the loop.
     pub fn setup(
         &self,
         id: &ContainerId,
         name: &str,
         config: &ContainerConfig,
+        own_interface: bool,
     ) -> Result<Done, Failure> {
-        self.setup_iface(id, name, config, &Iface::own(config))
+        let own = Iface::own(config);
+        self.setup_iface(id, name, config, own_interface.then_some(&own), true)
     }
 
     /// Carries out `Call::EndpointSetup`: one more interface, in the
@@ -656,21 +665,129 @@ impl Network {
         config: &ContainerConfig,
         endpoint: &Endpoint,
     ) -> Result<Done, Failure> {
-        self.setup_iface(id, name, config, &Iface::endpoint(endpoint))
+        self.setup_iface(id, name, config, Some(&Iface::endpoint(endpoint)), false)
     }
 
+    /// `whole`: the container's own attachment (the namespace, loopback
+    /// and hosts file, then `iface` if any); else `iface` alone, in the
+    /// namespace that one made.
     fn setup_iface(
         &self,
         id: &ContainerId,
         name: &str,
         config: &ContainerConfig,
-        iface: &Iface<'_>,
+        iface: Option<&Iface<'_>>,
+        whole: bool,
     ) -> Result<Done, Failure> {
         let _guard = self
             .inner
             .lock
             .lock()
             .map_err(|_| other("the network lock is poisoned"))?;
+        let slot = iface.map_or(0, |i| i.slot);
+        let path = self.attachment_path(id, slot);
+        let mut attachment = match iface {
+            Some(iface) => self.plan(id, name, iface)?,
+            // Disconnected from its own network: the namespace alone.
+            None => Attachment::default(),
+        };
+        self.write_attachment(&path, &attachment)?;
+        let netns = self.netns_dir().join(id.as_str());
+        if whole {
+            create_netns(&netns)
+                .map_err(|e| other(format!("network namespace {}: {e}", netns.display())))?;
+        } else if !is_nsfs(&netns) {
+            return Err(other(format!(
+                "network namespace {} is missing: the container's own attachment is not made",
+                netns.display()
+            )));
+        }
+        let netns = netns.to_string_lossy().into_owned();
+        // Loopback and the chain on the interface are independent (another
+        // interface of the same namespace): loopback runs beside the chain,
+        // and a setup costs the chain's time alone.
+        let lo_bridge = attachment
+            .network
+            .as_ref()
+            .map_or(&self.inner.default.bridge, |d| &d.bridge)
+            .clone();
+        let lo_conf =
+            json!({"cniVersion": "1.0.0", "name": format!("{lo_bridge}-lo"), "type": "loopback"});
+        let (lo, chain) = std::thread::scope(|scope| {
+            let lo = whole
+                .then(|| scope.spawn(|| self.exec("loopback", "ADD", id, "lo", &netns, lo_conf)));
+            let chain = match (iface, attachment.network.clone()) {
+                (Some(iface), Some(def)) => {
+                    self.run_chain(id, &netns, iface, &def, &path, &mut attachment)
+                }
+                _ => Ok(()),
+            };
+            let lo = lo.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(other("the loopback plugin's thread panicked")))
+            });
+            (lo, chain)
+        });
+        chain?;
+        if let Some(lo) = lo {
+            lo?;
+        }
+        if slot == 0 {
+            attachment.hosts_base = hosts_base(id, config, &attachment);
+        }
+        self.write_attachment(&path, &attachment)?;
+        if whole {
+            self.write_hosts(id, config, &attachment)?;
+        } else if slot == 0 {
+            // An `eth0` connected to a running container: its own line
+            // names the new address.
+            self.rewrite_hosts(id, &attachment.hosts_base)?;
+        }
+        if let Some(def) = &attachment.network {
+            self.refresh_peers(def)?;
+        }
+        Ok(Done::Ok)
+    }
+
+    /// The chain on `def` through `iface` (ADD, in order, each given the
+    /// previous one's result), its result kept in `attachment` (and its
+    /// file, after each plugin).
+    fn run_chain(
+        &self,
+        id: &ContainerId,
+        netns: &str,
+        iface: &Iface<'_>,
+        def: &NetworkDef,
+        path: &Path,
+        attachment: &mut Attachment,
+    ) -> Result<(), Failure> {
+        let mut prev: Option<Value> = None;
+        for plugin in self.plugins(def, &attachment.ports, Some(iface))? {
+            let conf = with_prev(
+                plugin.clone(),
+                &def.bridge,
+                prev.as_ref(),
+                &attachment.ports,
+            );
+            let ty = conf["type"].as_str().unwrap_or_default().to_owned();
+            prev = Some(self.exec(&ty, "ADD", id, &iface.ifname, netns, conf)?);
+            // Recorded before the next plugin runs: a release after a crash
+            // gives the later plugins (the firewall finds its rules by the
+            // addresses) the result the bridge plugin gave.
+            attachment.result = prev.clone();
+            self.write_attachment(path, attachment)?;
+        }
+        if let Some(result) = &prev {
+            read_result(result, attachment);
+        }
+        attachment.result = prev;
+        Ok(())
+    }
+
+    /// What an interface's setup will make, before the plugins run: the
+    /// network (it must exist), the address asked for (free), the host
+    /// ports (resolved), the names peers know it by and its endpoint id.
+    fn plan(&self, id: &ContainerId, name: &str, iface: &Iface<'_>) -> Result<Attachment, Failure> {
         let def = match iface.network {
             None if !self.enabled() => {
                 return Err(Failure::new(
@@ -711,82 +828,40 @@ impl Network {
             names.push(id.as_str().chars().take(12).collect());
             names.dedup();
         }
-        let mut attachment = Attachment {
+        Ok(Attachment {
             ports,
-            network: Some(def.clone()),
+            network: Some(def),
             names,
+            endpoint_id: random_id().map_err(other)?,
             ..Attachment::default()
-        };
-        let path = self.attachment_path(id, iface.slot);
-        self.write_attachment(&path, &attachment)?;
-        let netns = self.netns_dir().join(id.as_str());
-        if iface.slot == 0 {
-            create_netns(&netns)
-                .map_err(|e| other(format!("network namespace {}: {e}", netns.display())))?;
-        } else if !is_nsfs(&netns) {
-            return Err(other(format!(
-                "network namespace {} is missing: the container's own attachment is not made",
-                netns.display()
-            )));
-        }
-        let netns = netns.to_string_lossy().into_owned();
-        if iface.slot == 0 {
-            self.exec(
-                "loopback",
-                "ADD",
-                id,
-                "lo",
-                &netns,
-                json!({"cniVersion": "1.0.0", "name": format!("{}-lo", def.bridge), "type": "loopback"}),
-            )?;
-        }
-        let mut prev: Option<Value> = None;
-        for plugin in self.plugins(&def, &attachment.ports, Some(iface))? {
-            let conf = with_prev(
-                plugin.clone(),
-                &def.bridge,
-                prev.as_ref(),
-                &attachment.ports,
-            );
-            let ty = conf["type"].as_str().unwrap_or_default().to_owned();
-            prev = Some(self.exec(&ty, "ADD", id, &iface.ifname, &netns, conf)?);
-            // Recorded before the next plugin runs: a release after a crash
-            // gives the later plugins (the firewall finds its rules by the
-            // addresses) the result the bridge plugin gave.
-            attachment.result = prev.clone();
-            self.write_attachment(&path, &attachment)?;
-        }
-        if let Some(result) = &prev {
-            read_result(result, &mut attachment);
-        }
-        attachment.result = prev;
-        if iface.slot == 0 {
-            attachment.hosts_base = hosts_base(id, config, &attachment);
-        }
-        self.write_attachment(&path, &attachment)?;
-        if iface.slot == 0 {
-            self.write_hosts(id, config, &attachment)?;
-        }
-        self.refresh_peers(&def)?;
-        Ok(Done::Ok)
+        })
     }
 
     /// Carries out `Call::NetworkTeardown`: idempotent, whatever part of a
     /// setup exists. Blocking: run it off the loop.
     pub fn teardown(&self, id: &ContainerId, config: &ContainerConfig) -> Result<Done, Failure> {
-        self.teardown_iface(id, &Iface::own(config))
+        self.teardown_iface(id, config, &Iface::own(config), true)
     }
 
     /// Carries out `Call::EndpointTeardown`: idempotent, like `teardown`.
+    /// Slot 0 is the `eth0` of its own attachment (or one connected
+    /// after it was released): the namespace stays.
     pub fn teardown_endpoint(
         &self,
         id: &ContainerId,
+        config: &ContainerConfig,
         endpoint: &Endpoint,
     ) -> Result<Done, Failure> {
-        self.teardown_iface(id, &Iface::endpoint(endpoint))
+        self.teardown_iface(id, config, &Iface::endpoint(endpoint), false)
     }
 
-    fn teardown_iface(&self, id: &ContainerId, iface: &Iface<'_>) -> Result<Done, Failure> {
+    fn teardown_iface(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+        iface: &Iface<'_>,
+        whole: bool,
+    ) -> Result<Done, Failure> {
         let _guard = self
             .inner
             .lock
@@ -808,22 +883,22 @@ impl Network {
         } else {
             String::new()
         };
-        // The network it was made on; and any other whose IPAM store holds
-        // an address for this interface (a setup cut short before its
-        // record said which, or a network named by a config that no
+        // The network it was made on (none: a namespace alone); with no
+        // record of it, the one it names; and any other whose IPAM store
+        // holds an address for this interface (a setup cut short before
+        // its record said which, or a network named by a config that no
         // longer exists).
-        let mut defs: Vec<NetworkDef> = attachment
-            .as_ref()
-            .and_then(|a| a.network.clone())
-            .into_iter()
-            .collect();
-        if defs.is_empty() {
-            let named = match iface.network {
-                None => self.default_network(),
-                Some(n) => self.user_networks().into_iter().find(|d| d.name == n),
-            };
-            defs.extend(named);
-        }
+        let mut defs: Vec<NetworkDef> = match &attachment {
+            Some(a) => a.network.clone().into_iter().collect(),
+            None => match iface.network {
+                None => self.default_network().into_iter().collect(),
+                Some(n) => self
+                    .user_networks()
+                    .into_iter()
+                    .filter(|d| d.name == n)
+                    .collect(),
+            },
+        };
         let known = self.networks();
         for e in self.ipam_entries() {
             if e.owner == id.as_str()
@@ -852,7 +927,7 @@ impl Network {
         if let Some(f) = failed {
             return Err(f);
         }
-        if iface.slot == 0 {
+        if whole {
             for path in [self.hosts_path(id), self.resolv_path(id)] {
                 match std::fs::remove_file(&path) {
                     Ok(()) => {}
@@ -863,10 +938,21 @@ impl Network {
             remove_netns(&netns_path)
                 .map_err(|e| other(format!("network namespace {}: {e}", netns_path.display())))?;
         }
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(other(format!("remove the attachment record: {e}"))),
+        if !whole && iface.slot == 0 && is_nsfs(&netns_path) {
+            // The namespace stays, and what its record keeps of it: its
+            // hosts file, without the address released.
+            let rest = Attachment {
+                hosts_base: hosts_base(id, config, &Attachment::default()),
+                ..Attachment::default()
+            };
+            self.write_attachment(&path, &rest)?;
+            self.rewrite_hosts(id, &rest.hosts_base)?;
+        } else {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(other(format!("remove the attachment record: {e}"))),
+            }
         }
         for def in &defs {
             self.refresh_peers(def)?;
@@ -1057,6 +1143,16 @@ impl Network {
             .join(id.as_str())
     }
 
+    /// The hosts file of a container whose namespace is made (it may be
+    /// bind-mounted in a running one: rewritten in place), if it has one.
+    fn rewrite_hosts(&self, id: &ContainerId, text: &str) -> Result<(), Failure> {
+        let path = self.hosts_path(id);
+        if !path.exists() {
+            return Ok(());
+        }
+        rewrite_in_place(&path, text).map_err(|e| other(format!("write {}: {e}", path.display())))
+    }
+
     /// The container's `/etc/hosts` (its own part; peers are added by
     /// `refresh_peers`) and, when asked for, its `/etc/resolv.conf`.
     fn write_hosts(
@@ -1103,13 +1199,19 @@ impl Network {
             .join(format!("{id}.resolv.conf"))
     }
 
+    /// Whole or not at all (a rename), and not synced: the file describes
+    /// what the kernel holds (addresses, interfaces, rules), which a crash
+    /// of the machine loses too, while a crash of holdfastd leaves what
+    /// was written in the page cache for the next one to read. A sync per
+    /// write was a quarter of a setup's time on a loaded disk
+    /// (bench/network.md). The record that owns the attachment is the
+    /// durable part, written before it is made.
     fn write_attachment(&self, path: &Path, a: &Attachment) -> Result<(), Failure> {
         let bytes = serde_json::to_vec(a).map_err(|e| other(format!("attachment: {e}")))?;
         let tmp = path.with_extension("tmp");
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
-            f.sync_all()?;
             std::fs::rename(&tmp, path)
         };
         write().map_err(|e| other(format!("write {}: {e}", path.display())))
@@ -1131,8 +1233,9 @@ impl Network {
         }
         let binary = s.plugin_dir.join(plugin);
         let stdin = serde_json::to_vec(&conf).map_err(|e| other(e.to_string()))?;
-        let span = tracing::debug_span!("cni", plugin, command, container_id = %id);
+        let span = tracing::debug_span!("cni", plugin, command, container_id = %id, ifname);
         let _enter = span.enter();
+        let began = std::time::Instant::now();
         let mut child = Command::new(&binary)
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", id.as_str())
@@ -1157,6 +1260,12 @@ impl Network {
         let out = child
             .wait_with_output()
             .map_err(|e| other(format!("CNI plugin {plugin}: {e}")))?;
+        // Where a setup's time goes (bench/network.md reads these).
+        tracing::debug!(
+            elapsed_us = began.elapsed().as_micros() as u64,
+            ok = out.status.success(),
+            "CNI plugin ran"
+        );
         if !out.status.success() {
             let msg = serde_json::from_slice::<Value>(&out.stdout)
                 .ok()
@@ -1869,6 +1978,15 @@ br1\t000012AC\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
             &p("127.0.0.2", 8080, "tcp")
         ));
         assert!(!clashes(&p("", 8080, "tcp"), &p("", 8081, "tcp")));
+    }
+
+    #[test]
+    fn an_attachment_file_from_before_endpoint_ids_still_loads() {
+        let old = r#"{"ports":[],"ip":"10.1.0.2","prefix_len":24,"gateway":"10.1.0.1",
+            "mac":null,"result":null,"network":null,"names":[],"hosts_base":""}"#;
+        let a: Attachment = serde_json::from_str(old).expect("an old file loads");
+        assert_eq!(a.endpoint_id, "");
+        assert_eq!(a.ip, Some(Ipv4Addr::new(10, 1, 0, 2)));
     }
 
     #[test]

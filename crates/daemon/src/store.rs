@@ -172,6 +172,7 @@ mod tests {
             intents: Intents::default(),
             network: holdfast_core::NetworkState::Detached,
             endpoints: Vec::new(),
+            own_disconnected: false,
             health: None,
             create_sent_at: None,
         }

@@ -81,6 +81,7 @@ fn record(id: &str) -> Record {
         intents: Intents::default(),
         network: holdfast_core::NetworkState::Detached,
         endpoints: Vec::new(),
+        own_disconnected: false,
         health: None,
         create_sent_at: None,
     }

@@ -949,10 +949,17 @@ impl Checker {
             ));
         }
         for (id, slot) in &net.endpoints {
+            // An `eth0` is also its own attachment's: released with it
+            // when in doubt, and the container's until it is disconnected
+            // from its own network (then slot 0's endpoint owns it).
+            use holdfast_core::NetworkState as N;
             let owned = records.get(id).is_some_and(|r| {
                 r.endpoints
                     .iter()
-                    .any(|e| e.slot == *slot && e.state != holdfast_core::NetworkState::Detached)
+                    .any(|e| e.slot == *slot && e.state != N::Detached)
+                    || *slot == 0
+                        && (r.network == N::Attaching
+                            || r.network == N::Attached && !r.own_disconnected)
             });
             if !owned {
                 return Err(format!(

@@ -492,16 +492,23 @@ pub struct HostNetwork {
 }
 
 impl HostNetwork {
-    pub fn setup(&mut self, id: &ContainerId) -> Result<Done, Failure> {
+    /// The namespace and, with `eth0`, its interface on the container's
+    /// own network: kept among the endpoints as slot 0, so that an
+    /// endpoint made on top of it shows as doubled.
+    pub fn setup(&mut self, id: &ContainerId, eth0: bool) -> Result<Done, Failure> {
         if !self.attached.insert(id.clone()) {
             self.doubled.push(id.clone());
+        }
+        if eth0 && !self.endpoints.insert((id.clone(), 0)) {
+            self.endpoints_doubled.push((id.clone(), 0));
         }
         Ok(Done::Ok)
     }
 
-    /// Idempotent, as CNI DEL is.
+    /// Idempotent, as CNI DEL is; its `eth0` goes with it.
     pub fn teardown(&mut self, id: &ContainerId) -> Result<Done, Failure> {
         self.attached.remove(id);
+        self.endpoints.remove(&(id.clone(), 0));
         Ok(Done::Ok)
     }
 

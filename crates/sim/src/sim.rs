@@ -919,7 +919,9 @@ impl Sim {
             Call::Resume { id } => self.cd.resume(id, &mut fx),
             Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
             Call::DeleteContainer { id } => self.cd.delete_container(id),
-            Call::NetworkSetup { id, .. } => self.net.setup(id),
+            Call::NetworkSetup {
+                id, own_interface, ..
+            } => self.net.setup(id, *own_interface),
             Call::NetworkTeardown { id, .. } => self.net.teardown(id),
             Call::EndpointSetup { id, endpoint, .. } => self.net.setup_endpoint(id, endpoint.slot),
             Call::EndpointTeardown { id, endpoint, .. } => {
@@ -1741,8 +1743,18 @@ impl Sim {
                         },
                     }
                 } else if arg % 8 == 5 {
-                    // One of two more networks, made and released.
-                    let network = format!("side{}", arg / 8 % 2);
+                    // One of two more networks, or the one it was created
+                    // on, made and released.
+                    let own = self
+                        .core
+                        .as_ref()
+                        .and_then(|core| core.container(&id))
+                        .and_then(|c| c.record.config.network_name.clone())
+                        .unwrap_or_else(|| "bridge".to_owned());
+                    let network = match arg / 8 % 3 {
+                        2 => own,
+                        n => format!("side{n}"),
+                    };
                     if arg / 16 % 2 == 0 {
                         Command::Connect {
                             id,

@@ -1857,9 +1857,11 @@ fn mount_points_json(c: &ContainerConfig) -> Vec<Value> {
     out
 }
 
-/// The container's attachment to the bridge network, if it has one now.
+/// The container's attachment to the bridge network it was created on, if
+/// it has one now (once disconnected from it, its `eth0` is an endpoint's).
 pub(super) fn attachment(state: &ApiState, s: &Snapshot) -> Option<Attachment> {
-    let attached = s.record.network != holdfast_core::NetworkState::Detached;
+    let attached =
+        s.record.network != holdfast_core::NetworkState::Detached && !s.record.own_disconnected;
     attached
         .then(|| state.network.attachment(&s.record.id))
         .flatten()
@@ -1900,8 +1902,14 @@ fn port_bindings_json(c: &ContainerConfig) -> Value {
     Value::Object(ports)
 }
 
-/// `NetworkSettings`: the address, gateway and MAC the bridge plugin gave.
-fn network_settings_json(c: &ContainerConfig, net_name: &str, att: Option<&Attachment>) -> Value {
+/// `NetworkSettings`: the address, gateway and MAC the bridge plugin gave;
+/// with `on_own`, it is still on the network it was created on.
+fn network_settings_json(
+    c: &ContainerConfig,
+    net_name: &str,
+    att: Option<&Attachment>,
+    on_own: bool,
+) -> Value {
     let network = network_mode_shown(c);
     let ip = att
         .and_then(|a| a.ip)
@@ -1918,7 +1926,7 @@ fn network_settings_json(c: &ContainerConfig, net_name: &str, att: Option<&Attac
         .map_or_else(|| network.clone(), |n| n.id.clone());
     let user_network = c.network_name.is_some();
     let mut networks = serde_json::Map::new();
-    if c.network != NetworkMode::Container {
+    if c.network != NetworkMode::Container && on_own {
         networks.insert(
             network.clone(),
             json!({
@@ -1926,7 +1934,7 @@ fn network_settings_json(c: &ContainerConfig, net_name: &str, att: Option<&Attac
                 "Links": null,
                 "Aliases": if user_network { json!(c.network_aliases) } else { Value::Null },
                 "NetworkID": network_id,
-                "EndpointID": "",
+                "EndpointID": att.map(|a| a.endpoint_id.clone()).unwrap_or_default(),
                 "IPAddress": ip,
                 "IPPrefixLen": prefix,
                 "Gateway": gateway,
@@ -2027,7 +2035,7 @@ fn inspect_json(
             "StopTimeout": c.stop_timeout.map(|t| t.as_secs()),
             "Healthcheck": super::health::config_json(c.healthcheck.as_ref()),
         },
-        "NetworkSettings": network_settings_json(c, net_name, att),
+        "NetworkSettings": network_settings_json(c, net_name, att, !s.record.own_disconnected),
         // holdfast's own truth: whether this view was confirmed by a relist
         // since containerd was last (re)connected.
         "Holdfast": {
@@ -2101,7 +2109,7 @@ fn endpoints_json(state: &ApiState, r: &Record) -> Vec<(String, Value)> {
                 "Links": null,
                 "Aliases": if user { json!(e.aliases) } else { Value::Null },
                 "NetworkID": network_id,
-                "EndpointID": "",
+                "EndpointID": att.map(|a| a.endpoint_id.clone()).unwrap_or_default(),
                 "IPAddress": att.and_then(|a| a.ip).map(|i| i.to_string()).unwrap_or_default(),
                 "IPPrefixLen": att.filter(|a| a.ip.is_some()).map_or(0, |a| a.prefix_len),
                 "Gateway": att.and_then(|a| a.gateway).map(|i| i.to_string()).unwrap_or_default(),
@@ -2181,7 +2189,9 @@ pub(super) fn list_json(
             json!({})
         } else {
             let mut networks = serde_json::Map::new();
-            networks.insert(network.clone(), json!({ "NetworkID": network }));
+            if !r.own_disconnected {
+                networks.insert(network.clone(), json!({ "NetworkID": network }));
+            }
             for e in r.endpoints.iter().filter(|e| e.wanted) {
                 networks.insert(e.network.clone(), json!({ "NetworkID": e.network }));
             }
@@ -2249,7 +2259,8 @@ fn matches_filters(
     }
     // By the network's name (dockerd also takes its id).
     let on = |v: &str| {
-        network_mode_shown(&r.config) == v || r.endpoints.iter().any(|e| e.wanted && e.network == v)
+        (!r.own_disconnected && network_mode_shown(&r.config) == v)
+            || r.endpoints.iter().any(|e| e.wanted && e.network == v)
     };
     if !f.any("network", on) {
         return Ok(false);
@@ -2818,6 +2829,7 @@ mod tests {
                 intents: holdfast_core::Intents::default(),
                 network: holdfast_core::NetworkState::Detached,
                 endpoints: Vec::new(),
+                own_disconnected: false,
                 health: None,
                 create_sent_at: None,
             },

@@ -110,6 +110,8 @@ async fn users(state: &ApiState) -> Result<Vec<User>, ApiError> {
                 .flat_map(|c| {
                     let cfg = &c.record.config;
                     let own = match cfg.network {
+                        // Disconnected from it: on it no more.
+                        NetworkMode::Bridge if c.record.own_disconnected => None,
                         NetworkMode::Bridge => cfg.network_name.clone().or(default.clone()),
                         NetworkMode::Host => Some("host".to_owned()),
                         NetworkMode::None => Some("none".to_owned()),
@@ -167,7 +169,7 @@ fn render(state: &ApiState, n: &Shown, users: &[User]) -> Value {
             id.to_string(),
             json!({
                 "Name": name,
-                "EndpointID": "",
+                "EndpointID": att.as_ref().map(|a| a.endpoint_id.clone()).unwrap_or_default(),
                 "MacAddress": att.as_ref().and_then(|a| a.mac.clone()).unwrap_or_default(),
                 "IPv4Address": ip,
                 "IPv6Address": "",
