@@ -423,6 +423,12 @@ struct Harness {
     /// Kills, pauses and unpauses not answered yet: the end of their
     /// container's run answers them at once.
     asks: BTreeMap<RequestId, (ContainerId, Ask)>,
+    /// Per container: starts asked for (the core's start intent turning
+    /// on: a user's start or restart, a policy's restart) and starts
+    /// carried out (announced). Each run needs a start of its own: one
+    /// asked for once is not a promise to start again. (A start whose
+    /// created task vanished before it began is tried again: no run.)
+    start_ledger: BTreeMap<ContainerId, (u64, u64)>,
     /// Kill calls carrying a user's kill (not a stop's signal) whose
     /// results the core has not been given yet, by op.
     user_kill_ops: BTreeMap<OpId, (ContainerId, Signal)>,
@@ -490,6 +496,7 @@ impl Harness {
             signal_delivered: BTreeMap::new(),
             must_answer: Vec::new(),
             asks: BTreeMap::new(),
+            start_ledger: BTreeMap::new(),
             user_kill_ops: BTreeMap::new(),
             waits: BTreeMap::new(),
             slack,
@@ -515,8 +522,35 @@ impl Harness {
             let failures = self.failures.entry(id).or_default();
             *failures = if result.is_err() { *failures + 1 } else { 0 };
         }
+        let before: BTreeMap<ContainerId, bool> = self
+            .core
+            .containers()
+            .map(|c| (c.record.id.clone(), c.record.intents.start))
+            .collect();
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        for c in self.core.containers() {
+            let was_wanted = before.get(&c.record.id).copied().unwrap_or(false);
+            let started = actions
+                .iter()
+                .filter(|a| {
+                    matches!(a, Action::Publish(e)
+                        if e.container == c.record.id && e.kind == UserEventKind::Start)
+                })
+                .count();
+            let ledger = self.start_ledger.entry(c.record.id.clone()).or_default();
+            ledger.0 += u64::from(c.record.intents.start && !was_wanted);
+            ledger.1 += started as u64;
+            prop_assert!(
+                ledger.1 <= ledger.0,
+                "{:?}: {} started run {} with no start asked for it ({} asked, {} started)",
+                input,
+                c.record.id,
+                c.record.run,
+                ledger.0,
+                ledger.1
+            );
+        }
         let mut waited = Vec::new();
         let mut asked_then = Vec::new();
         let asks_before = self.asks.clone();
