@@ -415,4 +415,29 @@ impl Core {
             self.answer_bound_due(req);
         }
     }
+
+    /// A start of `id` that waited past its bound is no longer wanted (a
+    /// stop cancelled it): nothing is left to wait for, so it is answered
+    /// now, as it would have been at its bound.
+    pub(crate) fn recheck_starts_past_bound(&mut self, id: &ContainerId) {
+        let ready = self.conn.is_ready();
+        if self
+            .containers
+            .get(id)
+            .is_some_and(|c| ready && c.start_in_progress())
+        {
+            return;
+        }
+        let owner = &self.out.request_owner;
+        let waiting: Vec<RequestId> = self
+            .out
+            .starts_past_bound
+            .iter()
+            .filter(|r| owner.get(r) == Some(id))
+            .copied()
+            .collect();
+        for req in waiting {
+            self.answer_bound_due(req);
+        }
+    }
 }

@@ -1295,6 +1295,31 @@ fn a_start_waiting_past_its_bound_is_answered_at_once_when_containerd_goes_away(
 }
 
 #[test]
+fn a_start_waiting_past_its_bound_is_answered_when_a_stop_cancels_it() {
+    let mut d = Driver::new();
+    let (req, create) = start_in_flight(&mut d);
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let _start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::AnswerBound(req));
+    assert_eq!(answers(&actions), vec![], "still in progress: {actions:?}");
+    // The user stops it: the start is no longer wanted, nothing is left
+    // to wait for.
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Internal),
+        "{actions:?}"
+    );
+}
+
+#[test]
 fn a_stop_signal_answered_after_the_exit_leaves_no_deadline_behind() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     let (_, actions) = d.command(Command::Stop {
