@@ -639,6 +639,7 @@ impl Core {
         if let Some(c) = self.containers.get(id) {
             self.out.persist(&c.rec);
         }
+        self.recheck_starts_past_bound(id);
         self.add_pending(id, req, Pending::Stop, Some(bound));
         self.reconcile(id);
     }

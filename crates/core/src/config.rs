@@ -401,6 +401,14 @@ pub struct CoreConfig {
     pub stop_answer_slack: Duration,
     /// Bound on answering any other request (start, kill, remove, create).
     pub request_answer_bound: Duration,
+    /// The final bound of a start still in progress at
+    /// `request_answer_bound` (containerd connected, the start still
+    /// wanted, a call of it in flight or due again): such a start is
+    /// answered by its outcome, as dockerd's is, or at this bound from its
+    /// request. A loaded containerd may take longer than
+    /// `request_answer_bound` to create a task, and an error for a start
+    /// that then happens is one the user cannot act on.
+    pub start_answer_bound: Duration,
     /// Reconnect backoff: first retry after `reconnect_initial`, doubling up to
     /// `reconnect_max`, with ±`reconnect_jitter_percent` from the seeded RNG.
     pub reconnect_initial: Duration,
@@ -459,6 +467,7 @@ impl Default for CoreConfig {
             default_stop_timeout: Duration::from_secs(10),
             stop_answer_slack: Duration::from_secs(10),
             request_answer_bound: Duration::from_secs(30),
+            start_answer_bound: Duration::from_secs(120),
             reconnect_initial: Duration::from_millis(50),
             reconnect_max: Duration::from_secs(2),
             reconnect_jitter_percent: 20,

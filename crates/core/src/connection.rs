@@ -137,6 +137,7 @@ impl Core {
         for c in self.containers.values_mut() {
             c.confirmed = false;
         }
+        self.answer_starts_past_bound();
         let delay = self.reconnect_delay();
         self.conn.attempts = self.conn.attempts.saturating_add(1);
         self.out

@@ -143,6 +143,9 @@ struct Outbox {
     ops: Map<OpId, OpOwner>,
     timers: Timers,
     request_owner: Map<RequestId, ContainerId>,
+    /// Starts still in progress at their answer bound, waiting for their
+    /// outcome until `start_answer_bound` while containerd stays connected.
+    starts_past_bound: std::collections::BTreeSet<RequestId>,
 }
 
 impl Outbox {
@@ -176,6 +179,7 @@ impl Outbox {
     fn answer_pending(&mut self, req: RequestId, answer: Answer) {
         self.timers.cancel(&TimerKind::AnswerBound(req));
         self.request_owner.remove(&req);
+        self.starts_past_bound.remove(&req);
         self.actions.push_back(Action::Answer(req, answer));
     }
 }
@@ -347,17 +351,35 @@ impl Core {
     }
 
     /// A request's bound passed before what it asked for was done: answer it
-    /// with an error that says the intent is kept.
+    /// with an error that says the intent is kept. A start containerd is
+    /// still working on, connected, is not given up at its first bound: it
+    /// waits for its outcome, up to `start_answer_bound` (dockerd keeps a
+    /// start's request open until the start is done).
     fn answer_bound_due(&mut self, req: RequestId) {
         let Some(id) = self.out.request_owner.get(&req).cloned() else {
             return;
         };
+        let ready = self.conn.is_ready();
         let Some(c) = self.containers.get_mut(&id) else {
             return;
         };
         let Some(pos) = c.requests.iter().position(|(r, _)| *r == req) else {
             return;
         };
+        if c.requests[pos].1 == Pending::Start
+            && ready
+            && c.start_in_progress()
+            && self.out.starts_past_bound.insert(req)
+        {
+            let rest = self
+                .config
+                .start_answer_bound
+                .saturating_sub(self.config.request_answer_bound);
+            self.out
+                .timers
+                .set(TimerKind::AnswerBound(req), self.out.now.at + rest);
+            return;
+        }
         let (_, pending) = c.requests.remove(pos);
         if pending == Pending::Create {
             // The user is told it failed, so it must not appear later.
@@ -382,5 +404,40 @@ impl Core {
             ErrorKind::Unavailable
         };
         self.out.answer_pending(req, error(kind, message));
+    }
+
+    /// containerd went away: the starts that waited past their bound for
+    /// their outcome are answered now, as any request at its bound while
+    /// containerd is unreachable (the start stays recorded).
+    fn answer_starts_past_bound(&mut self) {
+        let waiting: Vec<RequestId> = self.out.starts_past_bound.iter().copied().collect();
+        for req in waiting {
+            self.answer_bound_due(req);
+        }
+    }
+
+    /// A start of `id` that waited past its bound is no longer wanted (a
+    /// stop cancelled it): nothing is left to wait for, so it is answered
+    /// now, as it would have been at its bound.
+    pub(crate) fn recheck_starts_past_bound(&mut self, id: &ContainerId) {
+        let ready = self.conn.is_ready();
+        if self
+            .containers
+            .get(id)
+            .is_some_and(|c| ready && c.start_in_progress())
+        {
+            return;
+        }
+        let owner = &self.out.request_owner;
+        let waiting: Vec<RequestId> = self
+            .out
+            .starts_past_bound
+            .iter()
+            .filter(|r| owner.get(r) == Some(id))
+            .copied()
+            .collect();
+        for req in waiting {
+            self.answer_bound_due(req);
+        }
     }
 }

@@ -1340,6 +1340,120 @@ fn a_create_past_its_bound_is_rolled_back_even_if_it_succeeds_later() {
     );
 }
 
+/// A created container whose start was just asked for: returns the start
+/// request and the op of its CreateTask, in flight.
+fn start_in_flight(d: &mut Driver) -> (RequestId, OpId) {
+    d.connect(vec![]);
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: Default::default(),
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    d.ok(op);
+    let (req, actions) = d.command(Command::Start { id: cid("c1") });
+    (
+        req,
+        only_call(&actions, |c| matches!(c, Call::CreateTask { .. })),
+    )
+}
+
+#[test]
+fn a_start_still_in_progress_at_its_bound_waits_for_its_outcome() {
+    let mut d = Driver::new();
+    let (req, create) = start_in_flight(&mut d);
+    // containerd, loaded, is still creating the task at the bound: the
+    // start is not given up with an error the user cannot act on.
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::AnswerBound(req));
+    assert_eq!(answers(&actions), vec![], "{actions:?}");
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    assert_eq!(answers(&d.ok(start)), vec![(req, Answer::Done)]);
+    assert!(
+        d.core
+            .timers()
+            .all(|(_, k)| !matches!(k, TimerKind::AnswerBound(_))),
+        "the answered start leaves no bound behind"
+    );
+}
+
+#[test]
+fn a_start_in_progress_is_answered_at_its_final_bound() {
+    let mut d = Driver::new();
+    let (req, _create) = start_in_flight(&mut d);
+    let asked = d.now.at;
+    let (kind, _) = d.fire_timer();
+    assert_eq!(kind, TimerKind::AnswerBound(req));
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::AnswerBound(req));
+    assert_eq!(
+        d.now.at,
+        asked + CoreConfig::default().start_answer_bound,
+        "the final bound counts from the request"
+    );
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Internal),
+        "{actions:?}"
+    );
+    assert!(
+        created_record(&d, "c1").intents.start,
+        "the start stays recorded"
+    );
+}
+
+#[test]
+fn a_start_waiting_past_its_bound_is_answered_at_once_when_containerd_goes_away() {
+    let mut d = Driver::new();
+    let (req, create) = start_in_flight(&mut d);
+    let (kind, _) = d.fire_timer();
+    assert_eq!(kind, TimerKind::AnswerBound(req));
+    d.advance(Duration::from_secs(5));
+    let actions = d.fail(create, FailureKind::Unavailable);
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Unavailable),
+        "{actions:?}"
+    );
+    assert!(
+        created_record(&d, "c1").intents.start,
+        "the start stays recorded"
+    );
+    assert!(
+        d.core
+            .timers()
+            .all(|(_, k)| !matches!(k, TimerKind::AnswerBound(_))),
+        "the answered start leaves no bound behind"
+    );
+}
+
+#[test]
+fn a_start_waiting_past_its_bound_is_answered_when_a_stop_cancels_it() {
+    let mut d = Driver::new();
+    let (req, create) = start_in_flight(&mut d);
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let _start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::AnswerBound(req));
+    assert_eq!(answers(&actions), vec![], "still in progress: {actions:?}");
+    // The user stops it: the start is no longer wanted, nothing is left
+    // to wait for.
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Internal),
+        "{actions:?}"
+    );
+}
+
 #[test]
 fn a_stop_signal_answered_after_the_exit_leaves_no_deadline_behind() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);

@@ -16,7 +16,10 @@
 //! 3. At every quiescent point (connected, no call open) every container
 //!    whose changes the core could see (none lost since a relist) matches
 //!    the world: no dead process shown running, no live one shown dead.
-//! 4. Every stop request is answered within grace + slack.
+//! 4. Every stop request is answered within grace + slack. Every start is
+//!    answered within the answer bound, or later only while the core is
+//!    connected and the start still wanted (containerd still working on
+//!    it), and never past the start's final bound.
 //! 5. The same inputs give the same actions.
 //! 6. No request is lost: all but waits are answered once the world heals,
 //!    and nothing is left behind (containerd and holdfast show the same
@@ -407,6 +410,8 @@ struct Harness {
     kill_deadline: BTreeMap<ContainerId, Instant>,
     /// Start and restart requests, by container.
     starts: BTreeMap<RequestId, ContainerId>,
+    /// Start requests (not restarts): when each was asked.
+    starts_asked: BTreeMap<RequestId, Instant>,
     /// A relist listed a placeholder: another must be asked for by then.
     look_again_by: Option<Instant>,
     /// Stop requests: when they are due at the latest.
@@ -489,6 +494,7 @@ impl Harness {
             newest_relist: 0,
             kill_deadline: BTreeMap::new(),
             starts: BTreeMap::new(),
+            starts_asked: BTreeMap::new(),
             look_again_by: None,
             stop_bounds: BTreeMap::new(),
             answered: BTreeMap::new(),
@@ -1083,6 +1089,9 @@ impl Harness {
         if let Some(ask) = ask {
             self.asks.insert(req, ask);
         }
+        if let Command::Start { .. } = &command {
+            self.starts_asked.insert(req, self.now.at);
+        }
         let creating = !matches!(command, Command::Create { .. })
             && self
                 .core
@@ -1171,6 +1180,26 @@ impl Harness {
                     "stop {req} not answered by {bound:?}"
                 );
             }
+        }
+        let ready = self.core.connection() == ConnectionState::Ready;
+        for (req, asked) in &self.starts_asked {
+            let waited = self.now.at.saturating_since(*asked);
+            if self.answered.contains_key(req) || waited <= self.config.request_answer_bound {
+                continue;
+            }
+            let wanted = self.starts.get(req).is_some_and(|id| {
+                self.core
+                    .container(id)
+                    .is_some_and(|c| c.record.intents.start)
+            });
+            prop_assert!(
+                ready && wanted && waited <= self.config.start_answer_bound,
+                "start {} unanswered after {:?} (connected: {}, still wanted: {})",
+                req,
+                waited,
+                ready,
+                wanted
+            );
         }
         Ok(())
     }
@@ -2107,6 +2136,7 @@ impl Harness {
         self.must_answer.retain(|r| answered.contains_key(r));
         self.stop_bounds.retain(|r, _| answered.contains_key(r));
         self.starts.retain(|r, _| answered.contains_key(r));
+        self.starts_asked.retain(|r, _| answered.contains_key(r));
         self.failures.clear();
         self.waits.clear();
         self.asks.clear();

@@ -31,6 +31,9 @@ struct Request {
     issued: Instant,
     /// When it must have been answered by (none for a wait).
     bound: Option<Duration>,
+    /// A start may wait past `bound` for its outcome, up to this, while
+    /// the core stays connected and the start is still wanted.
+    final_bound: Option<Duration>,
 }
 
 /// What the user asked of a container, which is what may cause a kill,
@@ -398,6 +401,8 @@ impl Checker {
             | Command::Disconnect { .. } => {}
         }
         let kind = crate::sim::user_kind(command);
+        let final_bound = matches!(command, Command::Start { .. })
+            .then(|| self.config.start_answer_bound + slack);
         self.outstanding.insert(
             req,
             Request {
@@ -405,6 +410,7 @@ impl Checker {
                 container: id,
                 issued: now,
                 bound,
+                final_bound,
             },
         );
     }
@@ -718,12 +724,22 @@ impl Checker {
             ));
         }
         for (req, r) in &self.outstanding {
+            let waited = now.saturating_since(r.issued);
+            // A start containerd is still working on waits for its outcome
+            // past its bound, but only while the core is connected (a
+            // disconnect answers it at once) and up to its final bound.
+            let start_in_progress = r.final_bound.is_some_and(|b| waited <= b)
+                && core.connection() == ConnectionState::Ready
+                && core
+                    .container(&r.container)
+                    .is_some_and(|v| v.record.intents.start);
             if let Some(bound) = r.bound
-                && now.saturating_since(r.issued) > bound
+                && waited > bound
+                && !start_in_progress
             {
                 return Err(format!(
-                    "{req} ({:?} of {}) unanswered after {bound:?}",
-                    r.kind, r.container
+                    "{req} ({:?} of {}) unanswered after {waited:?} (bound {bound:?}, final {:?})",
+                    r.kind, r.container, r.final_bound
                 ));
             }
         }
