@@ -45,8 +45,9 @@ const IDS: [&str; 3] = ["c0", "c1", "c2"];
 
 #[derive(Clone, Debug)]
 enum Step {
-    /// Restart policy, and stop signals: container's (low two bits) and
-    /// image's (next two), from [`STOP_SIGNALS`].
+    /// Restart policy (low two bits; bit 2: `c1` on the host's network),
+    /// and stop signals: container's (low two bits) and image's (next
+    /// two), from [`STOP_SIGNALS`].
     Create(usize, u8, u8),
     Start(usize),
     /// Timeout, and the request's own signal.
@@ -64,8 +65,9 @@ enum Step {
     Pause(usize, bool),
     /// `docker update --memory` (MiB).
     Update(usize, u8),
-    /// `docker network connect` (even) or `disconnect` (odd) of `side0`
-    /// or `side1` (the next bit).
+    /// `docker network connect` (even) or `disconnect` (odd) of `side0`,
+    /// `side1`, the container's own network or (a disconnect) `host`
+    /// (the next two bits).
     Network(usize, u8),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
@@ -106,7 +108,7 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     let idx = 0..IDS.len();
     prop_oneof![
-        1 => (idx.clone(), 0..4u8, any::<u8>()).prop_map(|(i, p, s)| Step::Create(i, p, s)),
+        1 => (idx.clone(), 0..8u8, any::<u8>()).prop_map(|(i, p, s)| Step::Create(i, p, s)),
         1 => idx.clone().prop_map(Step::Start),
         1 => (idx.clone(), proptest::option::of(0..4u8), proptest::option::of(0..4u8)).prop_map(|(i, t, s)| Step::Stop(i, t, s)),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, k)| Step::Kill(i, k)),
@@ -117,7 +119,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => any::<proptest::sample::Index>().prop_map(Step::Cancel),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
         1 => (idx.clone(), any::<u8>()).prop_map(|(i, m)| Step::Update(i, m)),
-        1 => (idx.clone(), 0..4u8).prop_map(|(i, a)| Step::Network(i, a)),
+        2 => (idx.clone(), 0..8u8).prop_map(|(i, a)| Step::Network(i, a)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -173,6 +175,14 @@ fn enabled(step: &Step, swarm: u8) -> bool {
         _ => return true,
     };
     swarm & (1 << bit) != 0
+}
+
+/// What a `network connect` or `disconnect` must come to.
+#[derive(Clone, Copy, Debug)]
+enum NetExpect {
+    Refused(ErrorKind),
+    DoneNow,
+    Pending,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -1857,6 +1867,126 @@ impl Harness {
         Ok(())
     }
 
+    /// What dockerd's rules make of a `network connect` or `disconnect`
+    /// of `id`, by the core's view before it.
+    fn network_expected(&self, id: &ContainerId, network: &str, connect: bool) -> NetExpect {
+        let Some(c) = self.core.container(id) else {
+            return NetExpect::Refused(ErrorKind::NotFound);
+        };
+        let r = c.record;
+        if r.presence == Presence::Creating || r.intents.remove {
+            return NetExpect::Refused(ErrorKind::Conflict);
+        }
+        let up = matches!(
+            c.task,
+            TaskState::Created { .. } | TaskState::Running { .. }
+        );
+        let own = r.config.network_name.as_deref().unwrap_or("bridge");
+        let bridge = r.config.network == NetworkMode::Bridge;
+        if connect {
+            let existing = r.endpoints.iter().find(|e| e.network == network);
+            if !bridge {
+                NetExpect::Refused(ErrorKind::Invalid)
+            } else if existing.is_some_and(|e| !e.wanted) {
+                NetExpect::Refused(ErrorKind::Conflict)
+            } else if up && (own == network || existing.is_some()) {
+                NetExpect::Refused(ErrorKind::Forbidden)
+            } else if own == network || existing.is_some() || !up {
+                NetExpect::DoneNow
+            } else {
+                NetExpect::Pending
+            }
+        } else {
+            let wanted = r
+                .endpoints
+                .iter()
+                .find(|e| e.network == network && e.wanted);
+            match wanted {
+                _ if r.config.network == NetworkMode::Host && network == "host" => {
+                    NetExpect::Refused(ErrorKind::Invalid)
+                }
+                None if bridge && own == network => NetExpect::Refused(ErrorKind::NotImplemented),
+                None => NetExpect::Refused(ErrorKind::Conflict),
+                Some(e) if e.state == NetworkState::Detached => NetExpect::DoneNow,
+                Some(_) => NetExpect::Pending,
+            }
+        }
+    }
+
+    /// A connect or disconnect is answered as dockerd's rules say, and a
+    /// connect taken (or done at once) leaves the container on the network,
+    /// a disconnect taken leaves it wanted there no more.
+    fn check_network_answer(
+        &self,
+        req: RequestId,
+        id: &ContainerId,
+        network: &str,
+        connect: bool,
+        expected: NetExpect,
+    ) -> Result<(), TestCaseError> {
+        let answer = self.answer_of(req);
+        let what = if connect { "connect" } else { "disconnect" };
+        match expected {
+            NetExpect::Refused(kind) => prop_assert!(
+                matches!(&answer, Some(Answer::Error(e)) if e.kind == kind),
+                "{} {} of {} to {}: {:?}, expected {:?}",
+                req,
+                what,
+                id,
+                network,
+                answer,
+                kind
+            ),
+            NetExpect::DoneNow => prop_assert!(
+                answer == Some(Answer::Done),
+                "{} {} of {} to {}: {:?}, expected done at once",
+                req,
+                what,
+                id,
+                network,
+                answer
+            ),
+            NetExpect::Pending => prop_assert!(
+                answer.is_none(),
+                "{} {} of {} to {}: {:?}, expected to wait",
+                req,
+                what,
+                id,
+                network,
+                answer
+            ),
+        }
+        if matches!(expected, NetExpect::Refused(_)) {
+            return Ok(());
+        }
+        let Some(c) = self.core.container(id) else {
+            return Ok(());
+        };
+        let own = c.record.config.network_name.as_deref().unwrap_or("bridge");
+        let mut ours = c.record.endpoints.iter().filter(|e| e.network == network);
+        let wanted = ours.clone().filter(|e| e.wanted).count();
+        if connect {
+            prop_assert!(
+                own == network || wanted == 1,
+                "{} connect of {} to {} taken, endpoints {:?}",
+                req,
+                id,
+                network,
+                c.record.endpoints
+            );
+        } else {
+            prop_assert!(
+                wanted == 0 && ours.all(|e| e.state != NetworkState::Detached),
+                "{} disconnect of {} from {} taken, endpoints {:?}",
+                req,
+                id,
+                network,
+                c.record.endpoints
+            );
+        }
+        Ok(())
+    }
+
     fn answer_of(&self, req: RequestId) -> Option<Answer> {
         self.trace.iter().rev().find_map(|a| match a {
             Action::Answer(r, answer) if *r == req => Some(answer.clone()),
@@ -2060,9 +2190,11 @@ impl Harness {
                     // `--rm` (the API takes it with no restart policy only).
                     auto_remove: *policy == 0 && signals & 0x10 != 0,
                     // The default bridge, a user network (the same
-                    // step), none, another's namespace (no step).
+                    // step), none or the host's (the policy's bit 2),
+                    // another's namespace (no step).
                     network: match i % 4 {
                         0 | 2 => NetworkMode::Bridge,
+                        1 if policy & 4 != 0 => NetworkMode::Host,
                         1 => NetworkMode::None,
                         _ => NetworkMode::Container,
                     },
@@ -2141,18 +2273,33 @@ impl Harness {
                 }
             }
             Step::Network(i, arg) => {
-                let network = format!("side{}", arg / 2 % 2);
-                let command = if arg % 2 == 0 {
+                let connect = arg % 2 == 0;
+                // (The daemon refuses a connect to `host` before the core.)
+                let network = match arg / 2 % 4 {
+                    2 => self
+                        .configs
+                        .get(&id(i))
+                        .and_then(|c| c.network_name.clone())
+                        .unwrap_or_else(|| "bridge".to_owned()),
+                    3 if !connect => "host".to_owned(),
+                    n => format!("side{}", n % 2),
+                };
+                let expected = self.network_expected(&id(i), &network, connect);
+                let command = if connect {
                     Command::Connect {
                         id: id(i),
-                        network,
+                        network: network.clone(),
                         aliases: Vec::new(),
                         ip: None,
                     }
                 } else {
-                    Command::Disconnect { id: id(i), network }
+                    Command::Disconnect {
+                        id: id(i),
+                        network: network.clone(),
+                    }
                 };
-                self.command(command)?;
+                let req = self.command(command)?;
+                self.check_network_answer(req, &id(i), &network, connect, expected)?;
             }
             Step::Pause(i, freeze) => {
                 self.pauses_asked.insert((id(i), *freeze));
