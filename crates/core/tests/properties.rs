@@ -2303,12 +2303,50 @@ impl Harness {
             }
             Step::Pause(i, freeze) => {
                 self.pauses_asked.insert((id(i), *freeze));
+                // dockerd's refusals (each a conflict): not running (or on
+                // its way down, or a start pending), restarting, already in
+                // that state, a pause while a stop is under way.
+                let refused = self.core.container(&id(i)).map(|c| {
+                    let running = matches!(c.task, TaskState::Running { .. })
+                        && c.current_exit().is_none()
+                        && c.status == Status::Running;
+                    let i = &c.record.intents;
+                    !running
+                        || i.remove
+                        || i.start
+                        || *freeze == c.paused
+                        || *freeze && i.stop.is_some()
+                });
                 let command = if *freeze {
                     Command::Pause { id: id(i) }
                 } else {
                     Command::Unpause { id: id(i) }
                 };
-                self.command(command)?;
+                let req = self.command(command)?;
+                let answer = self.answer_of(req);
+                let conflict =
+                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict);
+                // Else only one already in progress is refused, and only
+                // an outage keeps it from being taken.
+                let in_progress = matches!(&answer, Some(Answer::Error(e))
+                    if e.kind == ErrorKind::Conflict && e.message.contains("in progress"));
+                let ready = self.core.connection() == ConnectionState::Ready;
+                let unavailable =
+                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Unavailable);
+                prop_assert!(
+                    match refused {
+                        Some(true) => conflict,
+                        Some(false) =>
+                            in_progress || if ready { answer.is_none() } else { unavailable },
+                        None => true,
+                    },
+                    "{} pause {} of {}: {:?} (refusal due: {:?})",
+                    req,
+                    freeze,
+                    id(i),
+                    answer,
+                    refused
+                );
             }
             Step::Stop(i, timeout, signal) => {
                 let timeout = timeout.map(|t| Duration::from_secs(u64::from(t)));
