@@ -1927,8 +1927,10 @@ impl Harness {
         let answer = self.answer_of(req);
         let what = if connect { "connect" } else { "disconnect" };
         match expected {
+            // (A conflict says which container it is about.)
             NetExpect::Refused(kind) => prop_assert!(
-                matches!(&answer, Some(Answer::Error(e)) if e.kind == kind),
+                matches!(&answer, Some(Answer::Error(e)) if e.kind == kind
+                    && (kind != ErrorKind::Conflict || e.message.contains(id.as_str()))),
                 "{} {} of {} to {}: {:?}, expected {:?}",
                 req,
                 what,
@@ -2172,6 +2174,31 @@ impl Harness {
                 self.answered.contains_key(req),
                 "{} was never answered",
                 req
+            );
+        }
+        // A wait whose condition has come true is answered: the container
+        // is gone, it exited since, or nothing runs nor is about to.
+        for (req, (id, condition, exit_then)) in &self.waits {
+            let view = self.core.container(id);
+            let exit_now = view
+                .as_ref()
+                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
+            let met = match condition {
+                WaitCondition::Removed => view.is_none(),
+                WaitCondition::NextExit => view.is_none() || exit_now != *exit_then,
+                WaitCondition::NotRunning => view.is_none_or(|c| {
+                    matches!(c.status, Status::Exited | Status::Created)
+                        && !c.record.intents.start
+                        && !c.record.intents.policy_restart
+                }),
+            };
+            prop_assert!(
+                !met,
+                "{} (a wait {:?} of {}) never answered, although it is so: {:?}",
+                req,
+                condition,
+                id,
+                view.map(|c| c.status)
             );
         }
         // Healed, the engine works: a new container is created and started.
