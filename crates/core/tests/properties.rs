@@ -43,6 +43,9 @@ use support::cid;
 
 const IDS: [&str; 3] = ["c0", "c1", "c2"];
 
+/// Endpoints a container may have beyond its own network (the core's rule).
+const ENDPOINTS_MAX: usize = 16;
+
 #[derive(Clone, Debug)]
 enum Step {
     /// Restart policy (low two bits; bit 2: `c1` on the host's network),
@@ -1891,6 +1894,8 @@ impl Harness {
                 NetExpect::Refused(ErrorKind::Conflict)
             } else if up && (own == network || existing.is_some()) {
                 NetExpect::Refused(ErrorKind::Forbidden)
+            } else if r.endpoints.len() >= ENDPOINTS_MAX {
+                NetExpect::Refused(ErrorKind::Invalid)
             } else if own == network || existing.is_some() || !up {
                 NetExpect::DoneNow
             } else {
@@ -2309,7 +2314,8 @@ impl Harness {
                         .and_then(|c| c.network_name.clone())
                         .unwrap_or_else(|| "bridge".to_owned()),
                     3 if !connect => "host".to_owned(),
-                    n => format!("side{}", n % 2),
+                    // (Chosen cases reach more networks with higher bits.)
+                    n => format!("side{}", u16::from(n % 2) + 2 * u16::from(arg / 8)),
                 };
                 let expected = self.network_expected(&id(i), &network, connect);
                 let command = if connect {
@@ -2467,6 +2473,11 @@ impl Harness {
                     .core
                     .container(&id(i))
                     .is_some_and(|c| c.record.intents.policy_restart);
+                // A removal under way takes any `rm` (answered when done).
+                let removing = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.intents.remove);
                 // Nothing runs, nothing is about to: `rm` goes ahead.
                 let idle = self.core.container(&id(i)).is_some_and(|c| {
                     matches!(c.status, Status::Exited | Status::Created)
@@ -2487,7 +2498,7 @@ impl Harness {
                     if *force {
                         !conflict || creating
                     } else {
-                        (conflict || !running && !restarting) && !(conflict && idle)
+                        (conflict || !running && !restarting) && !(conflict && (idle || removing))
                     },
                     "remove (force {}) of {} (running {}, restarting {}, idle {}): conflict {}",
                     force,
@@ -3056,6 +3067,28 @@ fn chosen_interleavings_hold_every_property() {
     for steps in cases {
         holds_every_property(steps, swarm);
     }
+    // An unpause of a paused container being restarted, or removed by force:
+    // refused (it is on its way down; the core thaws it itself).
+    for last in [Restart(1), Remove(1, true)] {
+        let steps = [
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Pause(1, true),
+            Resolve(0, 0),
+            last,
+            Pause(1, false),
+        ];
+        holds_every_property(&steps, 0);
+    }
+    // Connects to 17 networks of a created container: the 17th is refused.
+    let mut steps = vec![Resolve(0, 0), Resolve(0, 0), Create(0, 0, 0), Resolve(0, 0)];
+    steps.extend((0..17u8).map(|k| Network(0, 8 * k)));
+    holds_every_property(&steps, 0);
     // With streams that break (swarm bit 1) and relists every 40 s (bit 6).
     let swarm = 1 << 1 | 1 << 6;
     let cases: [&[Step]; 3] = [
