@@ -2485,10 +2485,19 @@ impl Harness {
                         && !c.record.intents.policy_restart
                         && c.record.presence != Presence::Creating
                 });
+                let paused = self.core.container(&id(i)).is_some_and(|c| c.paused);
                 let req = self.command(Command::Remove {
                     id: id(i),
                     force: *force,
                 })?;
+                // dockerd's refusal of a plain `rm` of a paused container
+                // says so (unpause it first).
+                if paused
+                    && !*force
+                    && let Some(Answer::Error(e)) = self.answer_of(req)
+                {
+                    prop_assert!(e.message.contains("paused"), "{}: {}", req, e.message);
+                }
                 // `rm` of a running container is refused; `rm -f` never is
                 // (but while the create is still on its way).
                 let conflict = self.trace.iter().rev().any(|a| {
@@ -3068,8 +3077,9 @@ fn chosen_interleavings_hold_every_property() {
         holds_every_property(steps, swarm);
     }
     // An unpause of a paused container being restarted, or removed by force:
-    // refused (it is on its way down; the core thaws it itself).
-    for last in [Restart(1), Remove(1, true)] {
+    // refused (it is on its way down; the core thaws it itself). A plain
+    // `rm` of it is refused, as paused, and the unpause then taken.
+    for last in [Restart(1), Remove(1, true), Remove(1, false)] {
         let steps = [
             Resolve(0, 0),
             Resolve(0, 0),
@@ -3085,6 +3095,26 @@ fn chosen_interleavings_hold_every_property() {
         ];
         holds_every_property(&steps, 0);
     }
+    // A connect while the same network's disconnect is still being
+    // released: refused (try again), not taken as already done.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Network(0, 0),
+            Resolve(0, 0),
+            Network(0, 1),
+            Network(0, 0),
+        ],
+        0,
+    );
     // Connects to 17 networks of a created container: the 17th is refused.
     let mut steps = vec![Resolve(0, 0), Resolve(0, 0), Create(0, 0, 0), Resolve(0, 0)];
     steps.extend((0..17u8).map(|k| Network(0, 8 * k)));
