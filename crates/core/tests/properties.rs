@@ -2910,6 +2910,7 @@ proptest! {
 #[test]
 fn chosen_interleavings_hold_every_property() {
     use Step::*;
+    // (`c0` is bridged: its start is three calls, network, create, start.)
     let cases: [&[Step]; 6] = [
         // A second, shorter stop during the first one's grace period, to a
         // process that ignores its stop signal: SIGKILL at the shorter end.
@@ -2919,6 +2920,7 @@ fn chosen_interleavings_hold_every_property() {
             Create(0, 0, 0),
             Resolve(0, 0),
             Start(0),
+            Resolve(0, 0),
             Resolve(0, 0),
             Resolve(0, 0),
             Stop(0, None, None),
@@ -2938,6 +2940,7 @@ fn chosen_interleavings_hold_every_property() {
             Start(0),
             Resolve(0, 0),
             Resolve(0, 0),
+            Resolve(0, 0),
             WorldExit(0, 1, false),
             Resolve(0, 0),
             Edit(0, 3),
@@ -2951,6 +2954,7 @@ fn chosen_interleavings_hold_every_property() {
             Create(0, 1, 0),
             Resolve(0, 0),
             Start(0),
+            Resolve(0, 0),
             Resolve(0, 0),
             Resolve(0, 0),
             WorldExit(0, 1, false),
@@ -2967,6 +2971,7 @@ fn chosen_interleavings_hold_every_property() {
             Start(0),
             Resolve(0, 0),
             Resolve(0, 0),
+            Resolve(0, 0),
             WorldExit(0, 1, false),
             Resolve(0, 0),
             Remove(0, false),
@@ -2980,6 +2985,7 @@ fn chosen_interleavings_hold_every_property() {
             Create(0, 1, 0),
             Resolve(0, 0),
             Start(0),
+            Resolve(0, 0),
             Resolve(0, 0),
             Resolve(0, 0),
             WorldExit(0, 1, false),
@@ -3114,6 +3120,40 @@ fn chosen_interleavings_hold_every_property() {
             Network(0, 0),
         ],
         0,
+    );
+    // A plain `rm` while a bridged container's restart waits out its
+    // backoff: refused (its network set up, its task created and started,
+    // then it exits).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 1, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(0, 0, false),
+            Remove(0, false),
+        ],
+        0,
+    );
+    // A pause after holdfastd restarted, before the relist says what its
+    // task is: refused as not running, not left to the outage.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            DaemonRestart,
+            Pause(1, true),
+        ],
+        1,
     );
     // Connects to 17 networks of a created container: the 17th is refused.
     let mut steps = vec![Resolve(0, 0), Resolve(0, 0), Create(0, 0, 0), Resolve(0, 0)];
