@@ -3102,7 +3102,8 @@ fn chosen_interleavings_hold_every_property() {
         holds_every_property(&steps, 0);
     }
     // A connect while the same network's disconnect is still being
-    // released: refused (try again), not taken as already done.
+    // released: refused (try again), not taken as already done; a connect
+    // of a running container to its own network: forbidden.
     holds_every_property(
         &[
             Resolve(0, 0),
@@ -3118,6 +3119,8 @@ fn chosen_interleavings_hold_every_property() {
             Resolve(0, 0),
             Network(0, 1),
             Network(0, 0),
+            // (Its own network, while it runs: it is on it already.)
+            Network(0, 4),
         ],
         0,
     );
