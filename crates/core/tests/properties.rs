@@ -504,8 +504,36 @@ impl Harness {
             let failures = self.failures.entry(id).or_default();
             *failures = if result.is_err() { *failures + 1 } else { 0 };
         }
+        // Each run's known pid, and whether its exit is recorded.
+        let pids_before: BTreeMap<ContainerId, (u64, Option<u32>, bool)> = self
+            .core
+            .containers()
+            .map(|c| {
+                let r = c.record;
+                (r.id.clone(), (r.run, r.pid, c.current_exit().is_some()))
+            })
+            .collect();
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        // An exit recorded for a run whose pid was known is that process's:
+        // a listing of another pid (an earlier run's, read before this run's
+        // create) neither ends the run nor takes its pid.
+        for c in self.core.containers() {
+            let r = c.record;
+            if let Some((run, Some(pid), false)) = pids_before.get(&r.id)
+                && *run == r.run
+                && c.current_exit().is_some()
+            {
+                prop_assert_eq!(
+                    r.pid,
+                    Some(*pid),
+                    "{} run {} ended by {:?} with another pid",
+                    &r.id,
+                    r.run,
+                    input
+                );
+            }
+        }
         let mut waited = Vec::new();
         // HF_TRACE=1: every input and what it produced, to read a failure.
         if std::env::var_os("HF_TRACE").is_some() {
