@@ -46,10 +46,14 @@ use support::cid;
 
 const IDS: [&str; 3] = ["c0", "c1", "c2"];
 
+/// Endpoints a container may have beyond its own network (the core's rule).
+const ENDPOINTS_MAX: usize = 16;
+
 #[derive(Clone, Debug)]
 enum Step {
-    /// Restart policy, and stop signals: container's (low two bits) and
-    /// image's (next two), from [`STOP_SIGNALS`].
+    /// Restart policy (low two bits; bit 2: `c1` on the host's network),
+    /// and stop signals: container's (low two bits) and image's (next
+    /// two), from [`STOP_SIGNALS`].
     Create(usize, u8, u8),
     Start(usize),
     /// Timeout, and the request's own signal.
@@ -70,8 +74,9 @@ enum Step {
     OutsidePause(usize, bool),
     /// `docker update --memory` (MiB).
     Update(usize, u8),
-    /// `docker network connect` (even) or `disconnect` (odd) of `side0`
-    /// or `side1` (the next bit).
+    /// `docker network connect` (even) or `disconnect` (odd) of `side0`,
+    /// `side1`, the container's own network or (a disconnect) `host`
+    /// (the next two bits).
     Network(usize, u8),
     /// Resolve the n-th outstanding call: 0 = succeed, 7 = succeed with the
     /// world's reaction (an exit) seen before the answer, 8 = succeed and
@@ -112,7 +117,7 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     let idx = 0..IDS.len();
     prop_oneof![
-        1 => (idx.clone(), 0..4u8, any::<u8>()).prop_map(|(i, p, s)| Step::Create(i, p, s)),
+        1 => (idx.clone(), 0..8u8, any::<u8>()).prop_map(|(i, p, s)| Step::Create(i, p, s)),
         1 => idx.clone().prop_map(Step::Start),
         1 => (idx.clone(), proptest::option::of(0..4u8), proptest::option::of(0..4u8)).prop_map(|(i, t, s)| Step::Stop(i, t, s)),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, k)| Step::Kill(i, k)),
@@ -124,7 +129,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::Pause(i, f)),
         1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::OutsidePause(i, f)),
         1 => (idx.clone(), any::<u8>()).prop_map(|(i, m)| Step::Update(i, m)),
-        1 => (idx.clone(), 0..6u8).prop_map(|(i, a)| Step::Network(i, a)),
+        2 => (idx.clone(), 0..8u8).prop_map(|(i, a)| Step::Network(i, a)),
         10 => (0..8usize, prop_oneof![3 => Just(0u8), 1 => Just(7u8), 1 => Just(8u8), 1 => Just(9u8), 1 => 1..7u8]).prop_map(|(n, k)| Step::Resolve(n, k)),
         1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::WorldExit(i, s, lost)),
         1 => any::<proptest::sample::Index>().prop_map(Step::ReplayEvent),
@@ -181,6 +186,14 @@ fn enabled(step: &Step, swarm: u8) -> bool {
         _ => return true,
     };
     swarm & (1 << bit) != 0
+}
+
+/// What a `network connect` or `disconnect` must come to.
+#[derive(Clone, Copy, Debug)]
+enum NetExpect {
+    Refused(ErrorKind),
+    DoneNow,
+    Pending,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -533,8 +546,36 @@ impl Harness {
             .containers()
             .map(|c| (c.record.id.clone(), c.record.intents.start))
             .collect();
+        // Each run's known pid, and whether its exit is recorded.
+        let pids_before: BTreeMap<ContainerId, (u64, Option<u32>, bool)> = self
+            .core
+            .containers()
+            .map(|c| {
+                let r = c.record;
+                (r.id.clone(), (r.run, r.pid, c.current_exit().is_some()))
+            })
+            .collect();
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        // An exit recorded for a run whose pid was known is that process's:
+        // a listing of another pid (an earlier run's, read before this run's
+        // create) neither ends the run nor takes its pid.
+        for c in self.core.containers() {
+            let r = c.record;
+            if let Some((run, Some(pid), false)) = pids_before.get(&r.id)
+                && *run == r.run
+                && c.current_exit().is_some()
+            {
+                prop_assert_eq!(
+                    r.pid,
+                    Some(*pid),
+                    "{} run {} ended by {:?} with another pid",
+                    &r.id,
+                    r.run,
+                    input
+                );
+            }
+        }
         for c in self.core.containers() {
             let was_wanted = before.get(&c.record.id).copied().unwrap_or(false);
             let ledger = self.start_ledger.entry(c.record.id.clone()).or_default();
@@ -2078,6 +2119,143 @@ impl Harness {
         Ok(())
     }
 
+    /// What dockerd's rules make of a `network connect` or `disconnect`
+    /// of `id`, by the core's view before it.
+    fn network_expected(&self, id: &ContainerId, network: &str, connect: bool) -> NetExpect {
+        let Some(c) = self.core.container(id) else {
+            return NetExpect::Refused(ErrorKind::NotFound);
+        };
+        let r = c.record;
+        if r.presence == Presence::Creating || r.intents.remove {
+            return NetExpect::Refused(ErrorKind::Conflict);
+        }
+        let up = matches!(
+            c.task,
+            TaskState::Created { .. } | TaskState::Running { .. }
+        );
+        let own = r.config.network_name.as_deref().unwrap_or("bridge");
+        let bridge = r.config.network == NetworkMode::Bridge;
+        // Its own network, unless disconnected from it.
+        let on_own = own == network && !r.own_disconnected;
+        if connect {
+            let existing = r.endpoints.iter().find(|e| e.network == network);
+            if !bridge {
+                NetExpect::Refused(ErrorKind::Invalid)
+            } else if existing.is_some_and(|e| !e.wanted) {
+                NetExpect::Refused(ErrorKind::Conflict)
+            } else if up && (on_own || existing.is_some()) {
+                NetExpect::Refused(ErrorKind::Forbidden)
+            } else if r.endpoints.len() >= ENDPOINTS_MAX {
+                NetExpect::Refused(ErrorKind::Invalid)
+            } else if on_own || existing.is_some() || !up {
+                NetExpect::DoneNow
+            } else {
+                NetExpect::Pending
+            }
+        } else {
+            let wanted = r
+                .endpoints
+                .iter()
+                .find(|e| e.network == network && e.wanted);
+            match wanted {
+                _ if r.config.network == NetworkMode::Host && network == "host" => {
+                    NetExpect::Refused(ErrorKind::Invalid)
+                }
+                // Its own `eth0` is released (an endpoint of slot 0 then);
+                // with none made or being made, it is done at once.
+                None if bridge && on_own => {
+                    let setting_up = self.outstanding.iter().any(
+                        |(_, call)| matches!(call, Call::NetworkSetup { id: x, .. } if x == id),
+                    );
+                    match r.network {
+                        NetworkState::Attached => NetExpect::Pending,
+                        NetworkState::Attaching if setting_up => NetExpect::Pending,
+                        _ => NetExpect::DoneNow,
+                    }
+                }
+                None => NetExpect::Refused(ErrorKind::Conflict),
+                Some(e) if e.state == NetworkState::Detached => NetExpect::DoneNow,
+                Some(_) => NetExpect::Pending,
+            }
+        }
+    }
+
+    /// A connect or disconnect is answered as dockerd's rules say, and a
+    /// connect taken (or done at once) leaves the container on the network,
+    /// a disconnect taken leaves it wanted there no more.
+    fn check_network_answer(
+        &self,
+        req: RequestId,
+        id: &ContainerId,
+        network: &str,
+        connect: bool,
+        expected: NetExpect,
+    ) -> Result<(), TestCaseError> {
+        let answer = self.answer_of(req);
+        let what = if connect { "connect" } else { "disconnect" };
+        match expected {
+            // (A conflict says which container it is about.)
+            NetExpect::Refused(kind) => prop_assert!(
+                matches!(&answer, Some(Answer::Error(e)) if e.kind == kind
+                    && (kind != ErrorKind::Conflict || e.message.contains(id.as_str()))),
+                "{} {} of {} to {}: {:?}, expected {:?}",
+                req,
+                what,
+                id,
+                network,
+                answer,
+                kind
+            ),
+            NetExpect::DoneNow => prop_assert!(
+                answer == Some(Answer::Done),
+                "{} {} of {} to {}: {:?}, expected done at once",
+                req,
+                what,
+                id,
+                network,
+                answer
+            ),
+            NetExpect::Pending => prop_assert!(
+                answer.is_none(),
+                "{} {} of {} to {}: {:?}, expected to wait",
+                req,
+                what,
+                id,
+                network,
+                answer
+            ),
+        }
+        if matches!(expected, NetExpect::Refused(_)) {
+            return Ok(());
+        }
+        let Some(c) = self.core.container(id) else {
+            return Ok(());
+        };
+        let own = c.record.config.network_name.as_deref().unwrap_or("bridge");
+        let mut ours = c.record.endpoints.iter().filter(|e| e.network == network);
+        let wanted = ours.clone().filter(|e| e.wanted).count();
+        if connect {
+            prop_assert!(
+                own == network || wanted == 1,
+                "{} connect of {} to {} taken, endpoints {:?}",
+                req,
+                id,
+                network,
+                c.record.endpoints
+            );
+        } else {
+            prop_assert!(
+                wanted == 0 && ours.all(|e| e.state != NetworkState::Detached),
+                "{} disconnect of {} from {} taken, endpoints {:?}",
+                req,
+                id,
+                network,
+                c.record.endpoints
+            );
+        }
+        Ok(())
+    }
+
     fn answer_of(&self, req: RequestId) -> Option<Answer> {
         self.trace.iter().rev().find_map(|a| match a {
             Action::Answer(r, answer) if *r == req => Some(answer.clone()),
@@ -2268,6 +2446,31 @@ impl Harness {
                 req
             );
         }
+        // A wait whose condition has come true is answered: the container
+        // is gone, it exited since, or nothing runs nor is about to.
+        for (req, (id, condition, exit_then)) in &self.waits {
+            let view = self.core.container(id);
+            let exit_now = view
+                .as_ref()
+                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
+            let met = match condition {
+                WaitCondition::Removed => view.is_none(),
+                WaitCondition::NextExit => view.is_none() || exit_now != *exit_then,
+                WaitCondition::NotRunning => view.is_none_or(|c| {
+                    matches!(c.status, Status::Exited | Status::Created)
+                        && !c.record.intents.start
+                        && !c.record.intents.policy_restart
+                }),
+            };
+            prop_assert!(
+                !met,
+                "{} (a wait {:?} of {}) never answered, although it is so: {:?}",
+                req,
+                condition,
+                id,
+                view.map(|c| c.status)
+            );
+        }
         // Healed, the engine works: a new container is created and started.
         self.probe_healed()
     }
@@ -2284,9 +2487,11 @@ impl Harness {
                     // `--rm` (the API takes it with no restart policy only).
                     auto_remove: *policy == 0 && signals & 0x10 != 0,
                     // The default bridge, a user network (the same
-                    // step), none, another's namespace (no step).
+                    // step), none or the host's (the policy's bit 2),
+                    // another's namespace (no step).
                     network: match i % 4 {
                         0 | 2 => NetworkMode::Bridge,
+                        1 if policy & 4 != 0 => NetworkMode::Host,
                         1 => NetworkMode::None,
                         _ => NetworkMode::Container,
                     },
@@ -2365,32 +2570,81 @@ impl Harness {
                 }
             }
             Step::Network(i, arg) => {
-                // Two more networks, and the one it was created on.
-                let own = if i % 4 == 2 { "app" } else { "bridge" };
-                let network = match arg / 2 % 3 {
-                    2 => own.to_owned(),
-                    n => format!("side{n}"),
+                let connect = arg % 2 == 0;
+                // (The daemon refuses a connect to `host` before the core.)
+                let network = match arg / 2 % 4 {
+                    2 => self
+                        .configs
+                        .get(&id(i))
+                        .and_then(|c| c.network_name.clone())
+                        .unwrap_or_else(|| "bridge".to_owned()),
+                    3 if !connect => "host".to_owned(),
+                    // (Chosen cases reach more networks with higher bits.)
+                    n => format!("side{}", u16::from(n % 2) + 2 * u16::from(arg / 8)),
                 };
-                let command = if arg % 2 == 0 {
+                let expected = self.network_expected(&id(i), &network, connect);
+                let command = if connect {
                     Command::Connect {
                         id: id(i),
-                        network,
+                        network: network.clone(),
                         aliases: Vec::new(),
                         ip: None,
                     }
                 } else {
-                    Command::Disconnect { id: id(i), network }
+                    Command::Disconnect {
+                        id: id(i),
+                        network: network.clone(),
+                    }
                 };
-                self.command(command)?;
+                let req = self.command(command)?;
+                self.check_network_answer(req, &id(i), &network, connect, expected)?;
             }
             Step::Pause(i, freeze) => {
                 self.pauses_asked.insert((id(i), *freeze));
+                // dockerd's refusals (each a conflict): not running (or on
+                // its way down, or a start pending), restarting, already in
+                // that state, a pause while a stop is under way.
+                let refused = self.core.container(&id(i)).map(|c| {
+                    let running = matches!(c.task, TaskState::Running { .. })
+                        && c.current_exit().is_none()
+                        && c.status == Status::Running;
+                    let i = &c.record.intents;
+                    !running
+                        || i.remove
+                        || i.start
+                        || *freeze == c.paused
+                        || *freeze && i.stop.is_some()
+                });
                 let command = if *freeze {
                     Command::Pause { id: id(i) }
                 } else {
                     Command::Unpause { id: id(i) }
                 };
-                self.command(command)?;
+                let req = self.command(command)?;
+                let answer = self.answer_of(req);
+                let conflict =
+                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict);
+                // Else only one already in progress is refused, and only
+                // an outage keeps it from being taken.
+                let in_progress = matches!(&answer, Some(Answer::Error(e))
+                    if e.kind == ErrorKind::Conflict && e.message.contains("in progress"));
+                let ready = self.core.connection() == ConnectionState::Ready;
+                let unavailable =
+                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Unavailable);
+                prop_assert!(
+                    match refused {
+                        Some(true) => conflict,
+                        Some(false) =>
+                            in_progress || if ready { answer.is_none() } else { unavailable },
+                        None => true,
+                    },
+                    "{} pause {} of {}: {:?} (refusal due: {:?})",
+                    req,
+                    freeze,
+                    id(i),
+                    answer,
+                    refused
+                );
             }
             Step::OutsidePause(i, freeze) => {
                 let id = id(i);
@@ -2506,6 +2760,11 @@ impl Harness {
                     .core
                     .container(&id(i))
                     .is_some_and(|c| c.record.intents.policy_restart);
+                // A removal under way takes any `rm` (answered when done).
+                let removing = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.intents.remove);
                 // Nothing runs, nothing is about to: `rm` goes ahead.
                 let idle = self.core.container(&id(i)).is_some_and(|c| {
                     matches!(c.status, Status::Exited | Status::Created)
@@ -2513,10 +2772,19 @@ impl Harness {
                         && !c.record.intents.policy_restart
                         && c.record.presence != Presence::Creating
                 });
+                let paused = self.core.container(&id(i)).is_some_and(|c| c.paused);
                 let req = self.command(Command::Remove {
                     id: id(i),
                     force: *force,
                 })?;
+                // dockerd's refusal of a plain `rm` of a paused container
+                // says so (unpause it first).
+                if paused
+                    && !*force
+                    && let Some(Answer::Error(e)) = self.answer_of(req)
+                {
+                    prop_assert!(e.message.contains("paused"), "{}: {}", req, e.message);
+                }
                 // `rm` of a running container is refused; `rm -f` never is
                 // (but while the create is still on its way).
                 let conflict = self.trace.iter().rev().any(|a| {
@@ -2526,7 +2794,7 @@ impl Harness {
                     if *force {
                         !conflict || creating
                     } else {
-                        (conflict || !running && !restarting) && !(conflict && idle)
+                        (conflict || !running && !restarting) && !(conflict && (idle || removing))
                     },
                     "remove (force {}) of {} (running {}, restarting {}, idle {}): conflict {}",
                     force,
@@ -2929,6 +3197,7 @@ proptest! {
 #[test]
 fn chosen_interleavings_hold_every_property() {
     use Step::*;
+    // (`c0` is bridged: its start is three calls, network, create, start.)
     let cases: [&[Step]; 6] = [
         // A second, shorter stop during the first one's grace period, to a
         // process that ignores its stop signal: SIGKILL at the shorter end.
@@ -2938,6 +3207,7 @@ fn chosen_interleavings_hold_every_property() {
             Create(0, 0, 0),
             Resolve(0, 0),
             Start(0),
+            Resolve(0, 0),
             Resolve(0, 0),
             Resolve(0, 0),
             Stop(0, None, None),
@@ -2957,6 +3227,7 @@ fn chosen_interleavings_hold_every_property() {
             Start(0),
             Resolve(0, 0),
             Resolve(0, 0),
+            Resolve(0, 0),
             WorldExit(0, 1, false),
             Resolve(0, 0),
             Edit(0, 3),
@@ -2970,6 +3241,7 @@ fn chosen_interleavings_hold_every_property() {
             Create(0, 1, 0),
             Resolve(0, 0),
             Start(0),
+            Resolve(0, 0),
             Resolve(0, 0),
             Resolve(0, 0),
             WorldExit(0, 1, false),
@@ -2986,6 +3258,7 @@ fn chosen_interleavings_hold_every_property() {
             Start(0),
             Resolve(0, 0),
             Resolve(0, 0),
+            Resolve(0, 0),
             WorldExit(0, 1, false),
             Resolve(0, 0),
             Remove(0, false),
@@ -2999,6 +3272,7 @@ fn chosen_interleavings_hold_every_property() {
             Create(0, 1, 0),
             Resolve(0, 0),
             Start(0),
+            Resolve(0, 0),
             Resolve(0, 0),
             Resolve(0, 0),
             WorldExit(0, 1, false),
@@ -3095,6 +3369,111 @@ fn chosen_interleavings_hold_every_property() {
     for steps in cases {
         holds_every_property(steps, swarm);
     }
+    // An unpause of a paused container being restarted, or removed by force:
+    // refused (it is on its way down; the core thaws it itself). A plain
+    // `rm` of it is refused, as paused, and the unpause then taken.
+    for last in [Restart(1), Remove(1, true), Remove(1, false)] {
+        let steps = [
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Pause(1, true),
+            Resolve(0, 0),
+            last,
+            Pause(1, false),
+        ];
+        holds_every_property(&steps, 0);
+    }
+    // A connect while the same network's disconnect is still being
+    // released: refused (try again), not taken as already done; a connect
+    // of a running container to its own network: forbidden.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Network(0, 0),
+            Resolve(0, 0),
+            Network(0, 1),
+            Network(0, 0),
+            // (Its own network, while it runs: it is on it already.)
+            Network(0, 4),
+        ],
+        0,
+    );
+    // A plain `rm` while a bridged container's restart waits out its
+    // backoff: refused (its network set up, its task created and started,
+    // then it exits).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 1, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(0, 0, false),
+            Remove(0, false),
+        ],
+        0,
+    );
+    // A pause after holdfastd restarted, before the relist says what its
+    // task is: refused as not running, not left to the outage.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            DaemonRestart,
+            Pause(1, true),
+        ],
+        1,
+    );
+    // A relist of the connection given up answers while the reconnect's
+    // own relist is awaited: it proves nothing (its listing predates an
+    // exit whose event was lost).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Advance(20000),
+            Advance(20000),
+            Advance(1000),
+            WorldExit(1, 0, true),
+            StreamBreaks,
+            Advance(3000),
+            Resolve(1, 0),
+            LateRelist,
+            Resolve(0, 0),
+            Advance(1000),
+        ],
+        1 << 1 | 1 << 6,
+    );
+    // Connects to 17 networks of a created container: the 17th is refused.
+    let mut steps = vec![Resolve(0, 0), Resolve(0, 0), Create(0, 0, 0), Resolve(0, 0)];
+    steps.extend((0..17u8).map(|k| Network(0, 8 * k)));
+    holds_every_property(&steps, 0);
     // With streams that break (swarm bit 1) and relists every 40 s (bit 6).
     let swarm = 1 << 1 | 1 << 6;
     let cases: [&[Step]; 3] = [
