@@ -222,8 +222,13 @@ impl Core {
         if c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites) {
             return;
         }
-        if matches!(c.in_flight, Some((_, Step::StartTask)))
-            || c.rec.intents.start && c.rec.start_sent
+        // A start wanted beside a stop is a restart's, due after this exit
+        // (a plain stop drops the start): the exit does not consume it,
+        // even where an earlier start of this run was sent.
+        let restarting = c.rec.intents.stop.is_some();
+        if !restarting
+            && (matches!(c.in_flight, Some((_, Step::StartTask)))
+                || c.rec.intents.start && c.rec.start_sent)
         {
             // The exit overtook the start's answer, or the answer was lost:
             // the start was carried out on this run, which is now over. A

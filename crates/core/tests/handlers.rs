@@ -900,6 +900,59 @@ fn a_late_start_event_of_an_earlier_run_is_no_start_of_a_task_that_reused_its_pi
 }
 
 #[test]
+fn a_restart_of_a_task_whose_start_was_lost_starts_it_after_the_stop() {
+    // The user's start created the task and sent StartTask; its answer was
+    // lost and a relist shows the task still created. `docker restart`
+    // now: its stop kills the created task, and its start is due after
+    // that exit. The exit must not consume it as the earlier start's:
+    // a new task is created, and the restart is not said done before
+    // (found by a property that a start said done was carried out).
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "n-c1".into(),
+        config: ContainerConfig::default().into(),
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    d.ok(op);
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(op, Ok(Done::TaskCreated { pid: 42 })));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let actions = d.fail(start, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let mut created = running("c1", 42);
+    created.status = TaskStatus::Created;
+    d.relist(relist, vec![created]);
+    let (restart, _) = d.command(Command::Restart {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(1)),
+        signal: None,
+    });
+    // Whatever the retry sends first, the stop's signal goes out.
+    let mut actions = Vec::new();
+    while !calls(&actions)
+        .iter()
+        .any(|c| matches!(c, Call::Kill { .. }))
+    {
+        actions = d.fire_timer().1;
+    }
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    d.ok(kill);
+    let actions = d.exit("c1", 42, 137);
+    assert!(
+        !answers(&actions)
+            .iter()
+            .any(|(r, a)| *r == restart && *a == Answer::Done),
+        "the restart was said done before its start: {actions:?}"
+    );
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.ok(delete);
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+}
+
+#[test]
 fn oom_marks_the_exit() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     let actions = d.feed(Input::Event(ContainerdEvent::TaskOom {
