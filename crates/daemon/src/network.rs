@@ -105,29 +105,64 @@ impl std::fmt::Display for Subnet {
     }
 }
 
-/// The routes of `/proc/net/route` as (destination, mask), host order.
-fn parse_routes(table: &str) -> Vec<(u32, u32)> {
+/// The routes of `/proc/net/route` as (interface, destination, mask),
+/// host order; the default route left out.
+fn parse_iface_routes(table: &str) -> Vec<(&str, u32, u32)> {
     table
         .lines()
         .skip(1)
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
+            let iface = *fields.first()?;
             let dest = u32::from_str_radix(fields.get(1)?, 16).ok()?;
             let mask = u32::from_str_radix(fields.get(7)?, 16).ok()?;
             // The file prints the network-order words as native integers.
-            Some((u32::from_be(dest), u32::from_be(mask)))
+            Some((iface, u32::from_be(dest), u32::from_be(mask)))
         })
-        .filter(|&(_, mask)| mask != 0)
+        .filter(|&(_, _, mask)| mask != 0)
         .collect()
 }
 
-fn host_routes() -> Result<Vec<(u32, u32)>, NetworkError> {
-    let table = std::fs::read_to_string("/proc/net/route").map_err(|source| NetworkError::Io {
+/// The routes of `/proc/net/route` as (destination, mask), host order.
+fn parse_routes(table: &str) -> Vec<(u32, u32)> {
+    parse_iface_routes(table)
+        .into_iter()
+        .map(|(_, dest, mask)| (dest, mask))
+        .collect()
+}
+
+fn route_table() -> Result<String, NetworkError> {
+    std::fs::read_to_string("/proc/net/route").map_err(|source| NetworkError::Io {
         what: "read",
         path: PathBuf::from("/proc/net/route"),
         source,
-    })?;
-    Ok(parse_routes(&table))
+    })
+}
+
+fn host_routes() -> Result<Vec<(u32, u32)>, NetworkError> {
+    Ok(parse_routes(&route_table()?))
+}
+
+/// The default bridge's subnet when none is given or kept: the one its
+/// bridge already routes (left by an earlier holdfastd, which does not
+/// remove it: containers may still use it), else the first free one. A
+/// new choice beside that bridge would collide with its own route and
+/// be refused by the bridge plugin.
+fn default_subnet(table: &str, bridge: &str) -> Option<Subnet> {
+    let routes = parse_iface_routes(table);
+    let own = routes
+        .iter()
+        .find(|&&(iface, _, _)| iface == bridge)
+        .and_then(|&(_, dest, mask)| {
+            Some(Subnet {
+                addr: Ipv4Addr::from(dest),
+                prefix_len: u8::try_from(mask.count_ones()).ok()?,
+            })
+        });
+    own.or_else(|| {
+        let others: Vec<(u32, u32)> = routes.iter().map(|&(_, d, m)| (d, m)).collect();
+        choose_subnet(&others)
+    })
 }
 
 /// The first of 172.17/16 .. 172.31/16, then 10.200/16 .. 10.254/16, that
@@ -302,7 +337,7 @@ impl Network {
             Some(s) => Subnet::parse(s).map_err(NetworkError::Settings)?,
             None => match std::fs::read_to_string(&kept) {
                 Ok(s) => Subnet::parse(s.trim()).map_err(NetworkError::Settings)?,
-                Err(_) => choose_subnet(&host_routes()?).ok_or_else(|| {
+                Err(_) => default_subnet(&route_table()?, &settings.bridge).ok_or_else(|| {
                     NetworkError::Settings(
                         "no private subnet is free of the host's routes: give --bridge-subnet"
                             .into(),
@@ -1961,6 +1996,18 @@ br1\t000012AC\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
         assert_eq!(routes.len(), 2, "the default route is no obstacle");
         let s = choose_subnet(&routes).expect("one is free");
         assert_eq!(s.to_string(), "172.19.0.0/16");
+    }
+
+    #[test]
+    fn the_default_bridge_keeps_the_subnet_its_bridge_already_routes() {
+        let table = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t0101A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+holdfast0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
+        let s = default_subnet(table, "holdfast0").expect("its own");
+        assert_eq!(s.to_string(), "172.17.0.0/16");
+        // Another bridge's route is an obstacle, not a choice.
+        let s = default_subnet(table, "hf1").expect("one is free");
+        assert_eq!(s.to_string(), "172.18.0.0/16");
     }
 
     #[test]
