@@ -546,6 +546,19 @@ impl Harness {
             .containers()
             .map(|c| (c.record.id.clone(), c.record.intents.start))
             .collect();
+        // Restart counts, and whether a user's start or restart waits.
+        let counts_before: BTreeMap<ContainerId, (u32, bool)> = self
+            .core
+            .containers()
+            .map(|c| {
+                let id = &c.record.id;
+                let user_start = self
+                    .starts
+                    .iter()
+                    .any(|(r, s)| s == id && !self.answered.contains_key(r));
+                (id.clone(), (c.record.restart_count, user_start))
+            })
+            .collect();
         // Each run's known pid, and whether its exit is recorded.
         let pids_before: BTreeMap<ContainerId, (u64, Option<u32>, bool)> = self
             .core
@@ -573,6 +586,18 @@ impl Harness {
                     &r.id,
                     r.run,
                     input
+                );
+            }
+        }
+        // `RestartCount` counts the policy's restarts only: none comes
+        // while a user's start or restart is still being carried out.
+        for c in self.core.containers() {
+            if let Some(&(count, user_start)) = counts_before.get(&c.record.id) {
+                prop_assert!(
+                    !(user_start && c.record.restart_count > count),
+                    "{:?}: {}'s restart count rose while a user's start was under way",
+                    input,
+                    c.record.id
                 );
             }
         }
