@@ -190,6 +190,19 @@ impl Remote {
         self.image.resolve_registry()
     }
 
+    /// The registry's token once it gave one, else the credentials the
+    /// client sent.
+    fn authorize(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match (&self.token, &self.auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, PullAuth::Basic { username, password }) => {
+                request.basic_auth(username, Some(password))
+            }
+            (None, PullAuth::Bearer(token)) => request.bearer_auth(token),
+            (None, PullAuth::Anonymous) => request,
+        }
+    }
+
     fn unreachable(&self, e: &dyn std::error::Error) -> AdapterError {
         let e = causes(e);
         // TLS spoken to a plain HTTP server fails on its first record.
@@ -255,19 +268,12 @@ impl Remote {
             self.registry(),
             self.image.repository()
         );
-        let mut request = self
-            .http
-            .get(&url)
-            .timeout(DOCUMENT_TIMEOUT)
-            .header(reqwest::header::ACCEPT, ACCEPTED_MANIFESTS.join(", "));
-        request = match (&self.token, &self.auth) {
-            (Some(token), _) => request.bearer_auth(token),
-            (None, PullAuth::Basic { username, password }) => {
-                request.basic_auth(username, Some(password))
-            }
-            (None, PullAuth::Bearer(token)) => request.bearer_auth(token),
-            (None, PullAuth::Anonymous) => request,
-        };
+        let request = self.authorize(
+            self.http
+                .get(&url)
+                .timeout(DOCUMENT_TIMEOUT)
+                .header(reqwest::header::ACCEPT, ACCEPTED_MANIFESTS.join(", ")),
+        );
         let mut response = request.send().await.map_err(|e| self.unreachable(&e))?;
         let status = response.status();
         if !status.is_success() {
@@ -731,15 +737,7 @@ impl Remote {
         if let Some(last) = last {
             query.push(("last", last.to_owned()));
         }
-        let mut request = self.http.get(&url).query(&query).timeout(DOCUMENT_TIMEOUT);
-        request = match (&self.token, &self.auth) {
-            (Some(token), _) => request.bearer_auth(token),
-            (None, PullAuth::Basic { username, password }) => {
-                request.basic_auth(username, Some(password))
-            }
-            (None, PullAuth::Bearer(token)) => request.bearer_auth(token),
-            (None, PullAuth::Anonymous) => request,
-        };
+        let request = self.authorize(self.http.get(&url).query(&query).timeout(DOCUMENT_TIMEOUT));
         let mut response = request.send().await.map_err(|e| self.unreachable(&e))?;
         let status = response.status();
         if !status.is_success() {
