@@ -54,6 +54,19 @@ fn policy_restart_due(id: &str, pid: u32) -> (Driver, Vec<Action>) {
     (d, actions)
 }
 
+/// [`policy_restart_due`], then its task created (pid `new_pid`) and its
+/// StartTask sent: returns that call's op.
+fn policy_start_sent(id: &str, pid: u32, new_pid: u32) -> (Driver, OpId) {
+    let (mut d, actions) = policy_restart_due(id, pid);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: new_pid }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    (d, start)
+}
+
 fn ready_with_running(id: &str, config: ContainerConfig, pid: u32) -> Driver {
     let mut d = Driver::new();
     assert_eq!(d.connect(vec![]), vec![]);
@@ -711,13 +724,7 @@ fn a_stop_while_a_refused_policy_start_is_cleaned_up_rules_out_the_retry() {
     // backoff. A user's stop meanwhile (the task, created, still counts as
     // running) must cancel that retry, as it cancels any policy restart
     // (simulator seed 44701: the retry started the container after the stop).
-    let (mut d, actions) = policy_restart_due("c1", 42);
-    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
-    let actions = d.feed(Input::ActionResult(
-        create,
-        Ok(Done::TaskCreated { pid: 43 }),
-    ));
-    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (mut d, start) = policy_start_sent("c1", 42, 43);
     let actions = d.fail(start, FailureKind::Other);
     let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
     d.command(Command::Stop {
@@ -743,13 +750,7 @@ fn a_sigkill_while_a_policy_start_is_in_flight_rules_out_its_retry() {
     // The start then fails: it must not be tried again after a backoff, as
     // a policy start would be (simulator seed 411794: the kill was followed
     // by a restart the user had ruled out).
-    let (mut d, actions) = policy_restart_due("c1", 42);
-    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
-    let actions = d.feed(Input::ActionResult(
-        create,
-        Ok(Done::TaskCreated { pid: 43 }),
-    ));
-    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (mut d, start) = policy_start_sent("c1", 42, 43);
     d.command(Command::Kill {
         id: cid("c1"),
         signal: Signal::SIGKILL,
@@ -768,13 +769,7 @@ fn a_sigkill_after_a_policy_start_was_sent_never_deletes_the_task_it_may_have_st
     // task running), so the kill is delivered to it, and the task is not
     // deleted as "created, never started" before its exit is seen
     // (simulator seed 36570, against the first form of the fix above).
-    let (mut d, actions) = policy_restart_due("c1", 42);
-    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
-    let actions = d.feed(Input::ActionResult(
-        create,
-        Ok(Done::TaskCreated { pid: 43 }),
-    ));
-    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (mut d, start) = policy_start_sent("c1", 42, 43);
     d.command(Command::Kill {
         id: cid("c1"),
         signal: Signal::SIGKILL,
@@ -806,13 +801,7 @@ fn a_created_task_whose_delete_was_lost_is_not_started_before_a_relist() {
     // run that vanished. The relist shows it gone: no run, no exit; the
     // restart creates a new task (simulator seed 6123: an exit "vanished"
     // was recorded for a task that never started).
-    let (mut d, actions) = policy_restart_due("c1", 42);
-    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
-    let actions = d.feed(Input::ActionResult(
-        create,
-        Ok(Done::TaskCreated { pid: 43 }),
-    ));
-    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (mut d, start) = policy_start_sent("c1", 42, 43);
     let actions = d.fail(start, FailureKind::Other);
     let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
     let (kind, _) = d.fire_timer();
