@@ -1,10 +1,10 @@
 //! Allocations never leak: holdfastd SIGKILLed between a container's
 //! address allocation and its start, containerd SIGKILLed at the same
 //! point, an allocation whose record is lost (holdfastd SIGKILLed at that
-//! point and its store replaced by an older copy), and 20 containers with published ports created, started and
-//! removed; after each, the nat table's CNI rules, the IPAM store, the
-//! bridge's ports and the daemon's namespaces and attachment files are
-//! exactly where they started.
+//! point and its store replaced by an older copy), and 200 containers with
+//! published ports created, started and removed; after each, the nat
+//! table's CNI rules, the IPAM store, the bridge's ports and the daemon's
+//! namespaces and attachment files are exactly where they started.
 //!
 //! One test, so nothing else of this suite changes the nat table meanwhile.
 //! The plugins are the real ones; portmap runs behind a gate (a shell
@@ -221,16 +221,32 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
         );
     }
 
-    // Many containers, published ports chosen, created, started, removed.
-    const N: usize = 20;
+    // Many containers, published ports chosen, created, started, removed:
+    // the 200, run a few at a time (a /24 holds them).
+    const N: usize = 200;
+    const AT_ONCE: usize = 4;
     let names: Vec<String> = (0..N).map(|i| format!("many{i}")).collect();
-    for n in &names {
-        net.d.ok(&[
-            "run", "-d", "--name", n, "-p", "80", "-p", "53/udp", "busybox", "sleep", "300",
-        ]);
-    }
+    std::thread::scope(|s| {
+        for batch in names.chunks(N.div_ceil(AT_ONCE)) {
+            let d = &net.d;
+            s.spawn(move || {
+                for n in batch {
+                    d.ok(&[
+                        "run", "-d", "--name", n, "-p", "80", "-p", "53/udp", "busybox", "sleep",
+                        "600",
+                    ]);
+                }
+            });
+        }
+    });
     assert_eq!(net.allocations().len(), N, "{:?}", net.allocations());
     assert_eq!(net.bridge_ports().len(), N);
+    let published = net.d.ok(&["ps", "--format", "{{.Ports}}"]);
+    assert_eq!(
+        published.lines().filter(|l| l.contains("->80/tcp")).count(),
+        N,
+        "every container shows its published port:\n{published}"
+    );
     let mut args = vec!["rm", "-f"];
     args.extend(names.iter().map(String::as_str));
     net.d.ok(&args);

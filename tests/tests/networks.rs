@@ -1,12 +1,12 @@
 //! The default bridge network through the real CNI plugins, driven by the
 //! docker CLI: a web server (busybox httpd) reached through a published
 //! port from the host, via 127.0.0.1 and the host's address, and directly
-//! on its bridge address; what `ps`, `port` and `inspect` show; a host port
-//! already in use is a clear 409 and leaves the container created, not
-//! half-started. Each test has a bridge and subnet of its own, removed
+//! on its bridge address, from another container; `-P`; what `ps`, `port`
+//! and `inspect` show; a host port already in use is a clear 409 and leaves
+//! the container created, not half-started. Each test has a bridge and subnet of its own, removed
 //! afterwards (see `BridgeDaemon`).
 
-use holdfast_e2e::network::{BridgeDaemon, cni_nat_rules};
+use holdfast_e2e::network::{BridgeDaemon, cni_nat_rules, wait_reaches};
 use holdfast_e2e::{Daemon, run_with_timeout};
 use std::process::Command;
 use std::time::Duration;
@@ -139,6 +139,73 @@ fn a_published_port_reaches_httpd_and_ps_port_and_inspect_show_it() {
     assert!(net.allocations().is_empty(), "{:?}", net.allocations());
     assert!(net.held_files().is_empty(), "{:?}", net.held_files());
     assert!(net.bridge_ports().is_empty(), "{:?}", net.bridge_ports());
+    assert!(
+        get(&format!("http://127.0.0.1:{port}/")).is_none(),
+        "still served after rm"
+    );
+}
+
+/// The host port `docker port` shows for `spec` (`80/tcp`) of `name`.
+fn published(d: &Daemon, name: &str, spec: &str) -> u16 {
+    let shown = d.ok(&["port", name, spec]);
+    shown
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit(':').next())
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("docker port {name} {spec} printed {shown:?}"))
+}
+
+/// `-P` publishes every port the image `EXPOSE`s and every `--expose`d one
+/// on a host port of the kernel's choice; another container on the bridge
+/// reaches the server through the published port (at the bridge's gateway,
+/// an address of the host) as well as at the server's own address.
+#[test]
+fn dash_p_publishes_the_exposed_ports_and_other_containers_reach_them() {
+    let net = BridgeDaemon::start();
+    let d = &net.d;
+    d.ok(&["create", "--name", "base", "busybox"]);
+    d.ok(&["commit", "--change", "EXPOSE 80", "base", "exposes:1"]);
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "web",
+        "-P",
+        "--expose",
+        "8081",
+        "exposes:1",
+        "sh",
+        "-c",
+        &httpd("hello-dash-p"),
+    ]);
+    let v = d.inspect("web");
+    assert_eq!(v["HostConfig"]["PublishAllPorts"], true, "{v}");
+    let port = published(d, "web", "80/tcp");
+    let other = published(d, "web", "8081/tcp");
+    assert_ne!(port, other, "two ports, two host ports");
+    for p in [port, other] {
+        assert!(p >= 1024, "a chosen host port is unprivileged: {p}");
+    }
+    let ports = &v["NetworkSettings"]["Ports"];
+    assert_eq!(ports["80/tcp"][0]["HostPort"], port.to_string(), "{v}");
+    assert_eq!(ports["8081/tcp"][0]["HostPort"], other.to_string(), "{v}");
+    wait_served(d, &format!("http://127.0.0.1:{port}/"), "hello-dash-p");
+
+    let ns = &v["NetworkSettings"];
+    let gateway = ns["Gateway"].as_str().unwrap_or_default().to_owned();
+    let ip = ns["IPAddress"].as_str().unwrap_or_default().to_owned();
+    d.ok(&["run", "-d", "--name", "client", "busybox", "sleep", "300"]);
+    wait_reaches(
+        &net,
+        "client",
+        &format!("http://{gateway}:{port}/"),
+        "hello-dash-p",
+    );
+    wait_reaches(&net, "client", &format!("http://{ip}:80/"), "hello-dash-p");
+
+    d.ok(&["rm", "-f", "web", "client", "base"]);
+    assert!(net.allocations().is_empty(), "{:?}", net.allocations());
     assert!(
         get(&format!("http://127.0.0.1:{port}/")).is_none(),
         "still served after rm"

@@ -55,6 +55,9 @@ pub struct ContainerConfig {
     /// networks only). A host port of 0 is chosen when the network is set up.
     #[serde(default)]
     pub ports: Vec<PortBinding>,
+    /// `-P` (`HostConfig.PublishAllPorts`), shown back by inspect.
+    #[serde(default)]
+    pub publish_all: bool,
     /// `--add-host name:ip`, `--dns`, `--dns-search`, `--dns-option`: the
     /// bridge network's `/etc/hosts` and `/etc/resolv.conf`, as given.
     #[serde(default)]
@@ -357,6 +360,10 @@ pub struct PortBinding {
     pub host_ip: String,
     /// 0: chosen at setup.
     pub host_port: u16,
+    /// Added by `-P` for an exposed port, not given by the user: inspect's
+    /// `HostConfig.PortBindings` shows only the given ones, as dockerd's.
+    #[serde(default)]
+    pub by_publish_all: bool,
 }
 
 /// Docker's restart policies. A policy restart happens only after an exit was

@@ -2017,6 +2017,7 @@ holdfast0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
             protocol: proto.into(),
             host_ip: ip.into(),
             host_port: port,
+            by_publish_all: false,
         };
         assert!(clashes(&p("", 8080, "tcp"), &p("127.0.0.1", 8080, "tcp")));
         assert!(!clashes(&p("", 8080, "tcp"), &p("", 8080, "udp")));

@@ -705,6 +705,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
     let exposed_ports = exposed_port_keys(b.exposed_ports.iter().flat_map(|e| e.keys()))?;
     let config = ContainerConfig {
         ports,
+        publish_all,
         extra_hosts,
         dns,
         dns_search,
@@ -975,6 +976,7 @@ fn port_bindings(raw: BTreeMap<String, Value>) -> Result<Vec<PortBinding>, ApiEr
                 protocol: protocol.clone(),
                 host_ip,
                 host_port,
+                by_publish_all: false,
             });
         }
     }
@@ -1016,6 +1018,7 @@ fn publish_exposed<'a>(
             protocol,
             host_ip: String::new(),
             host_port: 0,
+            by_publish_all: true,
         });
     }
     Ok(())
@@ -1734,6 +1737,7 @@ fn host_config_json(c: &ContainerConfig) -> Value {
         "ReadonlyRootfs": c.read_only_rootfs,
         "LogConfig": log_config,
         "PortBindings": port_bindings_json(c),
+        "PublishAllPorts": c.publish_all,
         "ExtraHosts": c.extra_hosts,
         "Dns": c.dns,
         "DnsSearch": c.dns_search,
@@ -1885,9 +1889,11 @@ fn ports_json(att: Option<&Attachment>) -> Value {
     Value::Object(ports)
 }
 
+/// `HostConfig.PortBindings`: the bindings the user gave; those `-P` added
+/// show in `NetworkSettings.Ports` only.
 fn port_bindings_json(c: &ContainerConfig) -> Value {
     let mut ports = serde_json::Map::new();
-    for p in &c.ports {
+    for p in c.ports.iter().filter(|p| !p.by_publish_all) {
         let key = format!("{}/{}", p.container_port, p.protocol);
         let port = if p.host_port == 0 {
             String::new()
@@ -2465,6 +2471,22 @@ mod tests {
                 (90, "udp", "127.0.0.1", 9090),
                 (7000, "tcp", "", 0),
             ]
+        );
+        // Inspect shows what was given, and -P beside it, as dockerd does.
+        assert!(req.config.publish_all);
+        let added: Vec<u16> = req
+            .config
+            .ports
+            .iter()
+            .filter(|p| p.by_publish_all)
+            .map(|p| p.container_port)
+            .collect();
+        assert_eq!(added, vec![7000]);
+        assert_eq!(
+            port_bindings_json(&req.config),
+            json!({"70/tcp": [{"HostIp": "", "HostPort": ""}],
+                   "80/tcp": [{"HostIp": "", "HostPort": "8080"}],
+                   "90/udp": [{"HostIp": "127.0.0.1", "HostPort": "9090"}]})
         );
     }
 
