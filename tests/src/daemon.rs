@@ -606,6 +606,63 @@ impl Daemon {
         });
     }
 
+    /// A power cut and reboot, as far as this holdfastd can tell: every
+    /// process it, its containerd and its shims started is SIGKILLed,
+    /// every mount under its roots goes, and the exec root (a tmpfs under
+    /// `/run` on a real host) is emptied; the data root stays. Start it
+    /// again with [`Daemon::restart`].
+    pub fn reboot(&mut self) {
+        self.note("# power cut: every process, mount and the exec root gone".to_owned());
+        self.end_everything();
+        let run = self.exec_root();
+        for entry in fs::read_dir(&run).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let gone = if path.is_dir() {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+            if let Err(e) = gone {
+                panic!("empty the exec root: {}: {e}", path.display());
+            }
+        }
+    }
+
+    /// Kills holdfastd and everything under it, unmounts what they mounted
+    /// under the root and removes their cgroups and runc's state.
+    fn end_everything(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let root = self.root().to_string_lossy().into_owned();
+        // containerd (its config is under the root), the shims (their
+        // -address is), the loggers (their log file is), and everything
+        // under them; a frozen containerd dies of SIGKILL too. Then whatever
+        // is left in the namespace's cgroups.
+        let mut doomed = procs::processes_mentioning(&root);
+        doomed.extend(cgroup_pids(&self.namespace));
+        for pid in &doomed {
+            procs::signal(*pid, "KILL");
+        }
+        poll_until(Duration::from_secs(10), || {
+            doomed.iter().all(|p| !procs::pid_alive(*p))
+        });
+        // A shim or logger caught mid-spawn by the first sweep.
+        for pid in procs::processes_mentioning(&root)
+            .into_iter()
+            .chain(cgroup_pids(&self.namespace))
+        {
+            procs::signal(pid, "KILL");
+        }
+        procs::unmount_under(self.root());
+        let _ = fs::remove_dir_all(Path::new("/run/containerd/runc").join(&self.namespace));
+        poll_until(Duration::from_secs(5), || {
+            cgroup_pids(&self.namespace).is_empty()
+        });
+        procs::remove_cgroups(&self.namespace);
+    }
+
     // ---- the embedded containerd
 
     /// The pid of the embedded containerd, from its pid file, when that
@@ -912,36 +969,7 @@ impl Drop for Daemon {
                 transcript.join("\n")
             );
         }
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let root = self.root().to_string_lossy().into_owned();
-        // containerd (its config is under the root), the shims (their
-        // -address is), the loggers (their log file is), and everything
-        // under them; a frozen containerd dies of SIGKILL too. Then whatever
-        // is left in the namespace's cgroups.
-        let mut doomed = procs::processes_mentioning(&root);
-        doomed.extend(cgroup_pids(&self.namespace));
-        for pid in &doomed {
-            procs::signal(*pid, "KILL");
-        }
-        poll_until(Duration::from_secs(10), || {
-            doomed.iter().all(|p| !procs::pid_alive(*p))
-        });
-        // A shim or logger caught mid-spawn by the first sweep.
-        for pid in procs::processes_mentioning(&root)
-            .into_iter()
-            .chain(cgroup_pids(&self.namespace))
-        {
-            procs::signal(pid, "KILL");
-        }
-        procs::unmount_under(self.root());
-        let _ = fs::remove_dir_all(Path::new("/run/containerd/runc").join(&self.namespace));
-        poll_until(Duration::from_secs(5), || {
-            cgroup_pids(&self.namespace).is_empty()
-        });
-        procs::remove_cgroups(&self.namespace);
+        self.end_everything();
     }
 }
 

@@ -46,6 +46,42 @@ impl BridgeDaemon {
         BridgeDaemon { d, bridge, subnet }
     }
 
+    /// [`Daemon::reboot`], and what a reboot does to the host's network:
+    /// the bridge goes, and with it every rule the plugins made since
+    /// `before` (from [`host_rules`]) for this daemon's containers.
+    pub fn reboot(&mut self, before: &HostRules) {
+        self.d.reboot();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .output();
+        let now = host_rules(self);
+        for (table, was, is) in [
+            ("nat", &before.nat, &now.nat),
+            ("filter", &before.filter, &now.filter),
+        ] {
+            let added: Vec<&String> = is.iter().filter(|l| !was.contains(l)).collect();
+            let mut script = format!("*{table}\n");
+            for rule in added.iter().filter_map(|l| l.strip_prefix("-A ")) {
+                script.push_str(&format!("-D {rule}\n"));
+            }
+            for chain in added.iter().filter_map(|l| l.strip_prefix(':')) {
+                let name = chain.split_whitespace().next().unwrap_or_default();
+                script.push_str(&format!("-X {name}\n"));
+            }
+            script.push_str("COMMIT\n");
+            let out = crate::run_with_input(
+                Command::new("iptables-restore").arg("--noflush"),
+                Some(script.as_bytes()),
+                std::time::Duration::from_secs(30),
+            );
+            assert!(
+                out.success(),
+                "delete the {table} rules a reboot takes:\n{script}\n{}",
+                out.stderr
+            );
+        }
+    }
+
     /// A /24 for a user network, unique as the bridge's subnet is.
     pub fn user_subnet(&self) -> String {
         let n = NEXT_SUBNET.fetch_add(1, Ordering::Relaxed);
@@ -152,6 +188,74 @@ pub fn cni_nat_rules() -> Vec<String> {
         .collect();
     rules.sort();
     rules
+}
+
+/// What the network holds on the host, in one comparable value.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Held {
+    pub nat: Vec<String>,
+    /// The firewall plugin's per-container rules (CNI-FORWARD) for
+    /// addresses of the test's networks.
+    pub filter: Vec<String>,
+    pub addresses: Vec<String>,
+    pub bridge_ports: Vec<String>,
+    pub files: Vec<String>,
+}
+
+/// What `net`'s containers hold on the host now.
+pub fn held(net: &BridgeDaemon) -> Held {
+    Held {
+        nat: cni_nat_rules(),
+        filter: filter_rules_for(&[&net.subnet]),
+        addresses: net.allocations(),
+        bridge_ports: net.bridge_ports(),
+        files: net.held_files(),
+    }
+}
+
+/// The filter table's rules naming an address of one of `subnets` (/24s).
+pub fn filter_rules_for(subnets: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new("iptables-save")
+        .args(["-t", "filter"])
+        .output()
+        .expect("run iptables-save");
+    let prefixes: Vec<&str> = subnets.iter().map(|s| s.trim_end_matches("0/24")).collect();
+    let mut rules: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| prefixes.iter().any(|p| l.contains(p)))
+        .map(str::to_owned)
+        .collect();
+    rules.sort();
+    rules
+}
+
+/// The rules a reboot takes from the host for a [`BridgeDaemon`]: the nat
+/// table's CNI chains and rules, and the filter rules naming its bridge or
+/// subnet; as `iptables-save` writes them, counters dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRules {
+    pub nat: Vec<String>,
+    pub filter: Vec<String>,
+}
+
+pub fn host_rules(net: &BridgeDaemon) -> HostRules {
+    let prefix = net.subnet.trim_end_matches("0/24");
+    let listing = |table: &str| {
+        let out = Command::new("iptables-save")
+            .args(["-t", table])
+            .output()
+            .expect("run iptables-save");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let filter = listing("filter")
+        .lines()
+        .filter(|l| l.starts_with("-A ") && (l.contains(prefix) || l.contains(&net.bridge)))
+        .map(str::to_owned)
+        .collect();
+    HostRules {
+        nat: cni_nat_rules(),
+        filter,
+    }
 }
 
 impl Drop for BridgeDaemon {

@@ -11,50 +11,12 @@
 //! wrapper) so that the crash lands after the bridge plugin allocated the
 //! address and before the container starts.
 
-use holdfast_e2e::network::{BridgeDaemon, CNI_PLUGIN_DIR, cni_nat_rules};
+use holdfast_e2e::network::{BridgeDaemon, CNI_PLUGIN_DIR, filter_rules_for, held};
 use std::path::{Path, PathBuf};
-
-/// What the network holds on the host, in one comparable value.
-#[derive(Debug, PartialEq, Eq)]
-struct Held {
-    nat: Vec<String>,
-    /// The firewall plugin's per-container rules (CNI-FORWARD) for
-    /// addresses of the test's networks.
-    filter: Vec<String>,
-    addresses: Vec<String>,
-    bridge_ports: Vec<String>,
-    files: Vec<String>,
-}
-
-fn held(net: &BridgeDaemon) -> Held {
-    Held {
-        nat: cni_nat_rules(),
-        filter: filter_rules_for(&[&net.subnet]),
-        addresses: net.allocations(),
-        bridge_ports: net.bridge_ports(),
-        files: net.held_files(),
-    }
-}
 
 /// A plugin directory with the real plugins, portmap's ADD behind a gate:
 /// with `<dir>/gate` present it touches `mark`, waits for `go`, runs the
 /// real portmap and touches `done`.
-/// The filter table's rules naming an address of one of `subnets` (/24s).
-fn filter_rules_for(subnets: &[&str]) -> Vec<String> {
-    let out = std::process::Command::new("iptables-save")
-        .args(["-t", "filter"])
-        .output()
-        .expect("run iptables-save");
-    let prefixes: Vec<&str> = subnets.iter().map(|s| s.trim_end_matches("0/24")).collect();
-    let mut rules: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| prefixes.iter().any(|p| l.contains(p)))
-        .map(str::to_owned)
-        .collect();
-    rules.sort();
-    rules
-}
-
 fn gated_plugins(dir: &Path) -> PathBuf {
     let plugins = dir.join("cni");
     std::fs::create_dir_all(&plugins).expect("plugin dir");

@@ -910,7 +910,7 @@ impl Network {
         // by container id; portmap wants to be told there were mappings).
         let ports = attachment
             .as_ref()
-            .map_or_else(|| iface.ports.to_vec(), |a| a.ports.clone());
+            .map_or_else(|| unrecorded_ports(iface.ports), |a| a.ports.clone());
         let prev = attachment.as_ref().and_then(|a| a.result.clone());
         let netns_path = self.netns_dir().join(id.as_str());
         let netns = if netns_path.exists() {
@@ -1584,6 +1584,26 @@ fn isolation_rules_of(listing: &str, bridge: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The ports to name in a release with no record of the setup (a reboot
+/// emptied the exec root, or the setup was cut short before writing it):
+/// a host port the setup was to choose is unknown, and portmap refuses a
+/// mapping of port 0 outright, so the release could never complete. Any
+/// valid number serves: portmap deletes its chains by container id, and
+/// only checks that each mapping is well-formed.
+fn unrecorded_ports(ports: &[PortBinding]) -> Vec<PortBinding> {
+    ports
+        .iter()
+        .map(|p| PortBinding {
+            host_port: if p.host_port == 0 {
+                p.container_port
+            } else {
+                p.host_port
+            },
+            ..p.clone()
+        })
+        .collect()
+}
+
 fn other(message: impl Into<String>) -> Failure {
     Failure::new(FailureKind::Other, message)
 }
@@ -2026,6 +2046,19 @@ holdfast0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
             &p("127.0.0.2", 8080, "tcp")
         ));
         assert!(!clashes(&p("", 8080, "tcp"), &p("", 8081, "tcp")));
+    }
+
+    #[test]
+    fn a_release_without_a_record_names_only_valid_host_ports() {
+        let p = |container_port, host_port| PortBinding {
+            container_port,
+            protocol: "udp".into(),
+            host_ip: String::new(),
+            host_port,
+            by_publish_all: false,
+        };
+        let ports = unrecorded_ports(&[p(53, 0), p(80, 8080)]);
+        assert_eq!(ports, vec![p(53, 53), p(80, 8080)]);
     }
 
     #[test]

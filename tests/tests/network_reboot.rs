@@ -1,0 +1,129 @@
+//! A reboot under running bridge containers: every process of the daemon
+//! SIGKILLed (holdfastd, containerd, the shims, the containers), every
+//! mount gone, the exec root emptied (a tmpfs under `/run` on a real
+//! host), the bridge and the rules the plugins made for the containers
+//! gone; the data root stays. holdfastd starts again on what is left: the
+//! containers are shown exited with their records whole, nothing of their
+//! old attachments is held, a `--restart always` one runs again by itself,
+//! the others start again with their published ports, and once removed the
+//! host is exactly as before they were made.
+//!
+//! One test, alone on the nat table (see `network_leaks.rs`).
+
+use holdfast_e2e::network::{BridgeDaemon, held, host_rules};
+use holdfast_e2e::run_with_timeout;
+use std::process::Command;
+use std::time::Duration;
+
+fn httpd(body: &str) -> String {
+    format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 80 -h /www")
+}
+
+fn get(url: &str) -> Option<String> {
+    let out = run_with_timeout(
+        Command::new("curl").args(["-sf", "--max-time", "3", url]),
+        Duration::from_secs(10),
+    );
+    out.success().then(|| out.stdout.trim().to_owned())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+#[test]
+fn after_a_reboot_containers_start_again_and_leave_nothing_behind() {
+    let mut net = BridgeDaemon::start();
+    // The plugins' shared chains (made once, kept by every user of the
+    // plugins) exist before the baseline, as on a host that ran one.
+    net.d.ok(&[
+        "run", "-d", "--name", "warm", "-p", "80", "busybox", "sleep", "300",
+    ]);
+    net.d.ok(&["rm", "-f", "warm"]);
+    let baseline = held(&net);
+    let rules_before = host_rules(&net);
+
+    let port = free_port();
+    let mapping = format!("{port}:80");
+    net.d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "web",
+        "-p",
+        &mapping,
+        "busybox",
+        "sh",
+        "-c",
+        &httpd("served"),
+    ]);
+    net.d.ok(&[
+        "run", "-d", "--name", "quiet", "-p", "53/udp", "busybox", "sleep", "600",
+    ]);
+    net.d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "always",
+        "--restart",
+        "always",
+        "-p",
+        "80",
+        "busybox",
+        "sleep",
+        "600",
+    ]);
+    let url = format!("http://127.0.0.1:{port}/");
+    net.d
+        .wait_until("web serves through its published port", || {
+            get(&url).as_deref() == Some("served")
+        });
+    assert_eq!(net.allocations().len(), 3, "{:?}", net.allocations());
+
+    net.reboot(&rules_before);
+    assert!(
+        !std::path::Path::new("/sys/class/net")
+            .join(&net.bridge)
+            .exists(),
+        "the reboot took the bridge"
+    );
+    net.d.restart();
+
+    for name in ["web", "quiet"] {
+        net.d.wait_until(&format!("{name} is shown exited"), || {
+            let state = net.d.state(name);
+            state["Status"] == "exited" && state["Running"] == false
+        });
+    }
+    // The exit the reboot brought is the evidence a policy acts on: the
+    // `--restart always` one runs again, attached anew, by itself.
+    net.d
+        .wait_until("the --restart always container runs again", || {
+            net.d.state("always")["Running"] == true
+        });
+    assert_eq!(net.d.inspect("always")["RestartCount"], 1);
+    assert_eq!(net.allocations().len(), 1, "{:?}", net.allocations());
+
+    // Started again: a new attachment, the same published port.
+    net.d.ok(&["start", "web", "quiet"]);
+    net.d.wait_until("web serves again after the reboot", || {
+        get(&url).as_deref() == Some("served")
+    });
+    assert_eq!(net.allocations().len(), 3, "{:?}", net.allocations());
+    assert_eq!(
+        net.d.ok(&["port", "web"]).trim(),
+        format!("80/tcp -> 0.0.0.0:{port}")
+    );
+
+    net.d.ok(&["rm", "-f", "web", "quiet", "always"]);
+    assert_eq!(
+        held(&net),
+        baseline,
+        "after the reboot and the removal\n{}",
+        net.d.diagnostics()
+    );
+    assert!(get(&url).is_none(), "still served after rm");
+}
