@@ -151,6 +151,23 @@ pub fn httpd(body: &str) -> String {
     format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 80 -h /www")
 }
 
+/// GET `url` from the host with curl (3 s); the body when it answered 200.
+pub fn http_get(url: &str) -> Option<String> {
+    let out = crate::run_with_timeout(
+        Command::new("curl").args(["-sf", "--max-time", "3", url]),
+        std::time::Duration::from_secs(10),
+    );
+    out.success().then_some(out.stdout)
+}
+
+/// A port nothing listens on now (the kernel's choice).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// The body `container` gets from `url` (busybox wget, 5 s), if it gets one.
 pub fn wget_from(net: &BridgeDaemon, container: &str, url: &str) -> Option<String> {
     let out = net

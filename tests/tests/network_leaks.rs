@@ -11,7 +11,7 @@
 //! wrapper) so that the crash lands after the bridge plugin allocated the
 //! address and before the container starts.
 
-use holdfast_e2e::network::{BridgeDaemon, CNI_PLUGIN_DIR, filter_rules_for, held};
+use holdfast_e2e::network::{BridgeDaemon, CNI_PLUGIN_DIR, filter_rules_for, held, httpd};
 use std::path::{Path, PathBuf};
 
 /// A plugin directory with the real plugins, portmap's ADD behind a gate:
@@ -43,10 +43,6 @@ fn gated_plugins(dir: &Path) -> PathBuf {
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
         .expect("chmod the wrapper");
     plugins
-}
-
-fn httpd(body: &str) -> String {
-    format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 80 -h /www")
 }
 
 #[test]

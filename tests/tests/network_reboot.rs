@@ -10,29 +10,7 @@
 //!
 //! One test, alone on the nat table (see `network_leaks.rs`).
 
-use holdfast_e2e::network::{BridgeDaemon, held, host_rules};
-use holdfast_e2e::run_with_timeout;
-use std::process::Command;
-use std::time::Duration;
-
-fn httpd(body: &str) -> String {
-    format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 80 -h /www")
-}
-
-fn get(url: &str) -> Option<String> {
-    let out = run_with_timeout(
-        Command::new("curl").args(["-sf", "--max-time", "3", url]),
-        Duration::from_secs(10),
-    );
-    out.success().then(|| out.stdout.trim().to_owned())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use holdfast_e2e::network::{BridgeDaemon, free_port, held, host_rules, http_get, httpd};
 
 #[test]
 fn after_a_reboot_containers_start_again_and_leave_nothing_behind() {
@@ -79,7 +57,7 @@ fn after_a_reboot_containers_start_again_and_leave_nothing_behind() {
     let url = format!("http://127.0.0.1:{port}/");
     net.d
         .wait_until("web serves through its published port", || {
-            get(&url).as_deref() == Some("served")
+            http_get(&url).is_some_and(|b| b.trim() == "served")
         });
     assert_eq!(net.allocations().len(), 3, "{:?}", net.allocations());
 
@@ -110,7 +88,7 @@ fn after_a_reboot_containers_start_again_and_leave_nothing_behind() {
     // Started again: a new attachment, the same published port.
     net.d.ok(&["start", "web", "quiet"]);
     net.d.wait_until("web serves again after the reboot", || {
-        get(&url).as_deref() == Some("served")
+        http_get(&url).is_some_and(|b| b.trim() == "served")
     });
     assert_eq!(net.allocations().len(), 3, "{:?}", net.allocations());
     assert_eq!(
@@ -125,5 +103,5 @@ fn after_a_reboot_containers_start_again_and_leave_nothing_behind() {
         "after the reboot and the removal\n{}",
         net.d.diagnostics()
     );
-    assert!(get(&url).is_none(), "still served after rm");
+    assert!(http_get(&url).is_none(), "still served after rm");
 }

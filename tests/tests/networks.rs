@@ -6,37 +6,15 @@
 //! the container created, not half-started. Each test has a bridge and subnet of its own, removed
 //! afterwards (see `BridgeDaemon`).
 
-use holdfast_e2e::network::{BridgeDaemon, cni_nat_rules, wait_reaches};
-use holdfast_e2e::{Daemon, run_with_timeout};
-use std::process::Command;
-use std::time::Duration;
-
-/// busybox httpd serving `body` on port 80, in the foreground.
-fn httpd(body: &str) -> String {
-    format!("mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 80 -h /www")
-}
-
-/// GET `url` with curl; the body when it answered 200.
-fn get(url: &str) -> Option<String> {
-    let out = run_with_timeout(
-        Command::new("curl").args(["-sf", "--max-time", "3", url]),
-        Duration::from_secs(10),
-    );
-    out.success().then_some(out.stdout)
-}
+use holdfast_e2e::Daemon;
+use holdfast_e2e::network::{
+    BridgeDaemon, cni_nat_rules, free_port, http_get as get, httpd, wait_reaches,
+};
 
 fn wait_served(d: &Daemon, url: &str, body: &str) {
     d.wait_until(&format!("{url} serves {body}"), || {
         get(url).is_some_and(|b| b.trim() == body)
     });
-}
-
-/// A port nothing listens on now (the kernel's choice).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 #[test]
