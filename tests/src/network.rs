@@ -47,14 +47,15 @@ impl BridgeDaemon {
     }
 
     /// [`Daemon::reboot`], and what a reboot does to the host's network:
-    /// the bridge goes, and with it every rule the plugins made since
-    /// `before` (from [`host_rules`]) for this daemon's containers.
+    /// the bridges go (the default one and those of `before.networks`),
+    /// and with them every rule the plugins made since `before` (from
+    /// [`host_rules`]) for this daemon's containers.
     pub fn reboot(&mut self, before: &HostRules) {
         self.d.reboot();
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.bridge])
-            .output();
-        let now = host_rules(self);
+        for bridge in std::iter::once(&self.bridge).chain(before.networks.iter().map(|(b, _)| b)) {
+            let _ = Command::new("ip").args(["link", "del", bridge]).output();
+        }
+        let now = host_rules(self, &before.networks);
         for (table, was, is) in [
             ("nat", &before.nat, &now.nat),
             ("filter", &before.filter, &now.filter),
@@ -248,15 +249,20 @@ pub fn filter_rules_for(subnets: &[&str]) -> Vec<String> {
 
 /// The rules a reboot takes from the host for a [`BridgeDaemon`]: the nat
 /// table's CNI chains and rules, and the filter rules naming its bridge or
-/// subnet; as `iptables-save` writes them, counters dropped.
+/// subnet or those of `networks`; as `iptables-save` writes them, counters
+/// dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRules {
     pub nat: Vec<String>,
     pub filter: Vec<String>,
+    /// The user networks' (bridge, `a.b.c.0/24` subnet).
+    pub networks: Vec<(String, String)>,
 }
 
-pub fn host_rules(net: &BridgeDaemon) -> HostRules {
-    let prefix = net.subnet.trim_end_matches("0/24");
+pub fn host_rules(net: &BridgeDaemon, networks: &[(String, String)]) -> HostRules {
+    let names: Vec<(&str, &str)> = std::iter::once((net.bridge.as_str(), net.subnet.as_str()))
+        .chain(networks.iter().map(|(b, s)| (b.as_str(), s.as_str())))
+        .collect();
     let listing = |table: &str| {
         let out = Command::new("iptables-save")
             .args(["-t", table])
@@ -266,12 +272,18 @@ pub fn host_rules(net: &BridgeDaemon) -> HostRules {
     };
     let filter = listing("filter")
         .lines()
-        .filter(|l| l.starts_with("-A ") && (l.contains(prefix) || l.contains(&net.bridge)))
+        .filter(|l| {
+            l.starts_with("-A ")
+                && names.iter().any(|(bridge, subnet)| {
+                    l.contains(subnet.trim_end_matches("0/24")) || l.contains(bridge)
+                })
+        })
         .map(str::to_owned)
         .collect();
     HostRules {
         nat: cni_nat_rules(),
         filter,
+        networks: networks.to_vec(),
     }
 }
 
