@@ -48,6 +48,7 @@ mod client;
 mod commit;
 mod container;
 mod decode;
+mod document;
 mod error;
 mod events;
 mod exec;

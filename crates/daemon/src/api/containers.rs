@@ -1238,7 +1238,7 @@ pub async fn create(
     let mut exposed: std::collections::BTreeSet<String> = std::mem::take(&mut config.exposed_ports)
         .into_iter()
         .collect();
-    for key in image.config.exposed_ports.iter().flat_map(|e| e.keys()) {
+    for key in image.config.exposed_ports.iter().flatten() {
         if let Ok(k) = exposed_port_keys(std::iter::once(key)) {
             exposed.extend(k);
         }
@@ -1247,7 +1247,7 @@ pub async fn create(
     if publish_all {
         publish_exposed(
             &mut config.ports,
-            image.config.exposed_ports.iter().flat_map(|e| e.keys()),
+            image.config.exposed_ports.iter().flatten(),
         )?;
     }
     config.image_stop_signal = image
