@@ -73,6 +73,25 @@ fn pulls_from_a_local_registry() {
     let again = d.ok(&["pull", &format!("{r}/app:1")]);
     assert!(again.contains("Image is up to date for"), "{again}");
 
+    // By digest: the one the pull printed names the same image.
+    let digest = pulled
+        .lines()
+        .find_map(|l| l.strip_prefix("Digest: "))
+        .map(str::trim)
+        .expect("a digest line")
+        .to_owned();
+    let by_digest = format!("{r}/app@{digest}");
+    let pulled_by_digest = d.ok(&["pull", &by_digest]);
+    assert!(
+        pulled_by_digest.contains(&digest),
+        "{pulled_by_digest}\n{}",
+        d.diagnostics()
+    );
+    let id = d.ok(&["image", "inspect", "-f", "{{.Id}}", &by_digest]);
+    assert_eq!(id.trim(), two_layers.config_digest());
+    let out = d.ok(&["run", "--rm", &by_digest, "cat", "/etc/pulled.txt"]);
+    assert_eq!(out, "pulled\n");
+
     // docker run of an image not present pulls it (the CLI does, on a 404).
     registry.push(&dir.join("app"), "app", "app:2", None);
     let run = d.docker(&[
