@@ -525,3 +525,56 @@ fn an_endless_manifest_is_refused() {
     );
     assert!(!listed(&d).iter().any(|n| n.contains("endless")));
 }
+
+/// An IPv4 address of this host that is not loopback (`hostname -I`).
+fn off_loopback_address() -> String {
+    let out = holdfast_e2e::run_with_timeout(
+        std::process::Command::new("hostname").arg("-I"),
+        Duration::from_secs(10),
+    );
+    out.stdout
+        .split_whitespace()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .find(|a| !a.is_loopback())
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| panic!("no IPv4 address off loopback: {:?}", out.stdout))
+}
+
+/// A registry off loopback is spoken to over HTTPS, as dockerd does, so a
+/// plain HTTP one is refused with a hint, until holdfastd is started with
+/// `--insecure-registry` naming it.
+#[test]
+fn a_plain_http_registry_off_loopback_needs_insecure_registry() {
+    let dir = tempfile::Builder::new()
+        .prefix("hf-e2e-insecure-")
+        .tempdir()
+        .expect("a temporary directory");
+    let registry = Registry::start_at(dir.path(), &off_loopback_address(), None);
+    let app = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            busybox(dir.path()),
+            layer_of(&[("etc/pulled.txt", b"pulled\n")]),
+        ],
+    };
+    write_layout(&dir.path().join("app"), "app", std::slice::from_ref(&app));
+    registry.push(&dir.path().join("app"), "app", "app:1", None);
+    let image = format!("{}/app:1", registry.address());
+
+    let d = Daemon::start();
+    d.fails_saying(
+        "a plain HTTP registry off loopback",
+        &["pull", &image],
+        "--insecure-registry",
+    );
+    assert!(!listed(&d).contains(&image), "{}", d.diagnostics());
+    drop(d);
+
+    let d = Daemon::start_with(&["--insecure-registry", &registry.address()]);
+    let pulled = d.ok(&["pull", &image]);
+    assert!(pulled.contains("Pull complete"), "{pulled}");
+    assert_eq!(
+        d.ok(&["run", "--rm", &image, "cat", "/etc/pulled.txt"]),
+        "pulled\n"
+    );
+}
