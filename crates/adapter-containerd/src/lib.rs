@@ -70,6 +70,7 @@ pub use client::{Adapter, AdapterConfig, InputSink};
 pub use commit::NewImage;
 pub use container::{RootfsMount, ensure_fifo};
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};
+pub use document::image_document_fuzz_input;
 pub use error::{AdapterError, RegistryFailure, classify_status};
 pub use exec::ExecRequest;
 pub use host::find_init_binary;
