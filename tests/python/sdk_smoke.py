@@ -1,11 +1,15 @@
 """Smoke test of holdfastd through the Python Docker SDK (`pip install docker`).
 
-Usage: sdk_smoke.py unix:///path/to/holdfast.sock /path/to/image.docker.tar IMAGE_REF
+Usage: sdk_smoke.py unix:///path/to/holdfast.sock /path/to/image.docker.tar IMAGE_REF REGISTRY_REF
+
+REGISTRY_REF names an image in a registry on loopback (`127.0.0.1:PORT/app:1`).
 
 Exits non-zero with a traceback at the first thing that does not hold.
 """
 
+import io
 import sys
+import tarfile
 import time
 
 import docker
@@ -26,7 +30,7 @@ def wait_for(what, condition):
 
 
 def main():
-    base_url, tarball, image_ref = sys.argv[1], sys.argv[2], sys.argv[3]
+    base_url, tarball, image_ref, registry_ref = sys.argv[1:5]
     client = docker.DockerClient(base_url=base_url, version="auto", timeout=60)
     since = int(time.time()) - 1
 
@@ -151,6 +155,20 @@ def main():
     box.update(restart_policy={"Name": "on-failure", "MaximumRetryCount": 1})
     box.reload()
     assert box.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure", box.attrs
+    step("put_archive, get_archive")
+    payload = io.BytesIO()
+    with tarfile.open(fileobj=payload, mode="w") as t:
+        info = tarfile.TarInfo("sdk.txt")
+        info.size = len(b"from the sdk\n")
+        t.addfile(info, io.BytesIO(b"from the sdk\n"))
+    assert box.put_archive("/tmp", payload.getvalue()) is True
+    code, out = box.exec_run(["cat", "/tmp/sdk.txt"])
+    assert (code, out) == (0, b"from the sdk\n"), (code, out)
+    chunks, stat = box.get_archive("/tmp/sdk.txt")
+    assert stat["name"] == "sdk.txt" and stat["size"] == 13, stat
+    with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as t:
+        member = t.extractfile("sdk.txt")
+        assert member is not None and member.read() == b"from the sdk\n"
     box.kill(signal="SIGUSR1")
     assert box.wait(timeout=30)["StatusCode"] == 9
     # With no stop signal configured, any kill means "stay down" (dockerd's rule).
@@ -158,6 +176,25 @@ def main():
     assert box.status == "exited", box.status
     box.remove(force=True)
     assert client.containers.list(all=True) == []
+
+    step("a restart policy given at run")
+    policed = client.containers.run(
+        "busybox",
+        ["sh", "-c", "exit 1"],
+        detach=True,
+        restart_policy={"Name": "on-failure", "MaximumRetryCount": 2},
+    )
+    wait_for(
+        "the on-failure policy gives up after 2 restarts",
+        lambda: (policed.reload() or True)
+        and policed.attrs["RestartCount"] == 2
+        and policed.status == "exited",
+    )
+    assert policed.attrs["HostConfig"]["RestartPolicy"] == {
+        "Name": "on-failure",
+        "MaximumRetryCount": 2,
+    }, policed.attrs["HostConfig"]["RestartPolicy"]
+    policed.remove()
 
     step("images.load, images.list, images.get")
     with open(tarball, "rb") as f:
@@ -169,6 +206,24 @@ def main():
     assert busybox.id.startswith("sha256:"), busybox.id
     out = client.containers.run(image_ref, ["echo", "loaded"], remove=True)
     assert out == b"loaded\n", out
+
+    step("images.pull, image.tag, images.remove")
+    repository, tag = registry_ref.rsplit(":", 1)
+    pulled = client.images.pull(repository, tag=tag)
+    assert registry_ref in pulled.tags, pulled.tags
+    out = client.containers.run(registry_ref, ["cat", "/etc/pulled.txt"], remove=True)
+    assert out == b"pulled\n", out
+    assert pulled.tag("sdk-tagged", "2") is True
+    assert client.images.get("sdk-tagged:2").id == pulled.id
+    client.images.remove("sdk-tagged:2")
+    try:
+        client.images.get("sdk-tagged:2")
+        raise AssertionError("a removed tag is still there")
+    except docker.errors.ImageNotFound:
+        pass
+    client.images.remove(registry_ref)
+    tags = [t for i in client.images.list() for t in i.tags]
+    assert registry_ref not in tags, tags
 
     step("df, images.prune")
     df = client.df()

@@ -26,9 +26,13 @@
 //!   it with `skopeo` from OCI layouts built here, and a proxy that cuts a
 //!   blob off mid-transfer.
 //!
+//! - [`archive`]: docker-archive tarballs with their image config edited
+//!   (a `HEALTHCHECK`, a `VOLUME`).
+//!
 //! Every assertion message carries [`Daemon::diagnostics`]: the tails of the
 //! holdfastd and containerd logs and the last CLI commands.
 
+pub mod archive;
 mod command;
 mod containers;
 mod daemon;

@@ -33,16 +33,18 @@ pub fn host_arch() -> &'static str {
     }
 }
 
-/// A free port on 127.0.0.1 (free when asked; the registry binds it next).
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+/// A free port on `host` (free when asked; the registry binds it next).
+fn free_port(host: &str) -> u16 {
+    let listener = TcpListener::bind(format!("{host}:0")).expect("bind a free port");
     listener.local_addr().expect("local addr").port()
 }
 
-/// A `docker-registry` serving `127.0.0.1:<port>` from a directory of its own.
+/// A `docker-registry` serving `127.0.0.1:<port>` (or another address of
+/// this host) from a directory of its own.
 #[derive(Debug)]
 pub struct Registry {
     dir: PathBuf,
+    host: String,
     port: u16,
     child: Option<Child>,
 }
@@ -51,10 +53,16 @@ impl Registry {
     /// Starts a registry in `dir` (created); with `credentials`, it asks for
     /// them (htpasswd, bcrypt made by `htpasswd -B`).
     pub fn start(dir: &Path, credentials: Option<(&str, &str)>) -> Registry {
+        Registry::start_at(dir, "127.0.0.1", credentials)
+    }
+
+    /// [`Registry::start`] listening on `host`, an IPv4 address of this
+    /// host.
+    pub fn start_at(dir: &Path, host: &str, credentials: Option<(&str, &str)>) -> Registry {
         fs::create_dir_all(dir.join("storage")).expect("create the registry's storage");
-        let port = free_port();
+        let port = free_port(host);
         let mut config = format!(
-            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {host}:{port}\n",
             dir.join("storage").display()
         );
         if let Some((user, password)) = credentials {
@@ -73,6 +81,7 @@ impl Registry {
         fs::write(dir.join("config.yml"), config).expect("write the registry config");
         let mut registry = Registry {
             dir: dir.to_owned(),
+            host: host.to_owned(),
             port,
             child: None,
         };
@@ -105,9 +114,9 @@ impl Registry {
         );
     }
 
-    /// `127.0.0.1:<port>`.
+    /// `127.0.0.1:<port>` (`<host>:<port>`).
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.host, self.port)
     }
 
     pub fn log_path(&self) -> PathBuf {

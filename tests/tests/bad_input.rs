@@ -205,6 +205,83 @@ fn bad_requests_get_4xx_and_change_nothing() {
         "bad kills must not touch the target".to_owned(),
     );
 
+    // exec and pull parameters
+    let exec = r#"/v1.43/containers/target/exec"#;
+    for (what, path, body, want) in [
+        ("exec with invalid JSON", exec, Some(&b"{"[..]), 400),
+        ("exec without a command", exec, Some(br#"{"Cmd":[]}"#), 400),
+        (
+            "exec with a relative working dir",
+            exec,
+            Some(br#"{"Cmd":["true"],"WorkingDir":"rel"}"#),
+            400,
+        ),
+        (
+            "exec with a nameless env entry",
+            exec,
+            Some(br#"{"Cmd":["true"],"Env":["=x"]}"#),
+            400,
+        ),
+        (
+            "exec with a Cmd of the wrong type",
+            exec,
+            Some(br#"{"Cmd":"true"}"#),
+            400,
+        ),
+        (
+            "exec into a missing container",
+            "/v1.43/containers/nosuch/exec",
+            Some(br#"{"Cmd":["true"]}"#),
+            404,
+        ),
+        (
+            "start of a missing exec",
+            "/v1.43/exec/nosuch/start",
+            Some(br#"{"Detach":true}"#),
+            404,
+        ),
+        (
+            "resize of a missing exec",
+            "/v1.43/exec/nosuch/resize?h=10&w=10",
+            None,
+            404,
+        ),
+        ("pull without an image", "/v1.43/images/create", None, 400),
+        (
+            "pull of an invalid reference",
+            "/v1.43/images/create?fromImage=UPPER%2FCase&tag=x",
+            None,
+            400,
+        ),
+        (
+            "pull with an invalid tag",
+            "/v1.43/images/create?fromImage=busybox&tag=bad%20tag",
+            None,
+            400,
+        ),
+    ] {
+        let r = d.http("POST", path, body);
+        f.expect(what, &r, &[want]);
+    }
+    // A real exec, resized with sizes that are not numbers.
+    let r = d.http("POST", exec, Some(br#"{"Cmd":["true"]}"#));
+    let exec_id = r
+        .json()
+        .and_then(|v| v["Id"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    f.check(!exec_id.is_empty(), format!("a good exec: {r:?}"));
+    let r = d.http(
+        "POST",
+        &format!("/v1.43/exec/{exec_id}/resize?h=tall&w=10"),
+        None,
+    );
+    f.expect("exec resize h=tall", &r, &[400]);
+    let images = d.ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    f.check(
+        holdfast_e2e::lines(&images) == ["busybox:latest"],
+        format!("bad pulls registered nothing: {images:?}"),
+    );
+
     // a huge body
     let mut huge = br#"{"Image":"busybox","Cmd":[""#.to_vec();
     huge.resize(huge.len() + 32 * 1024 * 1024, b'a');

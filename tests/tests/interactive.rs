@@ -261,6 +261,40 @@ fn attach_and_detach_leave_a_tty_container_running_and_exec_dash_it_works() {
     );
     assert_eq!(d.pid_of("console"), pid, "{}", d.diagnostics());
 
+    // A resize through the API reaches the running container's terminal
+    // (its shell's stdin), and a detached TTY exec's.
+    let r = d.http("POST", "/containers/console/resize?h=33&w=77", None);
+    assert_eq!(r.status, 200, "resize: {r:?}\n{}", d.diagnostics());
+    d.wait_until("the console is 33x77", || {
+        d.docker(&["exec", "console", "sh", "-c", "stty size < /proc/1/fd/0"])
+            .stdout
+            .trim()
+            == "33 77"
+    });
+    let r = d.http(
+        "POST",
+        "/containers/console/exec",
+        Some(br#"{"Cmd":["sh","-c","sleep 1; stty size > /tmp/exec-size; sleep 5"],"Tty":true}"#),
+    );
+    let exec_id = r
+        .json()
+        .and_then(|v| v["Id"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("exec create: {r:?}\n{}", d.diagnostics()));
+    let r = d.http(
+        "POST",
+        &format!("/exec/{exec_id}/start"),
+        Some(br#"{"Detach":true,"Tty":true}"#),
+    );
+    assert!(r.status < 300, "exec start: {r:?}\n{}", d.diagnostics());
+    let r = d.http("POST", &format!("/exec/{exec_id}/resize?h=21&w=61"), None);
+    assert!(r.status < 300, "exec resize: {r:?}\n{}", d.diagnostics());
+    d.wait_until("the exec's terminal is 21x61", || {
+        d.docker(&["exec", "console", "cat", "/tmp/exec-size"])
+            .stdout
+            .trim()
+            == "21 61"
+    });
+
     let mut term = d.terminal(&["exec", "-it", "console", "sh"], 24, 70);
     assert!(term.shows("# "), "{}\n{}", term.screen(), d.diagnostics());
     term.type_keys("echo $((3*5)); stty size\r");

@@ -73,6 +73,25 @@ fn pulls_from_a_local_registry() {
     let again = d.ok(&["pull", &format!("{r}/app:1")]);
     assert!(again.contains("Image is up to date for"), "{again}");
 
+    // By digest: the one the pull printed names the same image.
+    let digest = pulled
+        .lines()
+        .find_map(|l| l.strip_prefix("Digest: "))
+        .map(str::trim)
+        .expect("a digest line")
+        .to_owned();
+    let by_digest = format!("{r}/app@{digest}");
+    let pulled_by_digest = d.ok(&["pull", &by_digest]);
+    assert!(
+        pulled_by_digest.contains(&digest),
+        "{pulled_by_digest}\n{}",
+        d.diagnostics()
+    );
+    let id = d.ok(&["image", "inspect", "-f", "{{.Id}}", &by_digest]);
+    assert_eq!(id.trim(), two_layers.config_digest());
+    let out = d.ok(&["run", "--rm", &by_digest, "cat", "/etc/pulled.txt"]);
+    assert_eq!(out, "pulled\n");
+
     // docker run of an image not present pulls it (the CLI does, on a 404).
     registry.push(&dir.join("app"), "app", "app:2", None);
     let run = d.docker(&[
@@ -505,4 +524,57 @@ fn an_endless_manifest_is_refused() {
         d.diagnostics()
     );
     assert!(!listed(&d).iter().any(|n| n.contains("endless")));
+}
+
+/// An IPv4 address of this host that is not loopback (`hostname -I`).
+fn off_loopback_address() -> String {
+    let out = holdfast_e2e::run_with_timeout(
+        std::process::Command::new("hostname").arg("-I"),
+        Duration::from_secs(10),
+    );
+    out.stdout
+        .split_whitespace()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .find(|a| !a.is_loopback())
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| panic!("no IPv4 address off loopback: {:?}", out.stdout))
+}
+
+/// A registry off loopback is spoken to over HTTPS, as dockerd does, so a
+/// plain HTTP one is refused with a hint, until holdfastd is started with
+/// `--insecure-registry` naming it.
+#[test]
+fn a_plain_http_registry_off_loopback_needs_insecure_registry() {
+    let dir = tempfile::Builder::new()
+        .prefix("hf-e2e-insecure-")
+        .tempdir()
+        .expect("a temporary directory");
+    let registry = Registry::start_at(dir.path(), &off_loopback_address(), None);
+    let app = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            busybox(dir.path()),
+            layer_of(&[("etc/pulled.txt", b"pulled\n")]),
+        ],
+    };
+    write_layout(&dir.path().join("app"), "app", std::slice::from_ref(&app));
+    registry.push(&dir.path().join("app"), "app", "app:1", None);
+    let image = format!("{}/app:1", registry.address());
+
+    let d = Daemon::start();
+    d.fails_saying(
+        "a plain HTTP registry off loopback",
+        &["pull", &image],
+        "--insecure-registry",
+    );
+    assert!(!listed(&d).contains(&image), "{}", d.diagnostics());
+    drop(d);
+
+    let d = Daemon::start_with(&["--insecure-registry", &registry.address()]);
+    let pulled = d.ok(&["pull", &image]);
+    assert!(pulled.contains("Pull complete"), "{pulled}");
+    assert_eq!(
+        d.ok(&["run", "--rm", &image, "cat", "/etc/pulled.txt"]),
+        "pulled\n"
+    );
 }

@@ -2,6 +2,9 @@
 //! private venv, then tests/python/sdk_smoke.py. A failed install fails the
 //! test (never a skip).
 
+use holdfast_e2e::registry::{
+    PlatformImage, Registry, busybox_layer, host_arch, layer_of, write_layout,
+};
 use holdfast_e2e::{Daemon, run_with_timeout};
 use holdfast_testkit::BusyboxImage;
 use std::path::Path;
@@ -58,6 +61,19 @@ fn the_python_docker_sdk_drives_the_lifecycle() {
     let image = BusyboxImage::build(&tools.path().join("images"), "sdkimg:1", None);
 
     let d = Daemon::start();
+    // An image in a registry on loopback, for images.pull.
+    let dir = d.root().join("registry");
+    let registry = Registry::start(&dir, None);
+    let app = PlatformImage {
+        arch: host_arch().to_owned(),
+        layers: vec![
+            busybox_layer(&image.docker_archive),
+            layer_of(&[("etc/pulled.txt", b"pulled\n")]),
+        ],
+    };
+    write_layout(&dir.join("app"), "app", std::slice::from_ref(&app));
+    registry.push(&dir.join("app"), "app", "app:1", None);
+    let registry_ref = format!("{}/app:1", registry.address());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/sdk_smoke.py");
     let out = run_with_timeout(
         Command::new(&python)
@@ -65,6 +81,7 @@ fn the_python_docker_sdk_drives_the_lifecycle() {
             .arg(d.host())
             .arg(&image.docker_archive)
             .arg("sdkimg:1")
+            .arg(&registry_ref)
             .env("PYTHONUNBUFFERED", "1"),
         SCRIPT_BOUND,
     );

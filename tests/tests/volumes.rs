@@ -1,7 +1,8 @@
 //! Local volumes with the real docker CLI: named ones made on first use and
 //! kept through holdfastd and containerd restarts, anonymous ones for
-//! `-v /path`, a new volume filled from the image, removal refused while in
-//! use, `rm -v`, and `volume create|ls|inspect|rm|prune`.
+//! `-v /path` and for the image's `VOLUME`s, a new volume filled from the
+//! image, removal refused while in use, `rm -v`, and
+//! `volume create|ls|inspect|rm|prune`.
 
 use holdfast_e2e::Daemon;
 
@@ -116,6 +117,54 @@ fn a_new_volume_is_filled_from_the_image_and_an_old_one_is_not() {
             "/nowhere"
         ]),
         ""
+    );
+}
+
+/// An image's `VOLUME` is an anonymous volume for each container, filled
+/// from the image, shown in inspect's `Mounts`, and gone with `rm -v`.
+#[test]
+fn an_images_volume_is_an_anonymous_volume_filled_from_the_image() {
+    let d = Daemon::start();
+    let dir = d.root().join("images");
+    let image = holdfast_testkit::BusyboxImage::build(&dir, "withvol:1", None);
+    let archive = dir.join("withvol.docker.tar");
+    holdfast_e2e::archive::with_config_key(
+        &image.docker_archive,
+        "Volumes",
+        &serde_json::json!({ "/etc": {} }),
+        &archive,
+    );
+    d.ok(&["load", "-i", &archive.to_string_lossy()]);
+    d.ok(&["run", "-d", "--name", "vol", "withvol:1", "sleep", "1000"]);
+    let mounts = d.inspect("vol")["Mounts"].clone();
+    let volume = mounts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["Destination"] == "/etc")
+        .unwrap_or_else(|| panic!("no mount at /etc: {mounts}\n{}", d.diagnostics()))
+        .clone();
+    assert_eq!(volume["Type"], "volume", "{volume}");
+    let name = volume["Name"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        name.len() == 64 && name.chars().all(|c| c.is_ascii_hexdigit()),
+        "an anonymous volume's name: {volume}"
+    );
+    assert!(
+        d.ok(&["volume", "ls", "-q"]).lines().any(|l| l == name),
+        "{}",
+        d.diagnostics()
+    );
+    assert!(
+        d.ok(&["exec", "vol", "cat", "/etc/passwd"])
+            .contains("root"),
+        "filled from the image's /etc"
+    );
+    d.ok(&["rm", "-f", "-v", "vol"]);
+    assert!(
+        !d.ok(&["volume", "ls", "-q"]).lines().any(|l| l == name),
+        "rm -v took the image's volume\n{}",
+        d.diagnostics()
     );
 }
 

@@ -5,6 +5,7 @@
 //! import is, so a failure leaves nothing named behind.
 
 use crate::client::Adapter;
+use crate::document::read_manifest;
 use crate::error::AdapterError;
 use crate::image::{Descriptor, ResolvedImage, bad};
 use crate::import::{BlobSource, DOCKER_CONFIG, DOCKER_LAYER, DOCKER_MANIFEST, sha256};
@@ -49,19 +50,32 @@ impl Adapter {
     ) -> Result<String, AdapterError> {
         let (base_config, base_layers) = match new.base {
             Some(base) => {
+                // Rewritten as JSON, not through oci-spec's type: keys
+                // holdfast does not read (Docker's `Shell`, `OnBuild`, ...)
+                // must survive a commit. Resolving the base has already read
+                // these same bytes (same digest) through the typed config.
                 let config: Value =
                     serde_json::from_slice(&self.read_blob(&base.config_digest).await?)
                         .map_err(|e| bad(format!("the base image's config: {e}")))?;
-                let manifest: Value =
-                    serde_json::from_slice(&self.read_blob(&base.manifest_digest).await?)
-                        .map_err(|e| bad(format!("the base image's manifest: {e}")))?;
-                let layers = manifest["layers"].as_array().cloned().unwrap_or_default();
-                for layer in &layers {
-                    let digest = Descriptor::from_json(layer)?.digest;
+                let manifest = read_manifest(
+                    "the base image's manifest",
+                    &self.read_blob(&base.manifest_digest).await?,
+                )?;
+                for layer in manifest.layers() {
+                    let digest = layer.digest().to_string();
                     if !self.hold_content(&digest, lease).await? {
                         return Err(bad(format!("the base image lacks its layer {digest}")));
                     }
                 }
+                // The base's layer descriptors as they are (urls and
+                // annotations too); a serde_json map orders their keys, so
+                // the new manifest's bytes do not depend on a HashMap's.
+                let layers = manifest
+                    .layers()
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| bad(e.to_string()))?;
                 (config, layers)
             }
             None => (

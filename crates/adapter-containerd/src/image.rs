@@ -2,65 +2,37 @@
 //! linux/amd64 manifest and config, chain ids.
 
 use crate::client::Adapter;
+use crate::document::{Document, MAX_JSON_BYTES, pick_platform, read_config, read_document};
 use crate::error::AdapterError;
 use containerd_client::services::v1::{
     CreateImageRequest, DeleteImageRequest, GetImageRequest, Image, ListImagesRequest,
     ReadContentRequest, UpdateImageRequest,
 };
 use containerd_client::tonic::Code;
-use serde::Deserialize;
-use serde_json::Value;
+use oci_spec::image::ImageManifest;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Largest manifest, index or config the adapter reads into memory.
-const MAX_JSON_BYTES: usize = 8 << 20;
 const MAX_INDEX_DEPTH: usize = 4;
 
-/// The parts of an image config that shape a container (Docker's names).
-///
-/// Typed here rather than with oci-spec's `image::Config`: that one has no
-/// `Healthcheck` (Docker's extension, which images carry and commit keeps),
-/// and its labels are a `HashMap`, so a config read and written back (as
-/// commit writes one over its base) would not be byte-stable. Configs that
-/// are rewritten stay JSON objects for the same reason: unknown keys kept.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// The parts of an image config that shape a container (Docker's names),
+/// as [`crate::document::read_config`] reads them: oci-spec's typed config
+/// plus Docker's `Healthcheck`, with labels, volumes and ports ordered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ImageConfig {
-    #[serde(default)]
     pub env: Option<Vec<String>>,
-    #[serde(default)]
     pub cmd: Option<Vec<String>>,
-    #[serde(default)]
     pub entrypoint: Option<Vec<String>>,
-    #[serde(default)]
     pub working_dir: Option<String>,
-    #[serde(default)]
     pub user: Option<String>,
-    #[serde(default)]
     pub stop_signal: Option<String>,
-    #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
-    /// `VOLUME` paths (the values are empty objects).
-    #[serde(default)]
-    pub volumes: Option<BTreeMap<String, serde_json::Value>>,
-    /// `EXPOSE`d ports as `port/proto` (the values are empty objects).
-    #[serde(default)]
-    pub exposed_ports: Option<BTreeMap<String, serde_json::Value>>,
+    /// `VOLUME` paths.
+    pub volumes: Option<BTreeSet<String>>,
+    /// `EXPOSE`d ports as `port/proto`.
+    pub exposed_ports: Option<BTreeSet<String>>,
     /// `HEALTHCHECK`, as Docker writes it (checked by the daemon).
-    #[serde(default)]
     pub healthcheck: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ConfigFile {
-    #[serde(default)]
-    config: Option<ImageConfig>,
-    rootfs: RootFs,
-    /// Read leniently ([`history_of`]): a malformed history must not make
-    /// the image unusable.
-    #[serde(default)]
-    history: Value,
 }
 
 /// One step of an image config's `history` (`docker history`), oldest first.
@@ -72,30 +44,6 @@ pub struct HistoryEntry {
     pub comment: String,
     /// The step made no layer (`ENV`, `CMD`, ...).
     pub empty_layer: bool,
-}
-
-/// The `history` entries of a config; fields of the wrong type read as
-/// absent, an entry that is not an object is skipped.
-fn history_of(history: &Value) -> Vec<HistoryEntry> {
-    let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
-    history
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|h| h.is_object())
-        .map(|h| HistoryEntry {
-            created: text(h, "created"),
-            created_by: text(h, "created_by"),
-            comment: text(h, "comment"),
-            empty_layer: h["empty_layer"].as_bool().unwrap_or(false),
-        })
-        .collect()
-}
-
-#[derive(Debug, Deserialize)]
-struct RootFs {
-    #[serde(default)]
-    diff_ids: Vec<String>,
 }
 
 /// An image as a container is made from it.
@@ -142,14 +90,13 @@ pub(crate) fn distinct_layers(layers: &[Descriptor]) -> Vec<&Descriptor> {
 }
 
 impl Descriptor {
-    pub(crate) fn from_json(v: &Value) -> Result<Descriptor, AdapterError> {
-        let digest = v["digest"]
-            .as_str()
-            .ok_or_else(|| bad("descriptor without digest"))?;
+    /// The parts of a typed descriptor the importer and unpacker use.
+    pub(crate) fn from_oci(d: &oci_spec::image::Descriptor) -> Result<Descriptor, AdapterError> {
         Ok(Descriptor {
-            media_type: v["mediaType"].as_str().unwrap_or_default().to_owned(),
-            digest: digest.to_owned(),
-            size: v["size"].as_i64().unwrap_or(0),
+            media_type: d.media_type().to_string(),
+            digest: d.digest().to_string(),
+            size: i64::try_from(d.size())
+                .map_err(|_| bad(format!("{} is too large", d.digest())))?,
         })
     }
 
@@ -209,12 +156,6 @@ pub fn chain_id(diff_ids: &[String]) -> Option<String> {
     Some(chain)
 }
 
-pub(crate) fn is_index(media_type: &str, doc: &Value) -> bool {
-    media_type.contains("image.index")
-        || media_type.contains("manifest.list")
-        || doc.get("manifests").is_some()
-}
-
 /// This host's architecture as OCI names it (`amd64`, `arm64`, ...).
 pub fn host_architecture() -> &'static str {
     match std::env::consts::ARCH {
@@ -225,25 +166,6 @@ pub fn host_architecture() -> &'static str {
         "loongarch64" => "loong64",
         other => other,
     }
-}
-
-/// Picks the linux entry of an index's `manifests` for this host's
-/// architecture (an entry without a platform counts when it is the only one).
-pub(crate) fn pick_platform(index: &Value) -> Result<Descriptor, AdapterError> {
-    let manifests = index["manifests"]
-        .as_array()
-        .ok_or_else(|| bad("index without manifests"))?;
-    let arch = host_architecture();
-    let found = manifests.iter().find(|m| {
-        m["platform"]["os"].as_str() == Some("linux")
-            && m["platform"]["architecture"].as_str() == Some(arch)
-    });
-    let chosen = match (found, manifests.as_slice()) {
-        (Some(m), _) => m,
-        (None, [only]) if only.get("platform").is_none() => only,
-        _ => return Err(bad(format!("no linux/{arch} manifest in the image index"))),
-    };
-    Descriptor::from_json(chosen)
 }
 
 impl Adapter {
@@ -283,42 +205,42 @@ impl Adapter {
         let (manifest_digest, manifest) = self
             .find_manifest(&target.media_type, &target.digest)
             .await?;
-        let config_desc = Descriptor::from_json(&manifest["config"])?;
+        let config_desc = Descriptor::from_oci(manifest.config())?;
         let config_bytes = self.read_blob(&config_desc.digest).await?;
-        let file: ConfigFile = serde_json::from_slice(&config_bytes)
-            .map_err(|e| bad(format!("config {}: {e}", config_desc.digest)))?;
-        let chain_id = chain_id(&file.rootfs.diff_ids)
-            .ok_or_else(|| bad(format!("image {name} has no layers")))?;
+        let file = read_config(&format!("config {}", config_desc.digest), &config_bytes)?;
+        let chain_id =
+            chain_id(&file.diff_ids).ok_or_else(|| bad(format!("image {name} has no layers")))?;
         Ok(ResolvedImage {
             name,
             target_digest: target.digest,
             manifest_digest,
             config_digest: config_desc.digest,
-            config: file.config.unwrap_or_default(),
-            diff_ids: file.rootfs.diff_ids,
+            config: file.config,
+            diff_ids: file.diff_ids,
             chain_id,
-            history: history_of(&file.history),
+            history: file.history,
         })
     }
 
-    /// Follows indexes down to the linux/amd64 manifest.
+    /// Follows indexes down to this host's linux manifest; returns its
+    /// digest and the manifest.
     pub(crate) async fn find_manifest(
         &self,
         media_type: &str,
         digest: &str,
-    ) -> Result<(String, Value), AdapterError> {
+    ) -> Result<(String, ImageManifest), AdapterError> {
         let mut media_type = media_type.to_owned();
         let mut digest = digest.to_owned();
         for _ in 0..MAX_INDEX_DEPTH {
             let bytes = self.read_blob(&digest).await?;
-            let doc: Value =
-                serde_json::from_slice(&bytes).map_err(|e| bad(format!("{digest}: {e}")))?;
-            if !is_index(&media_type, &doc) {
-                return Ok((digest, doc));
+            match read_document(&digest, &media_type, &bytes)? {
+                Document::Manifest(manifest) => return Ok((digest, *manifest)),
+                Document::Index(index) => {
+                    let next = Descriptor::from_oci(pick_platform(&index, host_architecture())?)?;
+                    media_type = next.media_type;
+                    digest = next.digest;
+                }
             }
-            let next = pick_platform(&doc)?;
-            media_type = next.media_type;
-            digest = next.digest;
         }
         Err(bad("image indexes nested too deeply"))
     }
@@ -458,7 +380,6 @@ impl Adapter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn references_normalize_like_docker() {
@@ -498,54 +419,5 @@ mod tests {
             hex::encode(Sha256::digest(b"sha256:aaa sha256:bbb"))
         );
         assert_eq!(chain_id(&two), Some(want));
-    }
-
-    #[test]
-    fn platform_is_picked_from_an_index() {
-        let index = json!({ "manifests": [
-            { "digest": "sha256:arm", "mediaType": "m", "size": 1, "platform": { "os": "linux", "architecture": "arm64" } },
-            { "digest": "sha256:amd", "mediaType": "m", "size": 2, "platform": { "os": "linux", "architecture": "amd64" } },
-        ]});
-        assert_eq!(
-            pick_platform(&index).map(|d| d.digest).ok().as_deref(),
-            Some("sha256:amd")
-        );
-        let arm_only = json!({ "manifests": [
-            { "digest": "sha256:arm", "platform": { "os": "linux", "architecture": "arm64" } },
-        ]});
-        assert!(pick_platform(&arm_only).is_err());
-        let bare = json!({ "manifests": [ { "digest": "sha256:x" } ] });
-        assert_eq!(
-            pick_platform(&bare).map(|d| d.digest).ok().as_deref(),
-            Some("sha256:x")
-        );
-    }
-
-    #[test]
-    fn image_config_parses_docker_names() {
-        let c: ImageConfig = serde_json::from_value(json!({
-            "Env": ["PATH=/bin"], "Cmd": ["sh"], "StopSignal": "SIGQUIT", "WorkingDir": "/w", "User": "1:2"
-        }))
-        .expect("parses");
-        assert_eq!(c.stop_signal.as_deref(), Some("SIGQUIT"));
-        assert_eq!(c.cmd, Some(vec!["sh".to_owned()]));
-        assert_eq!(c.user.as_deref(), Some("1:2"));
-    }
-
-    #[test]
-    fn history_is_read_leniently() {
-        let h = history_of(&json!([
-            { "created": "2024-01-02T03:04:05Z", "created_by": "ADD x /", "comment": "c" },
-            { "created_by": "CMD [\"sh\"]", "empty_layer": true },
-            { "created_by": 5, "comment": null, "empty_layer": "yes" },
-            "not an entry",
-        ]));
-        assert_eq!(h.len(), 3);
-        assert_eq!(h[0].created, "2024-01-02T03:04:05Z");
-        assert_eq!(h[0].comment, "c");
-        assert!(!h[0].empty_layer && h[1].empty_layer);
-        assert_eq!(h[2], HistoryEntry::default());
-        assert!(history_of(&Value::Null).is_empty());
-        assert!(history_of(&json!({ "no": "list" })).is_empty());
     }
 }

@@ -5,9 +5,11 @@
 //! halfway; the image record and gc labels hold it after.
 
 use crate::client::Adapter;
+use crate::document::{MAX_JSON_BYTES, read_index};
 use crate::error::AdapterError;
 use crate::image::{Descriptor, bad, normalize_reference};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Read;
@@ -56,16 +58,28 @@ impl Tarball {
         None
     }
 
-    fn json(&self, path: &str) -> Result<Value, AdapterError> {
+    /// The bytes of a small file (a document) of the tarball.
+    fn document(&self, path: &str) -> Result<&[u8], AdapterError> {
         let stored = self
             .get(path)
             .ok_or_else(|| bad(format!("{path} missing from the tarball")))?;
-        let bytes = stored
+        stored
             .bytes
-            .as_ref()
-            .ok_or_else(|| bad(format!("{path} is too large")))?;
-        serde_json::from_slice(bytes).map_err(|e| bad(format!("{path}: {e}")))
+            .as_deref()
+            .ok_or_else(|| bad(format!("{path} is too large")))
     }
+}
+
+/// One entry of a docker-archive's `manifest.json` (Docker's own format,
+/// which no OCI spec describes).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ArchiveEntry {
+    config: String,
+    #[serde(default)]
+    repo_tags: Option<Vec<String>>,
+    #[serde(default)]
+    layers: Vec<String>,
 }
 
 fn clean(path: &str) -> String {
@@ -236,33 +250,31 @@ impl Adapter {
         let tar = self.store_tarball(tarball, lease).await?;
         let mut images = Vec::new();
         if tar.get("index.json").is_some() && tar.get("oci-layout").is_some() {
-            let index = tar.json("index.json")?;
-            for m in index["manifests"].as_array().into_iter().flatten() {
-                let annotations = &m["annotations"];
-                let name = annotations["io.containerd.image.name"]
-                    .as_str()
+            let index = read_index("index.json", tar.document("index.json")?)?;
+            for m in index.manifests() {
+                let annotation = |key: &str| m.annotations().as_ref()?.get(key).cloned();
+                let name = annotation("io.containerd.image.name")
                     .or_else(|| {
-                        annotations["org.opencontainers.image.ref.name"]
-                            .as_str()
+                        annotation("org.opencontainers.image.ref.name")
                             .filter(|r| r.contains(':') || r.contains('/'))
                     })
-                    .map(normalize_reference);
+                    .map(|n| normalize_reference(&n));
                 let Some(name) = name else {
-                    tracing::warn!(digest = ?m["digest"], "unnamed image in OCI layout skipped");
+                    tracing::warn!(digest = %m.digest(), "unnamed image in OCI layout skipped");
                     continue;
                 };
-                images.push((name, Descriptor::from_json(m)?));
+                images.push((name, Descriptor::from_oci(m)?));
             }
         } else if tar.get("manifest.json").is_some() {
-            let manifest = tar.json("manifest.json")?;
-            for entry in manifest.as_array().into_iter().flatten() {
+            let bytes = tar.document("manifest.json")?;
+            if bytes.len() > MAX_JSON_BYTES {
+                return Err(bad("manifest.json is too large"));
+            }
+            let manifest: Vec<ArchiveEntry> = serde_json::from_slice(bytes)
+                .map_err(|e| bad(format!("manifest.json is not a docker archive's: {e}")))?;
+            for entry in &manifest {
                 let target = self.docker_manifest(&tar, entry, lease).await?;
-                for tag in entry["RepoTags"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                {
+                for tag in entry.repo_tags.iter().flatten() {
                     images.push((normalize_reference(tag), target.clone()));
                 }
             }
@@ -356,22 +368,15 @@ impl Adapter {
     async fn docker_manifest(
         &self,
         tar: &Tarball,
-        entry: &Value,
+        entry: &ArchiveEntry,
         lease: &str,
     ) -> Result<Descriptor, AdapterError> {
-        let config_path = entry["Config"]
-            .as_str()
-            .ok_or_else(|| bad("manifest.json entry without Config"))?;
+        let config_path = &entry.config;
         let config = tar
             .get(config_path)
             .ok_or_else(|| bad(format!("{config_path} missing")))?;
         let mut layers = Vec::new();
-        for path in entry["Layers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
+        for path in &entry.layers {
             let layer = tar
                 .get(path)
                 .ok_or_else(|| bad(format!("{path} missing")))?;

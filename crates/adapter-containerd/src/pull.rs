@@ -15,8 +15,9 @@
 //! manifests are fetched here, with the token `oci-client` negotiated.
 
 use crate::client::Adapter;
+use crate::document::{Document, pick_platform, read_config, read_document};
 use crate::error::{AdapterError, RegistryFailure};
-use crate::image::{Descriptor, distinct_layers, is_index, normalize_reference, pick_platform};
+use crate::image::{Descriptor, distinct_layers, host_architecture, normalize_reference};
 use crate::store::{Unpacking, Written};
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -26,6 +27,7 @@ use oci_client::manifest::{
 };
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
+use oci_spec::image::ImageManifest;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -126,6 +128,15 @@ pub(crate) fn failed(message: impl Into<String>) -> AdapterError {
     AdapterError::Registry {
         kind: RegistryFailure::Failed,
         message: message.into(),
+    }
+}
+
+/// A malformed document met in a pull is the pull's failure, as dockerd
+/// reports it (the message without the adapter's `image:` prefix).
+fn pull_failure(e: AdapterError) -> AdapterError {
+    match e {
+        AdapterError::Image(message) => failed(message),
+        other => other,
     }
 }
 
@@ -317,16 +328,16 @@ impl Remote {
                 ReadError::Http(e) => self.unreachable(&e),
             })?;
         let digest = sha256(&bytes);
-        let doc: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            failed(format!(
-                "the manifest of {} is not JSON: {e}",
-                self.familiar
-            ))
-        })?;
-        let media_type = match doc["mediaType"].as_str() {
-            Some(m) if !m.is_empty() => m.to_owned(),
+        let what = format!("the manifest of {}", self.familiar);
+        let doc = read_document(&what, &media_type, &bytes).map_err(pull_failure)?;
+        let (own, index) = match &doc {
+            Document::Index(i) => (i.media_type().as_ref(), true),
+            Document::Manifest(m) => (m.media_type().as_ref(), false),
+        };
+        let media_type = match own.map(ToString::to_string) {
+            Some(m) if !m.is_empty() => m,
             _ if ACCEPTED_MANIFESTS.contains(&media_type.as_str()) => media_type,
-            _ if is_index("", &doc) => OCI_IMAGE_INDEX_MEDIA_TYPE.to_owned(),
+            _ if index => OCI_IMAGE_INDEX_MEDIA_TYPE.to_owned(),
             _ => OCI_IMAGE_MEDIA_TYPE.to_owned(),
         };
         Ok((bytes, media_type, digest))
@@ -566,15 +577,20 @@ impl Adapter {
         let mut desc = target.clone();
         let mut bytes = top_bytes;
         for _ in 0..4 {
-            let doc: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| failed(format!("{}: {e}", desc.digest)))?;
+            let doc =
+                read_document(&desc.digest, &desc.media_type, &bytes).map_err(pull_failure)?;
             self.write_document(bytes, &desc.digest, lease).await?;
-            if !is_index(&desc.media_type, &doc) {
-                return self
-                    .pull_manifest_content(remote, &target, &doc, lease, progress)
-                    .await;
-            }
-            let next = pick_platform(&doc).map_err(|e| failed(e.to_string()))?;
+            let index = match doc {
+                Document::Manifest(manifest) => {
+                    return self
+                        .pull_manifest_content(remote, &target, &manifest, lease, progress)
+                        .await;
+                }
+                Document::Index(index) => index,
+            };
+            let next = pick_platform(&index, host_architecture())
+                .and_then(Descriptor::from_oci)
+                .map_err(pull_failure)?;
             let (child, media_type, digest) = remote.manifest(&next.digest).await?;
             if digest != next.digest {
                 return Err(failed(format!(
@@ -602,20 +618,32 @@ impl Adapter {
         &self,
         remote: &Remote,
         target: &Descriptor,
-        manifest: &Value,
+        manifest: &ImageManifest,
         lease: &str,
         progress: &PullSink,
     ) -> Result<(), AdapterError> {
-        let config = Descriptor::from_json(&manifest["config"])?;
+        let config = Descriptor::from_oci(manifest.config()).map_err(pull_failure)?;
         let config_bytes = remote.document_blob(&config).await?;
+        // Checked before anything is fetched: a manifest whose config is
+        // not one (or disagrees with its layers) is refused up front.
+        let diff_ids = read_config(&format!("the config {}", config.digest), &config_bytes)
+            .map_err(pull_failure)?
+            .diff_ids;
         self.write_document(config_bytes, &config.digest, lease)
             .await?;
-        let layers: Vec<Descriptor> = manifest["layers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(Descriptor::from_json)
-            .collect::<Result<_, _>>()?;
+        let layers: Vec<Descriptor> = manifest
+            .layers()
+            .iter()
+            .map(Descriptor::from_oci)
+            .collect::<Result<_, _>>()
+            .map_err(pull_failure)?;
+        if layers.len() != diff_ids.len() {
+            return Err(failed(format!(
+                "the manifest has {} layers but its config {} diff ids",
+                layers.len(),
+                diff_ids.len()
+            )));
+        }
         if layers.is_empty() {
             return Err(failed("the manifest has no layers"));
         }

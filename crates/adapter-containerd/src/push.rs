@@ -10,15 +10,16 @@
 //! one holdfast reports. Nothing local changes.
 
 use crate::client::Adapter;
+use crate::document::is_index_media_type;
 use crate::error::{AdapterError, RegistryFailure};
-use crate::image::{Descriptor, distinct_layers, is_index};
+use crate::image::{Descriptor, distinct_layers};
 use crate::pull::{PullAuth, causes, failed, familiar_name, parse_reference, sha256, short_id};
 use containerd_client::services::v1::ReadContentRequest;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE};
 use oci_client::{Client, Reference, RegistryOperation};
-use serde_json::Value;
+use oci_spec::image::ImageManifest;
 
 /// Layers uploaded at once (dockerd's default `max-concurrent-uploads`).
 const CONCURRENT_UPLOADS: usize = 5;
@@ -135,14 +136,12 @@ impl Adapter {
         let manifest_bytes = self.read_blob(&manifest_digest).await?;
         let media_type =
             manifest_media_type(&top.media_type, &top.digest, &manifest_digest, &manifest);
-        let config = Descriptor::from_json(&manifest["config"])?;
-        let layers: Vec<Descriptor> = manifest["layers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(Descriptor::from_json)
+        let config = Descriptor::from_oci(manifest.config())?;
+        let layers: Vec<Descriptor> = manifest
+            .layers()
+            .iter()
+            .map(Descriptor::from_oci)
             .collect::<Result<_, _>>()?;
-
         let (client, _) = self.registry_client(&image)?;
         let repository = familiar_name(&name)
             .rsplit_once(':')
@@ -301,18 +300,18 @@ fn manifest_media_type(
     top_media_type: &str,
     top_digest: &str,
     manifest_digest: &str,
-    manifest: &Value,
+    manifest: &ImageManifest,
 ) -> String {
-    if let Some(m) = manifest["mediaType"].as_str().filter(|m| !m.is_empty()) {
-        return m.to_owned();
+    if let Some(m) = manifest.media_type().as_ref().map(ToString::to_string) {
+        return m;
     }
     if top_digest == manifest_digest
         && !top_media_type.is_empty()
-        && !is_index(top_media_type, manifest)
+        && !is_index_media_type(top_media_type)
     {
         return top_media_type.to_owned();
     }
-    if manifest["config"]["mediaType"].as_str() == Some(DOCKER_CONFIG_MEDIA_TYPE) {
+    if manifest.config().media_type().as_ref() == DOCKER_CONFIG_MEDIA_TYPE {
         IMAGE_MANIFEST_MEDIA_TYPE.to_owned()
     } else {
         OCI_IMAGE_MEDIA_TYPE.to_owned()
@@ -324,19 +323,40 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn manifest(media_type: Option<&str>, config_media_type: &str) -> ImageManifest {
+        let mut doc = json!({
+            "schemaVersion": 2,
+            "config": {
+                "mediaType": config_media_type,
+                "digest": "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                "size": 2,
+            },
+            "layers": [],
+        });
+        if let Some(m) = media_type {
+            doc["mediaType"] = json!(m);
+        }
+        serde_json::from_value(doc).expect("a manifest")
+    }
+
     #[test]
     fn manifest_media_types_follow_the_manifest() {
-        let oci = json!({"mediaType": OCI_IMAGE_MEDIA_TYPE, "config": {}});
+        let oci = manifest(Some(OCI_IMAGE_MEDIA_TYPE), "x");
         assert_eq!(
             manifest_media_type("", "a", "b", &oci),
             OCI_IMAGE_MEDIA_TYPE
         );
-        let bare = json!({"config": {"mediaType": DOCKER_CONFIG_MEDIA_TYPE}});
+        let docker = manifest(Some(IMAGE_MANIFEST_MEDIA_TYPE), DOCKER_CONFIG_MEDIA_TYPE);
+        assert_eq!(
+            manifest_media_type("", "a", "b", &docker),
+            IMAGE_MANIFEST_MEDIA_TYPE
+        );
+        let bare = manifest(None, DOCKER_CONFIG_MEDIA_TYPE);
         assert_eq!(
             manifest_media_type("", "a", "b", &bare),
             IMAGE_MANIFEST_MEDIA_TYPE
         );
-        let record = json!({"config": {}});
+        let record = manifest(None, "x");
         assert_eq!(
             manifest_media_type(IMAGE_MANIFEST_MEDIA_TYPE, "a", "a", &record),
             IMAGE_MANIFEST_MEDIA_TYPE

@@ -3,10 +3,11 @@
 //! checked against its diff id), `manifest.json` and `repositories`.
 
 use crate::client::Adapter;
+use crate::document::read_manifest;
 use crate::error::AdapterError;
 use crate::image::{Descriptor, ResolvedImage, bad};
 use containerd_client::services::v1::ReadContentRequest;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -44,13 +45,14 @@ impl Adapter {
                 tokio::fs::write(&path, &config).await?;
                 files.push((config_name.clone(), path));
             }
-            let doc: Value = serde_json::from_slice(&self.read_blob(&image.manifest_digest).await?)
-                .map_err(|e| bad(format!("manifest of {}: {e}", image.name)))?;
-            let layers: Vec<Descriptor> = doc["layers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(Descriptor::from_json)
+            let image_manifest = read_manifest(
+                &format!("the manifest of {}", image.name),
+                &self.read_blob(&image.manifest_digest).await?,
+            )?;
+            let layers: Vec<Descriptor> = image_manifest
+                .layers()
+                .iter()
+                .map(Descriptor::from_oci)
                 .collect::<Result<_, _>>()?;
             if layers.len() != image.diff_ids.len() {
                 return Err(bad(format!(

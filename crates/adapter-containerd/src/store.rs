@@ -6,8 +6,9 @@
 
 use crate::client::Adapter;
 use crate::container::is_code;
+use crate::document::{Document, read_config, read_document};
 use crate::error::AdapterError;
-use crate::image::{Descriptor, bad, chain_id, is_index};
+use crate::image::{Descriptor, bad, chain_id};
 use containerd_client::services::v1::images_client::ImagesClient;
 use containerd_client::services::v1::snapshots::{
     CommitSnapshotRequest, PrepareSnapshotRequest, StatSnapshotRequest,
@@ -19,7 +20,6 @@ use containerd_client::services::v1::{
 use containerd_client::tonic::Code;
 use containerd_client::tonic::transport::Channel;
 use futures_util::{Stream, StreamExt as _};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 
@@ -236,34 +236,30 @@ impl Adapter {
             if desc != *target && !self.has_content(&desc.digest).await? {
                 continue;
             }
-            let doc: Value = serde_json::from_slice(&self.read_blob(&desc.digest).await?)
-                .map_err(|e| bad(format!("{}: {e}", desc.digest)))?;
+            let bytes = self.read_blob(&desc.digest).await?;
             let mut labels = BTreeMap::new();
-            if is_index(&desc.media_type, &doc) {
-                for (i, m) in doc["manifests"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .enumerate()
-                {
-                    let child = Descriptor::from_json(m)?;
-                    labels.insert(
-                        format!("containerd.io/gc.ref.content.m.{i}"),
-                        child.digest.clone(),
-                    );
-                    pending.push(child);
+            match read_document(&desc.digest, &desc.media_type, &bytes)? {
+                Document::Index(index) => {
+                    for (i, m) in index.manifests().iter().enumerate() {
+                        let child = Descriptor::from_oci(m)?;
+                        labels.insert(
+                            format!("containerd.io/gc.ref.content.m.{i}"),
+                            child.digest.clone(),
+                        );
+                        pending.push(child);
+                    }
                 }
-            } else {
-                let config = Descriptor::from_json(&doc["config"])?;
-                labels.insert(
-                    "containerd.io/gc.ref.content.config".to_owned(),
-                    config.digest,
-                );
-                for (i, l) in doc["layers"].as_array().into_iter().flatten().enumerate() {
+                Document::Manifest(manifest) => {
                     labels.insert(
-                        format!("containerd.io/gc.ref.content.l.{i}"),
-                        Descriptor::from_json(l)?.digest,
+                        "containerd.io/gc.ref.content.config".to_owned(),
+                        manifest.config().digest().to_string(),
                     );
+                    for (i, l) in manifest.layers().iter().enumerate() {
+                        labels.insert(
+                            format!("containerd.io/gc.ref.content.l.{i}"),
+                            l.digest().to_string(),
+                        );
+                    }
                 }
             }
             self.set_labels(&desc.digest, labels, lease).await?;
@@ -321,20 +317,14 @@ impl Adapter {
         let (_, manifest) = self
             .find_manifest(&target.media_type, &target.digest)
             .await?;
-        let config_desc = Descriptor::from_json(&manifest["config"])?;
-        let config: Value = serde_json::from_slice(&self.read_blob(&config_desc.digest).await?)
-            .map_err(|e| bad(format!("config: {e}")))?;
-        let diff_ids: Vec<String> = config["rootfs"]["diff_ids"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|d| d.as_str().map(str::to_owned))
-            .collect();
-        let layers: Vec<Descriptor> = manifest["layers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(Descriptor::from_json)
+        let config_desc = Descriptor::from_oci(manifest.config())?;
+        let config_bytes = self.read_blob(&config_desc.digest).await?;
+        let diff_ids =
+            read_config(&format!("config {}", config_desc.digest), &config_bytes)?.diff_ids;
+        let layers: Vec<Descriptor> = manifest
+            .layers()
+            .iter()
+            .map(Descriptor::from_oci)
             .collect::<Result<_, _>>()?;
         if layers.len() != diff_ids.len() || layers.is_empty() {
             return Err(bad(format!(

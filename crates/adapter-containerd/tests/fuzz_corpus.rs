@@ -55,3 +55,29 @@ fn decode_event_corpus_replays() {
         }
     }
 }
+
+/// The `image_documents` corpus: nothing panics, `ok-*` seeds are read and
+/// `bad-*` ones refused.
+#[test]
+fn image_documents_corpus_replays() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/image_documents");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the image_documents corpus is committed")
+        .map(|entry| entry.expect("readable corpus entry").path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "corpus too small: {files:?}");
+    for path in files {
+        let data = std::fs::read(&path).expect("readable corpus file");
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let accepted = holdfast_adapter_containerd::image_document_fuzz_input(&data);
+        if name.starts_with("ok-") {
+            assert!(accepted, "{name}: refused");
+        } else if name.starts_with("bad-") {
+            assert!(!accepted, "{name}: accepted");
+        }
+    }
+}

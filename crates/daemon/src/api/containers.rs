@@ -1241,7 +1241,7 @@ pub async fn create(
     let mut exposed: std::collections::BTreeSet<String> = std::mem::take(&mut config.exposed_ports)
         .into_iter()
         .collect();
-    for key in image.config.exposed_ports.iter().flat_map(|e| e.keys()) {
+    for key in image.config.exposed_ports.iter().flatten() {
         if let Ok(k) = exposed_port_keys(std::iter::once(key)) {
             exposed.extend(k);
         }
@@ -1250,7 +1250,7 @@ pub async fn create(
     if publish_all {
         publish_exposed(
             &mut config.ports,
-            image.config.exposed_ports.iter().flat_map(|e| e.keys()),
+            image.config.exposed_ports.iter().flatten(),
         )?;
     }
     config.image_stop_signal = image
@@ -2610,8 +2610,18 @@ mod tests {
         assert_eq!(own.labels.get("from").map(String::as_str), Some("me"));
     }
 
+    /// The spec as runc reads it: written as JSON and parsed back with
+    /// oci-spec, so a field is checked in a valid document, not only in the
+    /// struct that built it.
+    fn round_trip(spec: &oci_spec::runtime::Spec) -> oci_spec::runtime::Spec {
+        let bytes = serde_json::to_vec(spec).expect("the spec serialises");
+        let back = serde_json::from_slice::<oci_spec::runtime::Spec>(&bytes).expect("and parses");
+        assert_eq!(&back, spec, "the spec survives JSON unchanged");
+        back
+    }
+
     /// Every create option, from the body the CLI sends through the config
-    /// the core records to the typed spec runc gets.
+    /// the core records to the typed spec runc gets (through its JSON).
     #[test]
     fn every_create_option_reaches_the_spec() {
         use holdfast_adapter_containerd::{HostFacts, ImageConfig, User, build_spec};
@@ -2694,18 +2704,32 @@ mod tests {
         };
         let host = HostFacts {
             additional_gids: vec![50],
+            devices: vec![holdfast_adapter_containerd::HostDevice {
+                path_in_container: "/dev/lc".into(),
+                block: false,
+                major: 10,
+                minor: 237,
+                file_mode: 0o600,
+                uid: 0,
+                gid: 0,
+                permissions: "r".into(),
+            }],
             init_binary: Some("/usr/bin/tini-static".into()),
             shm_source: Some("/run/shm/abc".into()),
             netns_path: Some("/run/holdfast/net/netns/abcdef0123456789".into()),
             ..Default::default()
         };
-        let spec =
-            build_spec(&id, "ns", &c, &image, &User { uid: 0, gid: 0 }, &host).expect("spec");
+        let user = User {
+            uid: 1000,
+            gid: 1001,
+        };
+        let spec = round_trip(&build_spec(&id, "ns", &c, &image, &user, &host).expect("spec"));
         let process = spec.process().as_ref().expect("process");
         assert_eq!(
             process.args().as_ref().expect("args")[..3],
             ["/sbin/docker-init".to_owned(), "--".into(), "sh".into()]
         );
+        assert_eq!((process.user().uid(), process.user().gid()), (1000, 1001));
         assert_eq!(process.user().additional_gids(), &Some(vec![50]));
         let caps = process.capabilities().as_ref().expect("caps");
         let effective = caps.effective().as_ref().expect("effective");
@@ -2793,7 +2817,61 @@ mod tests {
             (cpu.realtime_period(), cpu.realtime_runtime()),
             (Some(1_000_000), Some(10000))
         );
+        assert_eq!(
+            sysctl.get("net.ipv4.ip_forward").map(String::as_str),
+            Some("1")
+        );
+        let device = linux
+            .devices()
+            .iter()
+            .flatten()
+            .find(|d| d.path() == std::path::Path::new("/dev/lc"))
+            .expect("the device node");
+        assert_eq!((device.major(), device.minor()), (10, 237));
+        let rule = r
+            .devices()
+            .iter()
+            .flatten()
+            .find(|d| d.allow() && d.major() == Some(10) && d.minor() == Some(237))
+            .expect("the device's cgroup rule");
+        assert_eq!(rule.access().as_deref(), Some("r"));
         assert!(linux.seccomp().is_some() && linux.masked_paths().is_some());
+
+        // Another container's pid and ipc namespaces, the host's cgroup
+        // namespace.
+        let (mut c, _) = decode_create(
+            br#"{"Image":"b","HostConfig":{"PidMode":"container:other","IpcMode":"container:other","CgroupnsMode":"host"}}"#,
+        )
+        .expect("decodes");
+        let other = NamespaceMode::Container {
+            id: "other".into(),
+            pid: 4242,
+        };
+        assert!(matches!(c.namespaces.pid, NamespaceMode::Container { .. }));
+        assert!(matches!(c.namespaces.ipc, NamespaceMode::Container { .. }));
+        c.namespaces.pid = other.clone();
+        c.namespaces.ipc = other;
+        let joined = round_trip(&build_spec(&id, "ns", &c, &image, &user, &host).expect("spec"));
+        let namespaces = joined
+            .linux()
+            .as_ref()
+            .and_then(|l| l.namespaces().clone())
+            .expect("namespaces");
+        let path_of = |kind: LinuxNamespaceType| {
+            namespaces
+                .iter()
+                .find(|n| n.typ() == kind)
+                .map(|n| n.path().clone())
+        };
+        assert_eq!(
+            path_of(LinuxNamespaceType::Pid),
+            Some(Some("/proc/4242/ns/pid".into()))
+        );
+        assert_eq!(
+            path_of(LinuxNamespaceType::Ipc),
+            Some(Some("/proc/4242/ns/ipc".into()))
+        );
+        assert_eq!(path_of(LinuxNamespaceType::Cgroup), None);
 
         // --cpus is a quota over dockerd's 100 ms period; privileged drops
         // the filters and may use every device.
@@ -2801,8 +2879,9 @@ mod tests {
             br#"{"Image":"b","HostConfig":{"NanoCpus":1500000000,"Privileged":true}}"#,
         )
         .expect("decodes");
-        let spec =
-            build_spec(&id, "ns", &c, &image, &User { uid: 0, gid: 0 }, &host).expect("spec");
+        let spec = round_trip(
+            &build_spec(&id, "ns", &c, &image, &User { uid: 0, gid: 0 }, &host).expect("spec"),
+        );
         let linux = spec.linux().as_ref().expect("linux");
         let r = linux.resources().as_ref().expect("resources");
         let cpu = r.cpu().as_ref().expect("cpu");

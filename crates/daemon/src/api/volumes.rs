@@ -46,7 +46,7 @@ pub fn resolve_mounts(
     config: &mut ContainerConfig,
     image: &ImageConfig,
 ) -> Result<ToFill, ApiError> {
-    for path in image.volumes.iter().flat_map(BTreeMap::keys) {
+    for path in image.volumes.iter().flatten() {
         if path.starts_with('/') && !config.mounts.iter().any(|m| &m.destination == path) {
             config.mounts.push(BindMount {
                 source: String::new(),
