@@ -418,6 +418,8 @@ struct Harness {
     relist_snapshots: BTreeMap<OpId, BTreeMap<ContainerId, WorldTask>>,
     /// The container whose call is being answered.
     answering: Option<ContainerId>,
+    /// The call being answered.
+    answering_call: Option<Call>,
     newest_relist: u64,
     /// When each stop's SIGKILL is due at the latest.
     kill_deadline: BTreeMap<ContainerId, Instant>,
@@ -427,6 +429,11 @@ struct Harness {
     starts_asked: BTreeMap<RequestId, Instant>,
     /// A relist listed a placeholder: another must be asked for by then.
     look_again_by: Option<Instant>,
+    /// A call that can end, freeze or remove a task was refused or lost
+    /// its answer while connected: what containerd has may differ from
+    /// the view, so a relist asked for after it must come by then (once
+    /// a relist already in flight ends).
+    refresh_owed_by: Option<Instant>,
     /// Stop requests: when they are due at the latest.
     stop_bounds: BTreeMap<RequestId, Instant>,
     answered: BTreeMap<RequestId, Instant>,
@@ -503,12 +510,14 @@ impl Harness {
             relisting: false,
             failures: BTreeMap::new(),
             answering: None,
+            answering_call: None,
             relist_snapshots: BTreeMap::new(),
             newest_relist: 0,
             kill_deadline: BTreeMap::new(),
             starts: BTreeMap::new(),
             starts_asked: BTreeMap::new(),
             look_again_by: None,
+            refresh_owed_by: None,
             stop_bounds: BTreeMap::new(),
             answered: BTreeMap::new(),
             stop_signal_ops: BTreeMap::new(),
@@ -529,6 +538,33 @@ impl Harness {
     /// Feeds one input and checks the per-step properties.
     fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
         self.event_fed(&input);
+        // A kill, a freeze or thaw, or a delete that containerd refused or
+        // whose answer was lost, or an update that found no task, while
+        // connected: the core asks for a relist (what it took for the task
+        // may be wrong).
+        if let Input::ActionResult(_, result) = &input {
+            let call = self.answering_call.take();
+            if let (Err(failure), Some(call)) = (result, call)
+                && self.core.connection() == ConnectionState::Ready
+                && failure.kind != FailureKind::Unavailable
+            {
+                let looks = match call {
+                    Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
+                    Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
+                        failure.kind != FailureKind::NotFound
+                    }
+                    // An update of a running task that finds none: the
+                    // task is gone, whatever the view says.
+                    Call::UpdateResources { running: true, .. } => {
+                        failure.kind == FailureKind::NotFound
+                    }
+                    _ => false,
+                };
+                if looks && self.refresh_owed_by.is_none() {
+                    self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+                }
+            }
+        }
         if let Input::ActionResult(op, _) = &input {
             self.user_kill_ops.remove(op);
         }
@@ -635,6 +671,7 @@ impl Harness {
                     }
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
+                        self.refresh_owed_by = None;
                         self.newest_relist = op.0;
                         self.relist_snapshots.insert(*op, self.world.tasks.clone());
                     }
@@ -1241,6 +1278,20 @@ impl Harness {
                 "a relist with a placeholder was not followed by another by {by:?}"
             );
         }
+        let relist_in_flight = self
+            .outstanding
+            .iter()
+            .any(|(_, c)| matches!(c, Call::Relist));
+        if let Some(by) = self.refresh_owed_by
+            && self.now.at > by
+            && !relist_in_flight
+            && self.core.connection() == ConnectionState::Ready
+        {
+            prop_assert!(
+                false,
+                "a refused or unanswered call was not followed by a relist by {by:?}"
+            );
+        }
         // Property 4, checked as time passes.
         for (req, bound) in &self.stop_bounds {
             if *bound < self.now.at {
@@ -1311,6 +1362,7 @@ impl Harness {
             return Ok(());
         }
         let (op, call) = self.outstanding.remove(n % self.outstanding.len());
+        self.answering_call = Some(call.clone());
         if let Some(id) = self.stop_signal_ops.remove(&op)
             && self.world.up
             && matches!(failure, 0 | 7 | 8)
@@ -2351,6 +2403,7 @@ impl Harness {
         self.relist_snapshots.clear();
         self.newest_relist = 0;
         self.look_again_by = None;
+        self.refresh_owed_by = None;
         self.task_progress.clear();
         self.outstanding.clear();
         self.subscriptions.clear();
