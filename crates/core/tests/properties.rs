@@ -301,6 +301,10 @@ struct Instance {
     /// was the container's process: without a cgroup count, the core
     /// cannot tell it from this process's own (the event names no pid).
     oom_event_in_run: bool,
+    /// A StartTask was sent while this was the container's newest task
+    /// (whatever became of it: an attempt whose answer was lost, or one
+    /// sent as its shim died, may have worked).
+    start_sent: bool,
 }
 
 /// containerd as far as these properties need it.
@@ -669,6 +673,19 @@ impl Harness {
                             inst.sigkilled = true;
                         }
                     }
+                    // (To the container's newest task, even one gone
+                    // meanwhile: the core cannot know it was.)
+                    if let Call::StartTask { id } = call
+                        && let Some(i) = self
+                            .world
+                            .latest
+                            .iter()
+                            .filter(|((c, _), _)| c == id)
+                            .map(|(_, i)| *i)
+                            .max()
+                    {
+                        self.world.instances[i].start_sent = true;
+                    }
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
                         self.refresh_owed_by = None;
@@ -741,6 +758,23 @@ impl Harness {
                         self.answered.insert(*req, self.now.at).is_none(),
                         "{req} answered twice"
                     );
+                    // A start or restart said done was sent to the task
+                    // its run ended or runs on (an attempt whose answer was
+                    // lost counts: the core cannot know it failed), never
+                    // one that no start reached.
+                    if *answer == Answer::Done
+                        && let Some(id) = self.starts.get(req)
+                        && let Some(pid) = self.core.container(id).and_then(|c| c.record.pid)
+                        && let Some(inst) = self.world.instance(id, pid)
+                    {
+                        prop_assert!(
+                            inst.start_sent,
+                            "{} (a start of {}) said done, but no start was sent to pid {}",
+                            req,
+                            id,
+                            pid
+                        );
+                    }
                     // "containerd is unreachable" is never said while connected.
                     prop_assert!(
                         !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Unavailable)
@@ -1003,7 +1037,7 @@ impl Harness {
         }
         for c in self.core.containers() {
             let id = &c.record.id;
-            if !c.confirmed || self.unseen.contains_key(id) {
+            if self.unseen.contains_key(id) {
                 continue;
             }
             match self.world.tasks.get(id) {
@@ -1566,6 +1600,7 @@ impl Harness {
                     sigkilled: false,
                     after,
                     oom_event_in_run: false,
+                    start_sent: false,
                 });
                 Done::TaskCreated { pid }
             }
@@ -3527,6 +3562,82 @@ fn chosen_interleavings_hold_every_property() {
         ],
         1,
     );
+    // A start while the stream is broken: the task create is answered,
+    // but no StartTask goes out before the reconnect, and a kill queued
+    // meanwhile goes first. The task's exit, seen before the kill's
+    // answer, ends a run no start reached: the start is still owed,
+    // not said done (SIGKILL, or a signal the process ignores).
+    for sigkill in [true, false] {
+        holds_every_property(
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                StreamBreaks,
+                Resolve(0, 0),
+                Kill(1, sigkill),
+                Advance(2000),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 7),
+                Resolve(0, 0),
+            ],
+            1 << 1,
+        );
+    }
+    // A start taken with its answer lost, and its event too (an even
+    // pid: `c2` ran first), then the exit: the start was carried out, on
+    // the run that ended, and is not carried out again.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(2, 0, 0),
+            Resolve(0, 0),
+            Start(2),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 9),
+            WorldExit(1, 0, false),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+        0,
+    );
+    // A listing of the last run's task, stopped, read before the policy
+    // restart's create and answered after its start (a relist asked for
+    // when a delete of the exited task lost its answer): it is an earlier
+    // run's, with another pid or (the create reuses the pid, 8) the same
+    // pid, and ends nothing of the run now running.
+    for create in [0, 8] {
+        holds_every_property(
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 1, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 1, false),
+                Resolve(0, 2),
+                Advance(1000),
+                Resolve(1, 0),
+                Advance(1000),
+                Resolve(1, create),
+                Resolve(1, 0),
+                Resolve(0, 7),
+            ],
+            0,
+        );
+    }
     // A relist of the connection given up answers while the reconnect's
     // own relist is awaited: it proves nothing (its listing predates an
     // exit whose event was lost).
