@@ -3611,6 +3611,25 @@ fn chosen_interleavings_hold_every_property() {
         ],
         0,
     );
+    // A task create answered "deadline" (it did not take effect) after
+    // the reconnect's relist was asked for: the listing, which shows no
+    // task, cannot settle it, and the task is unknown; another relist
+    // looks at once.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            StreamBreaks,
+            Advance(2000),
+            Resolve(1, 0),
+            Resolve(0, 2),
+            Resolve(0, 0),
+        ],
+        1 << 1,
+    );
     // A listing of the last run's task, stopped, read before the policy
     // restart's create and answered after its start (a relist asked for
     // when a delete of the exited task lost its answer): it is an earlier
