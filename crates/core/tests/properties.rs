@@ -470,6 +470,10 @@ struct Harness {
     probes: Vec<Probe>,
     /// Whether `Step::ProbeResult` feeds results (off: every result lost).
     probe_results: bool,
+    /// The restart policy's next backoff per container, by dockerd's rule:
+    /// `restart_initial`, doubling to `restart_max` with each restart,
+    /// back to `restart_initial` after a run of `restart_reset_after`.
+    restart_backoff: BTreeMap<ContainerId, Duration>,
 }
 
 impl Harness {
@@ -536,6 +540,7 @@ impl Harness {
             updates_asked: Default::default(),
             probes: Vec::new(),
             probe_results: true,
+            restart_backoff: BTreeMap::new(),
         }
     }
 
@@ -608,8 +613,17 @@ impl Harness {
                 (r.id.clone(), (r.run, r.pid, c.current_exit().is_some()))
             })
             .collect();
+        let owed_before: BTreeMap<ContainerId, bool> = self
+            .core
+            .containers()
+            .map(|c| (c.record.id.clone(), c.record.intents.policy_restart))
+            .collect();
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        // A policy restart newly owed waits out dockerd's backoff.
+        if !matches!(input, Input::Restore(_)) {
+            self.check_restart_backoff(&owed_before)?;
+        }
         // An exit recorded for a run whose pid was known is that process's:
         // a listing of another pid (an earlier run's, read before this run's
         // create) neither ends the run nor takes its pid.
@@ -942,6 +956,44 @@ impl Harness {
             health_consistent(&self.core, &c)?;
         }
         self.trace.extend(actions);
+        Ok(())
+    }
+
+    /// A policy restart newly owed is armed after the backoff dockerd's
+    /// rule gives: `restart_initial` after a run of `restart_reset_after`
+    /// or more, else the last backoff doubled (to `restart_max`); a start
+    /// the policy gave up on waits the next one.
+    fn check_restart_backoff(
+        &mut self,
+        owed_before: &BTreeMap<ContainerId, bool>,
+    ) -> Result<(), TestCaseError> {
+        let initial = self.config.restart_initial;
+        for c in self.core.containers() {
+            let id = &c.record.id;
+            if !c.record.intents.policy_restart || owed_before.get(id) != Some(&false) {
+                continue;
+            }
+            let timer = self.core.timers().find_map(|(at, kind)| {
+                (*kind == TimerKind::RestartBackoff(id.clone())).then_some(at)
+            });
+            let long_run = c.current_exit().is_some_and(|e| {
+                let began = c.record.started_at.unwrap_or(e.finished_at);
+                e.finished_at.saturating_since(began) >= self.config.restart_reset_after
+            });
+            let next = self.restart_backoff.entry(id.clone()).or_insert(initial);
+            let delay = if long_run { initial } else { *next };
+            *next = delay.saturating_mul(2).min(self.config.restart_max);
+            prop_assert_eq!(
+                timer,
+                Some(self.now.at + delay),
+                "{}'s policy restart is not armed after its backoff",
+                id
+            );
+        }
+        // (A container made again under the same id starts afresh.)
+        let core = &self.core;
+        self.restart_backoff
+            .retain(|id, _| core.container(id).is_some());
         Ok(())
     }
 
@@ -2439,6 +2491,7 @@ impl Harness {
         self.newest_relist = 0;
         self.look_again_by = None;
         self.refresh_owed_by = None;
+        self.restart_backoff.clear();
         self.task_progress.clear();
         self.outstanding.clear();
         self.subscriptions.clear();
@@ -3629,6 +3682,43 @@ fn chosen_interleavings_hold_every_property() {
             Resolve(0, 0),
         ],
         1 << 1,
+    );
+    // A crash loop under `--restart always`: a long run, two short ones,
+    // a long one again. The backoff starts at `restart_initial`, doubles
+    // after each short run, and starts over after a long one.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 1, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Advance(15000),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(150),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(300),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(500),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Advance(15000),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(150),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+        0,
     );
     // A listing of the last run's task, stopped, read before the policy
     // restart's create and answered after its start (a relist asked for
