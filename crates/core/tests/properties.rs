@@ -3720,6 +3720,26 @@ fn chosen_interleavings_hold_every_property() {
         ],
         0,
     );
+    // Under a v1 freezer: someone else freezes the task after a "stay
+    // down" SIGKILL went out, before it landed; the relist the freeze
+    // event asks for lists it frozen, and the core thaws it so that the
+    // kill lands.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Kill(1, true),
+            OutsidePause(1, true),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+        1 << 7,
+    );
     // A listing of the last run's task, stopped, read before the policy
     // restart's create and answered after its start (a relist asked for
     // when a delete of the exited task lost its answer): it is an earlier
