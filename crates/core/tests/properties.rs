@@ -434,9 +434,10 @@ struct Harness {
     /// A relist listed a placeholder: another must be asked for by then.
     look_again_by: Option<Instant>,
     /// A call that can end, freeze or remove a task was refused or lost
-    /// its answer while connected: what containerd has may differ from
-    /// the view, so a relist asked for after it must come by then (once
-    /// a relist already in flight ends).
+    /// its answer while connected, or a task was deleted with no exit the
+    /// core saw: what containerd has may differ from the view, so a relist
+    /// asked for after it must come by then (once a relist already in
+    /// flight ends).
     refresh_owed_by: Option<Instant>,
     /// Stop requests: when they are due at the latest.
     stop_bounds: BTreeMap<RequestId, Instant>,
@@ -1375,7 +1376,7 @@ impl Harness {
         {
             prop_assert!(
                 false,
-                "a refused or unanswered call was not followed by a relist by {by:?}"
+                "a relist owed (a call refused or unanswered, a task deleted unseen) did not come by {by:?}"
             );
         }
         // Property 4, checked as time passes.
@@ -3095,9 +3096,36 @@ impl Harness {
                 published_at: Some(self.now.wall),
             })?,
             Step::ShimDies(i) => {
-                if self.world.tasks.contains_key(&id(i)) {
-                    self.world.delete_task(&id(i));
-                    self.unseen.insert(id(i), self.last_op);
+                let pid = match self.world.tasks.get(&id(i)) {
+                    Some(
+                        WorldTask::Created(p) | WorldTask::Running(p) | WorldTask::Stopped(p, ..),
+                    ) => *p,
+                    None => return Ok(()),
+                };
+                self.world.delete_task(&id(i));
+                self.unseen.insert(id(i), self.last_op);
+                // Every other pid: containerd cleans the dead shim's task
+                // up and says so (TaskDelete); its exit died with the shim.
+                // The core, with no exit of that task and no call of its
+                // own to learn from, owes a relist at once.
+                if pid.is_multiple_of(2) {
+                    let owed = self.core.connection() == ConnectionState::Ready
+                        && self.world.up
+                        && !self.subscriptions.is_empty()
+                        && self.core.container(&id(i)).is_some_and(|c| {
+                            c.record.pid == Some(pid) && c.current_exit().is_none()
+                        })
+                        && !self
+                            .outstanding
+                            .iter()
+                            .any(|(_, c)| c.container_id() == Some(&id(i)));
+                    if owed && self.refresh_owed_by.is_none() {
+                        self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+                    }
+                    self.event(ContainerdEvent::TaskDelete {
+                        container: id(i),
+                        pid,
+                    })?;
                 }
             }
             Step::StreamBreaks => {
@@ -3739,6 +3767,29 @@ fn chosen_interleavings_hold_every_property() {
             Resolve(0, 0),
         ],
         1 << 7,
+    );
+    // A running task's shim dies (an even pid: `c2` ran first) and
+    // containerd says the task was deleted, its exit lost with the shim:
+    // the core looks at once, not at the periodic relist.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(2, 0, 0),
+            Resolve(0, 0),
+            Start(2),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            ShimDies(1),
+            Advance(3000),
+        ],
+        1 << 3,
     );
     // A listing of the last run's task, stopped, read before the policy
     // restart's create and answered after its start (a relist asked for
