@@ -3791,6 +3791,27 @@ fn chosen_interleavings_hold_every_property() {
         ],
         1 << 3,
     );
+    // A kill refused as "not found" while the relist a failed pause asked
+    // for is in flight: once that relist ends, another is asked for (the
+    // listing in flight may predate what the refusal says).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Pause(1, true),
+            Resolve(0, 2),
+            Kill(1, true),
+            Resolve(1, 3),
+            Resolve(0, 0),
+            Advance(3000),
+        ],
+        0,
+    );
     // A listing of the last run's task, stopped, read before the policy
     // restart's create and answered after its start (a relist asked for
     // when a delete of the exited task lost its answer): it is an earlier
