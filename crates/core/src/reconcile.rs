@@ -659,8 +659,12 @@ impl Core {
                         format!("Cannot update container {id}: {}", failure.message),
                     ),
                 };
-                if kind == K::Unavailable {
-                    self.lose_connection();
+                // Not found: the task (or container) the view holds is not
+                // there, whatever the events said: look.
+                match kind {
+                    K::Unavailable => self.lose_connection(),
+                    K::NotFound => self.request_refresh(),
+                    _ => {}
                 }
                 self.answer_pending_where(id, |p| p == Pending::Update, || answer.clone());
             }

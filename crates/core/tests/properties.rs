@@ -301,6 +301,10 @@ struct Instance {
     /// was the container's process: without a cgroup count, the core
     /// cannot tell it from this process's own (the event names no pid).
     oom_event_in_run: bool,
+    /// A StartTask was sent while this was the container's newest task
+    /// (whatever became of it: an attempt whose answer was lost, or one
+    /// sent as its shim died, may have worked).
+    start_sent: bool,
 }
 
 /// containerd as far as these properties need it.
@@ -418,6 +422,8 @@ struct Harness {
     relist_snapshots: BTreeMap<OpId, BTreeMap<ContainerId, WorldTask>>,
     /// The container whose call is being answered.
     answering: Option<ContainerId>,
+    /// The call being answered.
+    answering_call: Option<Call>,
     newest_relist: u64,
     /// When each stop's SIGKILL is due at the latest.
     kill_deadline: BTreeMap<ContainerId, Instant>,
@@ -427,6 +433,12 @@ struct Harness {
     starts_asked: BTreeMap<RequestId, Instant>,
     /// A relist listed a placeholder: another must be asked for by then.
     look_again_by: Option<Instant>,
+    /// A call that can end, freeze or remove a task was refused or lost
+    /// its answer while connected, or a task was deleted with no exit the
+    /// core saw: what containerd has may differ from the view, so a relist
+    /// asked for after it must come by then (once a relist already in
+    /// flight ends).
+    refresh_owed_by: Option<Instant>,
     /// Stop requests: when they are due at the latest.
     stop_bounds: BTreeMap<RequestId, Instant>,
     answered: BTreeMap<RequestId, Instant>,
@@ -459,6 +471,10 @@ struct Harness {
     probes: Vec<Probe>,
     /// Whether `Step::ProbeResult` feeds results (off: every result lost).
     probe_results: bool,
+    /// The restart policy's next backoff per container, by dockerd's rule:
+    /// `restart_initial`, doubling to `restart_max` with each restart,
+    /// back to `restart_initial` after a run of `restart_reset_after`.
+    restart_backoff: BTreeMap<ContainerId, Duration>,
 }
 
 impl Harness {
@@ -503,12 +519,14 @@ impl Harness {
             relisting: false,
             failures: BTreeMap::new(),
             answering: None,
+            answering_call: None,
             relist_snapshots: BTreeMap::new(),
             newest_relist: 0,
             kill_deadline: BTreeMap::new(),
             starts: BTreeMap::new(),
             starts_asked: BTreeMap::new(),
             look_again_by: None,
+            refresh_owed_by: None,
             stop_bounds: BTreeMap::new(),
             answered: BTreeMap::new(),
             stop_signal_ops: BTreeMap::new(),
@@ -523,12 +541,40 @@ impl Harness {
             updates_asked: Default::default(),
             probes: Vec::new(),
             probe_results: true,
+            restart_backoff: BTreeMap::new(),
         }
     }
 
     /// Feeds one input and checks the per-step properties.
     fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
         self.event_fed(&input);
+        // A kill, a freeze or thaw, or a delete that containerd refused or
+        // whose answer was lost, or an update that found no task, while
+        // connected: the core asks for a relist (what it took for the task
+        // may be wrong).
+        if let Input::ActionResult(_, result) = &input {
+            let call = self.answering_call.take();
+            if let (Err(failure), Some(call)) = (result, call)
+                && self.core.connection() == ConnectionState::Ready
+                && failure.kind != FailureKind::Unavailable
+            {
+                let looks = match call {
+                    Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
+                    Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
+                        failure.kind != FailureKind::NotFound
+                    }
+                    // An update of a running task that finds none: the
+                    // task is gone, whatever the view says.
+                    Call::UpdateResources { running: true, .. } => {
+                        failure.kind == FailureKind::NotFound
+                    }
+                    _ => false,
+                };
+                if looks && self.refresh_owed_by.is_none() {
+                    self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+                }
+            }
+        }
         if let Input::ActionResult(op, _) = &input {
             self.user_kill_ops.remove(op);
         }
@@ -568,8 +614,17 @@ impl Harness {
                 (r.id.clone(), (r.run, r.pid, c.current_exit().is_some()))
             })
             .collect();
+        let owed_before: BTreeMap<ContainerId, bool> = self
+            .core
+            .containers()
+            .map(|c| (c.record.id.clone(), c.record.intents.policy_restart))
+            .collect();
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        // A policy restart newly owed waits out dockerd's backoff.
+        if !matches!(input, Input::Restore(_)) {
+            self.check_restart_backoff(&owed_before)?;
+        }
         // An exit recorded for a run whose pid was known is that process's:
         // a listing of another pid (an earlier run's, read before this run's
         // create) neither ends the run nor takes its pid.
@@ -633,8 +688,22 @@ impl Harness {
                             inst.sigkilled = true;
                         }
                     }
+                    // (To the container's newest task, even one gone
+                    // meanwhile: the core cannot know it was.)
+                    if let Call::StartTask { id } = call
+                        && let Some(i) = self
+                            .world
+                            .latest
+                            .iter()
+                            .filter(|((c, _), _)| c == id)
+                            .map(|(_, i)| *i)
+                            .max()
+                    {
+                        self.world.instances[i].start_sent = true;
+                    }
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
+                        self.refresh_owed_by = None;
                         self.newest_relist = op.0;
                         self.relist_snapshots.insert(*op, self.world.tasks.clone());
                     }
@@ -704,6 +773,23 @@ impl Harness {
                         self.answered.insert(*req, self.now.at).is_none(),
                         "{req} answered twice"
                     );
+                    // A start or restart said done was sent to the task
+                    // its run ended or runs on (an attempt whose answer was
+                    // lost counts: the core cannot know it failed), never
+                    // one that no start reached.
+                    if *answer == Answer::Done
+                        && let Some(id) = self.starts.get(req)
+                        && let Some(pid) = self.core.container(id).and_then(|c| c.record.pid)
+                        && let Some(inst) = self.world.instance(id, pid)
+                    {
+                        prop_assert!(
+                            inst.start_sent,
+                            "{} (a start of {}) said done, but no start was sent to pid {}",
+                            req,
+                            id,
+                            pid
+                        );
+                    }
                     // "containerd is unreachable" is never said while connected.
                     prop_assert!(
                         !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Unavailable)
@@ -874,6 +960,44 @@ impl Harness {
         Ok(())
     }
 
+    /// A policy restart newly owed is armed after the backoff dockerd's
+    /// rule gives: `restart_initial` after a run of `restart_reset_after`
+    /// or more, else the last backoff doubled (to `restart_max`); a start
+    /// the policy gave up on waits the next one.
+    fn check_restart_backoff(
+        &mut self,
+        owed_before: &BTreeMap<ContainerId, bool>,
+    ) -> Result<(), TestCaseError> {
+        let initial = self.config.restart_initial;
+        for c in self.core.containers() {
+            let id = &c.record.id;
+            if !c.record.intents.policy_restart || owed_before.get(id) != Some(&false) {
+                continue;
+            }
+            let timer = self.core.timers().find_map(|(at, kind)| {
+                (*kind == TimerKind::RestartBackoff(id.clone())).then_some(at)
+            });
+            let long_run = c.current_exit().is_some_and(|e| {
+                let began = c.record.started_at.unwrap_or(e.finished_at);
+                e.finished_at.saturating_since(began) >= self.config.restart_reset_after
+            });
+            let next = self.restart_backoff.entry(id.clone()).or_insert(initial);
+            let delay = if long_run { initial } else { *next };
+            *next = delay.saturating_mul(2).min(self.config.restart_max);
+            prop_assert_eq!(
+                timer,
+                Some(self.now.at + delay),
+                "{}'s policy restart is not armed after its backoff",
+                id
+            );
+        }
+        // (A container made again under the same id starts afresh.)
+        let core = &self.core;
+        self.restart_backoff
+            .retain(|id, _| core.container(id).is_some());
+        Ok(())
+    }
+
     /// Property 2, against the truth: a newly recorded exit is the world's
     /// exit of the newest process with that pid (pids are reused: an earlier
     /// run's exit taken for the current run's is caught here).
@@ -966,7 +1090,7 @@ impl Harness {
         }
         for c in self.core.containers() {
             let id = &c.record.id;
-            if !c.confirmed || self.unseen.contains_key(id) {
+            if self.unseen.contains_key(id) {
                 continue;
             }
             match self.world.tasks.get(id) {
@@ -1241,6 +1365,20 @@ impl Harness {
                 "a relist with a placeholder was not followed by another by {by:?}"
             );
         }
+        let relist_in_flight = self
+            .outstanding
+            .iter()
+            .any(|(_, c)| matches!(c, Call::Relist));
+        if let Some(by) = self.refresh_owed_by
+            && self.now.at > by
+            && !relist_in_flight
+            && self.core.connection() == ConnectionState::Ready
+        {
+            prop_assert!(
+                false,
+                "a relist owed (a call refused or unanswered, a task deleted unseen) did not come by {by:?}"
+            );
+        }
         // Property 4, checked as time passes.
         for (req, bound) in &self.stop_bounds {
             if *bound < self.now.at {
@@ -1311,6 +1449,7 @@ impl Harness {
             return Ok(());
         }
         let (op, call) = self.outstanding.remove(n % self.outstanding.len());
+        self.answering_call = Some(call.clone());
         if let Some(id) = self.stop_signal_ops.remove(&op)
             && self.world.up
             && matches!(failure, 0 | 7 | 8)
@@ -1514,6 +1653,7 @@ impl Harness {
                     sigkilled: false,
                     after,
                     oom_event_in_run: false,
+                    start_sent: false,
                 });
                 Done::TaskCreated { pid }
             }
@@ -2351,6 +2491,8 @@ impl Harness {
         self.relist_snapshots.clear();
         self.newest_relist = 0;
         self.look_again_by = None;
+        self.refresh_owed_by = None;
+        self.restart_backoff.clear();
         self.task_progress.clear();
         self.outstanding.clear();
         self.subscriptions.clear();
@@ -2954,9 +3096,36 @@ impl Harness {
                 published_at: Some(self.now.wall),
             })?,
             Step::ShimDies(i) => {
-                if self.world.tasks.contains_key(&id(i)) {
-                    self.world.delete_task(&id(i));
-                    self.unseen.insert(id(i), self.last_op);
+                let pid = match self.world.tasks.get(&id(i)) {
+                    Some(
+                        WorldTask::Created(p) | WorldTask::Running(p) | WorldTask::Stopped(p, ..),
+                    ) => *p,
+                    None => return Ok(()),
+                };
+                self.world.delete_task(&id(i));
+                self.unseen.insert(id(i), self.last_op);
+                // Every other pid: containerd cleans the dead shim's task
+                // up and says so (TaskDelete); its exit died with the shim.
+                // The core, with no exit of that task and no call of its
+                // own to learn from, owes a relist at once.
+                if pid.is_multiple_of(2) {
+                    let owed = self.core.connection() == ConnectionState::Ready
+                        && self.world.up
+                        && !self.subscriptions.is_empty()
+                        && self.core.container(&id(i)).is_some_and(|c| {
+                            c.record.pid == Some(pid) && c.current_exit().is_none()
+                        })
+                        && !self
+                            .outstanding
+                            .iter()
+                            .any(|(_, c)| c.container_id() == Some(&id(i)));
+                    if owed && self.refresh_owed_by.is_none() {
+                        self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+                    }
+                    self.event(ContainerdEvent::TaskDelete {
+                        container: id(i),
+                        pid,
+                    })?;
                 }
             }
             Step::StreamBreaks => {
@@ -3474,6 +3643,202 @@ fn chosen_interleavings_hold_every_property() {
         ],
         1,
     );
+    // A start while the stream is broken: the task create is answered,
+    // but no StartTask goes out before the reconnect, and a kill queued
+    // meanwhile goes first. The task's exit, seen before the kill's
+    // answer, ends a run no start reached: the start is still owed,
+    // not said done (SIGKILL, or a signal the process ignores).
+    for sigkill in [true, false] {
+        holds_every_property(
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                StreamBreaks,
+                Resolve(0, 0),
+                Kill(1, sigkill),
+                Advance(2000),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 7),
+                Resolve(0, 0),
+            ],
+            1 << 1,
+        );
+    }
+    // A start taken with its answer lost, and its event too (an even
+    // pid: `c2` ran first), then the exit: the start was carried out, on
+    // the run that ended, and is not carried out again.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(2, 0, 0),
+            Resolve(0, 0),
+            Start(2),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 9),
+            WorldExit(1, 0, false),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+        0,
+    );
+    // A task create answered "deadline" (it did not take effect) after
+    // the reconnect's relist was asked for: the listing, which shows no
+    // task, cannot settle it, and the task is unknown; another relist
+    // looks at once.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            StreamBreaks,
+            Advance(2000),
+            Resolve(1, 0),
+            Resolve(0, 2),
+            Resolve(0, 0),
+        ],
+        1 << 1,
+    );
+    // A crash loop under `--restart always`: a long run, two short ones,
+    // a long one again. The backoff starts at `restart_initial`, doubles
+    // after each short run, and starts over after a long one.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 1, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Advance(15000),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(150),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(300),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(500),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Advance(15000),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(150),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+        0,
+    );
+    // Under a v1 freezer: someone else freezes the task after a "stay
+    // down" SIGKILL went out, before it landed; the relist the freeze
+    // event asks for lists it frozen, and the core thaws it so that the
+    // kill lands.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Kill(1, true),
+            OutsidePause(1, true),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+        1 << 7,
+    );
+    // A running task's shim dies (an even pid: `c2` ran first) and
+    // containerd says the task was deleted, its exit lost with the shim:
+    // the core looks at once, not at the periodic relist.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(2, 0, 0),
+            Resolve(0, 0),
+            Start(2),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            ShimDies(1),
+            Advance(3000),
+        ],
+        1 << 3,
+    );
+    // A kill refused as "not found" while the relist a failed pause asked
+    // for is in flight: once that relist ends, another is asked for (the
+    // listing in flight may predate what the refusal says).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 0, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Pause(1, true),
+            Resolve(0, 2),
+            Kill(1, true),
+            Resolve(1, 3),
+            Resolve(0, 0),
+            Advance(3000),
+        ],
+        0,
+    );
+    // A listing of the last run's task, stopped, read before the policy
+    // restart's create and answered after its start (a relist asked for
+    // when a delete of the exited task lost its answer): it is an earlier
+    // run's, with another pid or (the create reuses the pid, 8) the same
+    // pid, and ends nothing of the run now running.
+    for create in [0, 8] {
+        holds_every_property(
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 1, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 1, false),
+                Resolve(0, 2),
+                Advance(1000),
+                Resolve(1, 0),
+                Advance(1000),
+                Resolve(1, create),
+                Resolve(1, 0),
+                Resolve(0, 7),
+            ],
+            0,
+        );
+    }
     // A relist of the connection given up answers while the reconnect's
     // own relist is awaited: it proves nothing (its listing predates an
     // exit whose event was lost).

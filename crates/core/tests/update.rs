@@ -144,3 +144,28 @@ fn a_task_gone_from_a_relist_during_an_update_is_looked_at_again_after_it() {
     let status = d.core.container(&cid("c1")).map(|c| c.status);
     assert_eq!(status, Some(Status::Exited));
 }
+
+#[test]
+fn an_update_that_finds_no_task_asks_for_a_relist() {
+    // c1's exit event was lost: the view still runs it. Its update finds
+    // no task; the core looks at once instead of showing it running until
+    // the periodic relist (found by the properties: a refused call not
+    // followed by a relist).
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.run("c1", ContainerConfig::default(), 10);
+    let (req, actions) = d.command(Command::UpdateResources {
+        id: cid("c1"),
+        update: memory(64),
+    });
+    let update = only_call(&actions, |c| matches!(c, Call::UpdateResources { .. }));
+    let actions = d.fail(update, FailureKind::NotFound);
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(_))] if *r == req),
+        "{actions:?}"
+    );
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    d.relist(relist, vec![]);
+    let status = d.core.container(&cid("c1")).map(|c| c.status);
+    assert_eq!(status, Some(Status::Exited));
+}
