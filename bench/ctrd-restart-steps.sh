@@ -8,7 +8,7 @@
 # from the holdfastd log, /proc (the new containerd's process start) and the
 # shell's clock. Samples are 31 s apart, so that each crash follows a
 # healthy run (the supervisor restarts at once, as after a real crash).
-# Numbers: bench/vs-dockerd.md ("Where a containerd restart's time goes").
+# Numbers: bench/vs-dockerd.md ("Where the time goes, at 8e8bd7b").
 #
 #   sudo bench/ctrd-restart-steps.sh [N] [M]     # default 3 samples, 200 containers
 set -euo pipefail

@@ -3,7 +3,7 @@
 # holdfastd at trace level on a root of its own, `docker wait` in flight
 # (its request in the holdfastd log), the container's process SIGKILLed from
 # the host, N times; each step's time from the holdfastd log and the shell's
-# clock. Numbers: bench/vs-dockerd.md ("Where exit -> wait's time goes").
+# clock. Numbers: bench/vs-dockerd.md ("Where the time goes, at 8e8bd7b").
 #
 #   sudo bench/wait-steps.sh [N]     # default 5
 set -euo pipefail
