@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Where "exit -> docker wait returns" goes, step by step: a release
+# holdfastd at trace level on a root of its own, `docker wait` in flight
+# (its request in the holdfastd log), the container's process SIGKILLed from
+# the host, N times; each step's time from the holdfastd log and the shell's
+# clock. Numbers: bench/vs-dockerd.md ("Where the time goes, at 8e8bd7b").
+#
+#   sudo bench/wait-steps.sh [N]     # default 5
+set -euo pipefail
+export LC_ALL=C
+N=${1:-5}
+cd "$(dirname "$0")/.."
+BIN=${HOLDFASTD:-target/release/holdfastd}
+[[ -x $BIN ]] || { echo "wait-steps.sh: no $BIN; cargo build --release -p holdfast-daemon" >&2; exit 1; }
+ROOT=$(mktemp -d /tmp/hf-wait-steps-XXXXXX)
+NS=wait-steps-$$
+export DOCKER_HOST=unix://$ROOT/run/holdfast.sock DOCKER_CONFIG=$ROOT/docker-config
+mkdir -p "$ROOT/data" "$ROOT/run" "$DOCKER_CONFIG"
+cleanup() {
+    set +e
+    ids=$(timeout 30 docker ps -aq)
+    [[ -n $ids ]] && timeout 60 docker rm -f $ids >/dev/null 2>&1
+    [[ -n ${HFD:-} ]] && kill -TERM "$HFD" && wait "$HFD"
+    ctrd=$(cat "$ROOT/run/containerd/containerd.pid" 2>/dev/null)
+    [[ -n $ctrd ]] && kill -KILL "$ctrd"
+    sleep 0.5 # containerd's exit, before its mounts go
+    grep " $ROOT" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l
+    [[ -n ${KEEP_LOG:-} ]] && cp "$ROOT/holdfastd.log" "$KEEP_LOG"
+    rm -rf "/run/containerd/runc/$NS" "$ROOT"
+}
+trap cleanup EXIT
+RUST_LOG=holdfast_daemon=trace,holdfast_adapter_containerd=trace "$BIN" --data-root "$ROOT/data" \
+    --exec-root "$ROOT/run" -H "$DOCKER_HOST" --containerd-namespace "$NS" --bridge none \
+    >"$ROOT/holdfastd.log" 2>&1 &
+HFD=$!
+for _ in $(seq 600); do
+    timeout 5 docker image inspect busybox >/dev/null 2>&1 && break
+    sleep 0.2
+done
+for i in $(seq "$N"); do
+    # by name: `docker run` itself asks for a wait by the container's id
+    id=$(docker run -d --network none --name "w$i" busybox sleep 1000)
+    pid=$(docker inspect -f '{{.State.Pid}}' "$id")
+    docker wait "w$i" >/dev/null &
+    w=$!
+    until grep -q "request method=POST uri=.*/containers/w$i/wait" "$ROOT/holdfastd.log"; do sleep 0.01; done
+    t0=$(date +%s.%N)
+    kill -KILL "$pid"
+    wait "$w"
+    t1=$(date +%s.%N)
+    echo "$id $t0 $t1" >>"$ROOT/marks.txt"
+    docker rm "$id" >/dev/null
+done
+python3 - "$ROOT/holdfastd.log" "$ROOT/marks.txt" <<'PY'
+import datetime, re, sys
+log = [l for l in open(sys.argv[1])]
+def ts(line):
+    m = re.match(r'(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d+)Z', line)
+    if not m:
+        return None
+    t = datetime.datetime.strptime(m.group(1), '%Y-%m-%dT%H:%M:%S').replace(tzinfo=datetime.timezone.utc)
+    return t.timestamp() + float('0.' + m.group(2))
+stamped = [(ts(l), l) for l in log if ts(l)]
+print("| sample | SIGKILL -> TaskExit in | TaskExit in -> next line logged | TaskExit in -> CLI exited | total |")
+print("|---|---:|---:|---:|---:|")
+for n, line in enumerate(open(sys.argv[2]), 1):
+    cid, t0, t1 = line.split()
+    t0, t1 = float(t0), float(t1)
+    ev = [(t, l) for t, l in stamped if t0 - 0.01 <= t <= t1 + 0.01]
+    exit_in = next((t for t, l in ev if 'input=Event(TaskExit' in l and cid in l), None)
+    after = next((t for t, l in ev if exit_in and t > exit_in), None)
+    d = lambda a, b: f"{(b - a) * 1000:.1f}" if a and b else "-"
+    print(f"| {n} | {d(t0, exit_in)} | {d(exit_in, after)} | {d(exit_in, t1)} | {d(t0, t1)} |")
+PY
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
