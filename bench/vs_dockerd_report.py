@@ -153,7 +153,7 @@ def plots(run, bench, samples, whats, rows, scenarios):
     xtics = ", ".join(f'"{w}" {i}' for i, w in enumerate(whats))
     lat_png = os.path.join(bench, "vs-dockerd-latency.png")
     script = f"""
-set terminal pngcairo size 1400,700 font ",10"
+set terminal pngcairo size 1400,700 font ",10" noenhanced
 set output "{lat_png}"
 set title "every sample, holdfast (left of each tick) and dockerd (right); log scale"
 set logscale y
@@ -174,7 +174,7 @@ plot "{data}/lat-holdfast.dat" using 1:2 with points pt 7 ps 0.6 title "holdfast
     script += f"""
 set output "{chaos_png}"
 unset logscale y
-set title "chaos: problems counted per scenario (all counts summed)"
+set title "chaos: problems counted per scenario (all counts summed; no bar: zero)"
 set ylabel "count"
 set style data histograms
 set style histogram cluster gap 1
