@@ -33,6 +33,9 @@ pub struct Daemon {
     child: Option<Child>,
     /// Flags given to every start of this holdfastd.
     extra_args: Vec<String>,
+    /// Environment given to every start (and so to its containerd, the
+    /// shims and runc).
+    extra_env: Vec<(String, String)>,
     transcript: Mutex<Vec<String>>,
     requests: AtomicUsize,
 }
@@ -81,7 +84,17 @@ impl Daemon {
         Daemon::start_on(Some(size), &["--bridge", "none"])
     }
 
+    /// [`Daemon::start_with`] with these environment variables for
+    /// holdfastd, which its containerd, the shims and runc inherit.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_on_with(None, args, env)
+    }
+
     fn start_on(tmpfs_size: Option<&str>, args: &[&str]) -> Daemon {
+        Daemon::start_on_with(tmpfs_size, args, &[])
+    }
+
+    fn start_on_with(tmpfs_size: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let binary = holdfastd_binary();
         require_tools();
         let dir = tempfile::Builder::new()
@@ -117,6 +130,10 @@ impl Daemon {
             binary,
             child: None,
             extra_args: args.iter().map(|a| (*a).to_owned()).collect(),
+            extra_env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             transcript: Mutex::new(Vec::new()),
             requests: AtomicUsize::new(0),
         };
@@ -830,6 +847,7 @@ impl Daemon {
             .args(&self.extra_args)
             .env("RUST_LOG", RUST_LOG)
             .env("NO_COLOR", "1")
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
