@@ -10,32 +10,9 @@ set -euo pipefail
 export LC_ALL=C
 N=${1:-5}
 cd "$(dirname "$0")/.."
-BIN=${HOLDFASTD:-target/release/holdfastd}
-[[ -x $BIN ]] || { echo "stop-steps.sh: no $BIN; cargo build --release -p holdfast-daemon" >&2; exit 1; }
-ROOT=$(mktemp -d /tmp/hf-stop-steps-XXXXXX)
-NS=stop-steps-$$
-export DOCKER_HOST=unix://$ROOT/run/holdfast.sock DOCKER_CONFIG=$ROOT/docker-config
-mkdir -p "$ROOT/data" "$ROOT/run" "$DOCKER_CONFIG"
-cleanup() {
-    set +e
-    ids=$(timeout 30 docker ps -aq)
-    [[ -n $ids ]] && timeout 60 docker rm -f $ids >/dev/null 2>&1
-    [[ -n ${HFD:-} ]] && kill -TERM "$HFD" && wait "$HFD"
-    ctrd=$(cat "$ROOT/run/containerd/containerd.pid" 2>/dev/null)
-    [[ -n $ctrd ]] && kill -KILL "$ctrd"
-    sleep 0.5 # containerd's exit, before its mounts go
-    grep " $ROOT" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l
-    rm -rf "/run/containerd/runc/$NS" "$ROOT"
-}
-trap cleanup EXIT
-RUST_LOG=holdfast_daemon=trace,holdfast_adapter_containerd=trace "$BIN" --data-root "$ROOT/data" \
-    --exec-root "$ROOT/run" -H "$DOCKER_HOST" --containerd-namespace "$NS" --bridge none \
-    >"$ROOT/holdfastd.log" 2>&1 &
-HFD=$!
-for _ in $(seq 600); do
-    timeout 5 docker image inspect busybox >/dev/null 2>&1 && break
-    sleep 0.2
-done
+STEPS=stop-steps
+# shellcheck source=bench/traced-holdfastd.sh
+source bench/traced-holdfastd.sh
 for i in $(seq "$N"); do
     id=$(docker run -d --network none busybox sh -c "trap 'exit 0' TERM; sleep 1000 & wait")
     pid=$(docker inspect -f '{{.State.Pid}}' "$id")

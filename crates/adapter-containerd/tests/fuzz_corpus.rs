@@ -5,21 +5,35 @@ use holdfast_adapter_containerd::decode_fuzz_input;
 use holdfast_core::ContainerdEvent;
 use std::path::Path;
 
-#[test]
-fn decode_event_corpus_replays() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/decode_event");
+/// The committed seeds of the fuzz target `target`, by file name, in order
+/// (at least ten).
+fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the decode_event corpus is committed")
+        .unwrap_or_else(|e| panic!("the {target} corpus is committed: {e}"))
         .map(|entry| entry.expect("readable corpus entry").path())
         .collect();
     files.sort();
     assert!(files.len() >= 10, "corpus too small: {files:?}");
-    for path in files {
-        let data = std::fs::read(&path).expect("readable corpus file");
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
+    files
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
+            (name, std::fs::read(&path).expect("readable corpus file"))
+        })
+        .collect()
+}
+
+#[test]
+fn decode_event_corpus_replays() {
+    for (name, data) in corpus("decode_event") {
+        let name = name.as_str();
         let decoded = decode_fuzz_input(&data);
         if name.starts_with("valid-") {
             let event = decoded
@@ -60,19 +74,7 @@ fn decode_event_corpus_replays() {
 /// `bad-*` ones refused.
 #[test]
 fn image_documents_corpus_replays() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/image_documents");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the image_documents corpus is committed")
-        .map(|entry| entry.expect("readable corpus entry").path())
-        .collect();
-    files.sort();
-    assert!(files.len() >= 10, "corpus too small: {files:?}");
-    for path in files {
-        let data = std::fs::read(&path).expect("readable corpus file");
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
+    for (name, data) in corpus("image_documents") {
         let accepted = holdfast_adapter_containerd::image_document_fuzz_input(&data);
         if name.starts_with("ok-") {
             assert!(accepted, "{name}: refused");
