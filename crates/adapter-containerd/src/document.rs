@@ -64,6 +64,18 @@ fn check_schema(what: &str, version: u32) -> Result<(), AdapterError> {
     }
 }
 
+fn index_of(what: &str, doc: Value) -> Result<ImageIndex, AdapterError> {
+    let index: ImageIndex = typed(what, "image index", doc)?;
+    check_schema(what, index.schema_version())?;
+    Ok(index)
+}
+
+fn manifest_of(what: &str, doc: Value) -> Result<ImageManifest, AdapterError> {
+    let manifest: ImageManifest = typed(what, "image manifest", doc)?;
+    check_schema(what, manifest.schema_version())?;
+    Ok(manifest)
+}
+
 /// Reads a manifest or an index. `media_type` is what the pointer to it
 /// says (a descriptor, an image record, a registry's Content-Type), empty
 /// when unknown; the document's own `mediaType` and a `manifests` list
@@ -77,13 +89,9 @@ pub(crate) fn read_document(
     let own = doc.get("mediaType").and_then(Value::as_str).unwrap_or("");
     if is_index_media_type(media_type) || is_index_media_type(own) || doc.get("manifests").is_some()
     {
-        let index: ImageIndex = typed(what, "image index", doc)?;
-        check_schema(what, index.schema_version())?;
-        Ok(Document::Index(Box::new(index)))
+        Ok(Document::Index(Box::new(index_of(what, doc)?)))
     } else {
-        let manifest: ImageManifest = typed(what, "image manifest", doc)?;
-        check_schema(what, manifest.schema_version())?;
-        Ok(Document::Manifest(Box::new(manifest)))
+        Ok(Document::Manifest(Box::new(manifest_of(what, doc)?)))
     }
 }
 
@@ -97,9 +105,7 @@ pub(crate) fn read_manifest(what: &str, bytes: &[u8]) -> Result<ImageManifest, A
 
 /// Reads an index (an OCI layout's `index.json`).
 pub(crate) fn read_index(what: &str, bytes: &[u8]) -> Result<ImageIndex, AdapterError> {
-    let index: ImageIndex = typed(what, "image index", bounded_json(what, bytes)?)?;
-    check_schema(what, index.schema_version())?;
-    Ok(index)
+    index_of(what, bounded_json(what, bytes)?)
 }
 
 /// The entry of an index for linux on this host's architecture (an entry
