@@ -622,10 +622,7 @@ impl Core {
             c.rec.intents.start = false;
             c.cancel_policy_restart(&mut self.out.timers);
             self.out.persist(&c.rec);
-            let why = error(
-                ErrorKind::Conflict,
-                "the container was stopped before it started",
-            );
+            let why = error(ErrorKind::Conflict, STOPPED_BEFORE_START);
             self.start_abandoned(id, why);
             let answer = if cancelled {
                 Answer::Done
@@ -635,9 +632,21 @@ impl Core {
             self.out.answer_now(req, answer);
             return;
         }
+        // A start wanted after this run (a restart's, or a start queued
+        // behind a stop) will not happen now: its requests are told so at
+        // once, as when nothing runs. A start already sent to this task is
+        // left to its answer (it may have taken effect).
+        let cancels_start = c.rec.intents.start && !c.rec.start_sent;
         let bound = self.record_stop(id, timeout, signal);
         if let Some(c) = self.containers.get(id) {
             self.out.persist(&c.rec);
+        }
+        if cancels_start {
+            self.answer_pending_where(
+                id,
+                |p| matches!(p, Pending::Start | Pending::Restart),
+                || error(ErrorKind::Conflict, STOPPED_BEFORE_START),
+            );
         }
         self.recheck_starts_past_bound(id);
         self.add_pending(id, req, Pending::Stop, Some(bound));
@@ -896,6 +905,9 @@ impl Core {
 /// The default bridge network's name, as dockerd's: a container whose
 /// config names no network is on it.
 const DEFAULT_NETWORK: &str = "bridge";
+
+/// What a start or restart a stop cancelled is told.
+const STOPPED_BEFORE_START: &str = "the container was stopped before it started";
 
 /// The network a bridge container was created on, by name.
 fn own_network(config: &ContainerConfig) -> &str {

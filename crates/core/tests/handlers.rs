@@ -942,6 +942,51 @@ fn a_restart_of_a_task_whose_start_was_lost_starts_it_after_the_stop() {
 }
 
 #[test]
+fn a_stop_during_a_restarts_stop_answers_the_restart_at_once() {
+    // `docker restart` is stopping the container (its SIGTERM sent, the
+    // grace running) when `docker stop` comes: the stop drops the
+    // restart's start, so the restart will not happen and is told so now,
+    // not left waiting for a bound that would say it is still to come
+    // (found by the properties: a request never answered once healed).
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.run("c1", ContainerConfig::default(), 42);
+    let (restart, actions) = d.command(Command::Restart {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(10)),
+        signal: None,
+    });
+    let term = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    d.ok(term);
+    let (stop, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    let told = answers(&actions);
+    assert!(
+        told.iter().any(|(r, a)| *r == restart
+            && matches!(a, Answer::Error(e) if e.kind == ErrorKind::Conflict)),
+        "the restart is not answered by the stop that cancelled it: {actions:?}"
+    );
+    assert!(
+        !told.iter().any(|(r, _)| *r == stop),
+        "the stop is answered before the run ended: {actions:?}"
+    );
+    let actions = d.exit("c1", 42, 143);
+    assert!(
+        answers(&actions).contains(&(stop, Answer::Done)),
+        "the stop is done with the exit: {actions:?}"
+    );
+    assert!(
+        !calls(&actions)
+            .iter()
+            .any(|c| matches!(c, Call::CreateTask { .. })),
+        "the cancelled restart still started the container: {actions:?}"
+    );
+}
+
+#[test]
 fn oom_marks_the_exit() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     let actions = d.feed(Input::Event(ContainerdEvent::TaskOom {

@@ -915,6 +915,24 @@ impl Harness {
                 prop_assert!(false, "{input:?} issued {call:?}");
             }
         }
+        // A start or restart still waiting for its answer is one the core
+        // still means to make, or one sent that may yet take effect: a
+        // start dropped (by a stop, a removal, a give-up) is answered then,
+        // not left to a bound that would say it is still to come.
+        for (req, id) in &self.starts {
+            if self.answered.contains_key(req) {
+                continue;
+            }
+            if let Some(c) = self.core.container(id) {
+                prop_assert!(
+                    c.record.intents.start || c.record.start_sent,
+                    "{} (a start of {}) waits for a start nobody means to make, after {:?}",
+                    req,
+                    id,
+                    input
+                );
+            }
+        }
         // A run's task only moves forward (created, running, stopped): a
         // listing older than what the core has learned since must not take
         // it back.
