@@ -46,6 +46,8 @@ pub fn decode_event(type_url: &str, bytes: &[u8]) -> Result<Option<ContainerdEve
             ContainerdEvent::TaskStart {
                 container: id(e.container_id)?,
                 pid: e.pid,
+                // In the envelope, not the event: set by the stream.
+                published_at: None,
             }
         }
         "containerd.events.TaskExit" => {
@@ -202,7 +204,8 @@ mod tests {
             decode_event("containerd.events.TaskStart", &start.encode_to_vec()),
             Ok(Some(ContainerdEvent::TaskStart {
                 container: cid("c1"),
-                pid: 9
+                pid: 9,
+                published_at: None,
             }))
         );
         let paused = TaskPaused {

@@ -141,8 +141,10 @@ impl Adapter {
                 }
                 // The shim stamps the envelope when it first publishes, and
                 // keeps the stamp through its retries: what tells a late OOM
-                // event of an earlier run from the current run's.
-                if let ContainerdEvent::TaskOom { published_at, .. } = &mut event {
+                // or start event of an earlier run from the current run's.
+                if let ContainerdEvent::TaskOom { published_at, .. }
+                | ContainerdEvent::TaskStart { published_at, .. } = &mut event
+                {
                     *published_at = wall_time(envelope.timestamp.as_ref());
                 }
                 tracing::trace!(topic = %envelope.topic, ?event, "event");

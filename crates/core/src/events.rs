@@ -88,14 +88,21 @@ impl Core {
             }
             // The current run's process started: evidence even when the
             // start's own answer is lost. Only once this run's start was
-            // sent: before that, a start event naming its pid is an earlier
-            // run's, delivered late, whose pid the kernel gave again.
-            ContainerdEvent::TaskStart { container, pid } => {
+            // sent, and only if published since this run began: otherwise
+            // a start event naming its pid is an earlier run's, delivered
+            // late, whose pid the kernel gave again.
+            ContainerdEvent::TaskStart {
+                container,
+                pid,
+                published_at,
+            } => {
                 let Some(c) = self.containers.get(&container) else {
                     return;
                 };
+                let earlier_run = published_at.is_some_and(|at| c.predates_run(at));
                 if c.rec.pid == Some(pid)
                     && c.rec.start_sent
+                    && !earlier_run
                     && matches!(c.task, TaskState::Created { .. })
                 {
                     self.start_took_effect(&container);

@@ -154,6 +154,10 @@ pub enum ContainerdEvent {
     TaskStart {
         container: ContainerId,
         pid: u32,
+        /// When the shim published it (the envelope's timestamp): a start
+        /// of an earlier run whose pid the kernel gave again, delivered
+        /// late, is told from this run's own by this. `None` when not known.
+        published_at: Option<WallTime>,
     },
     /// `exec_id` equals the container id for the init process; anything else
     /// is an exec and never changes the container's state.

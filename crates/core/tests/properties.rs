@@ -1745,6 +1745,7 @@ impl Harness {
                     let event = ContainerdEvent::TaskStart {
                         container: id.clone(),
                         pid,
+                        published_at: Some(self.now.wall),
                     };
                     if failure == 7 {
                         self.event(event)?;

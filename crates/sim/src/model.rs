@@ -256,6 +256,8 @@ impl Containerd {
         fx.push(Effect::Publish(ContainerdEvent::TaskStart {
             container: id.clone(),
             pid,
+            // Stamped by the shim when it publishes (Sim::publish).
+            published_at: None,
         }));
         fx.push(Effect::Started {
             container: id.clone(),

@@ -1177,9 +1177,13 @@ impl Sim {
     // ---- the event bus ----
 
     /// containerd publishes an event to its subscribers.
-    fn publish(&mut self, event: ContainerdEvent) {
+    fn publish(&mut self, mut event: ContainerdEvent) {
         if !self.cd.up {
             return;
+        }
+        // The shim stamps the envelope when it first publishes.
+        if let ContainerdEvent::TaskStart { published_at, .. } = &mut event {
+            published_at.get_or_insert(wall(self.now));
         }
         let Some(op) = self.stream else { return };
         let target = Some((self.daemon, op));
