@@ -48,6 +48,9 @@ use support::cid;
 
 const IDS: [&str; 3] = ["c0", "c1", "c2"];
 
+/// How much later than the first an exit reported again says it was.
+const REPORTED_AGAIN_LATER_NANOS: i64 = 1_000_000;
+
 /// Endpoints a container may have beyond its own network (the core's rule).
 const ENDPOINTS_MAX: usize = 16;
 
@@ -319,6 +322,9 @@ struct Instance {
     /// (whatever became of it: an attempt whose answer was lost, or one
     /// sent as its shim died, may have worked).
     start_sent: bool,
+    /// When the CreateTask that made it was sent: nothing of this process
+    /// happened before.
+    asked_at: WallTime,
 }
 
 /// containerd as far as these properties need it.
@@ -326,6 +332,8 @@ struct Instance {
 struct World {
     up: bool,
     containers: BTreeMap<ContainerId, ()>,
+    /// When each container's latest CreateTask was sent.
+    create_asked: BTreeMap<ContainerId, WallTime>,
     tasks: BTreeMap<ContainerId, WorldTask>,
     next_pid: u32,
     instances: Vec<Instance>,
@@ -735,6 +743,9 @@ impl Harness {
                             .max()
                     {
                         self.world.instances[i].start_sent = true;
+                    }
+                    if let Call::CreateTask { id } = call {
+                        self.world.create_asked.insert(id.clone(), self.now.wall);
                     }
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
@@ -1711,6 +1722,12 @@ impl Harness {
                     .latest
                     .insert((id.clone(), pid), self.world.instances.len());
                 let after = self.world.last_exit.get(&id).copied();
+                let asked_at = self
+                    .world
+                    .create_asked
+                    .get(&id)
+                    .copied()
+                    .unwrap_or(self.now.wall);
                 self.world.tasks.insert(id, WorldTask::Created(pid));
                 self.world.instances.push(Instance {
                     pid,
@@ -1721,6 +1738,7 @@ impl Harness {
                     after,
                     oom_event_in_run: false,
                     start_sent: false,
+                    asked_at,
                 });
                 Done::TaskCreated { pid }
             }
@@ -3087,7 +3105,9 @@ impl Harness {
             Step::ExitReportedAgain(n) => {
                 // Only of an exit the core has recorded for that pid (or of
                 // an earlier run): a first report that lies is no fault the
-                // core could see through.
+                // core could see through. Or one timed before the newest
+                // process with that pid was asked for (its pid reused): the
+                // core tells it from that process's by when its run began.
                 let exits: Vec<ContainerdEvent> = self
                     .past_events
                     .iter()
@@ -3096,10 +3116,19 @@ impl Harness {
                             container,
                             exec_id,
                             pid,
+                            exited_at,
                             ..
                         } if exec_id == container.as_str() => {
+                            let again = exited_at.as_unix_nanos() + REPORTED_AGAIN_LATER_NANOS;
+                            let before_newest = self
+                                .world
+                                .latest
+                                .get(&(container.clone(), *pid))
+                                .and_then(|i| self.world.instances.get(*i))
+                                .is_some_and(|inst| again < inst.asked_at.as_unix_nanos());
                             self.core.container(container).is_some_and(|v| {
                                 v.record.pid != Some(*pid)
+                                    || before_newest
                                     || v.record
                                         .exit
                                         .as_ref()
@@ -3125,7 +3154,9 @@ impl Harness {
                         exec_id,
                         pid,
                         exit_status: exit_status + 1,
-                        exited_at: WallTime::from_unix_nanos(exited_at.as_unix_nanos() + 1_000_000),
+                        exited_at: WallTime::from_unix_nanos(
+                            exited_at.as_unix_nanos() + REPORTED_AGAIN_LATER_NANOS,
+                        ),
                         oom_kills,
                     })?;
                 }

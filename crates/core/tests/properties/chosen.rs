@@ -640,6 +640,129 @@ fn found_at_twenty_thousand_cases_hold_every_property() {
     }
 }
 
+/// Cases that kill mutants of the relist and exit rules which CI's 1,024
+/// random cases catch only sometimes (bench/mutants.md), each the minimal
+/// case proptest shrank one to, under that mutant:
+#[test]
+fn mutants_caught_only_sometimes_are_caught_by_these() {
+    use Step::*;
+    let cases: [(&str, u8, &[Step]); 5] = [
+        // A start whose task create's answer is lost, the kernel giving
+        // the new task the pid of the run before; a relist finds it (a new
+        // run); then that earlier run's exit is reported again, a little
+        // later, still before the new run was asked for (relist.rs: a run
+        // a relist found begins when its create was sent).
+        (
+            "an earlier run's exit reported again after its pid came back",
+            1 << 5,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 0, false),
+                Resolve(0, 0),
+                Advance(10),
+                Start(1),
+                Resolve(0, 9),
+                Resolve(0, 0),
+                ExitReportedAgain(Pick(0)),
+            ],
+        ),
+        // A relist's placeholder of a task believed gone (relist.rs: the
+        // placeholder of an absent task makes it unknown). A restart whose
+        // create reuses the deleted pid while a stop is pending.
+        (
+            "placeholder of a task believed gone",
+            152,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 40),
+                Resolve(0, 0),
+                Restart(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Stop(1, None, None),
+                WorldExit(1, 0, true),
+                Resolve(0, 0),
+                Resolve(0, 8),
+            ],
+        ),
+        // A killed task whose delete's answer is lost, then a relist read
+        // when it was asked for (relist.rs: the new-run rule after a
+        // recorded exit, a listing of the same pid).
+        (
+            "a listing of the run whose exit is recorded",
+            74,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Kill(0, true),
+                Resolve(0, 0),
+                Resolve(0, 9),
+                Resolve(0, 7),
+            ],
+        ),
+        // A restart whose create's answer is lost after the exit was
+        // recorded (relist.rs: a task listed after the old one was known
+        // gone is a new run).
+        (
+            "a new run found by a relist after a recorded exit",
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 1, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Create(0, 0, 0),
+                Network(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 0, false),
+                Create(0, 0, 0),
+                Restart(1),
+                Resolve(0, 0),
+                Resolve(0, 9),
+            ],
+        ),
+        // A stop cancels a restart of a container that never ran, before
+        // its task create is answered, with a wait on it (events.rs:
+        // `never_ran`).
+        (
+            "a run that never ran",
+            12,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Restart(1),
+                Stop(1, None, None),
+                Resolve(0, 0),
+                Wait(1, 0),
+            ],
+        ),
+    ];
+    for (what, swarm, steps) in cases {
+        let mut harness = Harness::new(swarm);
+        if let Err(failure) = harness.run(steps, swarm) {
+            panic!("{what}: {failure}");
+        }
+    }
+}
+
 /// Runs one chosen case through every property (as the generated ones).
 fn holds_every_property(steps: &[Step], swarm: u8) {
     let mut harness = Harness::new(swarm);
