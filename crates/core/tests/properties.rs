@@ -2645,13 +2645,21 @@ impl Harness {
         let kept: Vec<ContainerId> = self.world.containers.keys().cloned().collect();
         prop_assert_eq!(&shown, &kept, "holdfast shows, containerd has");
         // A removal asked for is carried out once the world heals, in any
-        // state the container was in: none is left being removed.
+        // state the container was in: none is left being removed. So is a
+        // start (a user's, a restart's, a policy's): none is left wanted.
         for c in self.core.containers() {
             prop_assert!(
                 !c.record.intents.remove,
                 "{} is still being removed in a healed world ({:?})",
                 c.record.id,
                 c.task
+            );
+            prop_assert!(
+                !c.record.intents.start && !c.record.intents.policy_restart,
+                "{} still waits to be started in a healed world ({:?}, {:?})",
+                c.record.id,
+                c.task,
+                c.record.intents
             );
         }
         // Every SIGKILL that went out has taken effect: none waits on a
@@ -3108,6 +3116,12 @@ impl Harness {
                 // core could see through. Or one timed before the newest
                 // process with that pid was asked for (its pid reused): the
                 // core tells it from that process's by when its run began.
+                // Never timed in the future, nor in the life of a later
+                // process with that pid (no second source would say so).
+                let now = self.now.wall.as_unix_nanos();
+                let again_at = |exited_at: &WallTime| {
+                    (exited_at.as_unix_nanos() + REPORTED_AGAIN_LATER_NANOS).min(now)
+                };
                 let exits: Vec<ContainerdEvent> = self
                     .past_events
                     .iter()
@@ -3119,21 +3133,27 @@ impl Harness {
                             exited_at,
                             ..
                         } if exec_id == container.as_str() => {
-                            let again = exited_at.as_unix_nanos() + REPORTED_AGAIN_LATER_NANOS;
-                            let before_newest = self
+                            let again = again_at(exited_at);
+                            let newest_asked = self
                                 .world
                                 .latest
                                 .get(&(container.clone(), *pid))
                                 .and_then(|i| self.world.instances.get(*i))
-                                .is_some_and(|inst| again < inst.asked_at.as_unix_nanos());
-                            self.core.container(container).is_some_and(|v| {
-                                v.record.pid != Some(*pid)
-                                    || before_newest
-                                    || v.record
-                                        .exit
-                                        .as_ref()
-                                        .is_some_and(|x| x.run == v.record.run)
-                            })
+                                .map(|inst| inst.asked_at.as_unix_nanos());
+                            let exited = exited_at.as_unix_nanos();
+                            let later_process = newest_asked.filter(|asked| *asked > exited);
+                            let honest =
+                                again > exited && later_process.is_none_or(|asked| again < asked);
+                            let before_newest = later_process.is_some();
+                            honest
+                                && self.core.container(container).is_some_and(|v| {
+                                    v.record.pid != Some(*pid)
+                                        || before_newest
+                                        || v.record
+                                            .exit
+                                            .as_ref()
+                                            .is_some_and(|x| x.run == v.record.run)
+                                })
                         }
                         _ => false,
                     })
@@ -3154,9 +3174,7 @@ impl Harness {
                         exec_id,
                         pid,
                         exit_status: exit_status + 1,
-                        exited_at: WallTime::from_unix_nanos(
-                            exited_at.as_unix_nanos() + REPORTED_AGAIN_LATER_NANOS,
-                        ),
+                        exited_at: WallTime::from_unix_nanos(again_at(&exited_at)),
                         oom_kills,
                     })?;
                 }
@@ -3379,39 +3397,46 @@ proptest! {
     /// does exactly what it did with them, but for probes and health events.
     #[test]
     fn health_checks_never_change_what_the_core_does(swarm in any::<u8>(), steps in proptest::collection::vec(step(), 1..160)) {
-        let mut with = Harness::new(swarm);
-        with.run(&steps, swarm)?;
-        let mut without = Harness::new(swarm);
-        without.probe_results = false;
-        without.run(&steps, swarm)?;
-        // A record is persisted with each probe result (its health): what
-        // is persisted but for the health must be the same, in the same order.
-        let not_health = |trace: &[Action]| -> Vec<Action> {
-            let mut last: std::collections::HashMap<ContainerId, Record> = Default::default();
-            trace
-                .iter()
-                .filter_map(|a| match a {
-                    Action::RunProbe(_) => None,
-                    Action::Publish(e) if matches!(e.kind, UserEventKind::HealthStatus(_)) => None,
-                    Action::Persist(rec) => {
-                        let mut rec = rec.clone();
-                        rec.health = None;
-                        if last.get(&rec.id) == Some(&rec) {
-                            return None;
-                        }
-                        last.insert(rec.id.clone(), rec.clone());
-                        Some(Action::Persist(rec))
-                    }
-                    Action::Unpersist(id) => {
-                        last.remove(id);
-                        Some(a.clone())
-                    }
-                    a => Some(a.clone()),
-                })
-                .collect()
-        };
-        prop_assert_eq!(not_health(&with.trace), not_health(&without.trace));
+        probe_results_change_nothing_else(&steps, swarm)?;
     }
+}
+
+/// Health checks only observe: with every probe result lost, the core
+/// does exactly what it did with them, but for probes and health events.
+fn probe_results_change_nothing_else(steps: &[Step], swarm: u8) -> Result<(), TestCaseError> {
+    let mut with = Harness::new(swarm);
+    with.run(steps, swarm)?;
+    let mut without = Harness::new(swarm);
+    without.probe_results = false;
+    without.run(steps, swarm)?;
+    // A record is persisted with each probe result (its health): what
+    // is persisted but for the health must be the same, in the same order.
+    let not_health = |trace: &[Action]| -> Vec<Action> {
+        let mut last: std::collections::HashMap<ContainerId, Record> = Default::default();
+        trace
+            .iter()
+            .filter_map(|a| match a {
+                Action::RunProbe(_) => None,
+                Action::Publish(e) if matches!(e.kind, UserEventKind::HealthStatus(_)) => None,
+                Action::Persist(rec) => {
+                    let mut rec = rec.clone();
+                    rec.health = None;
+                    if last.get(&rec.id) == Some(&rec) {
+                        return None;
+                    }
+                    last.insert(rec.id.clone(), rec.clone());
+                    Some(Action::Persist(rec))
+                }
+                Action::Unpersist(id) => {
+                    last.remove(id);
+                    Some(a.clone())
+                }
+                a => Some(a.clone()),
+            })
+            .collect()
+    };
+    prop_assert_eq!(not_health(&with.trace), not_health(&without.trace));
+    Ok(())
 }
 
 /// Drives a fresh core (seed `seed`) through `failures` failed connects,
