@@ -456,7 +456,10 @@ impl Core {
                 self.kill_delivered(id, signal, purpose);
             }
             Step::DeleteTask => {
+                // Whatever the doubt was (a create or a delete whose answer
+                // was lost), containerd now has no task for it.
                 c.task = TaskState::Absent;
+                c.task_in_doubt = false;
                 if c.current_exit().is_none() {
                     // The task never ran (its start failed or was cancelled).
                     self.never_ran(id);

@@ -167,9 +167,13 @@ impl Core {
                 Some(t) => !believed_live || (t.status == TaskStatus::Paused) != c.paused,
                 None => believed_live,
             };
+            // A view in doubt (an answer lost) waits for a relist that
+            // settles it: one that cannot is as good as none. (A
+            // placeholder asks for a relist soon anyway.)
+            let doubted = c.task_in_doubt && !placeholder;
             // With no call in flight, the listing predates the last call's
             // answer: the next relist will settle it, so ask for it now.
-            let stale = !settled && disagrees;
+            let stale = !settled && (disagrees || doubted);
             c.look_again = stale && c.in_flight.is_some();
             look_now |= stale && c.in_flight.is_none();
             // Still, a placeholder is a task containerd has: one believed

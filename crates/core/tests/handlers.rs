@@ -2893,3 +2893,59 @@ fn a_user_network_container_is_attached_by_the_same_network_step() {
         }]
     );
 }
+
+#[test]
+fn a_doubt_a_relist_could_not_settle_is_looked_at_again_and_a_delete_ends_it() {
+    // A bridge container's start is cancelled by a stop while its task
+    // create is on its way; the created task is deleted, and that delete's
+    // answer is lost: the task may be gone. `docker restart` then sends
+    // its SIGTERM, and the relist the lost answer asked for arrives while
+    // that kill is in flight, so it settles nothing. Before, the doubt
+    // then waited for the periodic relist (300 s) and the restart's start
+    // with it (found by the properties: the container's attachment was
+    // left with no task). Now the doubt is looked at again once the kill
+    // is answered; and a delete answered done leaves no doubt either.
+    let mut d = Driver::new();
+    let (_, setup) = bridge_start_until_setup(&mut d);
+    let actions = d.ok(setup);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let (stop, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert!(
+        answers(&actions).contains(&(stop, Answer::Done)),
+        "{actions:?}"
+    );
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.fail(delete, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let (_, actions) = d.command(Command::Restart {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(10)),
+        signal: None,
+    });
+    let mut actions = actions;
+    while !calls(&actions)
+        .iter()
+        .any(|c| matches!(c, Call::Kill { .. }))
+    {
+        actions = d.fire_timer().1;
+    }
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let mut created = running("c1", 42);
+    created.status = TaskStatus::Created;
+    d.relist(relist, vec![created]);
+    let actions = d.ok(kill);
+    let again = only_call(&actions, |c| matches!(c, Call::Relist));
+    let mut actions = d.exit("c1", 42, 143);
+    actions.extend(d.relist(again, vec![stopped("c1", 42, 143, d.now.wall)]));
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.ok(delete);
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+}

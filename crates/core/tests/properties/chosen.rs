@@ -582,7 +582,36 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_at_twenty_thousand_cases_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 2] = [
+    let cases: [(u8, &[Step]); 3] = [
+        // A bridged container's start is cancelled by a stop while its
+        // task create's answer is lost; the created task's delete loses its
+        // answer too; a restart's kill is in flight when the relist that
+        // would settle the doubt arrives. The doubt then waited for the
+        // periodic relist, and the restart with it: its attachment was
+        // left with no task (the core now looks again after the kill, and
+        // a delete answered done leaves no doubt).
+        (
+            128,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 9),
+                Resolve(0, 8),
+                Advance(1000),
+                Resolve(0, 9),
+                Stop(0, None, None),
+                Advance(46),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 2),
+                Advance(200),
+                Restart(0),
+            ],
+        ),
         // A restart's create reuses the pid of the run before (8) and its
         // start's answer is lost (1); after a daemon restart, that run's
         // TaskStart is delivered again: published before this run began,
@@ -767,6 +796,33 @@ fn mutants_caught_only_sometimes_are_caught_by_these() {
 fn holds_every_property(steps: &[Step], swarm: u8) {
     let mut harness = Harness::new(swarm);
     if let Err(failure) = harness.run(steps, swarm) {
+        panic!("{failure}");
+    }
+}
+
+/// Chosen cases of the health property (probe results change nothing but
+/// health): relist.rs 216:34, a relist that rewrites a running run's
+/// `began_at` (to when its create was sent) at every listing of its own
+/// pid, makes a record write the run without probe results does not.
+#[test]
+fn probe_results_change_nothing_else_in_chosen_cases() {
+    use Step::*;
+    let steps = [
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Create(1, 0, 160),
+        Resolve(0, 0),
+        Advance(12229),
+        Start(1),
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Advance(14595),
+        Advance(11176),
+        Remove(0, false),
+        ProbeResult(Pick(1 << 63), 0),
+        Create(0, 0, 0),
+    ];
+    if let Err(failure) = probe_results_change_nothing_else(&steps, 220) {
         panic!("{failure}");
     }
 }
