@@ -29,8 +29,34 @@ async fn lifecycle_from_image_to_nothing_left() {
 
     // Exit code observed.
     let exits = cid("exits3");
+    let before = std::time::SystemTime::now();
     let pid = env.run(&exits, &["sh", "-c", "exit 3"]).await;
     assert!(pid > 0);
+    // Its start event carries when the shim published it (the envelope's
+    // stamp): what tells a late start event of an earlier run, whose pid
+    // the kernel gave again, from this run's own.
+    let is_start = |i: &Input| {
+        matches!(i, Input::Event(ContainerdEvent::TaskStart { container, pid: p, .. })
+            if *container == exits && *p == pid)
+    };
+    let start = match env.seen.iter().find(|i| is_start(i)).cloned() {
+        Some(start) => start,
+        None => env.wait_for(is_start).await,
+    };
+    let Input::Event(ContainerdEvent::TaskStart { published_at, .. }) = start else {
+        unreachable!("matched a TaskStart")
+    };
+    let published = published_at.expect("a start event stamped by its shim");
+    let since_epoch = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    };
+    let published = published.as_unix_nanos();
+    assert!(
+        published >= since_epoch(before) - 1_000_000_000
+            && published <= since_epoch(std::time::SystemTime::now()),
+        "start published at {published}, outside the run"
+    );
     assert_eq!(env.exit_of(&exits).await, 3);
     env.remove(&exits).await;
 
