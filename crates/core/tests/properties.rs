@@ -319,6 +319,9 @@ struct Instance {
     /// (whatever became of it: an attempt whose answer was lost, or one
     /// sent as its shim died, may have worked).
     start_sent: bool,
+    /// Deleted by the core's own task delete before it ever ran (its
+    /// answer may have been lost, but the core knows it sent it).
+    deleted_unstarted: bool,
 }
 
 /// containerd as far as these properties need it.
@@ -372,6 +375,16 @@ impl World {
             WorldTask::Created(p) | WorldTask::Running(p) | WorldTask::Stopped(p, ..) => *p,
         };
         self.instance(id, pid)
+    }
+
+    /// The core's task delete: a created task's process never ran.
+    fn delete_by_call(&mut self, id: &ContainerId) {
+        if let Some(WorldTask::Created(pid)) = self.tasks.get(id).cloned()
+            && let Some(inst) = self.instance(id, pid)
+        {
+            inst.deleted_unstarted = true;
+        }
+        self.delete_task(id);
     }
 
     fn delete_task(&mut self, id: &ContainerId) {
@@ -481,6 +494,8 @@ struct Harness {
     pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
     /// Containers a user asked to update.
     updates_asked: std::collections::BTreeSet<ContainerId>,
+    /// Connects asked for: container and network.
+    connects: BTreeMap<RequestId, (ContainerId, String)>,
     /// Every health probe asked for, in order.
     probes: Vec<Probe>,
     /// Whether `Step::ProbeResult` feeds results (off: every result lost).
@@ -553,6 +568,7 @@ impl Harness {
             slack,
             pauses_asked: Default::default(),
             updates_asked: Default::default(),
+            connects: BTreeMap::new(),
             probes: Vec::new(),
             probe_results: true,
             restart_backoff: BTreeMap::new(),
@@ -906,6 +922,50 @@ impl Harness {
                 justified,
                 "{input:?} issued {call:?} with no intent behind it"
             );
+            // SIGKILL goes to every process of the container (one outside
+            // its init's pid namespace, as with a shared one, would outlive
+            // it); any other signal to its init process only, as `docker
+            // kill -s` and `docker stop` deliver it (an exec'd process is
+            // not sent the stop signal).
+            if let Call::Kill { signal, all, .. } = &call {
+                prop_assert_eq!(
+                    *all,
+                    *signal == Signal::SIGKILL,
+                    "{:?} issued {:?}: the wrong processes signalled",
+                    input,
+                    call
+                );
+            }
+            // A thaw goes only to a container shown paused (or being
+            // removed, which shows as removing whatever its task is): one
+            // of a task that is not frozen is refused, and retried, and
+            // holds up what should follow (a stop's SIGKILL).
+            if let (Call::Resume { .. }, Some(c)) = (&call, view) {
+                prop_assert!(
+                    c.paused || c.status == Status::Removing,
+                    "{:?} issued {:?} to a container not paused ({:?})",
+                    input,
+                    call,
+                    c.status
+                );
+            }
+            // A task is created with every network its container was
+            // connected to while stopped already made: dockerd connects
+            // them before it starts, so that a refusal refuses the start
+            // (and the process finds its interfaces from the first).
+            if let (Call::CreateTask { id }, Some(c)) = (&call, view) {
+                for e in c.record.endpoints.iter().filter(|e| e.wanted) {
+                    prop_assert!(
+                        self.world.endpoints.contains(&(id.clone(), e.slot)),
+                        "{:?} issued {:?} before {} endpoint eth{} ({}) was made",
+                        input,
+                        call,
+                        id,
+                        e.slot,
+                        e.network
+                    );
+                }
+            }
             if matches!(
                 input,
                 Input::Connection(
@@ -1092,9 +1152,12 @@ impl Harness {
                 pid
             ),
             Some(_) => {}
-            // Only a task that vanished may have an exit the world never had.
+            // Only a task that vanished may have an exit the world never
+            // had; not one the core deleted itself before it ran (its
+            // delete's answer lost, it may be gone: a start sent to it
+            // could only end in such an exit, of a run that never began).
             None => prop_assert!(
-                exit.error.is_some() && !live,
+                exit.error.is_some() && !live && !inst.deleted_unstarted,
                 "{} has an exit that never happened: {:?}",
                 id,
                 exit
@@ -1586,7 +1649,7 @@ impl Harness {
                     Call::DeleteTask { id }
                         if !matches!(self.world.tasks.get(id), Some(WorldTask::Running(_))) =>
                     {
-                        self.world.delete_task(id);
+                        self.world.delete_by_call(id);
                     }
                     _ => {}
                 }
@@ -1721,6 +1784,7 @@ impl Harness {
                     after,
                     oom_event_in_run: false,
                     start_sent: false,
+                    deleted_unstarted: false,
                 });
                 Done::TaskCreated { pid }
             }
@@ -1815,7 +1879,7 @@ impl Harness {
             },
             Call::DeleteTask { id } => match self.world.tasks.get(&id) {
                 Some(WorldTask::Stopped(..)) | Some(WorldTask::Created(_)) => {
-                    self.world.delete_task(&id);
+                    self.world.delete_by_call(&id);
                     Done::Ok
                 }
                 Some(WorldTask::Running(_)) => {
@@ -1911,20 +1975,25 @@ impl Harness {
         id: ContainerId,
         failure: u8,
     ) -> Result<(), TestCaseError> {
+        // A host port in use or an address taken, a configuration the
+        // plugin rejects (a bad address), a plugin failing.
         let kind = match failure {
             3 | 5 => Some(FailureKind::AlreadyExists),
-            4 | 6 => Some(FailureKind::Other),
+            4 => Some(FailureKind::Invalid),
+            6 => Some(FailureKind::Other),
             _ => None,
         };
         if let Call::EndpointSetup { endpoint, .. } | Call::EndpointTeardown { endpoint, .. } = call
         {
             let key = (id.clone(), endpoint.slot);
             let setup = matches!(call, Call::EndpointSetup { .. });
-            // An address taken, a network gone, a plugin failing.
+            // An address taken, a network gone, a bad address, a plugin
+            // failing.
             let kind = match failure {
                 3 => Some(FailureKind::AlreadyExists),
                 5 => Some(FailureKind::NotFound),
-                4 | 6 => Some(FailureKind::Other),
+                4 => Some(FailureKind::Invalid),
+                6 => Some(FailureKind::Other),
                 _ => None,
             };
             if let Some(kind) = kind {
@@ -1932,7 +2001,8 @@ impl Harness {
                 if failure >= 5 && setup {
                     self.world.endpoints.insert(key);
                 }
-                return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
+                let network = setup.then(|| endpoint.network.clone());
+                return self.feed_refusal(op, &id, network, kind);
             }
             if setup {
                 prop_assert!(
@@ -1965,11 +2035,15 @@ impl Harness {
         );
         if let Some(kind) = kind {
             // A refused setup may still have made part of the attachment.
-            if failure >= 5 && matches!(call, Call::NetworkSetup { .. }) {
+            let setup = matches!(call, Call::NetworkSetup { .. });
+            if failure >= 5 && setup {
                 self.world.attached.insert(id.clone());
                 if eth0 {
-                    self.world.endpoints.insert((id, 0));
+                    self.world.endpoints.insert((id.clone(), 0));
                 }
+            }
+            if setup {
+                return self.feed_refusal(op, &id, None, kind);
             }
             return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
         }
@@ -1992,6 +2066,47 @@ impl Harness {
         }
         self.answer_lost = matches!(failure, 2 | 9);
         self.reply(op, Done::Ok)
+    }
+
+    /// A network setup refused: the start it was for (or, for an
+    /// endpoint's, the connect of `network` waiting for it) is told why
+    /// with the status dockerd gives: a host port in use or an address
+    /// taken is a conflict (409), a network gone not found (404), a bad
+    /// address invalid (400), a plugin's failure an internal error (500).
+    fn feed_refusal(
+        &mut self,
+        op: OpId,
+        id: &ContainerId,
+        network: Option<String>,
+        kind: FailureKind,
+    ) -> Result<(), TestCaseError> {
+        let from = self.trace.len();
+        self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
+        let status = match kind {
+            FailureKind::AlreadyExists => ErrorKind::Conflict,
+            FailureKind::NotFound => ErrorKind::NotFound,
+            FailureKind::Invalid => ErrorKind::Invalid,
+            _ => ErrorKind::Internal,
+        };
+        for action in &self.trace[from..] {
+            let Action::Answer(req, Answer::Error(e)) = action else {
+                continue;
+            };
+            let told = self.starts.get(req) == Some(id)
+                || network
+                    .as_ref()
+                    .is_some_and(|n| self.connects.get(req) == Some(&(id.clone(), n.clone())));
+            prop_assert!(
+                !told || e.kind == status,
+                "{} refused by the network ({:?}): {} told {:?}, not {:?}",
+                id,
+                kind,
+                req,
+                e.kind,
+                status
+            );
+        }
+        Ok(())
     }
 
     /// Property 7, after every input: the attachments and their owners.
@@ -2842,6 +2957,9 @@ impl Harness {
                     }
                 };
                 let req = self.command(command)?;
+                if connect {
+                    self.connects.insert(req, (id(i), network.clone()));
+                }
                 self.check_network_answer(req, &id(i), &network, connect, expected)?;
             }
             Step::Pause(i, freeze) => {
