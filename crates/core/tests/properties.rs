@@ -501,6 +501,14 @@ struct Harness {
     updates_asked: std::collections::BTreeSet<ContainerId>,
     /// Connects asked for: container and network.
     connects: BTreeMap<RequestId, (ContainerId, String)>,
+    /// Restart requests (a subset of `starts`).
+    restarts: std::collections::BTreeSet<RequestId>,
+    /// Removes of a container shown when asked, not answered yet.
+    removes: std::collections::BTreeSet<RequestId>,
+    /// Signals announced (a `kill` event) and not delivered since, by
+    /// container; and the kill calls in flight, by op.
+    kills_announced: std::collections::BTreeSet<(ContainerId, Signal)>,
+    kill_calls: BTreeMap<OpId, (ContainerId, Signal)>,
     /// Every health probe asked for, in order.
     probes: Vec<Probe>,
     /// Whether `Step::ProbeResult` feeds results (off: every result lost).
@@ -574,6 +582,10 @@ impl Harness {
             pauses_asked: Default::default(),
             updates_asked: Default::default(),
             connects: BTreeMap::new(),
+            restarts: Default::default(),
+            removes: Default::default(),
+            kills_announced: Default::default(),
+            kill_calls: BTreeMap::new(),
             probes: Vec::new(),
             probe_results: true,
             restart_backoff: BTreeMap::new(),
@@ -612,6 +624,13 @@ impl Harness {
         }
         if let Input::ActionResult(op, _) = &input {
             self.user_kill_ops.remove(op);
+        }
+        // A signal delivered: its next delivery is announced anew.
+        if let Input::ActionResult(op, result) = &input
+            && let Some(kill) = self.kill_calls.remove(op)
+            && result.is_ok()
+        {
+            self.kills_announced.remove(&kill);
         }
         if let Input::ActionResult(_, result) = &input
             && let Some(id) = self.answering.take()
@@ -757,6 +776,18 @@ impl Harness {
                     {
                         self.world.instances[i].start_sent = true;
                     }
+                    // Every signal sent was announced (a `kill` event, as
+                    // dockerd's), once per delivery, retries included.
+                    if let Call::Kill { id, signal, .. } = call {
+                        prop_assert!(
+                            self.kills_announced.contains(&(id.clone(), *signal)),
+                            "{:?} sent {:?} to {} with no kill event",
+                            input,
+                            signal,
+                            id
+                        );
+                        self.kill_calls.insert(*op, (id.clone(), *signal));
+                    }
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
                         self.refresh_owed_by = None;
@@ -810,6 +841,29 @@ impl Harness {
                         event.container
                     );
                 }
+                Action::Publish(event) => {
+                    match event.kind {
+                        UserEventKind::Kill { signal } => {
+                            self.kills_announced
+                                .insert((event.container.clone(), signal));
+                        }
+                        // A `restart` event is a user's restart taking
+                        // effect, never a plain start.
+                        UserEventKind::Restart => {
+                            let restarting = self.restarts.iter().any(|r| {
+                                self.starts.get(r) == Some(&event.container)
+                                    && !self.answered.contains_key(r)
+                            });
+                            prop_assert!(
+                                restarting,
+                                "{:?} published a restart of {} with no restart asked",
+                                input,
+                                event.container
+                            );
+                        }
+                        _ => {}
+                    }
+                }
                 Action::Persist(rec) => {
                     self.records.insert(rec.id.clone(), rec.clone());
                 }
@@ -817,6 +871,30 @@ impl Harness {
                     self.records.remove(id);
                 }
                 Action::Answer(req, answer) => {
+                    // A wait ends with what it waited for (the removal, an
+                    // exit: its code), never an error, but for a client that
+                    // went away or a container unknown when asked.
+                    if self.waits.contains_key(req)
+                        && let Answer::Error(e) = answer
+                    {
+                        let asked_now = matches!(&input, Input::Command(r, _) if r == req);
+                        prop_assert!(
+                            e.kind == ErrorKind::Cancelled
+                                || e.kind == ErrorKind::NotFound && asked_now,
+                            "{} (a wait) answered {:?}",
+                            req,
+                            answer
+                        );
+                    }
+                    // A remove taken is done when the container is gone.
+                    if self.removes.remove(req) {
+                        prop_assert!(
+                            !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::NotFound),
+                            "{} (a remove taken) answered {:?}",
+                            req,
+                            answer
+                        );
+                    }
                     if let Some(wait) = self.waits.remove(req)
                         && matches!(answer, Answer::Waited { .. })
                     {
@@ -853,7 +931,6 @@ impl Harness {
                         "{req} answered {answer:?} while connected"
                     );
                 }
-                _ => {}
             }
         }
         // Property 1: every call that can end or start a process is backed
@@ -1409,6 +1486,9 @@ impl Harness {
         if let Command::Start { id } | Command::Restart { id, .. } = &command {
             self.starts.insert(req, id.clone());
         }
+        if let Command::Restart { .. } = &command {
+            self.restarts.insert(req);
+        }
         let ask = match &command {
             Command::Kill { id, signal } => Some((id.clone(), Ask::Kill(*signal))),
             Command::Pause { id } => Some((id.clone(), Ask::Pause)),
@@ -1618,6 +1698,9 @@ impl Harness {
             3 => Some(FailureKind::NotFound),
             4 => Some(FailureKind::FailedPrecondition),
             5 => Some(FailureKind::AlreadyExists),
+            // The runtime rejects the spec (a missing binary, a bad
+            // working directory).
+            6 if matches!(call, Call::CreateTask { .. }) => Some(FailureKind::Invalid),
             _ => Some(FailureKind::Other),
         };
         self.answering = call.container_id().cloned();
@@ -1629,10 +1712,14 @@ impl Harness {
             // that may have taken effect, is answered at once: it is not
             // retried as if it might have worked.
             if let Call::CreateTask { id } | Call::StartTask { id } = &call
-                && matches!(kind, FailureKind::Other | FailureKind::NotFound)
+                && matches!(
+                    kind,
+                    FailureKind::Other | FailureKind::NotFound | FailureKind::Invalid
+                )
                 && self.failures.get(id).is_none_or(|n| *n == 0)
             {
                 let id = id.clone();
+                let from = self.trace.len();
                 self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
                 for (req, c) in &self.starts {
                     prop_assert!(
@@ -1641,6 +1728,28 @@ impl Harness {
                         req,
                         id
                     );
+                }
+                // With dockerd's status: a spec the runtime rejects is the
+                // user's to fix (400), anything else a server error (500).
+                let status = if kind == FailureKind::Invalid {
+                    ErrorKind::Invalid
+                } else {
+                    ErrorKind::Internal
+                };
+                for action in &self.trace[from..] {
+                    if let Action::Answer(req, Answer::Error(e)) = action
+                        && self.starts.get(req) == Some(&id)
+                    {
+                        prop_assert!(
+                            e.kind == status,
+                            "{} (a start of {}) refused ({:?}) told {:?}, not {:?}",
+                            req,
+                            id,
+                            kind,
+                            e.kind,
+                            status
+                        );
+                    }
                 }
                 return Ok(());
             }
@@ -2691,6 +2800,9 @@ impl Harness {
         self.waits.clear();
         self.asks.clear();
         self.user_kill_ops.clear();
+        self.removes.clear();
+        self.kills_announced.clear();
+        self.kill_calls.clear();
         self.relist_snapshots.clear();
         self.newest_relist = 0;
         self.look_again_by = None;
@@ -3155,10 +3267,14 @@ impl Harness {
                         && c.record.presence != Presence::Creating
                 });
                 let paused = self.core.container(&id(i)).is_some_and(|c| c.paused);
+                let shown = self.core.container(&id(i)).is_some();
                 let req = self.command(Command::Remove {
                     id: id(i),
                     force: *force,
                 })?;
+                if shown && self.answer_of(req).is_none() {
+                    self.removes.insert(req);
+                }
                 // dockerd's refusal of a plain `rm` of a paused container
                 // says so (unpause it first).
                 if paused
