@@ -599,27 +599,26 @@ impl Harness {
         // whose answer was lost, or an update that found no task, while
         // connected: the core asks for a relist (what it took for the task
         // may be wrong).
-        if let Input::ActionResult(_, result) = &input {
-            let call = self.answering_call.take();
-            if let (Err(failure), Some(call)) = (result, call)
-                && self.core.connection() == ConnectionState::Ready
-                && failure.kind != FailureKind::Unavailable
-            {
-                let looks = match call {
-                    Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
-                    Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
-                        failure.kind != FailureKind::NotFound
-                    }
-                    // An update of a running task that finds none: the
-                    // task is gone, whatever the view says.
-                    Call::UpdateResources { running: true, .. } => {
-                        failure.kind == FailureKind::NotFound
-                    }
-                    _ => false,
-                };
-                if looks && self.refresh_owed_by.is_none() {
-                    self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+        let answered_call = self.answering_call.take();
+        if let Input::ActionResult(_, Err(failure)) = &input
+            && let Some(call) = answered_call.clone()
+            && self.core.connection() == ConnectionState::Ready
+            && failure.kind != FailureKind::Unavailable
+        {
+            let looks = match call {
+                Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
+                Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
+                    failure.kind != FailureKind::NotFound
                 }
+                // An update of a running task that finds none: the
+                // task is gone, whatever the view says.
+                Call::UpdateResources { running: true, .. } => {
+                    failure.kind == FailureKind::NotFound
+                }
+                _ => false,
+            };
+            if looks && self.refresh_owed_by.is_none() {
+                self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
             }
         }
         if let Input::ActionResult(op, _) = &input {
@@ -693,8 +692,23 @@ impl Harness {
             self.oom_announced
                 .remove(&(container.clone(), c.record.run));
         }
+        let ready_before = self.core.connection() == ConnectionState::Ready;
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        // containerd's refusal of a call on a container is an answer: the
+        // connection it came over is fine, and is kept.
+        if let (Input::ActionResult(_, Err(failure)), Some(call)) = (&input, &answered_call)
+            && failure.kind != FailureKind::Unavailable
+            && call.container_id().is_some()
+            && ready_before
+        {
+            prop_assert!(
+                self.core.connection() == ConnectionState::Ready,
+                "{:?} refused ({:?}) dropped the connection",
+                call,
+                failure.kind
+            );
+        }
         // A policy restart newly owed waits out dockerd's backoff.
         if !matches!(input, Input::Restore(_)) {
             self.check_restart_backoff(&owed_before)?;
@@ -933,6 +947,24 @@ impl Harness {
                 }
             }
         }
+        // A user's pause or unpause whose call failed is answered then: it
+        // is not retried (it may have taken effect; a relist finds out).
+        if let (Input::ActionResult(_, Err(_)), Some(Call::Pause { id } | Call::Resume { id })) =
+            (&input, &answered_call)
+        {
+            let ask = if matches!(answered_call, Some(Call::Pause { .. })) {
+                Ask::Pause
+            } else {
+                Ask::Unpause
+            };
+            prop_assert!(
+                !self.asks.values().any(|(i, a)| i == id && *a == ask),
+                "{:?} of {} failed, and the user's {:?} still waits",
+                answered_call,
+                id,
+                ask
+            );
+        }
         // Property 1: every call that can end or start a process is backed
         // by an intent a user (or a policy, after a recorded exit) made, never
         // by the input at hand; a connection fact or a failed call can at
@@ -1138,6 +1170,18 @@ impl Harness {
                 view.map(|c| c.status)
             );
         }
+        // A name leads to a container shown, never to one being rolled
+        // back (its create failed: the name is free at once).
+        for r in self.records.values() {
+            if let Ok(owner) = self.core.resolve(&r.name) {
+                prop_assert!(
+                    self.core.container(&owner).is_some(),
+                    "the name {} leads to {}, which is not shown",
+                    &r.name,
+                    owner
+                );
+            }
+        }
         // Every container shown answers to its own name, and to no other's.
         for c in self.core.containers() {
             prop_assert_eq!(
@@ -1298,6 +1342,32 @@ impl Harness {
                 c.task != TaskState::Unknown || relist_soon,
                 "{} unknown while connected and idle, no relist coming",
                 c.record.id
+            );
+        }
+        // A hot connect whose run is over before it was made is answered
+        // done (made at the next start); one disconnected meanwhile,
+        // refused. Neither waits for a run that will not come.
+        for (req, (id, network)) in &self.connects {
+            let Some(c) = self.core.container(id) else {
+                continue;
+            };
+            if self.answered.contains_key(req) || self.unseen.contains_key(id) {
+                continue;
+            }
+            let e = c.record.endpoints.iter().find(|e| &e.network == network);
+            let ended = matches!(c.task, TaskState::Absent | TaskState::Stopped);
+            let settled = match e {
+                None => true,
+                Some(e) => !e.wanted || e.state == NetworkState::Detached && ended,
+            };
+            prop_assert!(
+                !settled,
+                "{} (a connect of {} to {}) still waits: {:?}, task {:?}",
+                req,
+                id,
+                network,
+                e,
+                c.task
             );
         }
         for c in self.core.containers() {
@@ -2115,8 +2185,11 @@ impl Harness {
                 if failure >= 5 && setup {
                     self.world.endpoints.insert(key);
                 }
-                let network = setup.then(|| endpoint.network.clone());
-                return self.feed_refusal(op, &id, network, kind);
+                if setup {
+                    let network = Some(endpoint.network.clone());
+                    return self.feed_refusal(op, &id, network, kind);
+                }
+                return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
             }
             if setup {
                 prop_assert!(
@@ -2194,8 +2267,48 @@ impl Harness {
         network: Option<String>,
         kind: FailureKind,
     ) -> Result<(), TestCaseError> {
+        // A connect waiting for this setup while the task is up (a hot
+        // connect) is answered with the refusal at once.
+        let hot = self
+            .core
+            .container(id)
+            .is_some_and(|c| c.task != TaskState::Absent);
+        let waiting: Vec<RequestId> = self
+            .connects
+            .iter()
+            .filter(|(r, (i, n))| {
+                hot && i == id && Some(n) == network.as_ref() && !self.answered.contains_key(r)
+            })
+            .map(|(r, _)| *r)
+            .collect();
+        // Before a start (no task), the start waiting for it is given up
+        // and told why at once.
+        let starting: Vec<RequestId> = self
+            .starts
+            .iter()
+            .filter(|(r, i)| !hot && *i == id && !self.answered.contains_key(r))
+            .map(|(r, _)| *r)
+            .collect();
         let from = self.trace.len();
         self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
+        for req in starting {
+            prop_assert!(
+                self.answered.contains_key(&req),
+                "{} (a start of {}) still waits, its network refused ({:?})",
+                req,
+                id,
+                kind
+            );
+        }
+        for req in waiting {
+            prop_assert!(
+                self.answered.contains_key(&req),
+                "{} (a connect of {}) refused by the network ({:?}) still waits",
+                req,
+                id,
+                kind
+            );
+        }
         let status = match kind {
             FailureKind::AlreadyExists => ErrorKind::Conflict,
             FailureKind::NotFound => ErrorKind::NotFound,
@@ -2796,6 +2909,7 @@ impl Harness {
         self.stop_bounds.retain(|r, _| answered.contains_key(r));
         self.starts.retain(|r, _| answered.contains_key(r));
         self.starts_asked.retain(|r, _| answered.contains_key(r));
+        self.connects.retain(|r, _| answered.contains_key(r));
         self.failures.clear();
         self.waits.clear();
         self.asks.clear();

@@ -537,6 +537,30 @@ fn chosen_interleavings_hold_every_property() {
             0,
         );
     }
+    // A hot connect whose setup loses its answer (it is in doubt), then
+    // the task exits: once the endpoint is released (the task deleted,
+    // the endpoint, the attachment), the connect is answered done (it is
+    // made at the next start), not left to its answer bound.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Network(0, 0),
+            Resolve(0, 2),
+            WorldExit(0, 0, false),
+            Advance(200),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+        0,
+    );
     // Connects to 17 networks of a created container: the 17th is refused.
     let mut steps = vec![Resolve(0, 0), Resolve(0, 0), Create(0, 0, 0), Resolve(0, 0)];
     steps.extend((0..17u8).map(|k| Network(0, 8 * k)));
