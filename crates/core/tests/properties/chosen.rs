@@ -561,6 +561,45 @@ fn chosen_interleavings_hold_every_property() {
         ],
         0,
     );
+    // A hot connect whose setup loses its answer (it waits to be tried
+    // again), then a disconnect of that network: the connect is refused
+    // at once (disconnected before it was made).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Network(0, 0),
+            Resolve(0, 2),
+            Network(0, 1),
+        ],
+        0,
+    );
+    // A hot connect that waits behind an update in flight, and the task
+    // exits before its endpoint is made: the connect is answered done
+    // once the run is over (it is made at the next start).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Update(0, 64),
+            Network(0, 0),
+            WorldExit(0, 0, false),
+            Resolve(0, 0),
+        ],
+        0,
+    );
     // Connects to 17 networks of a created container: the 17th is refused.
     let mut steps = vec![Resolve(0, 0), Resolve(0, 0), Create(0, 0, 0), Resolve(0, 0)];
     steps.extend((0..17u8).map(|k| Network(0, 8 * k)));
