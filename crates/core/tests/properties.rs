@@ -1063,6 +1063,20 @@ impl Harness {
                     c.status
                 );
             }
+            // No second task: a task create goes out only when containerd
+            // has none for the container (one a lost create may have made
+            // is looked for first), and a container delete only when its
+            // task is gone (containerd would refuse it, and the core would
+            // have mistaken what it has).
+            if let Call::CreateTask { id } | Call::DeleteContainer { id } = &call {
+                prop_assert!(
+                    !self.world.tasks.contains_key(id),
+                    "{:?} issued {:?} while containerd has {:?}",
+                    input,
+                    call,
+                    self.world.tasks.get(id)
+                );
+            }
             // A task is created with every network its container was
             // connected to while stopped already made: dockerd connects
             // them before it starts, so that a refusal refuses the start
