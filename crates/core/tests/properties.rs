@@ -501,6 +501,8 @@ struct Harness {
     updates_asked: std::collections::BTreeSet<ContainerId>,
     /// Connects asked for: container and network.
     connects: BTreeMap<RequestId, (ContainerId, String)>,
+    /// Disconnects asked for: container and network.
+    disconnects: Vec<(RequestId, ContainerId, String)>,
     /// Restart requests (a subset of `starts`).
     restarts: std::collections::BTreeSet<RequestId>,
     /// Removes of a container shown when asked, not answered yet.
@@ -582,6 +584,7 @@ impl Harness {
             pauses_asked: Default::default(),
             updates_asked: Default::default(),
             connects: BTreeMap::new(),
+            disconnects: Vec::new(),
             restarts: Default::default(),
             removes: Default::default(),
             kills_announced: Default::default(),
@@ -898,6 +901,25 @@ impl Harness {
                             "{} (a wait) answered {:?}",
                             req,
                             answer
+                        );
+                    }
+                    // A connect taken is refused later (a conflict) only
+                    // for a disconnect of that network asked after it.
+                    if let Some((cid, net)) = self.connects.get(req)
+                        && let Answer::Error(e) = answer
+                        && e.kind == ErrorKind::Conflict
+                        && !matches!(&input, Input::Command(r, _) if r == req)
+                        && !matches!(answered_call, Some(Call::EndpointSetup { .. }))
+                    {
+                        prop_assert!(
+                            self.disconnects
+                                .iter()
+                                .any(|(r, i, n)| r > req && i == cid && n == net),
+                            "{} (a connect of {} to {}) refused with no disconnect: {}",
+                            req,
+                            cid,
+                            net,
+                            e.message
                         );
                     }
                     // A remove taken is done when the container is gone.
@@ -3215,6 +3237,11 @@ impl Harness {
                         network: network.clone(),
                     }
                 };
+                if !connect {
+                    // (Known before it is fed: it may settle a connect.)
+                    let req = RequestId(self.next_req + 1);
+                    self.disconnects.push((req, id(i), network.clone()));
+                }
                 let req = self.command(command)?;
                 if connect {
                     self.connects.insert(req, (id(i), network.clone()));
