@@ -54,6 +54,11 @@ const REPORTED_AGAIN_LATER_NANOS: i64 = 1_000_000;
 /// Endpoints a container may have beyond its own network (the core's rule).
 const ENDPOINTS_MAX: usize = 16;
 
+/// Calls answered one after another in a healed world before the case is
+/// taken to loop: far more than three containers' work (and their relists)
+/// needs, even after 160 steps.
+const CALLS_HEALED_MAX: u32 = 5_000;
+
 /// One of the earlier ones (events, waits, probes), as a fraction of
 /// their number: what proptest's `sample::Index` is, drawn the same way
 /// (one `u64`), but one a chosen case can write.
@@ -325,6 +330,9 @@ struct Instance {
     /// When the CreateTask that made it was sent: nothing of this process
     /// happened before.
     asked_at: WallTime,
+    /// Deleted by the core's own task delete before it ever ran (its
+    /// answer may have been lost, but the core knows it sent it).
+    deleted_unstarted: bool,
 }
 
 /// containerd as far as these properties need it.
@@ -380,6 +388,16 @@ impl World {
             WorldTask::Created(p) | WorldTask::Running(p) | WorldTask::Stopped(p, ..) => *p,
         };
         self.instance(id, pid)
+    }
+
+    /// The core's task delete: a created task's process never ran.
+    fn delete_by_call(&mut self, id: &ContainerId) {
+        if let Some(WorldTask::Created(pid)) = self.tasks.get(id).cloned()
+            && let Some(inst) = self.instance(id, pid)
+        {
+            inst.deleted_unstarted = true;
+        }
+        self.delete_task(id);
     }
 
     fn delete_task(&mut self, id: &ContainerId) {
@@ -489,6 +507,18 @@ struct Harness {
     pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
     /// Containers a user asked to update.
     updates_asked: std::collections::BTreeSet<ContainerId>,
+    /// Connects asked for: container and network.
+    connects: BTreeMap<RequestId, (ContainerId, String)>,
+    /// Disconnects asked for: container and network.
+    disconnects: Vec<(RequestId, ContainerId, String)>,
+    /// Restart requests (a subset of `starts`).
+    restarts: std::collections::BTreeSet<RequestId>,
+    /// Removes of a container shown when asked, not answered yet.
+    removes: std::collections::BTreeSet<RequestId>,
+    /// Signals announced (a `kill` event) and not delivered since, by
+    /// container; and the kill calls in flight, by op.
+    kills_announced: std::collections::BTreeSet<(ContainerId, Signal)>,
+    kill_calls: BTreeMap<OpId, (ContainerId, Signal)>,
     /// Every health probe asked for, in order.
     probes: Vec<Probe>,
     /// Whether `Step::ProbeResult` feeds results (off: every result lost).
@@ -561,6 +591,12 @@ impl Harness {
             slack,
             pauses_asked: Default::default(),
             updates_asked: Default::default(),
+            connects: BTreeMap::new(),
+            disconnects: Vec::new(),
+            restarts: Default::default(),
+            removes: Default::default(),
+            kills_announced: Default::default(),
+            kill_calls: BTreeMap::new(),
             probes: Vec::new(),
             probe_results: true,
             restart_backoff: BTreeMap::new(),
@@ -574,31 +610,37 @@ impl Harness {
         // whose answer was lost, or an update that found no task, while
         // connected: the core asks for a relist (what it took for the task
         // may be wrong).
-        if let Input::ActionResult(_, result) = &input {
-            let call = self.answering_call.take();
-            if let (Err(failure), Some(call)) = (result, call)
-                && self.core.connection() == ConnectionState::Ready
-                && failure.kind != FailureKind::Unavailable
-            {
-                let looks = match call {
-                    Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
-                    Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
-                        failure.kind != FailureKind::NotFound
-                    }
-                    // An update of a running task that finds none: the
-                    // task is gone, whatever the view says.
-                    Call::UpdateResources { running: true, .. } => {
-                        failure.kind == FailureKind::NotFound
-                    }
-                    _ => false,
-                };
-                if looks && self.refresh_owed_by.is_none() {
-                    self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+        let answered_call = self.answering_call.take();
+        if let Input::ActionResult(_, Err(failure)) = &input
+            && let Some(call) = answered_call.clone()
+            && self.core.connection() == ConnectionState::Ready
+            && failure.kind != FailureKind::Unavailable
+        {
+            let looks = match call {
+                Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
+                Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
+                    failure.kind != FailureKind::NotFound
                 }
+                // An update of a running task that finds none: the
+                // task is gone, whatever the view says.
+                Call::UpdateResources { running: true, .. } => {
+                    failure.kind == FailureKind::NotFound
+                }
+                _ => false,
+            };
+            if looks && self.refresh_owed_by.is_none() {
+                self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
             }
         }
         if let Input::ActionResult(op, _) = &input {
             self.user_kill_ops.remove(op);
+        }
+        // A signal delivered: its next delivery is announced anew.
+        if let Input::ActionResult(op, result) = &input
+            && let Some(kill) = self.kill_calls.remove(op)
+            && result.is_ok()
+        {
+            self.kills_announced.remove(&kill);
         }
         if let Input::ActionResult(_, result) = &input
             && let Some(id) = self.answering.take()
@@ -661,8 +703,23 @@ impl Harness {
             self.oom_announced
                 .remove(&(container.clone(), c.record.run));
         }
+        let ready_before = self.core.connection() == ConnectionState::Ready;
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        // containerd's refusal of a call on a container is an answer: the
+        // connection it came over is fine, and is kept.
+        if let (Input::ActionResult(_, Err(failure)), Some(call)) = (&input, &answered_call)
+            && failure.kind != FailureKind::Unavailable
+            && call.container_id().is_some()
+            && ready_before
+        {
+            prop_assert!(
+                self.core.connection() == ConnectionState::Ready,
+                "{:?} refused ({:?}) dropped the connection",
+                call,
+                failure.kind
+            );
+        }
         // A policy restart newly owed waits out dockerd's backoff.
         if !matches!(input, Input::Restore(_)) {
             self.check_restart_backoff(&owed_before)?;
@@ -747,6 +804,18 @@ impl Harness {
                     if let Call::CreateTask { id } = call {
                         self.world.create_asked.insert(id.clone(), self.now.wall);
                     }
+                    // Every signal sent was announced (a `kill` event, as
+                    // dockerd's), once per delivery, retries included.
+                    if let Call::Kill { id, signal, .. } = call {
+                        prop_assert!(
+                            self.kills_announced.contains(&(id.clone(), *signal)),
+                            "{:?} sent {:?} to {} with no kill event",
+                            input,
+                            signal,
+                            id
+                        );
+                        self.kill_calls.insert(*op, (id.clone(), *signal));
+                    }
                     if matches!(call, Call::Relist) {
                         self.look_again_by = None;
                         self.refresh_owed_by = None;
@@ -800,6 +869,29 @@ impl Harness {
                         event.container
                     );
                 }
+                Action::Publish(event) => {
+                    match event.kind {
+                        UserEventKind::Kill { signal } => {
+                            self.kills_announced
+                                .insert((event.container.clone(), signal));
+                        }
+                        // A `restart` event is a user's restart taking
+                        // effect, never a plain start.
+                        UserEventKind::Restart => {
+                            let restarting = self.restarts.iter().any(|r| {
+                                self.starts.get(r) == Some(&event.container)
+                                    && !self.answered.contains_key(r)
+                            });
+                            prop_assert!(
+                                restarting,
+                                "{:?} published a restart of {} with no restart asked",
+                                input,
+                                event.container
+                            );
+                        }
+                        _ => {}
+                    }
+                }
                 Action::Persist(rec) => {
                     self.records.insert(rec.id.clone(), rec.clone());
                 }
@@ -807,6 +899,49 @@ impl Harness {
                     self.records.remove(id);
                 }
                 Action::Answer(req, answer) => {
+                    // A wait ends with what it waited for (the removal, an
+                    // exit: its code), never an error, but for a client that
+                    // went away or a container unknown when asked.
+                    if self.waits.contains_key(req)
+                        && let Answer::Error(e) = answer
+                    {
+                        let asked_now = matches!(&input, Input::Command(r, _) if r == req);
+                        prop_assert!(
+                            e.kind == ErrorKind::Cancelled
+                                || e.kind == ErrorKind::NotFound && asked_now,
+                            "{} (a wait) answered {:?}",
+                            req,
+                            answer
+                        );
+                    }
+                    // A connect taken is refused later (a conflict) only
+                    // for a disconnect of that network asked after it.
+                    if let Some((cid, net)) = self.connects.get(req)
+                        && let Answer::Error(e) = answer
+                        && e.kind == ErrorKind::Conflict
+                        && !matches!(&input, Input::Command(r, _) if r == req)
+                        && !matches!(answered_call, Some(Call::EndpointSetup { .. }))
+                    {
+                        prop_assert!(
+                            self.disconnects
+                                .iter()
+                                .any(|(r, i, n)| r > req && i == cid && n == net),
+                            "{} (a connect of {} to {}) refused with no disconnect: {}",
+                            req,
+                            cid,
+                            net,
+                            e.message
+                        );
+                    }
+                    // A remove taken is done when the container is gone.
+                    if self.removes.remove(req) {
+                        prop_assert!(
+                            !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::NotFound),
+                            "{} (a remove taken) answered {:?}",
+                            req,
+                            answer
+                        );
+                    }
                     if let Some(wait) = self.waits.remove(req)
                         && matches!(answer, Answer::Waited { .. })
                     {
@@ -843,8 +978,25 @@ impl Harness {
                         "{req} answered {answer:?} while connected"
                     );
                 }
-                _ => {}
             }
+        }
+        // A user's pause or unpause whose call failed is answered then: it
+        // is not retried (it may have taken effect; a relist finds out).
+        if let (Input::ActionResult(_, Err(_)), Some(Call::Pause { id } | Call::Resume { id })) =
+            (&input, &answered_call)
+        {
+            let ask = if matches!(answered_call, Some(Call::Pause { .. })) {
+                Ask::Pause
+            } else {
+                Ask::Unpause
+            };
+            prop_assert!(
+                !self.asks.values().any(|(i, a)| i == id && *a == ask),
+                "{:?} of {} failed, and the user's {:?} still waits",
+                answered_call,
+                id,
+                ask
+            );
         }
         // Property 1: every call that can end or start a process is backed
         // by an intent a user (or a policy, after a recorded exit) made, never
@@ -917,6 +1069,64 @@ impl Harness {
                 justified,
                 "{input:?} issued {call:?} with no intent behind it"
             );
+            // SIGKILL goes to every process of the container (one outside
+            // its init's pid namespace, as with a shared one, would outlive
+            // it); any other signal to its init process only, as `docker
+            // kill -s` and `docker stop` deliver it (an exec'd process is
+            // not sent the stop signal).
+            if let Call::Kill { signal, all, .. } = &call {
+                prop_assert_eq!(
+                    *all,
+                    *signal == Signal::SIGKILL,
+                    "{:?} issued {:?}: the wrong processes signalled",
+                    input,
+                    call
+                );
+            }
+            // A thaw goes only to a container shown paused (or being
+            // removed, which shows as removing whatever its task is): one
+            // of a task that is not frozen is refused, and retried, and
+            // holds up what should follow (a stop's SIGKILL).
+            if let (Call::Resume { .. }, Some(c)) = (&call, view) {
+                prop_assert!(
+                    c.paused || c.status == Status::Removing,
+                    "{:?} issued {:?} to a container not paused ({:?})",
+                    input,
+                    call,
+                    c.status
+                );
+            }
+            // No second task: a task create goes out only when containerd
+            // has none for the container (one a lost create may have made
+            // is looked for first), and a container delete only when its
+            // task is gone (containerd would refuse it, and the core would
+            // have mistaken what it has).
+            if let Call::CreateTask { id } | Call::DeleteContainer { id } = &call {
+                prop_assert!(
+                    !self.world.tasks.contains_key(id),
+                    "{:?} issued {:?} while containerd has {:?}",
+                    input,
+                    call,
+                    self.world.tasks.get(id)
+                );
+            }
+            // A task is created with every network its container was
+            // connected to while stopped already made: dockerd connects
+            // them before it starts, so that a refusal refuses the start
+            // (and the process finds its interfaces from the first).
+            if let (Call::CreateTask { id }, Some(c)) = (&call, view) {
+                for e in c.record.endpoints.iter().filter(|e| e.wanted) {
+                    prop_assert!(
+                        self.world.endpoints.contains(&(id.clone(), e.slot)),
+                        "{:?} issued {:?} before {} endpoint eth{} ({}) was made",
+                        input,
+                        call,
+                        id,
+                        e.slot,
+                        e.network
+                    );
+                }
+            }
             if matches!(
                 input,
                 Input::Connection(
@@ -1006,6 +1216,18 @@ impl Harness {
                 id,
                 view.map(|c| c.status)
             );
+        }
+        // A name leads to a container shown, never to one being rolled
+        // back (its create failed: the name is free at once).
+        for r in self.records.values() {
+            if let Ok(owner) = self.core.resolve(&r.name) {
+                prop_assert!(
+                    self.core.container(&owner).is_some(),
+                    "the name {} leads to {}, which is not shown",
+                    &r.name,
+                    owner
+                );
+            }
         }
         // Every container shown answers to its own name, and to no other's.
         for c in self.core.containers() {
@@ -1103,9 +1325,12 @@ impl Harness {
                 pid
             ),
             Some(_) => {}
-            // Only a task that vanished may have an exit the world never had.
+            // Only a task that vanished may have an exit the world never
+            // had; not one the core deleted itself before it ran (its
+            // delete's answer lost, it may be gone: a start sent to it
+            // could only end in such an exit, of a run that never began).
             None => prop_assert!(
-                exit.error.is_some() && !live,
+                exit.error.is_some() && !live && !inst.deleted_unstarted,
                 "{} has an exit that never happened: {:?}",
                 id,
                 exit
@@ -1164,6 +1389,32 @@ impl Harness {
                 c.task != TaskState::Unknown || relist_soon,
                 "{} unknown while connected and idle, no relist coming",
                 c.record.id
+            );
+        }
+        // A hot connect whose run is over before it was made is answered
+        // done (made at the next start); one disconnected meanwhile,
+        // refused. Neither waits for a run that will not come.
+        for (req, (id, network)) in &self.connects {
+            let Some(c) = self.core.container(id) else {
+                continue;
+            };
+            if self.answered.contains_key(req) || self.unseen.contains_key(id) {
+                continue;
+            }
+            let e = c.record.endpoints.iter().find(|e| &e.network == network);
+            let ended = matches!(c.task, TaskState::Absent | TaskState::Stopped);
+            let settled = match e {
+                None => true,
+                Some(e) => !e.wanted || e.state == NetworkState::Detached && ended,
+            };
+            prop_assert!(
+                !settled,
+                "{} (a connect of {} to {}) still waits: {:?}, task {:?}",
+                req,
+                id,
+                network,
+                e,
+                c.task
             );
         }
         for c in self.core.containers() {
@@ -1351,6 +1602,9 @@ impl Harness {
         };
         if let Command::Start { id } | Command::Restart { id, .. } = &command {
             self.starts.insert(req, id.clone());
+        }
+        if let Command::Restart { .. } = &command {
+            self.restarts.insert(req);
         }
         let ask = match &command {
             Command::Kill { id, signal } => Some((id.clone(), Ask::Kill(*signal))),
@@ -1561,6 +1815,9 @@ impl Harness {
             3 => Some(FailureKind::NotFound),
             4 => Some(FailureKind::FailedPrecondition),
             5 => Some(FailureKind::AlreadyExists),
+            // The runtime rejects the spec (a missing binary, a bad
+            // working directory).
+            6 if matches!(call, Call::CreateTask { .. }) => Some(FailureKind::Invalid),
             _ => Some(FailureKind::Other),
         };
         self.answering = call.container_id().cloned();
@@ -1572,10 +1829,14 @@ impl Harness {
             // that may have taken effect, is answered at once: it is not
             // retried as if it might have worked.
             if let Call::CreateTask { id } | Call::StartTask { id } = &call
-                && matches!(kind, FailureKind::Other | FailureKind::NotFound)
+                && matches!(
+                    kind,
+                    FailureKind::Other | FailureKind::NotFound | FailureKind::Invalid
+                )
                 && self.failures.get(id).is_none_or(|n| *n == 0)
             {
                 let id = id.clone();
+                let from = self.trace.len();
                 self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
                 for (req, c) in &self.starts {
                     prop_assert!(
@@ -1584,6 +1845,28 @@ impl Harness {
                         req,
                         id
                     );
+                }
+                // With dockerd's status: a spec the runtime rejects is the
+                // user's to fix (400), anything else a server error (500).
+                let status = if kind == FailureKind::Invalid {
+                    ErrorKind::Invalid
+                } else {
+                    ErrorKind::Internal
+                };
+                for action in &self.trace[from..] {
+                    if let Action::Answer(req, Answer::Error(e)) = action
+                        && self.starts.get(req) == Some(&id)
+                    {
+                        prop_assert!(
+                            e.kind == status,
+                            "{} (a start of {}) refused ({:?}) told {:?}, not {:?}",
+                            req,
+                            id,
+                            kind,
+                            e.kind,
+                            status
+                        );
+                    }
                 }
                 return Ok(());
             }
@@ -1597,7 +1880,7 @@ impl Harness {
                     Call::DeleteTask { id }
                         if !matches!(self.world.tasks.get(id), Some(WorldTask::Running(_))) =>
                     {
-                        self.world.delete_task(id);
+                        self.world.delete_by_call(id);
                     }
                     _ => {}
                 }
@@ -1739,6 +2022,7 @@ impl Harness {
                     oom_event_in_run: false,
                     start_sent: false,
                     asked_at,
+                    deleted_unstarted: false,
                 });
                 Done::TaskCreated { pid }
             }
@@ -1834,7 +2118,7 @@ impl Harness {
             },
             Call::DeleteTask { id } => match self.world.tasks.get(&id) {
                 Some(WorldTask::Stopped(..)) | Some(WorldTask::Created(_)) => {
-                    self.world.delete_task(&id);
+                    self.world.delete_by_call(&id);
                     Done::Ok
                 }
                 Some(WorldTask::Running(_)) => {
@@ -1930,26 +2214,35 @@ impl Harness {
         id: ContainerId,
         failure: u8,
     ) -> Result<(), TestCaseError> {
+        // A host port in use or an address taken, a configuration the
+        // plugin rejects (a bad address), a plugin failing.
         let kind = match failure {
             3 | 5 => Some(FailureKind::AlreadyExists),
-            4 | 6 => Some(FailureKind::Other),
+            4 => Some(FailureKind::Invalid),
+            6 => Some(FailureKind::Other),
             _ => None,
         };
         if let Call::EndpointSetup { endpoint, .. } | Call::EndpointTeardown { endpoint, .. } = call
         {
             let key = (id.clone(), endpoint.slot);
             let setup = matches!(call, Call::EndpointSetup { .. });
-            // An address taken, a network gone, a plugin failing.
+            // An address taken, a network gone, a bad address, a plugin
+            // failing.
             let kind = match failure {
                 3 => Some(FailureKind::AlreadyExists),
                 5 => Some(FailureKind::NotFound),
-                4 | 6 => Some(FailureKind::Other),
+                4 => Some(FailureKind::Invalid),
+                6 => Some(FailureKind::Other),
                 _ => None,
             };
             if let Some(kind) = kind {
                 // A refused setup may still have made part of it.
                 if failure >= 5 && setup {
                     self.world.endpoints.insert(key);
+                }
+                if setup {
+                    let network = Some(endpoint.network.clone());
+                    return self.feed_refusal(op, &id, network, kind);
                 }
                 return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
             }
@@ -1984,11 +2277,15 @@ impl Harness {
         );
         if let Some(kind) = kind {
             // A refused setup may still have made part of the attachment.
-            if failure >= 5 && matches!(call, Call::NetworkSetup { .. }) {
+            let setup = matches!(call, Call::NetworkSetup { .. });
+            if failure >= 5 && setup {
                 self.world.attached.insert(id.clone());
                 if eth0 {
-                    self.world.endpoints.insert((id, 0));
+                    self.world.endpoints.insert((id.clone(), 0));
                 }
+            }
+            if setup {
+                return self.feed_refusal(op, &id, None, kind);
             }
             return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
         }
@@ -2011,6 +2308,87 @@ impl Harness {
         }
         self.answer_lost = matches!(failure, 2 | 9);
         self.reply(op, Done::Ok)
+    }
+
+    /// A network setup refused: the start it was for (or, for an
+    /// endpoint's, the connect of `network` waiting for it) is told why
+    /// with the status dockerd gives: a host port in use or an address
+    /// taken is a conflict (409), a network gone not found (404), a bad
+    /// address invalid (400), a plugin's failure an internal error (500).
+    fn feed_refusal(
+        &mut self,
+        op: OpId,
+        id: &ContainerId,
+        network: Option<String>,
+        kind: FailureKind,
+    ) -> Result<(), TestCaseError> {
+        // A connect waiting for this setup while the task is up (a hot
+        // connect) is answered with the refusal at once.
+        let hot = self
+            .core
+            .container(id)
+            .is_some_and(|c| c.task != TaskState::Absent);
+        let waiting: Vec<RequestId> = self
+            .connects
+            .iter()
+            .filter(|(r, (i, n))| {
+                hot && i == id && Some(n) == network.as_ref() && !self.answered.contains_key(r)
+            })
+            .map(|(r, _)| *r)
+            .collect();
+        // Before a start (no task), the start waiting for it is given up
+        // and told why at once.
+        let starting: Vec<RequestId> = self
+            .starts
+            .iter()
+            .filter(|(r, i)| !hot && *i == id && !self.answered.contains_key(r))
+            .map(|(r, _)| *r)
+            .collect();
+        let from = self.trace.len();
+        self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
+        for req in starting {
+            prop_assert!(
+                self.answered.contains_key(&req),
+                "{} (a start of {}) still waits, its network refused ({:?})",
+                req,
+                id,
+                kind
+            );
+        }
+        for req in waiting {
+            prop_assert!(
+                self.answered.contains_key(&req),
+                "{} (a connect of {}) refused by the network ({:?}) still waits",
+                req,
+                id,
+                kind
+            );
+        }
+        let status = match kind {
+            FailureKind::AlreadyExists => ErrorKind::Conflict,
+            FailureKind::NotFound => ErrorKind::NotFound,
+            FailureKind::Invalid => ErrorKind::Invalid,
+            _ => ErrorKind::Internal,
+        };
+        for action in &self.trace[from..] {
+            let Action::Answer(req, Answer::Error(e)) = action else {
+                continue;
+            };
+            let told = self.starts.get(req) == Some(id)
+                || network
+                    .as_ref()
+                    .is_some_and(|n| self.connects.get(req) == Some(&(id.clone(), n.clone())));
+            prop_assert!(
+                !told || e.kind == status,
+                "{} refused by the network ({:?}): {} told {:?}, not {:?}",
+                id,
+                kind,
+                req,
+                e.kind,
+                status
+            );
+        }
+        Ok(())
     }
 
     /// Property 7, after every input: the attachments and their owners.
@@ -2543,11 +2921,27 @@ impl Harness {
             .map(|(at, k)| (at, k.clone()))
     }
 
+    /// Answers every call, each as it comes, in a healed world: the calls
+    /// come to an end (a core that answers each result with another call
+    /// of the same kind, for ever, would hang the case instead).
+    fn resolve_all(&mut self) -> Result<(), TestCaseError> {
+        let mut answered = 0u32;
+        while let Some((_, call)) = self.outstanding.first() {
+            answered += 1;
+            prop_assert!(
+                answered <= CALLS_HEALED_MAX,
+                "the calls never end in a healed world: {:?} after {} answered",
+                call,
+                CALLS_HEALED_MAX
+            );
+            self.resolve(0, 0)?;
+        }
+        Ok(())
+    }
+
     fn settle(&mut self) -> Result<(), TestCaseError> {
         for _ in 0..50 {
-            while !self.outstanding.is_empty() {
-                self.resolve(0, 0)?;
-            }
+            self.resolve_all()?;
             // (A relist due this soon is one asked for after a placeholder,
             // not the periodic one, and may hide later timers behind it.)
             match self.next_timer_but_probes() {
@@ -2570,10 +2964,14 @@ impl Harness {
         self.stop_bounds.retain(|r, _| answered.contains_key(r));
         self.starts.retain(|r, _| answered.contains_key(r));
         self.starts_asked.retain(|r, _| answered.contains_key(r));
+        self.connects.retain(|r, _| answered.contains_key(r));
         self.failures.clear();
         self.waits.clear();
         self.asks.clear();
         self.user_kill_ops.clear();
+        self.removes.clear();
+        self.kills_announced.clear();
+        self.kill_calls.clear();
         self.relist_snapshots.clear();
         self.newest_relist = 0;
         self.look_again_by = None;
@@ -2611,9 +3009,7 @@ impl Harness {
         self.world.up = true;
         self.feed(Input::Connection(ConnectionFact::Connected))?;
         for _ in 0..200 {
-            while !self.outstanding.is_empty() {
-                self.resolve(0, 0)?;
-            }
+            self.resolve_all()?;
             // What could not be seen waits for the periodic relist. (A
             // relist due soon, after a placeholder, may hide later timers
             // behind it, such as a stop's deadline; and a far one may hide
@@ -2868,7 +3264,15 @@ impl Harness {
                         network: network.clone(),
                     }
                 };
+                if !connect {
+                    // (Known before it is fed: it may settle a connect.)
+                    let req = RequestId(self.next_req + 1);
+                    self.disconnects.push((req, id(i), network.clone()));
+                }
                 let req = self.command(command)?;
+                if connect {
+                    self.connects.insert(req, (id(i), network.clone()));
+                }
                 self.check_network_answer(req, &id(i), &network, connect, expected)?;
             }
             Step::Pause(i, freeze) => {
@@ -3045,10 +3449,14 @@ impl Harness {
                         && c.record.presence != Presence::Creating
                 });
                 let paused = self.core.container(&id(i)).is_some_and(|c| c.paused);
+                let shown = self.core.container(&id(i)).is_some();
                 let req = self.command(Command::Remove {
                     id: id(i),
                     force: *force,
                 })?;
+                if shown && self.answer_of(req).is_none() {
+                    self.removes.insert(req);
+                }
                 // dockerd's refusal of a plain `rm` of a paused container
                 // says so (unpause it first).
                 if paused

@@ -478,6 +478,128 @@ fn chosen_interleavings_hold_every_property() {
         ],
         1 << 1 | 1 << 6,
     );
+    // A policy restart's start is refused, so its created task is deleted,
+    // and the delete's answer is lost (it took effect); the next restart
+    // comes before the relist has looked. The task may be gone: no start
+    // is sent to it (it could only end in an exit of a run that never
+    // began). (The delete is answered late, so that its retry comes after
+    // the restart's backoff.)
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(1, 1, 0),
+            Resolve(0, 0),
+            Start(1),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(1, 1, false),
+            Resolve(0, 0),
+            Advance(150),
+            Resolve(0, 0),
+            Resolve(0, 6),
+            Advance(150),
+            Resolve(0, 9),
+            Advance(150),
+        ],
+        0,
+    );
+    // A network connect refused by the plugin (an address taken, a network
+    // gone, a bad address, a plugin failing): while the container runs,
+    // the connect is told why; connected while stopped, the start is.
+    for refusal in [3, 4, 5, 6] {
+        holds_every_property(
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Network(0, 0),
+                Resolve(0, refusal),
+            ],
+            0,
+        );
+        holds_every_property(
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Network(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, refusal),
+            ],
+            0,
+        );
+    }
+    // A hot connect whose setup loses its answer (it is in doubt), then
+    // the task exits: once the endpoint is released (the task deleted,
+    // the endpoint, the attachment), the connect is answered done (it is
+    // made at the next start), not left to its answer bound.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Network(0, 0),
+            Resolve(0, 2),
+            WorldExit(0, 0, false),
+            Advance(200),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+        ],
+        0,
+    );
+    // A hot connect whose setup loses its answer (it waits to be tried
+    // again), then a disconnect of that network: the connect is refused
+    // at once (disconnected before it was made).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Network(0, 0),
+            Resolve(0, 2),
+            Network(0, 1),
+        ],
+        0,
+    );
+    // A hot connect that waits behind an update in flight, and the task
+    // exits before its endpoint is made: the connect is answered done
+    // once the run is over (it is made at the next start).
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Update(0, 64),
+            Network(0, 0),
+            WorldExit(0, 0, false),
+            Resolve(0, 0),
+        ],
+        0,
+    );
     // Connects to 17 networks of a created container: the 17th is refused.
     let mut steps = vec![Resolve(0, 0), Resolve(0, 0), Create(0, 0, 0), Resolve(0, 0)];
     steps.extend((0..17u8).map(|k| Network(0, 8 * k)));
