@@ -196,8 +196,10 @@ impl Core {
                         exits.push((id.clone(), code, task.exited_at.unwrap_or(now), None));
                     }
                     // Unless a create whose answer was lost may have made a
-                    // new task since (the listing may be of the old one).
-                    if settled || current && !c.task_in_doubt {
+                    // new task since (the listing may be of the old one),
+                    // or the core has deleted the task since (the listing
+                    // is older than that delete: never bring a task back).
+                    if settled || current && !c.task_in_doubt && c.task != TaskState::Absent {
                         c.task = TaskState::Stopped;
                     }
                 }
