@@ -66,8 +66,6 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         })
     };
     let endpoints = &c.rec.endpoints;
-    let any_attached = network != NetworkState::Detached
-        || endpoints.iter().any(|e| e.state != NetworkState::Detached);
     // An endpoint released while its task runs: one disconnected, or one
     // in doubt (then set up again).
     let hot_release = endpoints.iter().find(|e| {
@@ -115,6 +113,11 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         ))
     };
     match c.task {
+        // A task may exist that the view does not show (a create whose
+        // answer was lost): nothing goes ahead, not the release of its
+        // attachment nor the container's delete, until a relist has looked.
+        // (An absent task is never in doubt: a lost create makes it
+        // unknown, and a delete answered done, or a relist, ends a doubt.)
         TaskState::Unknown => None,
         TaskState::Created { .. } | TaskState::Running { .. } => {
             if let Some(&signal) = intents.kills.first() {
@@ -168,10 +171,6 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             }
         }
         TaskState::Stopped => Some((Call::DeleteTask { id }, Step::DeleteTask)),
-        // A task may exist that the view does not show (a create whose
-        // answer was lost): the attachment stays, and so does the container
-        // that owns it, until a relist has looked.
-        TaskState::Absent if c.task_in_doubt && any_attached => None,
         // No task: an attachment nobody will use, or one in doubt (a setup
         // or release that failed, lost its answer or was cut by a crash), is
         // released before anything else; endpoints first.
