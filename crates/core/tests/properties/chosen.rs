@@ -834,7 +834,36 @@ fn found_by_fresh_generation_hold_every_property() {
 #[test]
 fn mutants_caught_only_sometimes_are_caught_by_these() {
     use Step::*;
-    let cases: [(&str, u8, &[Step]); 5] = [
+    let cases: [(&str, u8, &[Step]); 7] = [
+        // A disconnect from its own network of a bridged container whose
+        // network setup is in flight (commands.rs: `setting_up`): it waits
+        // for the setup; and of one whose setup lost its answer: done at
+        // once (the attachment in doubt is released whole).
+        (
+            "a disconnect while the network setup is in flight",
+            98,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(2, 0, 0),
+                Resolve(0, 0),
+                Start(2),
+                Network(2, 5),
+            ],
+        ),
+        (
+            "a disconnect after the network setup lost its answer",
+            40,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Restart(0),
+                Resolve(0, 9),
+                Network(0, 5),
+            ],
+        ),
         // A start whose task create's answer is lost, the kernel giving
         // the new task the pid of the run before; a relist finds it (a new
         // run); then that earlier run's exit is reported again, a little
