@@ -56,15 +56,10 @@ for ((s = 0; s < N; s++)); do
     docker run -d --network none --name "$victim" busybox sleep 100000 >/dev/null
     if ((s + 1 < N)); then sleep 31; fi
 done
-python3 - "$ROOT/holdfastd.log" "$ROOT/marks.txt" <<'PY'
-import datetime, re, sys
-def ts(line):
-    m = re.match(r'(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d+)Z', line)
-    if not m:
-        return None
-    t = datetime.datetime.strptime(m.group(1), '%Y-%m-%dT%H:%M:%S').replace(tzinfo=datetime.timezone.utc)
-    return t.timestamp() + float('0.' + m.group(2))
-stamped = [(ts(l), l) for l in open(sys.argv[1]) if ts(l)]
+PYTHONPATH=bench python3 - "$ROOT/holdfastd.log" "$ROOT/marks.txt" <<'PY'
+import sys
+from holdfastd_log import stamped
+stamped = stamped(sys.argv[1])
 cols = ["containerd exited seen", "new containerd spawned", "its process start (/proc)",
         "socket accepts, core probed", "Subscribe sent (the one that succeeded)", "stream live", "Relist sent",
         "relist complete", "states right (inspect)", "inspect polls"]

@@ -23,16 +23,10 @@ for i in $(seq "$N"); do
     t1=$(date +%s.%N)
     echo "$id $t0 $t1" >>"$ROOT/marks.txt"
 done
-python3 - "$ROOT/holdfastd.log" "$ROOT/marks.txt" <<'PY'
-import datetime, re, sys
-log = [l for l in open(sys.argv[1])]
-def ts(line):
-    m = re.match(r'(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d+)Z', line)
-    if not m:
-        return None
-    t = datetime.datetime.strptime(m.group(1), '%Y-%m-%dT%H:%M:%S').replace(tzinfo=datetime.timezone.utc)
-    return t.timestamp() + float('0.' + m.group(2))
-stamped = [(ts(l), l) for l in log if ts(l)]
+PYTHONPATH=bench python3 - "$ROOT/holdfastd.log" "$ROOT/marks.txt" <<'PY'
+import re, sys
+from holdfastd_log import stamped
+stamped = stamped(sys.argv[1])
 print("| sample | CLI start -> request | request -> Kill sent | Kill sent -> result | Kill sent -> TaskExit in | TaskExit -> CLI exited | total |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 for n, line in enumerate(open(sys.argv[2]), 1):

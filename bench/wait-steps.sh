@@ -27,16 +27,10 @@ for i in $(seq "$N"); do
     echo "$id $t0 $t1" >>"$ROOT/marks.txt"
     docker rm "$id" >/dev/null
 done
-python3 - "$ROOT/holdfastd.log" "$ROOT/marks.txt" <<'PY'
-import datetime, re, sys
-log = [l for l in open(sys.argv[1])]
-def ts(line):
-    m = re.match(r'(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d+)Z', line)
-    if not m:
-        return None
-    t = datetime.datetime.strptime(m.group(1), '%Y-%m-%dT%H:%M:%S').replace(tzinfo=datetime.timezone.utc)
-    return t.timestamp() + float('0.' + m.group(2))
-stamped = [(ts(l), l) for l in log if ts(l)]
+PYTHONPATH=bench python3 - "$ROOT/holdfastd.log" "$ROOT/marks.txt" <<'PY'
+import sys
+from holdfastd_log import stamped
+stamped = stamped(sys.argv[1])
 print("| sample | SIGKILL -> TaskExit in | TaskExit in -> next line logged | TaskExit in -> CLI exited | total |")
 print("|---|---:|---:|---:|---:|")
 for n, line in enumerate(open(sys.argv[2]), 1):
