@@ -357,6 +357,14 @@ struct World {
     /// Frozen tasks SIGKILLed under such a freezer, by container: their
     /// pid, which dies when thawed.
     kill_on_thaw: BTreeMap<ContainerId, u32>,
+    /// Frozen tasks a user's "stay down" kill reached (SIGKILL, the stop
+    /// signal, or any signal when none is configured): dockerd thaws
+    /// them so that the signal lands. Until the core freezes one again.
+    stay_down_frozen: std::collections::BTreeSet<ContainerId>,
+    /// Tasks (container, pid) a user's "stay down" kill reached: frozen
+    /// from outside afterwards, the core thaws them too (it cannot tell
+    /// whether the freeze came first and holds the signal).
+    stay_down_sent: std::collections::BTreeSet<(ContainerId, u32)>,
     /// When each container's last process exited.
     last_exit: BTreeMap<ContainerId, WallTime>,
     /// Containers attached to the network (the CNI plugins' state).
@@ -507,6 +515,8 @@ struct Harness {
     pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
     /// Containers a user asked to update.
     updates_asked: std::collections::BTreeSet<ContainerId>,
+    /// Updates not answered yet, by request.
+    updates: BTreeMap<RequestId, ContainerId>,
     /// Connects asked for: container and network.
     connects: BTreeMap<RequestId, (ContainerId, String)>,
     /// Disconnects asked for: container and network.
@@ -591,6 +601,7 @@ impl Harness {
             slack,
             pauses_asked: Default::default(),
             updates_asked: Default::default(),
+            updates: BTreeMap::new(),
             connects: BTreeMap::new(),
             disconnects: Vec::new(),
             restarts: Default::default(),
@@ -767,6 +778,7 @@ impl Harness {
         }
         let mut waited = Vec::new();
         let mut asked_then = Vec::new();
+        let mut updated_then = Vec::new();
         let asks_before = self.asks.clone();
         // HF_TRACE=1: every input and what it produced, to read a failure.
         if std::env::var_os("HF_TRACE").is_some() {
@@ -950,6 +962,9 @@ impl Harness {
                     if let Some(ask) = self.asks.remove(req) {
                         asked_then.push((*req, ask, answer.clone()));
                     }
+                    if let Some(of) = self.updates.remove(req) {
+                        updated_then.push((*req, of, answer.clone()));
+                    }
                     prop_assert!(
                         self.answered.insert(*req, self.now.at).is_none(),
                         "{req} answered twice"
@@ -997,6 +1012,66 @@ impl Harness {
                 id,
                 ask
             );
+            // Told why: containerd gone (503, it may have taken effect),
+            // or refused (500), in words that name what was asked.
+            if let Input::ActionResult(_, Err(failure)) = &input {
+                let (verb, not) = match ask {
+                    Ask::Pause => ("pause", Some("unpause")),
+                    _ => ("unpause", None),
+                };
+                for (req, _, answer) in asked_then
+                    .iter()
+                    .filter(|(_, (of, a), _)| of == id && *a == ask)
+                {
+                    let Answer::Error(e) = answer else {
+                        continue;
+                    };
+                    prop_assert!(
+                        (e.kind == ErrorKind::Unavailable)
+                            == (failure.kind == FailureKind::Unavailable)
+                            && e.message.contains(verb)
+                            && not.is_none_or(|n| !e.message.contains(n)),
+                        "{} ({:?} of {}) failed with {:?}, told {:?}",
+                        req,
+                        ask,
+                        id,
+                        failure.kind,
+                        e
+                    );
+                }
+            }
+        }
+        // An update whose call failed is answered then (the user's to
+        // retry): 503 if containerd went away, 400 for resources the
+        // runtime rejects, 500 for any other refusal.
+        if let (Input::ActionResult(_, Err(failure)), Some(Call::UpdateResources { id, .. })) =
+            (&input, &answered_call)
+        {
+            prop_assert!(
+                !self.updates.values().any(|of| of == id),
+                "an update of {} failed ({:?}), and the user's update still waits",
+                id,
+                failure.kind
+            );
+            let status = match failure.kind {
+                FailureKind::Unavailable => ErrorKind::Unavailable,
+                FailureKind::Invalid => ErrorKind::Invalid,
+                _ => ErrorKind::Internal,
+            };
+            for (req, answer) in updated_then
+                .iter()
+                .filter(|(_, of, _)| of == id)
+                .map(|(r, _, a)| (r, a))
+            {
+                prop_assert!(
+                    matches!(answer, Answer::Error(e) if e.kind == status),
+                    "{} (an update of {}) failed with {:?}, told {:?}",
+                    req,
+                    id,
+                    failure.kind,
+                    answer
+                );
+            }
         }
         // Property 1: every call that can end or start a process is backed
         // by an intent a user (or a policy, after a recorded exit) made, never
@@ -1030,10 +1105,14 @@ impl Harness {
                 }
                 (Call::Resume { id }, Some(c)) => {
                     let i = &c.record.intents;
-                    self.pauses_asked.contains(&(id.clone(), false))
+                    let unpause_waits = asks_before
+                        .values()
+                        .chain(self.asks.values())
+                        .any(|(of, a)| of == id && *a == Ask::Unpause);
+                    unpause_waits
                         || i.stop.is_some()
                         || i.remove
-                        || i.exit_on_next
+                        || self.world.stay_down_frozen.contains(id)
                 }
                 (Call::NetworkSetup { own_interface, .. }, Some(c)) => {
                     c.record.intents.start
@@ -1491,6 +1570,14 @@ impl Harness {
 
     /// Property 4b: SIGKILL for a stop comes no earlier than the grace
     /// period after its signal was delivered.
+    /// dockerd's rule: SIGKILL, the configured stop signal, or any signal
+    /// when none is configured, means the user wants the container down.
+    fn stays_down(&self, id: &ContainerId, signal: Signal) -> bool {
+        let config = self.configs.get(id);
+        let stop_signal = config.and_then(|c| c.stop_signal.or(c.image_stop_signal));
+        signal == Signal::SIGKILL || stop_signal.is_none_or(|s| s == signal)
+    }
+
     fn check_escalation(&mut self, op: OpId, call: &Call) -> Result<(), TestCaseError> {
         let Call::Kill { id, signal, .. } = call else {
             return Ok(());
@@ -1816,8 +1903,11 @@ impl Harness {
             4 => Some(FailureKind::FailedPrecondition),
             5 => Some(FailureKind::AlreadyExists),
             // The runtime rejects the spec (a missing binary, a bad
-            // working directory).
-            6 if matches!(call, Call::CreateTask { .. }) => Some(FailureKind::Invalid),
+            // working directory), or the resources (a memory limit below
+            // what the container uses).
+            6 if matches!(call, Call::CreateTask { .. } | Call::UpdateResources { .. }) => {
+                Some(FailureKind::Invalid)
+            }
             _ => Some(FailureKind::Other),
         };
         self.answering = call.container_id().cloned();
@@ -2072,50 +2162,65 @@ impl Harness {
                     ));
                 }
             },
-            Call::Kill { id, signal, .. } => match self.world.tasks.get(&id).cloned() {
-                // A frozen process dies of SIGKILL only, and under a v1
-                // freezer only once thawed; other signals wait for a thaw
-                // (and this world's processes forget them).
-                Some(WorldTask::Running(pid))
-                    if self.world.paused.get(&id) == Some(&pid)
-                        && (signal != Signal::SIGKILL || self.world.frozen_holds_kill) =>
+            Call::Kill { id, signal, .. } => {
+                // A user's "stay down" kill that reaches a frozen task: the
+                // core may thaw it now, whether or not the task dies frozen
+                // (it cannot know).
+                if let Some(WorldTask::Running(pid) | WorldTask::Created(pid)) =
+                    self.world.tasks.get(&id)
+                    && self.user_kill_ops.contains_key(&op)
+                    && self.stays_down(&id, signal)
                 {
-                    if signal == Signal::SIGKILL {
-                        if let Some(inst) = self.world.instance(&id, pid) {
-                            inst.sigkilled = true;
-                        }
-                        self.world.kill_on_thaw.insert(id, pid);
+                    self.world.stay_down_sent.insert((id.clone(), *pid));
+                    if self.world.paused.get(&id) == Some(pid) {
+                        self.world.stay_down_frozen.insert(id.clone());
                     }
-                    Done::Ok
                 }
-                Some(WorldTask::Running(pid)) | Some(WorldTask::Created(pid)) => {
-                    // Every other run is PID 1 without a handler: it ignores
-                    // SIGTERM, SIGINT and SIGQUIT (what stop signals are).
-                    let ignores_term = pid % 2 == 1;
-                    let stops = matches!(signal.number(), 2 | 3 | 15) && !ignores_term;
-                    if signal == Signal::SIGKILL || stops {
-                        if signal == Signal::SIGKILL
-                            && let Some(inst) = self.world.instance(&id, pid)
-                        {
-                            inst.sigkilled = true;
+                match self.world.tasks.get(&id).cloned() {
+                    // A frozen process dies of SIGKILL only, and under a v1
+                    // freezer only once thawed; other signals wait for a thaw
+                    // (and this world's processes forget them).
+                    Some(WorldTask::Running(pid))
+                        if self.world.paused.get(&id) == Some(&pid)
+                            && (signal != Signal::SIGKILL || self.world.frozen_holds_kill) =>
+                    {
+                        if signal == Signal::SIGKILL {
+                            if let Some(inst) = self.world.instance(&id, pid) {
+                                inst.sigkilled = true;
+                            }
+                            self.world.kill_on_thaw.insert(id, pid);
                         }
-                        let status = 128 + signal.number();
-                        if failure == 7 {
-                            self.world_exit(&id, pid, status, false)?;
-                            return self.reply(op, Done::Ok);
-                        }
-                        self.reply(op, Done::Ok)?;
-                        return self.world_exit(&id, pid, status, false);
+                        Done::Ok
                     }
-                    Done::Ok
+                    Some(WorldTask::Running(pid)) | Some(WorldTask::Created(pid)) => {
+                        // Every other run is PID 1 without a handler: it ignores
+                        // SIGTERM, SIGINT and SIGQUIT (what stop signals are).
+                        let ignores_term = pid % 2 == 1;
+                        let stops = matches!(signal.number(), 2 | 3 | 15) && !ignores_term;
+                        if signal == Signal::SIGKILL || stops {
+                            if signal == Signal::SIGKILL
+                                && let Some(inst) = self.world.instance(&id, pid)
+                            {
+                                inst.sigkilled = true;
+                            }
+                            let status = 128 + signal.number();
+                            if failure == 7 {
+                                self.world_exit(&id, pid, status, false)?;
+                                return self.reply(op, Done::Ok);
+                            }
+                            self.reply(op, Done::Ok)?;
+                            return self.world_exit(&id, pid, status, false);
+                        }
+                        Done::Ok
+                    }
+                    _ => {
+                        return self.feed(Input::ActionResult(
+                            op,
+                            Err(Failure::new(FailureKind::NotFound, "no task")),
+                        ));
+                    }
                 }
-                _ => {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::NotFound, "no task")),
-                    ));
-                }
-            },
+            }
             Call::DeleteTask { id } => match self.world.tasks.get(&id) {
                 Some(WorldTask::Stopped(..)) | Some(WorldTask::Created(_)) => {
                     self.world.delete_by_call(&id);
@@ -2158,6 +2263,7 @@ impl Harness {
                         ));
                     }
                     if freeze {
+                        self.world.stay_down_frozen.remove(&id);
                         self.world.paused.insert(id, pid);
                     } else {
                         self.world.paused.remove(&id);
@@ -2968,6 +3074,7 @@ impl Harness {
         self.failures.clear();
         self.waits.clear();
         self.asks.clear();
+        self.updates.clear();
         self.user_kill_ops.clear();
         self.removes.clear();
         self.kills_announced.clear();
@@ -3219,13 +3326,17 @@ impl Harness {
             Step::Update(i, mib) => {
                 self.updates_asked.insert(id(i));
                 let before = self.core.container(&id(i)).map(|c| c.record.config.clone());
-                let req = self.command(Command::UpdateResources {
+                // (Known before it is fed: a refusal answers it at once.)
+                let req = RequestId(self.next_req + 1);
+                self.updates.insert(req, id(i));
+                let req2 = self.command(Command::UpdateResources {
                     id: id(i),
                     update: ResourceUpdate {
                         memory_limit_bytes: Some(u64::from(*mib) << 20),
                         ..Default::default()
                     },
                 })?;
+                prop_assert_eq!(req, req2);
                 // Refused at once, it records nothing.
                 let refused = self
                     .trace
@@ -3329,6 +3440,9 @@ impl Harness {
                     let frozen = self.world.paused.get(&id) == Some(&pid);
                     if frozen != *freeze {
                         if *freeze {
+                            if self.world.stay_down_sent.contains(&(id.clone(), pid)) {
+                                self.world.stay_down_frozen.insert(id.clone());
+                            }
                             self.world.paused.insert(id.clone(), pid);
                             self.event(ContainerdEvent::TaskPaused { container: id })?;
                         } else {

@@ -834,7 +834,140 @@ fn found_by_fresh_generation_hold_every_property() {
 #[test]
 fn mutants_caught_only_sometimes_are_caught_by_these() {
     use Step::*;
-    let cases: [(&str, u8, &[Step]); 7] = [
+    let cases: &[(&str, u8, &[Step])] = &[
+        // A kill that does not mean "stay down" (SIGHUP, the stop signal
+        // being SIGINT) leaves a frozen task frozen; one that does thaws
+        // it, and only while it is frozen: a later pause is not undone
+        // (reconcile.rs 534:39, 534:50).
+        (
+            "a kill that means stay down, sent before a pause",
+            57,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 1),
+                Resolve(0, 0),
+                Restart(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                OutsidePause(1, true),
+                Resolve(0, 9),
+                Kill(1, false),
+            ],
+        ),
+        (
+            "a kill that does not mean stay down, to a frozen task",
+            160,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 1),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Kill(0, false),
+                Resolve(0, 9),
+                OutsidePause(0, true),
+            ],
+        ),
+        // A thaw for a kill that failed is not a user's unpause: it is
+        // retried, not answered (reconcile.rs 621:51, to `true`).
+        (
+            "a thaw for a kill, refused",
+            88,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 112),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Kill(1, false),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                OutsidePause(1, true),
+            ],
+        ),
+        // A user's pause that fails is answered at once, in words that
+        // name it, with 503 only when containerd went away (reconcile.rs
+        // 622:36, 628:21).
+        (
+            "a pause whose answer is lost",
+            74,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Restart(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Pause(1, true),
+                Resolve(0, 9),
+            ],
+        ),
+        (
+            "a pause cut by containerd going away",
+            140,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Restart(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Pause(1, true),
+                ContainerdDown,
+                Resolve(0, 0),
+            ],
+        ),
+        // An update that fails: 503 when containerd is unreachable, 400
+        // for resources the runtime rejects (reconcile.rs 651:21, 655:21);
+        // one that finds no task makes the core look (668:21).
+        (
+            "an update cut by containerd going away",
+            8,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Update(0, 0),
+                Resolve(0, 1),
+            ],
+        ),
+        (
+            "an update the runtime rejects",
+            8,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Update(0, 0),
+                Resolve(0, 6),
+            ],
+        ),
+        (
+            "an update of a running task that is gone",
+            40,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Restart(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Update(0, 0),
+                ShimDies(0),
+                OutsidePause(0, false),
+                Restart(1),
+            ],
+        ),
         // A disconnect from its own network of a bridged container whose
         // network setup is in flight (commands.rs: `setting_up`): it waits
         // for the setup; and of one whose setup lost its answer: done at
@@ -973,8 +1106,8 @@ fn mutants_caught_only_sometimes_are_caught_by_these() {
         ),
     ];
     for (what, swarm, steps) in cases {
-        let mut harness = Harness::new(swarm);
-        if let Err(failure) = harness.run(steps, swarm) {
+        let mut harness = Harness::new(*swarm);
+        if let Err(failure) = harness.run(steps, *swarm) {
             panic!("{what}: {failure}");
         }
     }
