@@ -87,8 +87,11 @@ pub(crate) struct Container {
     /// last result received for it. A relist issued before then may predate
     /// that call's effect, so it proves nothing about this container.
     pub(crate) last_activity: OpId,
-    /// Consecutive failed attempts of the current step.
+    /// Consecutive failed attempts of `retried_step`, each retried. A
+    /// failure of another step starts the count over: a kill refused twice
+    /// is not given up sooner because a thaw before it failed.
     pub(crate) attempts: u32,
+    pub(crate) retried_step: Option<Step>,
     /// The CreateTask or StartTask of the pending start that failed in a way
     /// that may have taken effect (its answer lost), when no call succeeded
     /// since. Only a later refusal of that same step is in doubt: once the
@@ -148,6 +151,7 @@ impl Container {
             in_flight: None,
             last_activity: OpId(0),
             attempts: 0,
+            retried_step: None,
             uncertain_step: None,
             task_in_doubt: false,
             retry_waiting: false,
@@ -218,6 +222,15 @@ impl Container {
         let earlier_exit = self.rec.exit.as_ref().filter(|e| e.run < self.rec.run);
         self.rec.began_at.is_some_and(|began| at < began)
             || earlier_exit.is_some_and(|e| at <= e.finished_at)
+    }
+
+    /// Consecutive failed attempts of `step`, each retried.
+    pub(crate) fn attempts_of(&self, step: Step) -> u32 {
+        if self.retried_step == Some(step) {
+            self.attempts
+        } else {
+            0
+        }
     }
 
     /// The exit of the current run, if recorded.

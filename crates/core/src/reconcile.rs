@@ -672,13 +672,13 @@ impl Core {
             }
             // The setup may have taken effect in part: the record still
             // says Attaching, so it is torn down, then tried again.
-            (Step::NetworkSetup, K::Deadline | K::Unavailable) => self.schedule_retry(id),
+            (Step::NetworkSetup, K::Deadline | K::Unavailable) => self.schedule_retry(id, step),
             // Refused (a host port in use, a bad address): retrying cannot
             // help. The start is given up; what the setup made is torn down.
             (Step::NetworkSetup, _) => self.give_up_start(id, step, failure),
             // A release is never given up.
-            (Step::NetworkTeardown | Step::EndpointTeardown(_), _) => self.schedule_retry(id),
-            (Step::EndpointSetup(_), K::Deadline | K::Unavailable) => self.schedule_retry(id),
+            (Step::NetworkTeardown | Step::EndpointTeardown(_), _) => self.schedule_retry(id, step),
+            (Step::EndpointSetup(_), K::Deadline | K::Unavailable) => self.schedule_retry(id, step),
             // Refused while the task runs (an address taken, a network
             // gone): the connect is given up and what it made released.
             (Step::EndpointSetup(slot), kind) if c.task != TaskState::Absent => {
@@ -703,17 +703,17 @@ impl Core {
             (_, K::Deadline | K::AlreadyExists) | (Step::StartTask, K::FailedPrecondition) => {
                 // The call may have taken effect: look before trying again.
                 self.request_refresh();
-                self.schedule_retry(id);
+                self.schedule_retry(id, step);
             }
             // A refusal after an attempt whose answer was lost proves
             // nothing: that attempt may have created or started the task.
             // Look (a bounded number of times) before giving the start up.
             (Step::CreateTask | Step::StartTask, _)
                 if c.uncertain_step == Some(step)
-                    && c.attempts < self.config.retry_attempts_max =>
+                    && c.attempts_of(step) < self.config.retry_attempts_max =>
             {
                 self.request_refresh();
-                self.schedule_retry(id);
+                self.schedule_retry(id, step);
             }
             (Step::CreateTask | Step::StartTask, _) => {
                 if c.uncertain_step.take().is_some() {
@@ -733,7 +733,7 @@ impl Core {
             ) => {
                 // Not running any more, most likely: find out, retry a bounded
                 // number of times, then give the kill up with an answer.
-                if c.attempts + 1 >= self.config.retry_attempts_max {
+                if c.attempts_of(step) + 1 >= self.config.retry_attempts_max {
                     c.attempts = 0;
                     if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
                         c.rec.intents.kills.remove(pos);
@@ -745,7 +745,7 @@ impl Core {
                     );
                     self.answer_kills(id, signal, answer);
                 } else {
-                    self.schedule_retry(id);
+                    self.schedule_retry(id, step);
                 }
                 self.request_refresh();
             }
@@ -753,19 +753,19 @@ impl Core {
             // capped backoff (after a relist, in case the task is gone).
             (Step::Kill { .. }, _) => {
                 self.request_refresh();
-                self.schedule_retry(id);
+                self.schedule_retry(id, step);
             }
             // A thaw for a stop or a kill is never given up, like the stop;
             // a relist first, in case the task is not frozen (or gone).
             (Step::Pause | Step::Resume, _) => {
                 self.request_refresh();
-                self.schedule_retry(id);
+                self.schedule_retry(id, step);
             }
             // containerd refuses: look again (a task we thought deleted may
             // still be there) and retry.
             (Step::DeleteTask | Step::DeleteContainer, _) => {
                 self.request_refresh();
-                self.schedule_retry(id);
+                self.schedule_retry(id, step);
             }
         }
     }
@@ -845,10 +845,14 @@ impl Core {
         }
     }
 
-    fn schedule_retry(&mut self, id: &ContainerId) {
+    fn schedule_retry(&mut self, id: &ContainerId, step: Step) {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
+        if c.retried_step != Some(step) {
+            c.retried_step = Some(step);
+            c.attempts = 0;
+        }
         let exponent = c.attempts.min(20);
         c.attempts = c.attempts.saturating_add(1);
         let delay = self

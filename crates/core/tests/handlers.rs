@@ -1125,6 +1125,72 @@ fn kill_delivers_the_signal_and_answers() {
     );
 }
 
+/// Answers the relists among `actions` with the task still running, waits
+/// out a retry backoff if there is one, and returns the next call.
+fn next_call_after(d: &mut Driver, mut actions: Vec<Action>, id: &str, pid: u32) -> (OpId, Call) {
+    loop {
+        let next = actions.iter().find_map(|a| match a {
+            Action::Call { op, call } => Some((*op, call.clone())),
+            _ => None,
+        });
+        actions = match next {
+            Some((op, Call::Relist)) => d.relist(op, vec![running(id, pid)]),
+            Some(next) => return next,
+            None => d.fire_timer().1,
+        };
+    }
+}
+
+#[test]
+fn a_kill_is_given_up_after_its_own_attempts_not_those_of_the_step_before() {
+    // The stop's signal is refused twice (retried, after a look); then the
+    // user's kill is refused again and again: it is given up at its own
+    // fifth refusal, not sooner for the stop's failures before it.
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(10)),
+        signal: None,
+    });
+    let mut op = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    for _ in 0..2 {
+        let actions = d.fail(op, FailureKind::Other);
+        op = next_call_after(&mut d, actions, "c1", 42).0;
+    }
+    let hup = Signal::try_from(1).expect("valid");
+    let (req, _) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: hup,
+    });
+    // The stop's third attempt is out; refused, the user's kill goes next.
+    let actions = d.fail(op, FailureKind::Other);
+    let (mut op, mut call) = next_call_after(&mut d, actions, "c1", 42);
+    let max = CoreConfig::default().retry_attempts_max;
+    for attempt in 1..=max {
+        assert_eq!(
+            call,
+            Call::Kill {
+                id: cid("c1"),
+                signal: hup,
+                all: false
+            },
+            "attempt {attempt}"
+        );
+        if attempt == max {
+            break;
+        }
+        let actions = d.fail(op, FailureKind::Other);
+        let answered = answers(&actions);
+        assert!(answered.is_empty(), "attempt {attempt}: {answered:?}");
+        (op, call) = next_call_after(&mut d, actions, "c1", 42);
+    }
+    let answered = answers(&d.fail(op, FailureKind::Other));
+    assert!(
+        matches!(&answered[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Internal),
+        "{answered:?}"
+    );
+}
+
 #[test]
 fn kill_of_a_stopped_container_is_a_conflict() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
