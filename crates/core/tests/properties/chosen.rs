@@ -1105,7 +1105,47 @@ fn mutants_caught_only_sometimes_are_caught_by_these() {
             ],
         ),
     ];
-    for (what, swarm, steps) in cases {
+    // Refused again and again: a user's kill is given up at its fifth
+    // refusal in a row (reconcile.rs 736, container.rs `attempts_of`); a
+    // task create whose answer was lost, then refused, is looked for and
+    // tried again until five attempts in a row failed, then the start is
+    // given up (reconcile.rs 713:44).
+    let mut kill_refused = vec![
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Create(0, 0, 0),
+        Resolve(0, 0),
+        Restart(0),
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Kill(0, false),
+    ];
+    for _ in 0..4 {
+        kill_refused.extend([Resolve(0, 6), Resolve(0, 0), Advance(2000)]);
+    }
+    kill_refused.push(Resolve(0, 6));
+    let mut create_refused = vec![
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Create(0, 0, 0),
+        Resolve(0, 0),
+        Start(0),
+        Resolve(0, 0),
+        Resolve(0, 2),
+    ];
+    for _ in 0..5 {
+        create_refused.extend([Resolve(0, 0), Advance(4000), Resolve(0, 3)]);
+    }
+    let refused: &[(&str, u8, &[Step])] = &[
+        ("a user's kill refused five times", 8, &kill_refused),
+        (
+            "a task create lost, then refused five times",
+            8,
+            &create_refused,
+        ),
+    ];
+    for (what, swarm, steps) in cases.iter().chain(refused) {
         let mut harness = Harness::new(*swarm);
         if let Err(failure) = harness.run(steps, *swarm) {
             panic!("{what}: {failure}");
