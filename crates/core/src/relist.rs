@@ -164,7 +164,18 @@ impl Core {
                 // core cannot know.
                 _ if c.task == TaskState::Unknown => true,
                 Some(t) if t.status == TaskStatus::Stopped => believed_live,
-                Some(t) => !believed_live || (t.status == TaskStatus::Paused) != c.paused,
+                // Another task, a start the view has not seen take effect
+                // (its answer lost), or another freeze.
+                Some(t) => {
+                    let listed_started = t.status != TaskStatus::Created;
+                    let view = match c.task {
+                        TaskState::Created { pid } => Some((pid, false)),
+                        TaskState::Running { pid } => Some((pid, true)),
+                        _ => None,
+                    };
+                    view != Some((t.pid, listed_started))
+                        || (t.status == TaskStatus::Paused) != c.paused
+                }
                 None => believed_live,
             };
             // A view in doubt (an answer lost) waits for a relist that

@@ -606,3 +606,45 @@ fn a_restarted_daemon_releases_an_own_eth0_in_doubt_then_the_namespace() {
     let rec = record(&d, "c1");
     assert!(rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
 }
+
+#[test]
+fn a_listing_that_shows_a_start_took_effect_is_looked_at_again_after_the_call_in_flight() {
+    // The StartTask's answer is lost; the relist that asks for is answered
+    // while a hot connect's setup is in flight, so it cannot be applied.
+    // It lists the task running where the view has it only created: that
+    // is looked at again once the setup is answered (else the container
+    // shows created, its start unanswered, until the periodic relist).
+    let mut d = Driver::new();
+    created(&mut d);
+    let (start, actions) = d.command(Command::Start { id: cid("c1") });
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::NetworkSetup { .. })
+    }));
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let start_task = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (_, actions) = d.command(connect("c1", "back"));
+    assert_eq!(calls(&actions), vec![], "waits for the start's answer");
+    let actions = d.fail(start_task, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let (_, actions) = d.fire_timer();
+    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let mut listed = support::running("c1", 42);
+    listed.status = TaskStatus::Running;
+    let actions = d.relist(relist, vec![listed]);
+    assert_eq!(calls(&actions), vec![], "the listing waits for the setup");
+    assert!(matches!(
+        d.core.container(&cid("c1")).map(|c| c.task),
+        Some(TaskState::Created { pid: 42 })
+    ));
+    let actions = d.fail(setup, FailureKind::Deadline);
+    let again = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(again, vec![support::running("c1", 42)]);
+    assert!(
+        answers(&actions).contains(&(start, Answer::Done)),
+        "{actions:?}"
+    );
+}
