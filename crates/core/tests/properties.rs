@@ -522,6 +522,8 @@ struct Harness {
     updates: BTreeMap<RequestId, ContainerId>,
     /// Connects asked for: container and network.
     connects: BTreeMap<RequestId, (ContainerId, String)>,
+    /// Connects said done: container and network.
+    connected: BTreeMap<RequestId, (ContainerId, String)>,
     /// Disconnects asked for: container and network.
     disconnects: Vec<(RequestId, ContainerId, String)>,
     /// Restart requests (a subset of `starts`).
@@ -607,6 +609,7 @@ impl Harness {
             updates_asked: Default::default(),
             updates: BTreeMap::new(),
             connects: BTreeMap::new(),
+            connected: BTreeMap::new(),
             disconnects: Vec::new(),
             restarts: Default::default(),
             removes: Default::default(),
@@ -935,6 +938,11 @@ impl Harness {
                             req,
                             answer
                         );
+                    }
+                    if *answer == Answer::Done
+                        && let Some(connect) = self.connects.get(req)
+                    {
+                        self.connected.insert(*req, connect.clone());
                     }
                     // A connect taken is refused later (a conflict) only
                     // for a disconnect of that network asked after it.
@@ -1332,6 +1340,7 @@ impl Harness {
             );
         }
         self.check_network()?;
+        self.check_taken_requests_stand()?;
         for c in self.core.containers() {
             health_consistent(&self.core, &c)?;
         }
@@ -2695,6 +2704,63 @@ impl Harness {
                     e.slot
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// What a request was taken for stands until the user changes it:
+    /// - a kill still waiting is still meant: its signal is queued, one
+    ///   delivery per signal (another signal's refusal does not drop it);
+    /// - a network connect said done leaves the container on that network
+    ///   until a disconnect of it is asked (another endpoint's refusal does
+    ///   not release it).
+    fn check_taken_requests_stand(&mut self) -> Result<(), TestCaseError> {
+        for (req, (id, ask)) in &self.asks {
+            if let (Ask::Kill(signal), Some(c)) = (ask, self.core.container(id)) {
+                prop_assert!(
+                    c.record.intents.kills.contains(signal),
+                    "{} (a kill of {} with {:?}) waits, and its signal is no longer queued: {:?}",
+                    req,
+                    id,
+                    signal,
+                    c.record.intents.kills
+                );
+            }
+        }
+        let core = &self.core;
+        self.connected
+            .retain(|_, (id, _)| core.container(id).is_some());
+        for (req, (id, network)) in &self.connected {
+            let disconnected = self
+                .disconnects
+                .iter()
+                .any(|(r, i, n)| r > req && i == id && n == network);
+            let Some(c) = self.core.container(id) else {
+                continue;
+            };
+            if disconnected || c.record.intents.remove {
+                continue;
+            }
+            let own = c
+                .record
+                .config
+                .network_name
+                .clone()
+                .unwrap_or_else(|| "bridge".to_owned());
+            let on = c
+                .record
+                .endpoints
+                .iter()
+                .any(|e| &e.network == network && e.wanted)
+                || *network == own && !c.record.own_disconnected;
+            prop_assert!(
+                on,
+                "{} (a connect of {} to {}, done) no longer holds: {:?}",
+                req,
+                id,
+                network,
+                c.record.endpoints
+            );
         }
         Ok(())
     }

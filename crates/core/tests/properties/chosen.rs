@@ -704,7 +704,47 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_by_fresh_generation_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 4] = [
+    let cases: [(u8, &[Step]); 5] = [
+        // A start whose StartTask answer was lost, the relist that asks
+        // for answered while a hot connect's setup is in flight (so it
+        // cannot be applied): it lists the task running where the view
+        // has it created, and is looked at again after the setup (it was
+        // dropped as agreeing, and the container showed created until the
+        // periodic relist). About 60,000 cases.
+        (
+            248,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Create(2, 0, 36),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Restart(2),
+                WorldExit(0, 0, false),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Network(0, 0),
+                Network(0, 0),
+                Restart(2),
+                WorldExit(0, 0, false),
+                Resolve(0, 0),
+                Advance(1000),
+                Resolve(0, 0),
+                Resolve(0, 3),
+                WorldExit(0, 0, false),
+                Resolve(0, 0),
+                WorldExit(0, 0, false),
+                Network(2, 2),
+                Resolve(0, 9),
+                Resolve(0, 8),
+                Remove(0, false),
+                Advance(1000),
+                Resolve(4, 9),
+            ],
+        ),
         // A relist asked before a task's delete lists it stopped after the
         // delete was answered, while a start's task create is on its way
         // (whose answer is then lost, the pid reused): the task stays gone,
@@ -1137,12 +1177,55 @@ fn mutants_caught_only_sometimes_are_caught_by_these() {
     for _ in 0..5 {
         create_refused.extend([Resolve(0, 0), Advance(4000), Resolve(0, 3)]);
     }
+    // Two queued signals, the first refused until given up: the other
+    // stays queued (reconcile.rs 738:83).
+    let mut two_signals = vec![
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Create(0, 0, 0),
+        Resolve(0, 0),
+        Restart(0),
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Resolve(0, 0),
+        Kill(0, false),
+        Kill(0, true),
+    ];
+    for _ in 0..4 {
+        two_signals.extend([Resolve(0, 6), Resolve(0, 0), Advance(2000)]);
+    }
+    two_signals.push(Resolve(0, 6));
     let refused: &[(&str, u8, &[Step])] = &[
         ("a user's kill refused five times", 8, &kill_refused),
         (
             "a task create lost, then refused five times",
             8,
             &create_refused,
+        ),
+        (
+            "a signal given up, another queued behind it",
+            8,
+            &two_signals,
+        ),
+        // A hot connect refused: the endpoint connected before it stays
+        // (reconcile.rs 685:77).
+        (
+            "a connect refused beside one made",
+            8,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Restart(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Network(0, 0),
+                Resolve(0, 0),
+                Network(0, 2),
+                Resolve(0, 4),
+            ],
         ),
     ];
     for (what, swarm, steps) in cases.iter().chain(refused) {
