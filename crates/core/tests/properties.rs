@@ -542,6 +542,13 @@ struct Harness {
     /// `restart_initial`, doubling to `restart_max` with each restart,
     /// back to `restart_initial` after a run of `restart_reset_after`.
     restart_backoff: BTreeMap<ContainerId, Duration>,
+    /// Start and restart requests whose start took effect in the world
+    /// (a task started while they waited).
+    starts_reached: std::collections::BTreeSet<RequestId>,
+    /// Containers a "stay down" kill reached while they were shown
+    /// restarting, before any start of the new run was sent: no new task
+    /// is made for them until a user's start.
+    kept_down: std::collections::BTreeSet<ContainerId>,
 }
 
 impl Harness {
@@ -618,6 +625,8 @@ impl Harness {
             probes: Vec::new(),
             probe_results: true,
             restart_backoff: BTreeMap::new(),
+            starts_reached: Default::default(),
+            kept_down: Default::default(),
         }
     }
 
@@ -826,6 +835,7 @@ impl Harness {
                     {
                         self.world.instances[i].start_sent = true;
                     }
+                    self.check_kept_down(&input, call)?;
                     if let Call::CreateTask { id } = call {
                         self.world.create_asked.insert(id.clone(), self.now.wall);
                     }
@@ -1004,6 +1014,7 @@ impl Harness {
                             pid
                         );
                     }
+                    self.check_start_refusal(*req, answer)?;
                     // "containerd is unreachable" is never said while connected.
                     prop_assert!(
                         !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Unavailable)
@@ -1843,6 +1854,12 @@ impl Harness {
         if let Command::Start { id } | Command::Restart { id, .. } = &command {
             self.starts.insert(req, id.clone());
         }
+        // A user's start (or a container made anew) may start it again.
+        if let Command::Start { id } | Command::Restart { id, .. } | Command::Create { id, .. } =
+            &command
+        {
+            self.kept_down.remove(id);
+        }
         if let Command::Restart { .. } = &command {
             self.restarts.insert(req);
         }
@@ -2285,6 +2302,7 @@ impl Harness {
                         ledger.0,
                         ledger.1
                     );
+                    self.start_reached(&id);
                     // The shim publishes the start: before the answer (7),
                     // or after it (also when the answer is lost).
                     let event = ContainerdEvent::TaskStart {
@@ -3205,6 +3223,225 @@ impl Harness {
         Ok(())
     }
 
+    /// Whether a `network connect` of `id` to `network` is one connecting
+    /// a stopped container back to the network it was created on, with
+    /// nothing in the way: no other network took its `eth0` meanwhile, and
+    /// nothing of an earlier attachment is kept (between a restart's runs)
+    /// or still being released. (The connect carries no alias and no
+    /// address: the generator's never do.)
+    fn connects_back(&self, id: &ContainerId, network: &str) -> bool {
+        let Some(c) = self.core.container(id) else {
+            return false;
+        };
+        let r = c.record;
+        let own = r.config.network_name.as_deref().unwrap_or("bridge");
+        r.config.network == NetworkMode::Bridge
+            && own == network
+            && r.own_disconnected
+            && r.presence != Presence::Creating
+            && !r.intents.remove
+            && matches!(c.task, TaskState::Absent | TaskState::Stopped)
+            && r.network == NetworkState::Detached
+            && r.endpoints
+                .iter()
+                .all(|e| e.slot != 0 && e.network != network)
+            && r.endpoints.len() < ENDPOINTS_MAX
+    }
+
+    /// dockerd's baseline, as the README puts it: connecting a stopped
+    /// container back to the network it was created on gives it its own
+    /// `eth0` again, published ports included (inspect shows them), at its
+    /// next start: it is as it was created on that network, not one more
+    /// endpoint on it (whose ports are not published).
+    fn check_connected_back(
+        &self,
+        req: RequestId,
+        id: &ContainerId,
+        network: &str,
+    ) -> Result<(), TestCaseError> {
+        let Some(c) = self.core.container(id) else {
+            return Ok(());
+        };
+        let r = c.record;
+        prop_assert!(
+            self.answer_of(req) == Some(Answer::Done)
+                && !r.own_disconnected
+                && r.endpoints.iter().all(|e| e.network != network),
+            "{} connected {} back to its own network {} while stopped: {:?}, own disconnected {}, endpoints {:?}",
+            req,
+            id,
+            network,
+            self.answer_of(req),
+            r.own_disconnected,
+            r.endpoints
+        );
+        Ok(())
+    }
+
+    /// A start or restart told "stopped before it started" (409) had no
+    /// start of its own under way that may yet take effect, nor one that
+    /// took effect and still runs: the container did not run for it.
+    fn check_start_refusal(&self, req: RequestId, answer: &Answer) -> Result<(), TestCaseError> {
+        let Answer::Error(e) = answer else {
+            return Ok(());
+        };
+        let Some(id) = self.starts.get(&req) else {
+            return Ok(());
+        };
+        if e.kind != ErrorKind::Conflict || !e.message.contains("stopped before it started") {
+            return Ok(());
+        }
+        let start_under_way = self
+            .outstanding
+            .iter()
+            .any(|(_, call)| matches!(call, Call::StartTask { id: x } if x == id));
+        // (Once its task is gone unseen, its answer and events lost, the
+        // core cannot know it ever ran.)
+        let runs = matches!(self.world.tasks.get(id), Some(WorldTask::Running(_)));
+        prop_assert!(
+            !(start_under_way || runs && self.starts_reached.contains(&req)),
+            "{} (a start of {}) told {:?}, but its start {}",
+            req,
+            id,
+            e.message,
+            if start_under_way {
+                "was sent and is still under way"
+            } else {
+                "took effect"
+            }
+        );
+        Ok(())
+    }
+
+    /// The world started a task of `id`: every start or restart of it still
+    /// waiting is carried out.
+    fn start_reached(&mut self, id: &ContainerId) {
+        for (req, of) in &self.starts {
+            if of == id && !self.answered.contains_key(req) {
+                self.starts_reached.insert(*req);
+            }
+        }
+    }
+
+    /// A container a "stay down" kill reached while restarting (no start of
+    /// its new run sent yet) gets no new task until a user's start or
+    /// restart (or a new daemon) says so.
+    fn check_kept_down(&self, input: &Input, call: &Call) -> Result<(), TestCaseError> {
+        if let Call::CreateTask { id } = call {
+            prop_assert!(
+                !self.kept_down.contains(id),
+                "{:?} created a task of {} after a kill that means stay down ended its restart",
+                input,
+                id
+            );
+        }
+        Ok(())
+    }
+
+    /// `docker kill`, answered as dockerd answers it by what the container
+    /// shows: a container neither running nor restarting is refused (409,
+    /// not running); one restarting with no process (between runs) is
+    /// answered done at once, no signal sent. A kill that means "stay
+    /// down" (SIGKILL, the stop signal, any signal when none is configured)
+    /// ends a restart: the container shows restarting no more, and no new
+    /// task is made for it; any other kill leaves the restart as it was.
+    fn kill_checked(&mut self, id: &ContainerId, signal: Signal) -> Result<(), TestCaseError> {
+        let before = self.core.container(id).map(|c| {
+            let process = matches!(
+                c.task,
+                TaskState::Created { .. } | TaskState::Running { .. } | TaskState::Unknown
+            ) && c.current_exit().is_none();
+            (c.status, process, c.record.presence == Presence::Creating)
+        });
+        // (A start already sent to a task of the new run may have taken
+        // effect: it stays, and the kill follows it.)
+        let start_sent = self.core.container(id).is_some_and(|c| c.record.start_sent);
+        let stay_down = self.stays_down(id, signal);
+        if stay_down && !start_sent && before.is_some_and(|(s, _, _)| s == Status::Restarting) {
+            // (Known before it is fed: the kill's own effects follow it.)
+            self.kept_down.insert(id.clone());
+        }
+        let calls_before = self.trace.len();
+        let req = self.command(Command::Kill {
+            id: id.clone(),
+            signal,
+        })?;
+        let Some((status, process, creating)) = before else {
+            return Ok(());
+        };
+        if creating {
+            return Ok(());
+        }
+        let answer = self.answer_of(req);
+        let after = self.core.container(id).map(|c| c.status);
+        match status {
+            Status::Exited | Status::Created if !process => prop_assert!(
+                matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict
+                    && e.message.contains("is not running")),
+                "{} kill of {} ({:?}): {:?}, expected not running",
+                req,
+                id,
+                status,
+                answer
+            ),
+            Status::Restarting if !process => {
+                let signalled = self.trace[calls_before..].iter().any(
+                    |a| matches!(a, Action::Call { call: Call::Kill { id: x, .. }, .. } if x == id),
+                );
+                prop_assert!(
+                    answer == Some(Answer::Done) && !signalled,
+                    "{} kill of {} between runs: {:?} (signalled: {})",
+                    req,
+                    id,
+                    answer,
+                    signalled
+                );
+            }
+            _ => {}
+        }
+        if status == Status::Restarting {
+            prop_assert!(
+                (after == Some(Status::Restarting)) != stay_down,
+                "{} kill of {} with {:?} (stay down: {}) while restarting: now {:?}",
+                req,
+                id,
+                signal,
+                stay_down,
+                after
+            );
+        }
+        Ok(())
+    }
+
+    /// Once healed: a running container on the network it was created on
+    /// has its own `eth0` there (with its published ports); one a "stay
+    /// down" kill ended the restart of does not run.
+    fn check_healed_own_eth0_and_kept_down(&self) -> Result<(), TestCaseError> {
+        for c in self.core.containers() {
+            let id = &c.record.id;
+            let running = matches!(c.task, TaskState::Running { .. });
+            if running
+                && c.record.config.network == NetworkMode::Bridge
+                && !c.record.own_disconnected
+            {
+                prop_assert!(
+                    self.world.endpoints.contains(&(id.clone(), 0)),
+                    "{} runs on its own network without its eth0",
+                    id
+                );
+            }
+            if self.kept_down.contains(id) {
+                prop_assert!(
+                    !matches!(c.status, Status::Running | Status::Restarting),
+                    "{} is {:?} once healed after a kill that means stay down ended its restart",
+                    id,
+                    c.status
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn answer_of(&self, req: RequestId) -> Option<Answer> {
         self.trace.iter().rev().find_map(|a| match a {
             Action::Answer(r, answer) if *r == req => Some(answer.clone()),
@@ -3295,6 +3532,7 @@ impl Harness {
         self.look_again_by = None;
         self.refresh_owed_by = None;
         self.restart_backoff.clear();
+        self.kept_down.clear();
         self.task_progress.clear();
         self.outstanding.clear();
         self.subscriptions.clear();
@@ -3398,6 +3636,7 @@ impl Harness {
                 slot
             );
         }
+        self.check_healed_own_eth0_and_kept_down()?;
         // A connect asked for is carried out: every wanted endpoint of a
         // running container is made, every unwanted one released.
         for c in self.core.containers() {
@@ -3573,6 +3812,7 @@ impl Harness {
                     n => format!("side{}", u16::from(n % 2) + 2 * u16::from(arg / 8)),
                 };
                 let expected = self.network_expected(&id(i), &network, connect);
+                let back = connect && self.connects_back(&id(i), &network);
                 let command = if connect {
                     Command::Connect {
                         id: id(i),
@@ -3596,6 +3836,9 @@ impl Harness {
                     self.connects.insert(req, (id(i), network.clone()));
                 }
                 self.check_network_answer(req, &id(i), &network, connect, expected)?;
+                if back {
+                    self.check_connected_back(req, &id(i), &network)?;
+                }
             }
             Step::Pause(i, freeze) => {
                 self.pauses_asked.insert((id(i), *freeze));
@@ -3737,7 +3980,7 @@ impl Harness {
                 } else {
                     Signal::try_from(1).map_err(|e| TestCaseError::fail(e.to_string()))?
                 };
-                self.command(Command::Kill { id: id(i), signal })?;
+                self.kill_checked(&id(i), signal)?;
             }
             Step::Restart(i) => {
                 self.command(Command::Restart {

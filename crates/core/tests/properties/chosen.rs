@@ -1127,6 +1127,125 @@ fn mutants_caught_only_sometimes_are_caught_by_these() {
                 Resolve(0, 9),
             ],
         ),
+        // A stopped container connected to another network, disconnected
+        // from its own and connected back to it (commands.rs: `connect`'s
+        // way back, 135:63, 137:16, 138:30): it is on its own network as
+        // created again, with its ports, not one more endpoint on it.
+        (
+            "a stopped container connected back to its own network",
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Network(0, 0),
+                Network(0, 5),
+                Network(0, 4),
+                Start(0),
+            ],
+        ),
+        // The same between a restart's runs, once the running container
+        // was disconnected from its own network: the attachment is kept
+        // for the next run (its namespace alone), so the way back is an
+        // endpoint made in it (commands.rs 138:30 the other way): the new
+        // run has its `eth0` on its own network.
+        (
+            "a container connected back to its own network between a restart's runs",
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Network(0, 5),
+                Resolve(0, 0),
+                Restart(0),
+                Resolve(0, 0),
+                Advance(1000),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Network(0, 4),
+            ],
+        ),
+        // A stop while the start's StartTask is under way (commands.rs
+        // 639:49, `cancels_start`): the start is left to its answer, not
+        // told it was stopped before it started.
+        (
+            "a stop while the start is sent",
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Stop(1, None, None),
+            ],
+        ),
+        // Kills of a container with `--restart always` and no stop signal
+        // (commands.rs 663, `restarting`): before it ever ran (not
+        // running), then waiting out its restart's backoff (done, no
+        // signal, and it stays down).
+        (
+            "kills of a container not running, then between runs",
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 1, 0),
+                Resolve(0, 0),
+                Kill(1, true),
+                Start(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 0, false),
+                Kill(1, false),
+            ],
+        ),
+        // A SIGKILL once the policy's start is under way, its task not
+        // made yet (commands.rs 663:76, 682:46): done at once, and the
+        // start is dropped: it stays down.
+        (
+            "a kill while the policy's start creates the task",
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 1, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 0, false),
+                Advance(100),
+                Resolve(0, 0),
+                Kill(1, true),
+            ],
+        ),
+        // A kill that does not mean "stay down" (SIGHUP, the stop signal
+        // being SIGINT) between runs (commands.rs 676:22): the restart
+        // goes on.
+        (
+            "a kill that is not the stop signal between runs",
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 1, 1),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 0, false),
+                Kill(1, false),
+            ],
+        ),
         // A stop cancels a restart of a container that never ran, before
         // its task create is answered, with a wait on it (events.rs:
         // `never_ran`).
