@@ -685,9 +685,15 @@ impl Core {
             c.cancel_policy_restart(&mut self.out.timers);
         }
         if restarting {
-            // Between runs there is no process to signal.
+            // Between runs there is no process to signal. A restart this
+            // kill ended leaves the container down: waits for "not
+            // running" are met.
+            let down = !c.rec.intents.start && !c.rec.intents.policy_restart;
             self.out.persist(&c.rec);
             self.out.answer_now(req, Answer::Done);
+            if down {
+                self.start_abandoned(id, error(ErrorKind::Conflict, STOPPED_BEFORE_START));
+            }
             return;
         }
         if stay_down {
