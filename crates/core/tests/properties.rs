@@ -480,6 +480,8 @@ struct Harness {
     kill_deadline: BTreeMap<ContainerId, Instant>,
     /// Start and restart requests, by container.
     starts: BTreeMap<RequestId, ContainerId>,
+    /// The newest op id when each start or restart was asked.
+    start_asked_at_op: BTreeMap<RequestId, u64>,
     /// Start requests (not restarts): when each was asked.
     starts_asked: BTreeMap<RequestId, Instant>,
     /// A relist listed a placeholder: another must be asked for by then.
@@ -599,6 +601,7 @@ impl Harness {
             newest_relist: 0,
             kill_deadline: BTreeMap::new(),
             starts: BTreeMap::new(),
+            start_asked_at_op: BTreeMap::new(),
             starts_asked: BTreeMap::new(),
             look_again_by: None,
             refresh_owed_by: None,
@@ -1557,8 +1560,23 @@ impl Harness {
                         c.current_exit()
                     );
                 }
-                Some(WorldTask::Stopped(..)) | None => {
+                Some(WorldTask::Stopped(..)) => {
                     prop_assert!(c.status != Status::Running, "{} should not run", id);
+                }
+                // No task: none is shown, not even a created one (a view in
+                // doubt, a delete's answer lost, is settled by a relist at
+                // once, not the periodic one).
+                None => {
+                    prop_assert!(
+                        !matches!(
+                            c.task,
+                            TaskState::Created { .. } | TaskState::Running { .. }
+                        ),
+                        "{} has no task, shown {:?} ({:?})",
+                        id,
+                        c.task,
+                        c.status
+                    );
                 }
             }
         }
@@ -1853,6 +1871,7 @@ impl Harness {
         };
         if let Command::Start { id } | Command::Restart { id, .. } = &command {
             self.starts.insert(req, id.clone());
+            self.start_asked_at_op.insert(req, self.last_op);
         }
         // A user's start (or a container made anew) may start it again.
         if let Command::Start { id } | Command::Restart { id, .. } | Command::Create { id, .. } =
@@ -3291,10 +3310,11 @@ impl Harness {
         if e.kind != ErrorKind::Conflict || !e.message.contains("stopped before it started") {
             return Ok(());
         }
-        let start_under_way = self
-            .outstanding
-            .iter()
-            .any(|(_, call)| matches!(call, Call::StartTask { id: x } if x == id));
+        // (A StartTask sent before it was asked is an earlier start's.)
+        let asked_at_op = self.start_asked_at_op.get(&req).copied().unwrap_or(0);
+        let start_under_way = self.outstanding.iter().any(|(op, call)| {
+            matches!(call, Call::StartTask { id: x } if x == id) && op.0 > asked_at_op
+        });
         // (Once its task is gone unseen, its answer and events lost, the
         // core cannot know it ever ran.)
         let runs = matches!(self.world.tasks.get(id), Some(WorldTask::Running(_)));

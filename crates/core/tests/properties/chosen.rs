@@ -704,7 +704,35 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_by_fresh_generation_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 5] = [
+    let cases: [(u8, &[Step]); 6] = [
+        // A `--restart always` container between runs (its policy's start
+        // under way), a `docker wait` for not running waiting on it; the
+        // user's kill (SIGHUP, no stop signal: "stay down") ends the
+        // restart, and the wait is met then (it waited for ever). About
+        // 20,000 cases.
+        (
+            200,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 1, 0),
+                Resolve(0, 0),
+                Restart(0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Wait(0, 0),
+                Wait(0, 0),
+                Resolve(0, 0),
+                Kill(1, false),
+                Resolve(0, 0),
+                WorldExit(0, 0, false),
+                Restart(1),
+                Advance(100),
+                Restart(1),
+                Wait(0, 0),
+                Kill(0, false),
+            ],
+        ),
         // A start whose StartTask answer was lost, the relist that asks
         // for answered while a hot connect's setup is in flight (so it
         // cannot be applied): it lists the task running where the view
