@@ -1106,7 +1106,10 @@ impl Harness {
             }
         }
         if let (Input::ActionResult(_, result), Some(call)) = (&input, &answered_call) {
-            self.check_retries(call, result, user_kill.is_some(), &asked_then)?;
+            let start_wanted = call
+                .container_id()
+                .is_some_and(|id| before.get(id).copied().unwrap_or(false));
+            self.check_retries(call, result, user_kill.is_some(), start_wanted, &asked_then)?;
         }
         self.check_retry_backoff(&retry_timers_before)?;
         // Property 1: every call that can end or start a process is backed
@@ -1673,6 +1676,7 @@ impl Harness {
         call: &Call,
         result: &Result<Done, Failure>,
         user_kill: bool,
+        start_wanted: bool,
         asked_then: &[(RequestId, (ContainerId, Ask), Answer)],
     ) -> Result<(), TestCaseError> {
         let Some(id) = call.container_id().cloned() else {
@@ -1730,7 +1734,8 @@ impl Harness {
         let start_call = matches!(call, Call::CreateTask { .. } | Call::StartTask { .. });
         let not_created =
             matches!(call, Call::StartTask { .. }) && kind == FailureKind::FailedPrecondition;
-        if start_call && uncertain && !lost && !not_created {
+        // (A start a stop cancelled meanwhile is not given up.)
+        if start_call && start_wanted && uncertain && !lost && !not_created {
             let looks = self
                 .core
                 .container(&id)
@@ -2362,7 +2367,10 @@ impl Harness {
                     && self.stays_down(&id, signal)
                 {
                     self.world.stay_down_sent.insert((id.clone(), *pid));
-                    if self.world.paused.get(&id) == Some(pid) {
+                    // (Frozen, or shown so: a thaw by someone else that the
+                    // core has not yet seen makes its thaw a harmless one.)
+                    let shown_paused = self.core.container(&id).is_some_and(|c| c.paused);
+                    if self.world.paused.get(&id) == Some(pid) || shown_paused {
                         self.world.stay_down_frozen.insert(id.clone());
                     }
                 }

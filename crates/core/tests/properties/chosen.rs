@@ -704,7 +704,58 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_by_fresh_generation_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 6] = [
+    let cases: [(u8, &[Step]); 8] = [
+        // A restart's task create refused as existing (it may have been
+        // made), then the user's stop cancels the start, then the create
+        // is refused again: the start was not given up, it was stopped
+        // (the model's own false alarm).
+        (
+            128,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Restart(1),
+                Resolve(0, 5),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Advance(100),
+                Stop(1, None, None),
+                Resolve(0, 3),
+            ],
+        ),
+        // The user's unpause in flight, the task thawed by someone else
+        // meanwhile (the core has not looked yet), and a "stay down" kill:
+        // the core thaws what it shows paused, a harmless thaw (the
+        // model's own false alarm, found with relist.rs 184:43).
+        (
+            74,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Stop(0, None, None),
+                Stop(0, None, None),
+                Advance(1),
+                Stop(0, None, None),
+                Stop(0, None, None),
+                Create(0, 0, 0),
+                Create(0, 0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Pause(0, true),
+                Resolve(0, 0),
+                Pause(0, false),
+                OutsidePause(0, false),
+                Kill(0, false),
+            ],
+        ),
         // A `--restart always` container between runs (its policy's start
         // under way), a `docker wait` for not running waiting on it; the
         // user's kill (SIGHUP, no stop signal: "stay down") ends the
