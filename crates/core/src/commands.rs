@@ -845,6 +845,20 @@ impl Core {
         self.out.answer_pending(req, answer);
     }
 
+    /// The start a user's "stay down" kill came after did not take effect
+    /// (a relist shows its task still created): it is dropped, as dockerd
+    /// drops a restart the user killed. The created task is then deleted.
+    pub(crate) fn start_ruled_out(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        c.rec.intents.start = false;
+        c.rec.start_sent = false;
+        c.rec.intents.policy_start = false;
+        self.out.persist(&c.rec);
+        self.start_abandoned(id, error(ErrorKind::Conflict, KILLED_BEFORE_START));
+    }
+
     /// A start will not happen (a stop cancelled it, or it failed): its
     /// requests get `why`, and waits for "not running" are met.
     pub(crate) fn start_abandoned(&mut self, id: &ContainerId, why: Answer) {
@@ -914,6 +928,7 @@ const DEFAULT_NETWORK: &str = "bridge";
 
 /// What a start or restart a stop cancelled is told.
 const STOPPED_BEFORE_START: &str = "the container was stopped before it started";
+const KILLED_BEFORE_START: &str = "the container was killed before it started";
 
 /// The network a bridge container was created on, by name.
 fn own_network(config: &ContainerConfig) -> &str {

@@ -224,6 +224,15 @@ impl Container {
             || earlier_exit.is_some_and(|e| at <= e.finished_at)
     }
 
+    /// A start that a user's "stay down" kill came after, while it was
+    /// already sent (so it was kept: it may have taken effect). It stands
+    /// only if it did; it is not sent again (dockerd does not restart a
+    /// container the user killed).
+    pub(crate) fn start_only_if_taken(&self) -> bool {
+        let i = &self.rec.intents;
+        i.start && i.user_stopped && i.exit_on_next && i.stop.is_none()
+    }
+
     /// Consecutive failed attempts of `step`, each retried.
     pub(crate) fn attempts_of(&self, step: Step) -> u32 {
         if self.retried_step == Some(step) {

@@ -161,6 +161,9 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                 // start sent to it now could only be taken for a run that
                 // vanished. A relist says first (seed 6123).
                 TaskState::Created { .. } if c.task_in_doubt => None,
+                // Killed to stay down after its start was sent: that start
+                // is not sent again; a relist says whether it took effect.
+                TaskState::Created { .. } if c.start_only_if_taken() => None,
                 TaskState::Created { .. } if intents.start && !intents.remove => {
                     Some((Call::StartTask { id }, Step::StartTask))
                 }
@@ -535,8 +538,14 @@ impl Core {
                 if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
                     c.rec.intents.kills.remove(pos);
                 }
+                let look = c.start_only_if_taken() && matches!(c.task, TaskState::Created { .. });
                 self.out.persist(&c.rec);
                 self.answer_kills(id, signal, Answer::Done);
+                if look {
+                    // Did the start sent before it take effect? A relist
+                    // says; until then the start is not sent again.
+                    self.request_refresh();
+                }
             }
             KillPurpose::Stop => {
                 // The exit may have been observed before this answer: the

@@ -139,6 +139,7 @@ impl Core {
         let mut never_ran = Vec::new();
         let mut touched = Vec::new();
         let mut started = Vec::new();
+        let mut killed_before_start = Vec::new();
         let mut look_now = false;
         for (id, c) in self.containers.iter_mut() {
             // A call that was running at any time since the relist was
@@ -250,6 +251,10 @@ impl Core {
                     let began = matches!(task.status, TaskStatus::Running | TaskStatus::Paused);
                     if began && intents.start && intents.stop.is_none() {
                         started.push(id.clone());
+                    } else if !began && c.start_only_if_taken() && c.in_flight.is_none() {
+                        // Still created, no StartTask on its way: the start
+                        // the user's kill came after never took effect.
+                        killed_before_start.push(id.clone());
                     }
                 }
                 Some(_) => {}
@@ -290,6 +295,9 @@ impl Core {
         }
         for id in started {
             self.start_took_effect(&id);
+        }
+        for id in killed_before_start {
+            self.start_ruled_out(&id);
         }
         (touched, look_now)
     }

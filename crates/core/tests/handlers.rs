@@ -1226,6 +1226,43 @@ fn a_kill_that_ends_a_restart_meets_the_waits_for_not_running() {
 }
 
 #[test]
+fn a_stay_down_kill_after_a_policy_start_was_refused_keeps_the_container_down() {
+    // The policy's StartTask is refused (a relist is asked for, the start
+    // to be tried again); the user's SIGHUP (no stop signal: "stay down")
+    // is delivered to the created task. The start it came after is not
+    // sent again: a relist showing the task still created drops it, and
+    // the task is deleted (dockerd does not restart a container the user
+    // killed). Found by the properties (commands.rs 682:43).
+    let (mut d, start) = policy_start_sent("c1", 42, 43);
+    let actions = d.fail(start, FailureKind::FailedPrecondition);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let hup = Signal::try_from(1).expect("valid");
+    let (kill_req, _) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: hup,
+    });
+    let mut created = support::running("c1", 43);
+    created.status = TaskStatus::Created;
+    // The listing (no call in flight) shows the start did not take effect:
+    // it is dropped, not sent again.
+    let actions = d.relist(relist, vec![created]);
+    assert!(
+        !calls(&actions)
+            .iter()
+            .any(|c| matches!(c, Call::StartTask { .. })),
+        "{actions:?}"
+    );
+    assert!(!created_record(&d, "c1").intents.start);
+    // The retry's backoff over, the user's kill goes to the created task,
+    // which is then deleted: never started.
+    let (_, actions) = d.fire_timer();
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.ok(kill);
+    assert!(answers(&actions).contains(&(kill_req, Answer::Done)));
+    assert_eq!(calls(&actions), vec![Call::DeleteTask { id: cid("c1") }]);
+}
+
+#[test]
 fn kill_of_a_stopped_container_is_a_conflict() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     d.exit("c1", 42, 0);
