@@ -551,6 +551,9 @@ struct Harness {
     /// restarting, before any start of the new run was sent: no new task
     /// is made for them until a user's start.
     kept_down: std::collections::BTreeSet<ContainerId>,
+    /// Containers a "stay down" kill reached while shown restarting: no
+    /// start is sent to them (again) until a user's start.
+    start_not_again: std::collections::BTreeSet<ContainerId>,
 }
 
 impl Harness {
@@ -630,6 +633,7 @@ impl Harness {
             restart_backoff: BTreeMap::new(),
             starts_reached: Default::default(),
             kept_down: Default::default(),
+            start_not_again: Default::default(),
         }
     }
 
@@ -1883,6 +1887,7 @@ impl Harness {
             &command
         {
             self.kept_down.remove(id);
+            self.start_not_again.remove(id);
         }
         if let Command::Restart { .. } = &command {
             self.restarts.insert(req);
@@ -3355,6 +3360,14 @@ impl Harness {
     /// its new run sent yet) gets no new task until a user's start or
     /// restart (or a new daemon) says so.
     fn check_kept_down(&self, input: &Input, call: &Call) -> Result<(), TestCaseError> {
+        if let Call::StartTask { id } = call {
+            prop_assert!(
+                !self.start_not_again.contains(id),
+                "{:?} sent a start to {} again after a kill that means stay down ended its restart",
+                input,
+                id
+            );
+        }
         if let Call::CreateTask { id } = call {
             prop_assert!(
                 !self.kept_down.contains(id),
@@ -3388,6 +3401,10 @@ impl Harness {
         if stay_down && !start_sent && before.is_some_and(|(s, _, _)| s == Status::Restarting) {
             // (Known before it is fed: the kill's own effects follow it.)
             self.kept_down.insert(id.clone());
+        }
+        // A start already sent may take effect, but it is not sent again.
+        if stay_down && before.is_some_and(|(s, _, _)| s == Status::Restarting) {
+            self.start_not_again.insert(id.clone());
         }
         let calls_before = self.trace.len();
         let req = self.command(Command::Kill {
@@ -3561,6 +3578,7 @@ impl Harness {
         self.refresh_owed_by = None;
         self.restart_backoff.clear();
         self.kept_down.clear();
+        self.start_not_again.clear();
         self.task_progress.clear();
         self.outstanding.clear();
         self.subscriptions.clear();

@@ -704,7 +704,32 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_by_fresh_generation_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 8] = [
+    let cases: [(u8, &[Step]); 9] = [
+        // A --restart on-failure container's policy start: its StartTask
+        // refused (to be tried again after a look); the user's SIGHUP ("stay
+        // down": no stop signal) reaches the created task. The start is not
+        // sent again: a relist showing the task still created drops it
+        // (it was sent again, and the container ran). Found by a helper's
+        // survey of commands.rs 682:43.
+        (
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 1, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 0, false),
+                Advance(100),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 4),
+                Kill(1, false),
+                Advance(1000),
+            ],
+        ),
         // A restart's task create refused as existing (it may have been
         // made), then the user's stop cancels the start, then the create
         // is refused again: the start was not given up, it was stopped
