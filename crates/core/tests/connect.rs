@@ -59,10 +59,12 @@ fn created(d: &mut Driver) {
     }));
 }
 
-/// A running bridge container (pid 42): its own attachment made.
-fn running(d: &mut Driver) {
+/// A created bridge container started: its own attachment made, its task
+/// created (pid 42), its StartTask sent. Returns the start request and the
+/// StartTask's op.
+fn start_sent(d: &mut Driver) -> (RequestId, OpId) {
     created(d);
-    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let (start, actions) = d.command(Command::Start { id: cid("c1") });
     let actions = d.ok(only_call(&actions, |c| {
         matches!(c, Call::NetworkSetup { .. })
     }));
@@ -71,7 +73,14 @@ fn running(d: &mut Driver) {
         create,
         Ok(Done::TaskCreated { pid: 42 }),
     ));
-    d.ok(only_call(&actions, |c| matches!(c, Call::StartTask { .. })));
+    let start_task = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    (start, start_task)
+}
+
+/// A running bridge container (pid 42): its own attachment made.
+fn running(d: &mut Driver) {
+    let (_, start_task) = start_sent(d);
+    d.ok(start_task);
 }
 
 fn setup_call(state: NetworkState) -> Call {
@@ -615,17 +624,7 @@ fn a_listing_that_shows_a_start_took_effect_is_looked_at_again_after_the_call_in
     // is looked at again once the setup is answered (else the container
     // shows created, its start unanswered, until the periodic relist).
     let mut d = Driver::new();
-    created(&mut d);
-    let (start, actions) = d.command(Command::Start { id: cid("c1") });
-    let actions = d.ok(only_call(&actions, |c| {
-        matches!(c, Call::NetworkSetup { .. })
-    }));
-    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
-    let actions = d.feed(Input::ActionResult(
-        create,
-        Ok(Done::TaskCreated { pid: 42 }),
-    ));
-    let start_task = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (start, start_task) = start_sent(&mut d);
     let (_, actions) = d.command(connect("c1", "back"));
     assert_eq!(calls(&actions), vec![], "waits for the start's answer");
     let actions = d.fail(start_task, FailureKind::Deadline);
