@@ -979,6 +979,70 @@ fn found_by_fresh_generation_hold_every_property() {
 fn mutants_caught_only_sometimes_are_caught_by_these() {
     use Step::*;
     let cases: &[(&str, u8, &[Step])] = &[
+        // A start whose StartTask answer is lost, then a SIGKILL: the exit
+        // is that start's (it was sent), and only that start's; a start
+        // not yet sent is not taken as carried out by an exit (events.rs
+        // 237:13, 238:40, each caught at 20,000 cases).
+        (
+            "a start's answer lost, then a SIGKILL",
+            74,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 9),
+                Resolve(0, 0),
+                Kill(0, true),
+            ],
+        ),
+        (
+            "a SIGKILL of a created task whose start is not yet sent",
+            74,
+            &[
+                Create(1, 0, 0),
+                Create(1, 0, 0),
+                Create(1, 0, 0),
+                WorldExit(1, 0, true),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                StreamBreaks,
+                Resolve(0, 0),
+                Kill(1, true),
+                Advance(46),
+                Resolve(0, 0),
+                Resolve(0, 8),
+                Kill(1, false),
+            ],
+        ),
+        // A run whose exit only a relist (no call in flight) shows, its
+        // pid unknown to the record: that exit is recorded (relist.rs
+        // 204:44, caught at 20,000 cases).
+        (
+            "an exit only a settled listing shows",
+            72,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(2, 0, 0),
+                Resolve(0, 0),
+                Start(2),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(2, 0, true),
+                Pause(2, true),
+                Network(2, 5),
+                Resolve(0, 0),
+                Resolve(6, 8),
+                Resolve(0, 9),
+            ],
+        ),
         // A kill that does not mean "stay down" (SIGHUP, the stop signal
         // being SIGINT) leaves a frozen task frozen; one that does thaws
         // it, and only while it is frozen: a later pause is not undone
