@@ -410,6 +410,7 @@ impl Core {
         config.restart_policy = policy;
         c.rec.config = Arc::new(config);
         let last_exit = c.rec.exit.as_ref().map_or(0, |e| e.exit_code);
+        let mut ended = false;
         if c.rec.intents.policy_restart
             && !policy.wants_restart(last_exit, c.rec.restart_count, c.rec.intents.user_stopped)
         {
@@ -417,9 +418,14 @@ impl Core {
             self.out
                 .timers
                 .cancel(&TimerKind::RestartBackoff(id.clone()));
+            ended = !c.is_running() && !c.rec.intents.start;
         }
         self.out.persist(&c.rec);
         self.out.publish(id, UserEventKind::Update);
+        // The restart it ended leaves the container down (once recorded).
+        if ended {
+            self.not_running_waits_met(id);
+        }
         self.out.answer_now(req, Answer::Done);
     }
 
@@ -811,7 +817,11 @@ impl Core {
         let Some(c) = self.containers.get(id) else {
             return;
         };
-        if condition == WaitCondition::NotRunning && !c.is_running() && !c.rec.intents.start {
+        // (A container waiting out its restart policy's backoff is
+        // restarting, not down: as with dockerd, the wait is for the next
+        // exit, or for whatever ends the restart.)
+        let down = !c.is_running() && !c.rec.intents.start && !c.rec.intents.policy_restart;
+        if condition == WaitCondition::NotRunning && down {
             let exit_code = c.last_exit_code();
             self.out.answer_now(
                 req,
@@ -867,6 +877,11 @@ impl Core {
             |p| matches!(p, Pending::Start | Pending::Restart),
             || why.clone(),
         );
+        self.not_running_waits_met(id);
+    }
+
+    /// The container is down: every wait for "not running" is answered.
+    pub(crate) fn not_running_waits_met(&mut self, id: &ContainerId) {
         let exit_code = self.containers.get(id).map_or(0, Container::last_exit_code);
         let waited = Answer::Waited {
             exit_code,

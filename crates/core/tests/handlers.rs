@@ -1263,6 +1263,36 @@ fn a_stay_down_kill_after_a_policy_start_was_refused_keeps_the_container_down() 
 }
 
 #[test]
+fn a_wait_during_a_restart_backoff_waits_until_the_restart_is_ended() {
+    // As dockerd: a container waiting out its restart policy's backoff is
+    // restarting, not down; `docker wait` waits. An update of the policy
+    // to "no" ends the restart: the wait is met then.
+    let mut d = restarting_after_exit("c1", 42);
+    let (wait, actions) = d.command(Command::Wait {
+        id: cid("c1"),
+        condition: WaitCondition::NotRunning,
+    });
+    assert_eq!(answers(&actions), vec![], "restarting: it waits");
+    let (update, actions) = d.command(Command::UpdateRestartPolicy {
+        id: cid("c1"),
+        policy: RestartPolicy::No,
+    });
+    assert_eq!(
+        answers(&actions),
+        vec![
+            (
+                wait,
+                Answer::Waited {
+                    exit_code: 1,
+                    error: None
+                }
+            ),
+            (update, Answer::Done)
+        ]
+    );
+}
+
+#[test]
 fn kill_of_a_stopped_container_is_a_conflict() {
     let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
     d.exit("c1", 42, 0);
