@@ -979,6 +979,27 @@ fn found_by_fresh_generation_hold_every_property() {
 fn mutants_caught_only_sometimes_are_caught_by_these() {
     use Step::*;
     let cases: &[(&str, u8, &[Step])] = &[
+        // A --restart always container waiting out its backoff (SIGINT its
+        // stop signal), a `docker wait` on it waiting; a SIGHUP does not
+        // end the restart, so it does not meet the wait (commands.rs
+        // 697:45).
+        (
+            "a kill that does not mean stay down, between runs, with a wait",
+            8,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 1, 1),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(0, 0, false),
+                Wait(0, 0),
+                Kill(0, false),
+            ],
+        ),
         // A start whose StartTask answer is lost, then a SIGKILL: the exit
         // is that start's (it was sent), and only that start's; a start
         // not yet sent is not taken as carried out by an exit (events.rs
