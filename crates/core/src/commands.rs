@@ -418,7 +418,7 @@ impl Core {
             self.out
                 .timers
                 .cancel(&TimerKind::RestartBackoff(id.clone()));
-            ended = !c.is_running() && !c.rec.intents.start;
+            ended = c.is_down();
         }
         self.out.persist(&c.rec);
         self.out.publish(id, UserEventKind::Update);
@@ -820,8 +820,7 @@ impl Core {
         // (A container waiting out its restart policy's backoff is
         // restarting, not down: as with dockerd, the wait is for the next
         // exit, or for whatever ends the restart.)
-        let down = !c.is_running() && !c.rec.intents.start && !c.rec.intents.policy_restart;
-        if condition == WaitCondition::NotRunning && down {
+        if condition == WaitCondition::NotRunning && c.is_down() {
             let exit_code = c.last_exit_code();
             self.out.answer_now(
                 req,

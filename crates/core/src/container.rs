@@ -224,6 +224,12 @@ impl Container {
             || earlier_exit.is_some_and(|e| at <= e.finished_at)
     }
 
+    /// Down: no process, and nothing (a start, a restart the policy owes)
+    /// about to run one. What a wait for "not running" waits for.
+    pub(crate) fn is_down(&self) -> bool {
+        !self.is_running() && !self.rec.intents.start && !self.rec.intents.policy_restart
+    }
+
     /// A start that a user's "stay down" kill came after, while it was
     /// already sent (so it was kept: it may have taken effect). It stands
     /// only if it did; it is not sent again (dockerd does not restart a

@@ -464,7 +464,9 @@ struct Harness {
     /// The call being resolved takes effect, but its answer is lost.
     answer_lost: bool,
     relisting: bool,
-    /// Consecutive failed calls per container, as the core counts attempts.
+    /// Consecutive failed calls per container, of any call and any kind
+    /// (containerd going away too): zero means nothing failed since the
+    /// last success. (`streaks` counts as the core counts retries.)
     failures: BTreeMap<ContainerId, u32>,
     /// Per container: the call refused in a row (a key), how many times,
     /// and whether one of those attempts may have taken effect.
