@@ -522,6 +522,9 @@ struct Harness {
     pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
     /// Containers a user asked to update.
     updates_asked: std::collections::BTreeSet<ContainerId>,
+    /// Containers whose unpause was answered at its bound (it will be
+    /// carried out when possible), until a pause is asked again.
+    unpause_standing: std::collections::BTreeSet<ContainerId>,
     /// Updates not answered yet, by request.
     updates: BTreeMap<RequestId, ContainerId>,
     /// Connects asked for: container and network.
@@ -623,6 +626,7 @@ impl Harness {
             pauses_asked: Default::default(),
             updates_asked: Default::default(),
             updates: BTreeMap::new(),
+            unpause_standing: Default::default(),
             connects: BTreeMap::new(),
             connected: BTreeMap::new(),
             disconnects: Vec::new(),
@@ -997,6 +1001,12 @@ impl Harness {
                         waited.push((*req, wait));
                     }
                     if let Some(ask) = self.asks.remove(req) {
+                        // Past its bound, an unpause is still carried out.
+                        if let (Ask::Unpause, Answer::Error(e)) = (&ask.1, answer)
+                            && e.message.contains("carried out when possible")
+                        {
+                            self.unpause_standing.insert(ask.0.clone());
+                        }
                         asked_then.push((*req, ask, answer.clone()));
                     }
                     if let Some(of) = self.updates.remove(req) {
@@ -1155,6 +1165,7 @@ impl Harness {
                         .chain(self.asks.values())
                         .any(|(of, a)| of == id && *a == Ask::Unpause);
                     unpause_waits
+                        || self.unpause_standing.contains(id)
                         || i.stop.is_some()
                         || i.remove
                         || self.world.stay_down_frozen.contains(id)
@@ -1901,7 +1912,10 @@ impl Harness {
         }
         let ask = match &command {
             Command::Kill { id, signal } => Some((id.clone(), Ask::Kill(*signal))),
-            Command::Pause { id } => Some((id.clone(), Ask::Pause)),
+            Command::Pause { id } => {
+                self.unpause_standing.remove(id);
+                Some((id.clone(), Ask::Pause))
+            }
             Command::Unpause { id } => Some((id.clone(), Ask::Unpause)),
             _ => None,
         };
