@@ -42,7 +42,7 @@ mod support;
 use holdfast_core::*;
 use proptest::prelude::*;
 use proptest::test_runner::{FailurePersistence, FileFailurePersistence, PersistedSeed};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use support::cid;
 
@@ -494,6 +494,15 @@ struct Harness {
     /// asked for after it must come by then (once a relist already in
     /// flight ends).
     refresh_owed_by: Option<Instant>,
+    /// Containers whose task a lost answer left in doubt: a create, or a
+    /// created task's delete, may or may not have taken effect.
+    doubts: BTreeSet<ContainerId>,
+    /// A doubt with nothing of its container in flight and no relist
+    /// under way: a relist that can settle it is owed by then.
+    doubt_owed_by: BTreeMap<ContainerId, Instant>,
+    /// The newest op when a call of each container was last sent or
+    /// answered: only a relist asked for after it can settle a doubt.
+    activity: BTreeMap<ContainerId, u64>,
     /// Stop requests: when they are due at the latest.
     stop_bounds: BTreeMap<RequestId, Instant>,
     answered: BTreeMap<RequestId, Instant>,
@@ -613,6 +622,9 @@ impl Harness {
             starts_asked: BTreeMap::new(),
             look_again_by: None,
             refresh_owed_by: None,
+            doubts: BTreeSet::new(),
+            doubt_owed_by: BTreeMap::new(),
+            activity: BTreeMap::new(),
             stop_bounds: BTreeMap::new(),
             answered: BTreeMap::new(),
             stop_signal_ops: BTreeMap::new(),
@@ -651,6 +663,11 @@ impl Harness {
         // connected: the core asks for a relist (what it took for the task
         // may be wrong).
         let answered_call = self.answering_call.take();
+        if let Input::ActionResult(_, result) = &input
+            && let Some(call) = &answered_call
+        {
+            self.note_doubt(call, result);
+        }
         if let Input::ActionResult(_, Err(failure)) = &input
             && let Some(call) = answered_call.clone()
             && self.core.connection() == ConnectionState::Ready
@@ -1384,6 +1401,95 @@ impl Harness {
             health_consistent(&self.core, &c)?;
         }
         self.trace.extend(actions);
+        self.note_doubts_owed();
+        Ok(())
+    }
+
+    /// A create, or a created task's delete, whose answer was lost leaves
+    /// the task in doubt (the core waits for a relist before it deletes
+    /// or starts it); an answer that says what happened ends the doubt.
+    fn note_doubt(&mut self, call: &Call, result: &Result<Done, Failure>) {
+        let Some(id) = call.container_id() else {
+            return;
+        };
+        self.activity.insert(id.clone(), self.last_op);
+        let created = self
+            .core
+            .container(id)
+            .is_some_and(|c| matches!(c.task, TaskState::Created { .. }));
+        use FailureKind as K;
+        match (call, result) {
+            (Call::CreateTask { .. }, Err(f))
+                if matches!(f.kind, K::Unavailable | K::Deadline | K::AlreadyExists) =>
+            {
+                self.doubts.insert(id.clone());
+            }
+            (Call::DeleteTask { .. }, Err(f))
+                if matches!(f.kind, K::Unavailable | K::Deadline) && created =>
+            {
+                self.doubts.insert(id.clone());
+            }
+            (Call::CreateTask { .. } | Call::DeleteTask { .. }, Ok(_)) => {
+                self.doubts.remove(id);
+            }
+            (Call::DeleteTask { .. }, Err(f)) if f.kind == K::NotFound => {
+                self.doubts.remove(id);
+            }
+            _ => {}
+        }
+    }
+
+    /// A relist ends: a doubt it can settle (nothing of the container in
+    /// flight, nothing answered since it was asked for, and its task not
+    /// a placeholder) is settled.
+    fn settle_doubts(&mut self, relist: OpId, placeholder: Option<&ContainerId>) {
+        let outstanding = &self.outstanding;
+        let activity = &self.activity;
+        self.doubts.retain(|id| {
+            let busy = outstanding
+                .iter()
+                .any(|(_, c)| c.container_id() == Some(id));
+            busy || activity.get(id).is_some_and(|a| *a >= relist.0) || placeholder == Some(id)
+        });
+    }
+
+    /// A doubt is looked at by a relist as soon as one can settle it:
+    /// once its container's calls are answered, it is not left for the
+    /// periodic relist (minutes away).
+    fn note_doubts_owed(&mut self) {
+        let core = &self.core;
+        self.doubts.retain(|id| core.container(id).is_some());
+        let ready = self.core.connection() == ConnectionState::Ready && self.world.up;
+        let newest = self.newest_relist;
+        let relisting = self
+            .outstanding
+            .iter()
+            .any(|(o, c)| matches!(c, Call::Relist) && o.0 >= newest);
+        let now = self.now.at;
+        let mut owed = BTreeMap::new();
+        for id in &self.doubts {
+            let busy = self
+                .outstanding
+                .iter()
+                .any(|(_, c)| c.container_id() == Some(id));
+            if ready && !relisting && !busy {
+                let by = self.doubt_owed_by.get(id).copied();
+                owed.insert(id.clone(), by.unwrap_or(now + Duration::from_secs(2)));
+            }
+        }
+        self.doubt_owed_by = owed;
+    }
+
+    /// No doubt waits past its bound for the relist that settles it.
+    fn check_doubts_looked_at(&self) -> Result<(), TestCaseError> {
+        for (id, by) in &self.doubt_owed_by {
+            prop_assert!(
+                self.now.at <= *by,
+                "{} was left in doubt (a create or delete whose answer was lost) with no relist asked for by {:?}",
+                id,
+                by
+            );
+        }
         Ok(())
     }
 
@@ -1995,6 +2101,7 @@ impl Harness {
             );
         }
         self.set_time(target);
+        self.check_doubts_looked_at()?;
         if let Some(by) = self.look_again_by
             && self.now.at > by
             && self.core.connection() == ConnectionState::Ready
@@ -2265,6 +2372,7 @@ impl Harness {
                     self.unseen.insert(id.clone(), op.0);
                 }
                 self.relisting = false;
+                self.settle_doubts(op, placeholder.as_ref());
                 self.feed(Input::Relist(op, RelistPart::End))?;
                 // What a relist could not see is looked at again soon, not
                 // only at the next periodic relist.
@@ -2450,7 +2558,12 @@ impl Harness {
                     self.world.delete_by_call(&id);
                     Done::Ok
                 }
-                Some(WorldTask::Running(_)) => {
+                Some(WorldTask::Running(pid)) => {
+                    // The core deletes a task only once it knows its run
+                    // ended or it never started: one a start may have
+                    // started waits for the evidence (a relist, the start's
+                    // event), never guessed away.
+                    prop_assert!(false, "{} deleted while running (pid {})", id, pid);
                     return self.feed(Input::ActionResult(
                         op,
                         Err(Failure::new(FailureKind::FailedPrecondition, "running")),
@@ -3597,6 +3710,8 @@ impl Harness {
         self.newest_relist = 0;
         self.look_again_by = None;
         self.refresh_owed_by = None;
+        self.doubts.clear();
+        self.doubt_owed_by.clear();
         self.restart_backoff.clear();
         self.kept_down.clear();
         self.start_not_again.clear();
