@@ -642,15 +642,23 @@ impl Core {
         // behind a stop) will not happen now: its requests are told so at
         // once, as when nothing runs. A start already sent to this task is
         // left to its answer (it may have taken effect).
+        // A start wanted beside a stop is a restart's, due after this run:
+        // never the one sent to this task, so it is cancelled all the same.
         let cancels_start = c.rec.intents.start && !c.rec.start_sent;
+        let sent = c.starts_sent;
+        let cancels_restart = c.requests.iter().any(|(_, p)| p.restart_unsent(sent));
         let bound = self.record_stop(id, timeout, signal);
         if let Some(c) = self.containers.get(id) {
             self.out.persist(&c.rec);
         }
-        if cancels_start {
+        if cancels_start || cancels_restart {
             self.answer_pending_where(
                 id,
-                |p| matches!(p, Pending::Start | Pending::Restart),
+                |p| match p {
+                    Pending::Restart { .. } => cancels_start || p.restart_unsent(sent),
+                    Pending::Start => cancels_start,
+                    _ => false,
+                },
                 || error(ErrorKind::Conflict, STOPPED_BEFORE_START),
             );
         }
@@ -737,6 +745,8 @@ impl Core {
             return;
         }
         let mut bound = self.config.request_answer_bound;
+        // A start on its way now is not this restart's.
+        let after_start = c.rec.start_sent.then_some(c.starts_sent);
         if c.is_running() {
             bound = bound.saturating_add(self.record_stop(id, timeout, signal));
         }
@@ -749,7 +759,7 @@ impl Core {
         c.rec.intents.exit_on_next = false;
         c.cancel_policy_restart(&mut self.out.timers);
         self.out.persist(&c.rec);
-        self.add_pending(id, req, Pending::Restart, Some(bound));
+        self.add_pending(id, req, Pending::Restart { after_start }, Some(bound));
         self.reconcile(id);
     }
 
@@ -801,7 +811,7 @@ impl Core {
         self.out.persist(&c.rec);
         self.answer_pending_where(
             id,
-            |p| matches!(p, Pending::Start | Pending::Restart),
+            |p| matches!(p, Pending::Start | Pending::Restart { .. }),
             || error(ErrorKind::Conflict, "the container is being removed"),
         );
         self.add_pending(
@@ -873,7 +883,7 @@ impl Core {
     pub(crate) fn start_abandoned(&mut self, id: &ContainerId, why: Answer) {
         self.answer_pending_where(
             id,
-            |p| matches!(p, Pending::Start | Pending::Restart),
+            |p| matches!(p, Pending::Start | Pending::Restart { .. }),
             || why.clone(),
         );
         self.not_running_waits_met(id);

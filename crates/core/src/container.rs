@@ -66,7 +66,12 @@ pub(crate) enum Pending {
     Start,
     Stop,
     Kill(Signal),
-    Restart,
+    /// A restart. Asked while a start was on its way (a run up, its
+    /// answer not yet in), it holds the count of starts sent then: that
+    /// start is not the restart's, whose own is due after that run.
+    Restart {
+        after_start: Option<u64>,
+    },
     Remove,
     Wait(WaitCondition),
     Pause,
@@ -76,6 +81,14 @@ pub(crate) enum Pending {
     Connect(u8),
     /// A disconnect of the endpoint with this slot.
     Disconnect(u8),
+}
+
+impl Pending {
+    /// A restart whose own start is not sent yet, `starts_sent` starts
+    /// having been sent: a start sent before it was asked is not its own.
+    pub(crate) fn restart_unsent(self, starts_sent: u64) -> bool {
+        matches!(self, Pending::Restart { after_start: Some(n) } if n >= starts_sent)
+    }
 }
 
 #[derive(Debug)]
@@ -133,6 +146,13 @@ pub(crate) struct Container {
     /// A kill that means "stay down" reached the frozen task: thaw it once,
     /// so that it takes effect (dockerd resumes right after such a kill).
     pub(crate) thaw_due: bool,
+    /// A freeze of ours went out after the last "stay down" kill was
+    /// delivered: a freeze a relist shows may be that one (the user's
+    /// latest wish), not someone else's that the kill must be thawed from.
+    pub(crate) froze_since_kill: bool,
+    /// StartTasks sent for this container since this daemon began: tells
+    /// a restart's own start from one sent before it was asked.
+    pub(crate) starts_sent: u64,
     /// A relist could not settle this container (a call was in flight) and
     /// listed its task otherwise than the core believes (gone, stopped,
     /// frozen or thawed): look again once the call is answered.
@@ -166,6 +186,8 @@ impl Container {
             paused: false,
             pause_wanted: None,
             thaw_due: false,
+            froze_since_kill: false,
+            starts_sent: 0,
             look_again: false,
             update_wanted: None,
             requests: Vec::new(),
@@ -187,6 +209,7 @@ impl Container {
         self.kill_announced = None;
         self.paused = false;
         self.thaw_due = false;
+        self.froze_since_kill = false;
     }
 
     /// Whether the OOM killer ended this run (or killed one of its

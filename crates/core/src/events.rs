@@ -150,6 +150,7 @@ impl Core {
         c.paused = false;
         c.pause_wanted = None;
         c.thaw_due = false;
+        c.froze_since_kill = false;
         self.out.timers.cancel(&TimerKind::StopDeadline(id.clone()));
         (stopped, stopped_by_user)
     }
@@ -229,17 +230,11 @@ impl Core {
         if c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites) {
             return;
         }
-        // A start wanted beside a stop is a restart's, due after this exit
-        // (a plain stop drops the start): the exit does not consume it,
-        // even where an earlier start of this run was sent.
-        let restarting = c.rec.intents.stop.is_some();
-        if !restarting
-            && (matches!(c.in_flight, Some((_, Step::StartTask)))
-                || c.rec.intents.start && c.rec.start_sent)
-        {
+        if matches!(c.in_flight, Some((_, Step::StartTask))) || c.rec.start_sent {
             // The exit overtook the start's answer, or the answer was lost:
             // the start was carried out on this run, which is now over. A
-            // start asked for is not a promise to start again.
+            // start asked for is not a promise to start again (a restart's,
+            // wanted beside its stop, stays: it is due after this exit).
             self.start_took_effect(id);
         }
         let Some(c) = self.containers.get_mut(id) else {

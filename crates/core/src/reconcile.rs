@@ -253,6 +253,11 @@ impl Core {
             // kill's answer: it is no evidence of the OOM killer.
             c.sigkill_sent = true;
         }
+        match step {
+            Step::Pause => c.froze_since_kill = true,
+            Step::Resume => c.froze_since_kill = false,
+            _ => {}
+        }
         if let Step::Kill { signal, .. } = step
             && c.kill_announced != Some(signal)
         {
@@ -270,6 +275,7 @@ impl Core {
             }
             Step::StartTask => {
                 c.rec.start_sent = true;
+                c.starts_sent += 1;
                 self.out.persist(&c.rec);
             }
             // Owned before it is made: a crash from here on leaves a record
@@ -534,7 +540,9 @@ impl Core {
             KillPurpose::User => {
                 // A signal that means "stay down", to a frozen task: thaw
                 // it next (dockerd's order: the kill, then the resume).
-                c.thaw_due = c.paused && (signal == Signal::SIGKILL || c.rec.intents.exit_on_next);
+                let stay_down = signal == Signal::SIGKILL || c.rec.intents.exit_on_next;
+                c.thaw_due = c.paused && stay_down;
+                c.froze_since_kill &= !stay_down;
                 if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
                     c.rec.intents.kills.remove(pos);
                 }
@@ -812,33 +820,47 @@ impl Core {
         self.start_abandoned(id, error(kind, message));
     }
 
-    /// The task's start took effect (its answer, an exit that overtook it,
-    /// or a relist showing it running): the start is done and answered.
+    /// The task's start took effect (its answer, its event, an exit that
+    /// overtook it, or a relist showing it running): the run's start time
+    /// and `start` event are recorded, and the starts it carried out are
+    /// answered, also when a stop came after it was sent.
     pub(crate) fn start_took_effect(&mut self, id: &ContainerId) {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
-        // A stop may have cancelled the start meanwhile; the task runs anyway.
-        if !c.rec.intents.start && !matches!(c.task, TaskState::Created { .. }) {
+        // Already known (its event and its answer each say so).
+        if c.rec.started_at.is_some() && !matches!(c.task, TaskState::Created { .. }) {
             return;
         }
-        c.rec.intents.start = false;
+        // A start wanted beside a stop is a restart's, due after this run
+        // (a plain stop drops the start): this run began, that start stays
+        // wanted, and the restart is answered when it takes effect.
+        let restart_after = c.rec.intents.start && c.rec.intents.stop.is_some();
+        if !restart_after {
+            c.rec.intents.start = false;
+            c.rec.intents.policy_start = false;
+        }
         c.rec.start_sent = false;
-        c.rec.intents.policy_start = false;
         c.rec.started_at.get_or_insert(self.out.now.wall);
         if let TaskState::Created { pid } = c.task {
             c.task = TaskState::Running { pid };
         }
         self.out.persist(&c.rec);
         self.out.publish(id, UserEventKind::Start);
-        if c.requests.iter().any(|(_, p)| *p == Pending::Restart) {
+        // (A restart asked after this start was sent wants the next one.)
+        let sent = c.starts_sent;
+        let answered = move |p: Pending| match p {
+            Pending::Start => true,
+            Pending::Restart { .. } => !p.restart_unsent(sent),
+            _ => false,
+        };
+        if c.requests
+            .iter()
+            .any(|(_, p)| matches!(p, Pending::Restart { .. }) && answered(*p))
+        {
             self.out.publish(id, UserEventKind::Restart);
         }
-        self.answer_pending_where(
-            id,
-            |p| matches!(p, Pending::Start | Pending::Restart),
-            || Answer::Done,
-        );
+        self.answer_pending_where(id, answered, || Answer::Done);
     }
 
     /// Rolls a create back: whatever containerd may have made is deleted,

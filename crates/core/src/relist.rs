@@ -243,13 +243,19 @@ impl Core {
                     // Frozen by someone else after a "stay down" kill of
                     // this run went out: the kill waits for a thaw, as when
                     // the core knew of the freeze before it sent the kill.
+                    // (A freeze the view knew already is no news, nor one
+                    // ours since the kill: the user's pause after it stands.)
                     let stay_down_delivered =
                         c.rec.intents.exit_on_next && c.rec.intents.kills.is_empty();
-                    c.thaw_due = c.paused && (c.thaw_due || stay_down_delivered);
-                    // A start whose answer was lost took effect.
+                    let newly_frozen = c.paused && !before.1 && !c.froze_since_kill;
+                    c.thaw_due = c.paused && (c.thaw_due || stay_down_delivered && newly_frozen);
+                    // A start whose answer was lost took effect (also one a
+                    // stop came after: the run began, and its start time is
+                    // the truth about it).
                     let intents = &c.rec.intents;
                     let began = matches!(task.status, TaskStatus::Running | TaskStatus::Paused);
-                    if began && intents.start && intents.stop.is_none() {
+                    let start_pending = c.rec.start_sent || intents.start && intents.stop.is_none();
+                    if began && start_pending {
                         started.push(id.clone());
                     } else if !began && c.start_only_if_taken() && c.in_flight.is_none() {
                         // Still created, no StartTask on its way: the start

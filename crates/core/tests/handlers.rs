@@ -3163,3 +3163,133 @@ fn a_stale_stopped_listing_never_brings_back_a_task_the_core_deleted() {
         Some(TaskState::Unknown)
     );
 }
+
+/// A created container `id` whose start was asked for: its task created
+/// (pid `pid`) and its StartTask sent. Returns the start's request and op.
+fn start_sent(id: &str, pid: u32) -> (Driver, RequestId, OpId) {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    let (_, actions) = d.command(Command::Create {
+        id: cid(id),
+        name: format!("n-{id}"),
+        config: ContainerConfig::default().into(),
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    d.ok(op);
+    let (req, actions) = d.command(Command::Start { id: cid(id) });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(op, Ok(Done::TaskCreated { pid })));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    (d, req, start)
+}
+
+#[test]
+fn a_run_a_stop_came_after_keeps_its_start_when_only_a_relist_tells_it_began() {
+    // The StartTask's answer is lost (it took effect) and its event with
+    // it; `docker stop` came meanwhile. The relist that shows the task
+    // running is the only word that the run began: its start time and
+    // `start` event are recorded, and the start is answered done (found
+    // by the properties: "ran and exited with no start recorded").
+    let (mut d, start_req, start) = start_sent("c1", 10);
+    let (stop_req, _) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    let actions = d.fail(start, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![running("c1", 10)]);
+    assert!(
+        events(&actions).contains(&UserEventKind::Start),
+        "{actions:?}"
+    );
+    assert!(
+        answers(&actions).contains(&(start_req, Answer::Done)),
+        "{actions:?}"
+    );
+    assert!(created_record(&d, "c1").started_at.is_some());
+    assert!(!answers(&actions).iter().any(|(r, _)| *r == stop_req));
+    // And the stop goes on to end that run (once the failed call's
+    // retry backoff has passed).
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::Retry(cid("c1")));
+    only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+}
+
+#[test]
+fn a_run_a_stop_came_after_keeps_its_start_when_only_its_exit_tells_it_began() {
+    // As above, with no relist in between: the run's exit is the word.
+    let (mut d, _, start) = start_sent("c1", 10);
+    d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    d.fail(start, FailureKind::Deadline);
+    d.exit("c1", 10, 143);
+    let rec = created_record(&d, "c1");
+    assert!(rec.exit.is_some(), "{rec:?}");
+    assert!(rec.started_at.is_some(), "{rec:?}");
+}
+
+#[test]
+fn a_restart_asked_while_the_start_is_on_its_way_restarts_after_it() {
+    // `docker restart` while the StartTask is in flight: that start is not
+    // the restart's. Its answer starts the run (and answers the start);
+    // the restart stops that run and starts another, and is answered done
+    // only then, as dockerd (which serializes them) does (found by the
+    // properties: "a restart said done with no start sent since").
+    let (mut d, start_req, start) = start_sent("c1", 10);
+    let (restart_req, _) = d.command(Command::Restart {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(1)),
+        signal: None,
+    });
+    let actions = d.ok(start);
+    assert_eq!(answers(&actions), vec![(start_req, Answer::Done)]);
+    assert!(!events(&actions).contains(&UserEventKind::Restart));
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    d.ok(kill);
+    let actions = d.exit("c1", 10, 143);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    let actions = d.ok(delete);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 11 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let actions = d.ok(start);
+    assert_eq!(answers(&actions), vec![(restart_req, Answer::Done)]);
+    assert!(events(&actions).contains(&UserEventKind::Restart));
+    assert_eq!(
+        d.core.container(&cid("c1")).map(|c| c.status),
+        Some(Status::Running)
+    );
+}
+
+#[test]
+fn a_stop_cancels_a_restart_asked_while_the_start_was_on_its_way() {
+    // The restart's own start is not sent yet (the one in flight is the
+    // earlier start's): a stop now cancels the restart, as one asked of a
+    // running container, and leaves the earlier start to its answer.
+    let (mut d, start_req, start) = start_sent("c1", 10);
+    let (restart_req, _) = d.command(Command::Restart {
+        id: cid("c1"),
+        timeout: Some(Duration::from_secs(1)),
+        signal: None,
+    });
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    let refused = answers(&actions);
+    assert!(
+        matches!(refused.as_slice(), [(r, Answer::Error(e))]
+            if *r == restart_req && e.kind == ErrorKind::Conflict),
+        "{actions:?}"
+    );
+    let actions = d.ok(start);
+    assert_eq!(answers(&actions), vec![(start_req, Answer::Done)]);
+}

@@ -333,6 +333,8 @@ struct Instance {
     /// Deleted by the core's own task delete before it ever ran (its
     /// answer may have been lost, but the core knows it sent it).
     deleted_unstarted: bool,
+    /// A StartTask set it running.
+    ran: bool,
 }
 
 /// containerd as far as these properties need it.
@@ -544,6 +546,8 @@ struct Harness {
     disconnects: Vec<(RequestId, ContainerId, String)>,
     /// Restart requests (a subset of `starts`).
     restarts: std::collections::BTreeSet<RequestId>,
+    /// The newest StartTask sent to each container.
+    last_start_op: BTreeMap<ContainerId, u64>,
     /// Removes of a container shown when asked, not answered yet.
     removes: std::collections::BTreeSet<RequestId>,
     /// Signals announced (a `kill` event) and not delivered since, by
@@ -643,6 +647,7 @@ impl Harness {
             connected: BTreeMap::new(),
             disconnects: Vec::new(),
             restarts: Default::default(),
+            last_start_op: BTreeMap::new(),
             removes: Default::default(),
             kills_announced: Default::default(),
             kill_calls: BTreeMap::new(),
@@ -854,6 +859,9 @@ impl Harness {
                     }
                     // (To the container's newest task, even one gone
                     // meanwhile: the core cannot know it was.)
+                    if let Call::StartTask { id } = call {
+                        self.last_start_op.insert(id.clone(), op.0);
+                    }
                     if let Call::StartTask { id } = call
                         && let Some(i) = self
                             .world
@@ -1048,6 +1056,23 @@ impl Harness {
                             req,
                             id,
                             pid
+                        );
+                    }
+                    // A restart said done sent a start of its own: one
+                    // on its way when it was asked was an earlier start's.
+                    if *answer == Answer::Done
+                        && self.restarts.contains(req)
+                        && let Some(id) = self.starts.get(req)
+                    {
+                        let asked = self.start_asked_at_op.get(req).copied().unwrap_or(0);
+                        let sent = self.last_start_op.get(id).copied();
+                        prop_assert!(
+                            sent.is_some_and(|op| op > asked),
+                            "{} (a restart of {}) said done with no start sent since it was asked (op {}; newest start {:?})",
+                            req,
+                            id,
+                            asked,
+                            sent
                         );
                     }
                     self.check_start_refusal(*req, answer)?;
@@ -1582,6 +1607,18 @@ impl Harness {
                 id,
                 exit
             ),
+        }
+        // A run that ran has a start time (`docker inspect`'s StartedAt,
+        // and its `start` event), however its start's answer went.
+        if inst.ran && exit.error.is_none() {
+            let started = self.core.container(id).and_then(|c| c.record.started_at);
+            prop_assert!(
+                started.is_some(),
+                "{} pid {} ran and exited with no start recorded: {:?}",
+                id,
+                pid,
+                exit
+            );
         }
         // (Excused only where the core cannot know better: no cgroup count,
         // and an OOM event that may have been this process's.)
@@ -2441,6 +2478,7 @@ impl Harness {
                     start_sent: false,
                     asked_at,
                     deleted_unstarted: false,
+                    ran: false,
                 });
                 Done::TaskCreated { pid }
             }
@@ -2450,6 +2488,9 @@ impl Harness {
                         unreachable!()
                     };
                     *t = WorldTask::Running(pid);
+                    if let Some(inst) = self.world.instance(&id, pid) {
+                        inst.ran = true;
+                    }
                     let ledger = self.start_ledger.entry(id.clone()).or_default();
                     ledger.1 += 1;
                     prop_assert!(
@@ -2460,7 +2501,7 @@ impl Harness {
                         ledger.0,
                         ledger.1
                     );
-                    self.start_reached(&id);
+                    self.start_reached(&id, op);
                     // The shim publishes the start: before the answer (7),
                     // or after it (also when the answer is lost).
                     let event = ContainerdEvent::TaskStart {
@@ -3481,10 +3522,16 @@ impl Harness {
     }
 
     /// The world started a task of `id`: every start or restart of it still
-    /// waiting is carried out.
-    fn start_reached(&mut self, id: &ContainerId) {
+    /// waiting is carried out, but a restart asked after this start was
+    /// sent (it wants a run after this one).
+    fn start_reached(&mut self, id: &ContainerId, op: OpId) {
         for (req, of) in &self.starts {
-            if of == id && !self.answered.contains_key(req) {
+            let later_restart = self.restarts.contains(req)
+                && self
+                    .start_asked_at_op
+                    .get(req)
+                    .is_some_and(|asked| *asked >= op.0);
+            if of == id && !self.answered.contains_key(req) && !later_restart {
                 self.starts_reached.insert(*req);
             }
         }

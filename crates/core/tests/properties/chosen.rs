@@ -704,7 +704,106 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_by_fresh_generation_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 10] = [
+    let cases: [(u8, &[Step]); 15] = [
+        // A start's answer lost (and its event, the stream broken), a stop
+        // after it: the run's exit must not come without its start time.
+        (
+            1 << 1 | 1 << 3 | 1 << 6,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                StreamBreaks,
+                Stop(0, None, None),
+                Resolve(0, 9),
+            ],
+        ),
+        // `docker restart` while the start is on its way: that start's
+        // answer is not the restart's (it was answered done, and the stop
+        // left the container exited).
+        (
+            176,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                Create(0, 0, 0),
+                Resolve(6, 0),
+                Restart(1),
+                Resolve(1, 0),
+                Stop(1, None, None),
+            ],
+        ),
+        // A restart that is a start (nothing up), its StartTask on its way,
+        // then a restart of the run it starts, then a stop: the stop
+        // cancels the second, not the first.
+        (
+            8,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 0, 0),
+                Resolve(0, 0),
+                Update(0, 0),
+                Restart(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Restart(0),
+                Stop(0, None, None),
+            ],
+        ),
+        // A restart asked while a created task that never ran is deleted:
+        // the next start is the restart's (the run count does not tell).
+        (
+            184,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                Stop(1, None, None),
+                Resolve(0, 0),
+                Restart(1),
+                Resolve(0, 0),
+                Resolve(0, 9),
+                Create(0, 0, 0),
+            ],
+        ),
+        // A user's pause after a "stay down" kill (SIGHUP, no stop signal),
+        // its answer lost: the relist's freeze is the core's own, and is
+        // not thawed (relist.rs 281:41 found it with a fresh relist).
+        (
+            114,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 144),
+                Resolve(0, 0),
+                Restart(1),
+                Wait(0, 0),
+                ContainerdDown,
+                Resolve(0, 0),
+                Kill(1, false),
+                Resolve(0, 0),
+                Pause(1, true),
+                ContainerdDown,
+                Resolve(0, 0),
+                LateRelist,
+                WorldExit(0, 0, false),
+                Resolve(0, 9),
+                Remove(0, false),
+                Create(0, 0, 0),
+                Create(0, 0, 0),
+            ],
+        ),
         // An unpause held up behind a hot connect's setup (its answer
         // lost) is answered at its bound, "carried out when possible",
         // and then carried out: that thaw is wanted (the model's own false
