@@ -1656,6 +1656,37 @@ fn mutants_caught_only_sometimes_are_caught_by_these() {
                 Resolve(0, 4),
             ],
         ),
+        // A --restart always container's policy start: its StartTask's
+        // answer lost (it took effect), the user's SIGHUP ("stay down": no
+        // stop signal) delivered before the relist that would show the task
+        // running. The start may have taken effect: the task is not deleted
+        // as one never started (commands.rs 682:43, dropping a start already
+        // sent at the kill).
+        (
+            "a stay-down kill after a policy start whose answer was lost",
+            0,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 1, 0),
+                Resolve(0, 0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(0, 1, false),
+                Resolve(0, 0),
+                Advance(300),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Kill(0, false),
+                Resolve(0, 9),
+                Advance(200),
+                Resolve(1, 0),
+                Resolve(1, 0),
+            ],
+        ),
         // A created task's delete lost its answer (its start refused);
         // the relist that asks is answered while a kill of it is in
         // flight, so it cannot settle the doubt: another is asked for
