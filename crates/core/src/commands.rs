@@ -78,7 +78,8 @@ impl Core {
     /// is on while it runs (403), a container on its way out (409). Back
     /// on the network it was created on, before a start and as it was
     /// created (no other alias or address): its own attachment makes its
-    /// `eth0` again, published ports included.
+    /// `eth0` again, published ports included (also when an attachment
+    /// made without it is still being released).
     fn connect(
         &mut self,
         req: RequestId,
@@ -133,13 +134,18 @@ impl Core {
             return;
         }
         let eth0_free = c.rec.endpoints.iter().all(|e| e.slot != 0);
-        if own == network
-            && !up
-            && c.rec.network == NetworkState::Detached
-            && eth0_free
-            && aliases.is_empty()
-            && ip.is_none()
-        {
+        // Nothing of an earlier attachment will be used: none exists, or
+        // one in doubt (its release in flight, or owed) is released whole
+        // before the next setup, which then makes its `eth0`. One made
+        // (kept for a restart's next run, or its release not issued yet)
+        // or being made has none: `eth0` is then an endpoint in it.
+        let setting_up = matches!(c.in_flight, Some((_, Step::NetworkSetup)));
+        let set_up_anew = match c.rec.network {
+            NetworkState::Detached => true,
+            NetworkState::Attaching => !setting_up,
+            NetworkState::Attached => false,
+        };
+        if own == network && !up && set_up_anew && eth0_free && aliases.is_empty() && ip.is_none() {
             c.rec.own_disconnected = false;
             self.out.persist(&c.rec);
             self.out.answer_now(req, Answer::Done);

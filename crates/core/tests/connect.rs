@@ -647,3 +647,85 @@ fn a_listing_that_shows_a_start_took_effect_is_looked_at_again_after_the_call_in
         "{actions:?}"
     );
 }
+
+#[test]
+fn a_stopped_container_connected_back_while_its_attachment_is_released_publishes_its_ports_again() {
+    let config: Arc<ContainerConfig> = ContainerConfig {
+        network: NetworkMode::Bridge,
+        network_name: Some("front".into()),
+        ports: vec![PortBinding {
+            container_port: 80,
+            protocol: "tcp".into(),
+            host_ip: String::new(),
+            host_port: 8080,
+            by_publish_all: false,
+        }],
+        ..Default::default()
+    }
+    .into();
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "app".into(),
+        config: config.clone(),
+    });
+    d.ok(only_call(&actions, |c| {
+        matches!(c, Call::CreateContainer { .. })
+    }));
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::NetworkSetup { .. })
+    }));
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    d.ok(only_call(&actions, |c| matches!(c, Call::StartTask { .. })));
+    // Its run ends: once its task is deleted, its attachment is released.
+    let actions = d.exit("c1", 42, 0);
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::DeleteTask { .. })
+    }));
+    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    assert_eq!(record(&d, "c1").network, NetworkState::Attaching);
+
+    // Disconnected and connected back before that release is answered.
+    let (req, actions) = d.command(disconnect("c1", "front"));
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(record(&d, "c1").own_disconnected);
+    let (req, actions) = d.command(Command::Connect {
+        id: cid("c1"),
+        network: "front".into(),
+        aliases: Vec::new(),
+        ip: None,
+    });
+    // As with no release in flight: as it was created, not one more
+    // endpoint on that network.
+    let rec = record(&d, "c1");
+    assert!(!rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
+    assert_eq!(
+        actions,
+        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
+    );
+
+    assert_eq!(calls(&d.ok(teardown)), vec![]);
+    // Its next run sets up its own attachment, published ports included.
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    assert_eq!(
+        calls(&actions),
+        vec![Call::NetworkSetup {
+            id: cid("c1"),
+            config,
+            own_interface: true,
+        }]
+    );
+    let actions = d.ok(only_call(&actions, |c| {
+        matches!(c, Call::NetworkSetup { .. })
+    }));
+    assert!(
+        matches!(calls(&actions).as_slice(), [Call::CreateTask { .. }]),
+        "no endpoint on its own network: {actions:?}"
+    );
+}

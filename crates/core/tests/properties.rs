@@ -373,6 +373,10 @@ struct World {
     attached: std::collections::BTreeSet<ContainerId>,
     /// Endpoints made (`network connect`): container and slot.
     endpoints: std::collections::BTreeSet<(ContainerId, u8)>,
+    /// The `eth0` each container's own attachment made, with its
+    /// published ports (the portmap plugin's rules): gone with the
+    /// attachment, or with the release of slot 0 once disconnected.
+    own_eth0: std::collections::BTreeSet<ContainerId>,
 }
 
 impl World {
@@ -572,6 +576,10 @@ struct Harness {
     /// Containers a "stay down" kill reached while shown restarting: no
     /// start is sent to them (again) until a user's start.
     start_not_again: std::collections::BTreeSet<ContainerId>,
+    /// Containers connected back to their own network while stopped
+    /// (`connects_back`), with no disconnect asked since: every run from
+    /// then on has its own `eth0`, its ports published.
+    connected_back: std::collections::BTreeSet<ContainerId>,
 }
 
 impl Harness {
@@ -657,6 +665,7 @@ impl Harness {
             starts_reached: Default::default(),
             kept_down: Default::default(),
             start_not_again: Default::default(),
+            connected_back: Default::default(),
         }
     }
 
@@ -1303,6 +1312,18 @@ impl Harness {
                         e.network
                     );
                 }
+            }
+            // dockerd's baseline: a run after a connect back to its own
+            // network has its own `eth0` there, its ports published, as a
+            // run of the container as created (not one more endpoint).
+            if let Call::CreateTask { id } = &call {
+                prop_assert!(
+                    !self.connected_back.contains(id) || self.world.own_eth0.contains(id),
+                    "{:?} issued {:?}: {} was connected back to its own network, and its run has no eth0 of its own (no published ports)",
+                    input,
+                    call,
+                    id
+                );
             }
             if matches!(
                 input,
@@ -2745,6 +2766,10 @@ impl Harness {
                 );
             } else {
                 self.world.endpoints.remove(&key);
+                // Slot 0 takes the `eth0` its own attachment made with it.
+                if endpoint.slot == 0 {
+                    self.world.own_eth0.remove(&id);
+                }
             }
             self.answer_lost = matches!(failure, 2 | 9);
             return self.reply(op, Done::Ok);
@@ -2766,6 +2791,7 @@ impl Harness {
                 self.world.attached.insert(id.clone());
                 if eth0 {
                     self.world.endpoints.insert((id.clone(), 0));
+                    self.world.own_eth0.insert(id.clone());
                 }
             }
             if setup {
@@ -2785,10 +2811,12 @@ impl Harness {
                     "{} eth0 made twice: a leaked address",
                     id
                 );
+                self.world.own_eth0.insert(id.clone());
             }
         } else {
             self.world.attached.remove(&id);
             self.world.endpoints.remove(&(id.clone(), 0));
+            self.world.own_eth0.remove(&id);
         }
         self.answer_lost = matches!(failure, 2 | 9);
         self.reply(op, Done::Ok)
@@ -3433,9 +3461,10 @@ impl Harness {
     /// Whether a `network connect` of `id` to `network` is one connecting
     /// a stopped container back to the network it was created on, with
     /// nothing in the way: no other network took its `eth0` meanwhile, and
-    /// nothing of an earlier attachment is kept (between a restart's runs)
-    /// or still being released. (The connect carries no alias and no
-    /// address: the generator's never do.)
+    /// no attachment without it is kept (for a restart's next run, or its
+    /// release not issued yet) or being made. One still being released, or
+    /// owed a release, is no obstacle: its next run is made anew. (The
+    /// connect carries no alias and no address: the generator's never do.)
     fn connects_back(&self, id: &ContainerId, network: &str) -> bool {
         let Some(c) = self.core.container(id) else {
             return false;
@@ -3448,7 +3477,14 @@ impl Harness {
             && r.presence != Presence::Creating
             && !r.intents.remove
             && matches!(c.task, TaskState::Absent | TaskState::Stopped)
-            && r.network == NetworkState::Detached
+            && match r.network {
+                NetworkState::Detached => true,
+                NetworkState::Attaching => !self
+                    .outstanding
+                    .iter()
+                    .any(|(_, call)| matches!(call, Call::NetworkSetup { id: x, .. } if x == id)),
+                NetworkState::Attached => false,
+            }
             && r.endpoints
                 .iter()
                 .all(|e| e.slot != 0 && e.network != network)
@@ -3964,6 +4000,7 @@ impl Harness {
                     // The model reuses ids (the daemon never does): a new
                     // container of a removed one's id starts its runs anew.
                     self.exits.retain(|(cid, _), _| *cid != id(i));
+                    self.connected_back.remove(&id(i));
                 }
                 self.command(Command::Create {
                     id: id(i),
@@ -4059,6 +4096,7 @@ impl Harness {
                     // (Known before it is fed: it may settle a connect.)
                     let req = RequestId(self.next_req + 1);
                     self.disconnects.push((req, id(i), network.clone()));
+                    self.connected_back.remove(&id(i));
                 }
                 let req = self.command(command)?;
                 if connect {
@@ -4067,6 +4105,7 @@ impl Harness {
                 self.check_network_answer(req, &id(i), &network, connect, expected)?;
                 if back {
                     self.check_connected_back(req, &id(i), &network)?;
+                    self.connected_back.insert(id(i));
                 }
             }
             Step::Pause(i, freeze) => {

@@ -604,6 +604,30 @@ fn chosen_interleavings_hold_every_property() {
     let mut steps = vec![Resolve(0, 0), Resolve(0, 0), Create(0, 0, 0), Resolve(0, 0)];
     steps.extend((0..17u8).map(|k| Network(0, 8 * k)));
     holds_every_property(&steps, 0);
+    // A stopped container disconnected from its own network and
+    // connected back while the release of its attachment is in flight
+    // (its task deleted, the NetworkTeardown not answered): its next run
+    // has its own `eth0` again, its ports published, as when no release
+    // was in flight.
+    holds_every_property(
+        &[
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Create(0, 0, 0),
+            Resolve(0, 0),
+            Start(0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            Resolve(0, 0),
+            WorldExit(0, 0, false),
+            Resolve(0, 0),
+            Network(0, 5),
+            Network(0, 4),
+            Resolve(0, 0),
+            Start(0),
+        ],
+        0,
+    );
     // With streams that break (swarm bit 1) and relists every 40 s (bit 6).
     let swarm = 1 << 1 | 1 << 6;
     let cases: [&[Step]; 3] = [
