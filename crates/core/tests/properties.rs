@@ -550,6 +550,8 @@ struct Harness {
     disconnects: Vec<(RequestId, ContainerId, String)>,
     /// Restart requests (a subset of `starts`).
     restarts: std::collections::BTreeSet<RequestId>,
+    /// The runs whose `start` event was announced.
+    starts_announced: BTreeSet<(ContainerId, u64)>,
     /// The newest StartTask sent to each container.
     last_start_op: BTreeMap<ContainerId, u64>,
     /// Removes of a container shown when asked, not answered yet.
@@ -656,6 +658,7 @@ impl Harness {
             disconnects: Vec::new(),
             restarts: Default::default(),
             last_start_op: BTreeMap::new(),
+            starts_announced: BTreeSet::new(),
             removes: Default::default(),
             kills_announced: Default::default(),
             kill_calls: BTreeMap::new(),
@@ -956,6 +959,18 @@ impl Harness {
                         UserEventKind::Kill { signal } => {
                             self.kills_announced
                                 .insert((event.container.clone(), signal));
+                        }
+                        // A `start` event is announced once per run.
+                        UserEventKind::Start => {
+                            let run = self
+                                .core
+                                .container(&event.container)
+                                .map_or(0, |v| v.record.run);
+                            prop_assert!(
+                                self.starts_announced.insert((event.container.clone(), run)),
+                                "{input:?} announced the start of {} run {run} twice",
+                                event.container
+                            );
                         }
                         // A `restart` event is a user's restart taking
                         // effect, never a plain start.
@@ -1588,6 +1603,8 @@ impl Harness {
         self.task_progress
             .retain(|(id, ..), _| core.container(id).is_some());
         self.oom_announced
+            .retain(|(id, _)| core.container(id).is_some());
+        self.starts_announced
             .retain(|(id, _)| core.container(id).is_some());
     }
 
