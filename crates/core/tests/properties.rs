@@ -1365,6 +1365,15 @@ impl Harness {
                     id,
                     input
                 );
+                // Nor one whose run the view shows running: that start
+                // took effect, and is answered done then.
+                prop_assert!(
+                    !(c.record.start_sent && matches!(c.task, TaskState::Running { .. })),
+                    "{} (a start of {}) waits, its run shown running, after {:?}",
+                    req,
+                    id,
+                    input
+                );
             }
         }
         // A run's task only moves forward (created, running, stopped): a
@@ -4403,8 +4412,17 @@ impl Harness {
                                 .map(|inst| inst.asked_at.as_unix_nanos());
                             let exited = exited_at.as_unix_nanos();
                             let later_process = newest_asked.filter(|asked| *asked > exited);
-                            let honest =
-                                again > exited && later_process.is_none_or(|asked| again < asked);
+                            // (Nor after a later create was asked for: the
+                            // process it makes may reuse the pid.)
+                            let create_asked = self
+                                .world
+                                .create_asked
+                                .get(container)
+                                .map(|at| at.as_unix_nanos())
+                                .filter(|asked| *asked > exited);
+                            let honest = again > exited
+                                && later_process.is_none_or(|asked| again < asked)
+                                && create_asked.is_none_or(|asked| again < asked);
                             let before_newest = later_process.is_some();
                             honest
                                 && self.core.container(container).is_some_and(|v| {

@@ -728,7 +728,40 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_by_fresh_generation_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 15] = [
+    let cases: [(u8, &[Step]); 16] = [
+        // The model's false alarm: a second report of an exit, timed after
+        // the next run's create was asked (that run's process took the
+        // same pid), replayed during that run. No source would time it so.
+        (
+            114,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(0, 1, 0),
+                Resolve(0, 0),
+                Start(0),
+                Start(0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                ExecExit(0),
+                Resolve(0, 0),
+                WorldOom(0, false),
+                ReplayEvent(Pick(0)),
+                Restart(0),
+                Resolve(0, 0),
+                ExitReportedAgain(Pick(0)),
+                Resolve(0, 9),
+                Create(0, 0, 0),
+                Resolve(0, 9),
+                Advance(46),
+                Resolve(0, 0),
+                ReplayEvent(Pick(0)),
+                Resolve(0, 0),
+                ExecExit(0),
+                ReplayEvent(Pick(0)),
+                ReplayEvent(Pick(10248191152060862009)),
+            ],
+        ),
         // A start's answer lost (and its event, the stream broken), a stop
         // after it: the run's exit must not come without its start time.
         (
