@@ -253,10 +253,8 @@ impl Core {
             // kill's answer: it is no evidence of the OOM killer.
             c.sigkill_sent = true;
         }
-        match step {
-            Step::Pause => c.froze_since_kill = true,
-            Step::Resume => c.froze_since_kill = false,
-            _ => {}
+        if step == Step::Pause {
+            c.froze_since_kill = true;
         }
         if let Step::Kill { signal, .. } = step
             && c.kill_announced != Some(signal)

@@ -406,3 +406,32 @@ fn a_pause_after_a_stay_down_kill_whose_answer_was_lost_holds_too() {
     assert_eq!(calls(&actions), vec![], "{actions:?}");
     assert!(view(&d, "c1").paused);
 }
+
+#[test]
+fn a_stay_down_kill_after_a_pause_whose_answer_was_lost_thaws_the_freeze_a_relist_shows() {
+    // The pause took effect, its answer lost; the user's SIGKILL came
+    // after it (a v1 freezer holds it). The freeze the relist shows came
+    // before the kill: the task is thawed, so that the kill lands.
+    let mut d = ready_with_running("c1", 10);
+    let (_, actions) = d.command(Command::Pause { id: cid("c1") });
+    let pause = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.fail(pause, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    d.ok(kill);
+    let mut task = running("c1", 10);
+    task.status = TaskStatus::Paused;
+    // Listed while the kill was in flight: looked at again after it.
+    let actions = d.relist(relist, vec![task.clone()]);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![task]);
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Resume { id: cid("c1") }],
+        "{actions:?}"
+    );
+}

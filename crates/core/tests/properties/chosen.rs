@@ -1744,6 +1744,28 @@ fn mutants_caught_only_sometimes_are_caught_by_these() {
                 Resolve(1, 0),
             ],
         ),
+        // A pause whose answer was lost (it took effect), then the user's
+        // SIGKILL, held by the v1 freezer: the relist's freeze came before
+        // the kill, so the task is thawed and the kill lands (reconcile.rs
+        // `froze_since_kill &= !stay_down`, to `|=` or without `!`).
+        (
+            "a SIGKILL after a pause whose answer was lost",
+            1 << 7,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Pause(1, true),
+                Resolve(0, 9),
+                Kill(1, true),
+                Resolve(1, 0),
+                Resolve(0, 0),
+            ],
+        ),
         // A created task's delete lost its answer (its start refused);
         // the relist that asks is answered while a kill of it is in
         // flight, so it cannot settle the doubt: another is asked for
