@@ -3169,13 +3169,7 @@ fn a_stale_stopped_listing_never_brings_back_a_task_the_core_deleted() {
 fn start_sent(id: &str, pid: u32) -> (Driver, RequestId, OpId) {
     let mut d = Driver::new();
     assert_eq!(d.connect(vec![]), vec![]);
-    let (_, actions) = d.command(Command::Create {
-        id: cid(id),
-        name: format!("n-{id}"),
-        config: ContainerConfig::default().into(),
-    });
-    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
-    d.ok(op);
+    d.create(id, ContainerConfig::default());
     let (req, actions) = d.command(Command::Start { id: cid(id) });
     let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
     let actions = d.feed(Input::ActionResult(op, Ok(Done::TaskCreated { pid })));

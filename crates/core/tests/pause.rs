@@ -347,6 +347,21 @@ fn a_task_frozen_by_someone_else_after_a_sigkill_went_out_is_thawed_so_that_it_d
     );
 }
 
+/// A running container `id` (pid 10) that survived `docker kill -s HUP`
+/// (no stop signal: "stay down"), then `docker pause`: its call's op.
+fn pause_sent_after_a_stay_down_hup(id: &str) -> (Driver, OpId) {
+    let mut d = ready_with_running(id, 10);
+    let (_, actions) = d.command(Command::Kill {
+        id: cid(id),
+        signal: Signal::try_from(1).expect("SIGHUP"),
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    d.ok(kill);
+    let (_, actions) = d.command(Command::Pause { id: cid(id) });
+    let pause = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    (d, pause)
+}
+
 #[test]
 fn a_pause_after_a_stay_down_kill_holds_when_a_relist_shows_it() {
     // `docker kill -s HUP` (no stop signal: it means "stay down") reaches a
@@ -354,15 +369,7 @@ fn a_pause_after_a_stay_down_kill_holds_when_a_relist_shows_it() {
     // that shows the freeze the core knows of is no freeze by someone
     // else: nothing thaws the user's pause (found by the helper's survey
     // of relist.rs 281:41; the properties: "Resume with no intent").
-    let mut d = ready_with_running("c1", 10);
-    let (_, actions) = d.command(Command::Kill {
-        id: cid("c1"),
-        signal: Signal::try_from(1).expect("SIGHUP"),
-    });
-    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
-    d.ok(kill);
-    let (_, actions) = d.command(Command::Pause { id: cid("c1") });
-    let pause = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let (mut d, pause) = pause_sent_after_a_stay_down_hup("c1");
     d.ok(pause);
     let (kind, actions) = d.fire_timer();
     assert_eq!(kind, TimerKind::PeriodicRelist);
@@ -389,15 +396,7 @@ fn a_pause_after_a_stay_down_kill_holds_when_a_relist_shows_it() {
 fn a_pause_after_a_stay_down_kill_whose_answer_was_lost_holds_too() {
     // As above, but the pause's answer is lost: the relist that follows
     // shows a freeze the view did not know of, and it is the core's own.
-    let mut d = ready_with_running("c1", 10);
-    let (_, actions) = d.command(Command::Kill {
-        id: cid("c1"),
-        signal: Signal::try_from(1).expect("SIGHUP"),
-    });
-    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
-    d.ok(kill);
-    let (_, actions) = d.command(Command::Pause { id: cid("c1") });
-    let pause = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let (mut d, pause) = pause_sent_after_a_stay_down_hup("c1");
     let actions = d.fail(pause, FailureKind::Deadline);
     let relist = only_call(&actions, |c| matches!(c, Call::Relist));
     let mut task = running("c1", 10);

@@ -125,7 +125,8 @@ impl Driver {
     }
 
     /// Creates and starts `id` with `config`; returns the init pid.
-    pub fn run(&mut self, id: &str, config: ContainerConfig, pid: u32) {
+    /// `docker create` of `id` (named `n-{id}`), done.
+    pub fn create(&mut self, id: &str, config: ContainerConfig) {
         let (_, actions) = self.command(Command::Create {
             id: cid(id),
             name: format!("n-{id}"),
@@ -133,6 +134,10 @@ impl Driver {
         });
         let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
         self.ok(op);
+    }
+
+    pub fn run(&mut self, id: &str, config: ContainerConfig, pid: u32) {
+        self.create(id, config);
         let (_, actions) = self.command(Command::Start { id: cid(id) });
         let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
         let actions = self.feed(Input::ActionResult(op, Ok(Done::TaskCreated { pid })));
