@@ -1766,6 +1766,32 @@ fn mutants_caught_only_sometimes_are_caught_by_these() {
                 Resolve(0, 0),
             ],
         ),
+        // A restart, containerd away and back, a network call's answer
+        // lost: only a created task's delete whose answer was lost puts
+        // the task in doubt, not any call's (else the start waits for a
+        // relist that nothing asks for: reconcile.rs 605:13, caught at
+        // 20,000 cases).
+        (
+            "an answer lost beside a created task",
+            44,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(2, 0, 0),
+                Resolve(0, 0),
+                Restart(2),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                ContainerdDown,
+                Network(2, 5),
+                Resolve(0, 0),
+                ContainerdUp,
+                Advance(1),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 9),
+            ],
+        ),
         // A created task's delete lost its answer (its start refused);
         // the relist that asks is answered while a kill of it is in
         // flight, so it cannot settle the doubt: another is asked for
