@@ -27,6 +27,28 @@ fn connect(id: &str, network: &str) -> Command {
     }
 }
 
+/// A connect back to the network a container was created on, as it was
+/// created (no alias, no address).
+fn connect_back(id: &str, network: &str) -> Command {
+    Command::Connect {
+        id: cid(id),
+        network: network.into(),
+        aliases: Vec::new(),
+        ip: None,
+    }
+}
+
+/// The connect back was recorded and answered at once, and the container
+/// is on its own network as created, not one more endpoint on it.
+fn connected_back_as_created(d: &Driver, id: &str, req: RequestId, actions: &[Action]) {
+    let rec = record(d, id);
+    assert!(!rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
+    assert_eq!(
+        actions,
+        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
+    );
+}
+
 fn endpoint(slot: u8, wanted: bool, state: NetworkState) -> Endpoint {
     Endpoint {
         network: "back".into(),
@@ -542,18 +564,8 @@ fn a_created_container_connected_back_to_its_own_network_gets_its_own_eth0_again
     created(&mut d);
     d.command(disconnect("c1", "front"));
     assert!(record(&d, "c1").own_disconnected);
-    let (req, actions) = d.command(Command::Connect {
-        id: cid("c1"),
-        network: "front".into(),
-        aliases: Vec::new(),
-        ip: None,
-    });
-    let rec = record(&d, "c1");
-    assert!(!rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
-    assert_eq!(
-        actions,
-        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
-    );
+    let (req, actions) = d.command(connect_back("c1", "front"));
+    connected_back_as_created(&d, "c1", req, &actions);
     let (_, actions) = d.command(Command::Start { id: cid("c1") });
     assert!(matches!(
         calls(&actions).as_slice(),
@@ -695,20 +707,10 @@ fn a_stopped_container_connected_back_while_its_attachment_is_released_publishes
     let (req, actions) = d.command(disconnect("c1", "front"));
     assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
     assert!(record(&d, "c1").own_disconnected);
-    let (req, actions) = d.command(Command::Connect {
-        id: cid("c1"),
-        network: "front".into(),
-        aliases: Vec::new(),
-        ip: None,
-    });
+    let (req, actions) = d.command(connect_back("c1", "front"));
     // As with no release in flight: as it was created, not one more
     // endpoint on that network.
-    let rec = record(&d, "c1");
-    assert!(!rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
-    assert_eq!(
-        actions,
-        vec![Action::Persist(rec), Action::Answer(req, Answer::Done)]
-    );
+    connected_back_as_created(&d, "c1", req, &actions);
 
     assert_eq!(calls(&d.ok(teardown)), vec![]);
     // Its next run sets up its own attachment, published ports included.
