@@ -648,8 +648,8 @@ impl Core {
         // behind a stop) will not happen now: its requests are told so at
         // once, as when nothing runs. A start already sent to this task is
         // left to its answer (it may have taken effect).
-        // A start wanted beside a stop is a restart's, due after this run:
-        // never the one sent to this task, so it is cancelled all the same.
+        // A restart asked while a start was on its way has its own start
+        // still to come (not the one sent): it is cancelled all the same.
         let cancels_start = c.rec.intents.start && !c.rec.start_sent;
         let sent = c.starts_sent;
         let cancels_restart = c.requests.iter().any(|(_, p)| p.restart_unsent(sent));
