@@ -70,11 +70,16 @@ fn record(d: &Driver, id: &str) -> Record {
 
 /// A created bridge container on `front`, connected.
 fn created(d: &mut Driver) {
+    created_with(d, bridge_config());
+}
+
+/// [`created`], with `config`.
+fn created_with(d: &mut Driver, config: Arc<ContainerConfig>) {
     assert_eq!(d.connect(vec![]), vec![]);
     let (_, actions) = d.command(Command::Create {
         id: cid("c1"),
         name: "app".into(),
-        config: bridge_config(),
+        config,
     });
     d.ok(only_call(&actions, |c| {
         matches!(c, Call::CreateContainer { .. })
@@ -85,7 +90,12 @@ fn created(d: &mut Driver) {
 /// created (pid 42), its StartTask sent. Returns the start request and the
 /// StartTask's op.
 fn start_sent(d: &mut Driver) -> (RequestId, OpId) {
-    created(d);
+    start_sent_with(d, bridge_config())
+}
+
+/// [`start_sent`], with `config`.
+fn start_sent_with(d: &mut Driver, config: Arc<ContainerConfig>) -> (RequestId, OpId) {
+    created_with(d, config);
     let (start, actions) = d.command(Command::Start { id: cid("c1") });
     let actions = d.ok(only_call(&actions, |c| {
         matches!(c, Call::NetworkSetup { .. })
@@ -676,25 +686,8 @@ fn a_stopped_container_connected_back_while_its_attachment_is_released_publishes
     }
     .into();
     let mut d = Driver::new();
-    assert_eq!(d.connect(vec![]), vec![]);
-    let (_, actions) = d.command(Command::Create {
-        id: cid("c1"),
-        name: "app".into(),
-        config: config.clone(),
-    });
-    d.ok(only_call(&actions, |c| {
-        matches!(c, Call::CreateContainer { .. })
-    }));
-    let (_, actions) = d.command(Command::Start { id: cid("c1") });
-    let actions = d.ok(only_call(&actions, |c| {
-        matches!(c, Call::NetworkSetup { .. })
-    }));
-    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
-    let actions = d.feed(Input::ActionResult(
-        create,
-        Ok(Done::TaskCreated { pid: 42 }),
-    ));
-    d.ok(only_call(&actions, |c| matches!(c, Call::StartTask { .. })));
+    let (_, start_task) = start_sent_with(&mut d, config.clone());
+    d.ok(start_task);
     // Its run ends: once its task is deleted, its attachment is released.
     let actions = d.exit("c1", 42, 0);
     let actions = d.ok(only_call(&actions, |c| {
