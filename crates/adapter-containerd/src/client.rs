@@ -220,13 +220,8 @@ impl Adapter {
                 Done::Ok
             }),
             Call::DeleteContainer { id } => self.delete_container(&id).await.map(|()| Done::Ok),
-            // The daemon's network side carries these out (CNI), not containerd.
-            Call::Subscribe
-            | Call::Relist
-            | Call::NetworkSetup { .. }
-            | Call::NetworkTeardown { .. }
-            | Call::EndpointSetup { .. }
-            | Call::EndpointTeardown { .. } => {
+            // The connection's own calls: see `execute`.
+            Call::Subscribe | Call::Relist => {
                 Err(AdapterError::Invalid("not an ordinary call".into()))
             }
         }
@@ -400,9 +395,5 @@ fn call_name(call: &Call) -> &'static str {
         Call::Resume { .. } => "resume",
         Call::DeleteTask { .. } => "delete_task",
         Call::DeleteContainer { .. } => "delete_container",
-        Call::NetworkSetup { .. } => "network_setup",
-        Call::NetworkTeardown { .. } => "network_teardown",
-        Call::EndpointSetup { .. } => "endpoint_setup",
-        Call::EndpointTeardown { .. } => "endpoint_teardown",
     }
 }

@@ -86,6 +86,8 @@ impl Loop {
                 Action::Publish(event) => self.events.push(event),
                 // No health checks here.
                 Action::RunProbe(_) => {}
+                // Its containers are on no network.
+                Action::Network { call, .. } => panic!("a network call: {call:?}"),
             }
         }
     }

@@ -17,6 +17,10 @@ pub enum Action {
     /// (or, for `Subscribe` and `Relist`, as connection facts and relist parts).
     /// Every call must get exactly one result, whatever happens to the connection.
     Call { op: OpId, call: Call },
+    /// Set up or release part of a container's network on the host. The
+    /// result comes back as `Input::ActionResult(op, ..)`, exactly once, as
+    /// for a containerd call.
+    Network { op: OpId, call: NetworkCall },
     /// Write the container's record to disk, replacing the previous one, before
     /// carrying out any later action. Without it a daemon restart would forget
     /// a container or an intent the user was promised.
@@ -88,12 +92,37 @@ pub enum Call {
     DeleteContainer {
         id: ContainerId,
     },
+}
+
+impl Call {
+    pub fn container_id(&self) -> Option<&ContainerId> {
+        match self {
+            Call::Subscribe | Call::Relist => None,
+            Call::CreateContainer { id, .. }
+            | Call::CreateTask { id }
+            | Call::StartTask { id }
+            | Call::Kill { id, .. }
+            | Call::Pause { id }
+            | Call::Resume { id }
+            | Call::UpdateResources { id, .. }
+            | Call::DeleteTask { id }
+            | Call::DeleteContainer { id } => Some(id),
+        }
+    }
+}
+
+/// Calls into the host's network side (the CNI plugins, the bridge, NAT
+/// rules and hosts files), one per action: a container's own attachment
+/// and its endpoints on further networks. Carried out by the network
+/// executor, never by containerd.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub enum NetworkCall {
     /// Attach the container to its network before its task is created: its
     /// network namespace, an address, the veth on the bridge, published
     /// ports and NAT. The record already says `NetworkState::Attaching`, so
     /// whatever a failure or a crash leaves is owned and torn down. A host
     /// port used by something else fails with `AlreadyExists`.
-    NetworkSetup {
+    Setup {
         id: ContainerId,
         config: Arc<ContainerConfig>,
         /// `false`: the user disconnected it from its own network
@@ -105,7 +134,7 @@ pub enum Call {
     /// endpoints are released before). Idempotent
     /// (nothing to release is done), so it is safe after any crash; issued
     /// only when no task of the container exists.
-    NetworkTeardown {
+    Teardown {
         id: ContainerId,
         config: Arc<ContainerConfig>,
     },
@@ -122,7 +151,7 @@ pub enum Call {
         endpoint: Endpoint,
     },
     /// Release everything a setup of this endpoint may have made (its
-    /// address, rules and interface). Idempotent, like `NetworkTeardown`;
+    /// address, rules and interface). Idempotent, like `Teardown`;
     /// the user disconnected it, or the container's run is over. Slot 0
     /// also releases the `eth0` (and its published ports) that the
     /// container's own attachment made: the namespace stays.
@@ -133,23 +162,13 @@ pub enum Call {
     },
 }
 
-impl Call {
-    pub fn container_id(&self) -> Option<&ContainerId> {
+impl NetworkCall {
+    pub fn container_id(&self) -> &ContainerId {
         match self {
-            Call::Subscribe | Call::Relist => None,
-            Call::CreateContainer { id, .. }
-            | Call::CreateTask { id }
-            | Call::StartTask { id }
-            | Call::Kill { id, .. }
-            | Call::Pause { id }
-            | Call::Resume { id }
-            | Call::UpdateResources { id, .. }
-            | Call::DeleteTask { id }
-            | Call::DeleteContainer { id }
-            | Call::NetworkSetup { id, .. }
-            | Call::NetworkTeardown { id, .. }
-            | Call::EndpointSetup { id, .. }
-            | Call::EndpointTeardown { id, .. } => Some(id),
+            NetworkCall::Setup { id, .. }
+            | NetworkCall::Teardown { id, .. }
+            | NetworkCall::EndpointSetup { id, .. }
+            | NetworkCall::EndpointTeardown { id, .. } => id,
         }
     }
 }

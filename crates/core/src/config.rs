@@ -344,7 +344,7 @@ pub struct SharedNetwork {
 
 impl NetworkMode {
     /// Whether the container is attached by a network step of its own
-    /// (`Call::NetworkSetup`) before its task is created.
+    /// (`NetworkCall::Setup`) before its task is created.
     pub fn needs_attachment(self) -> bool {
         self == NetworkMode::Bridge
     }

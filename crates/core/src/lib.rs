@@ -26,6 +26,7 @@
 //! while let Some(action) = core.poll_action() {
 //!     match action {
 //!         Action::Call { op, call } => { /* spawn the RPC; feed its result with `op` */ }
+//!         Action::Network { op, call } => { /* run the CNI plugins; likewise */ }
 //!         Action::Persist(_) | Action::Unpersist(_) => { /* write before going on */ }
 //!         Action::Answer(_, _) | Action::Publish(_) => {}
 //!         Action::RunProbe(_) => { /* run it as an exec; feed its result */ }
@@ -77,7 +78,9 @@ mod relist;
 mod rng;
 mod timers;
 
-pub use action::{Action, Answer, Call, ErrorKind, RequestError, UserEvent, UserEventKind};
+pub use action::{
+    Action, Answer, Call, ErrorKind, NetworkCall, RequestError, UserEvent, UserEventKind,
+};
 pub use config::{
     BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
     NamespaceMode, Namespaces, NetworkMode, PortBinding, Privileges, ResourceUpdate, Resources,
@@ -150,10 +153,21 @@ struct Outbox {
 
 impl Outbox {
     fn call(&mut self, owner: OpOwner, call: Call) -> OpId {
+        let op = self.next_op(owner);
+        self.actions.push_back(Action::Call { op, call });
+        op
+    }
+
+    fn network_call(&mut self, owner: OpOwner, call: NetworkCall) -> OpId {
+        let op = self.next_op(owner);
+        self.actions.push_back(Action::Network { op, call });
+        op
+    }
+
+    fn next_op(&mut self, owner: OpOwner) -> OpId {
         self.last_op += 1;
         let op = OpId(self.last_op);
         self.ops.insert(op, owner);
-        self.actions.push_back(Action::Call { op, call });
         op
     }
 

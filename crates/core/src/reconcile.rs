@@ -14,7 +14,7 @@ use crate::input::{Done, Failure, FailureKind, WaitCondition};
 use crate::record::{Endpoint, NetworkState, Presence, Record};
 use crate::signal::Signal;
 use crate::time::Instant;
-use crate::{Answer, Call, Core, ErrorKind, OpOwner, TimerKind, UserEventKind, error};
+use crate::{Answer, Call, Core, ErrorKind, NetworkCall, OpOwner, TimerKind, UserEventKind, error};
 
 /// What a network setup's refusal tells the user: a host port in use or
 /// an address taken is a conflict; a network that is gone, not found.
@@ -27,17 +27,23 @@ fn refusal_kind(kind: FailureKind) -> ErrorKind {
     }
 }
 
+/// A call for one container, by who carries it out.
+enum Issue {
+    Containerd(Call),
+    Network(NetworkCall),
+}
+
 /// The next call for `c`, if any. Pure: a function of the container and `now`.
-fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
+fn next_step(c: &Container, now: Instant) -> Option<(Issue, Step)> {
     let id = c.rec.id.clone();
     let network = c.rec.network;
     let teardown = || {
         let config = c.rec.config.clone();
         Some((
-            Call::NetworkTeardown {
+            Issue::Network(NetworkCall::Teardown {
                 id: c.rec.id.clone(),
                 config,
-            },
+            }),
             Step::NetworkTeardown,
         ))
     };
@@ -46,21 +52,21 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         Some(if setup {
             let step = Step::EndpointSetup(e.slot);
             (
-                Call::EndpointSetup {
+                Issue::Network(NetworkCall::EndpointSetup {
                     id,
                     config,
                     endpoint,
-                },
+                }),
                 step,
             )
         } else {
             let step = Step::EndpointTeardown(e.slot);
             (
-                Call::EndpointTeardown {
+                Issue::Network(NetworkCall::EndpointTeardown {
                     id,
                     config,
                     endpoint,
-                },
+                }),
                 step,
             )
         })
@@ -86,29 +92,34 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             return endpoint(e, false);
         }
         Presence::Discarding if network != NetworkState::Detached => return teardown(),
-        Presence::Discarding => return Some((Call::DeleteContainer { id }, Step::DeleteContainer)),
+        Presence::Discarding => {
+            return Some((
+                Issue::Containerd(Call::DeleteContainer { id }),
+                Step::DeleteContainer,
+            ));
+        }
         Presence::Created => {}
     }
     let intents = &c.rec.intents;
     let update = |running: bool| {
         let config = c.update_wanted.clone()?;
         Some((
-            Call::UpdateResources {
+            Issue::Containerd(Call::UpdateResources {
                 id: id.clone(),
                 config,
                 running,
-            },
+            }),
             Step::UpdateResources,
         ))
     };
     let kill = |signal: Signal, purpose: KillPurpose| {
         let all = signal == Signal::SIGKILL;
         Some((
-            Call::Kill {
+            Issue::Containerd(Call::Kill {
                 id: id.clone(),
                 signal,
                 all,
-            },
+            }),
             Step::Kill { signal, purpose },
         ))
     };
@@ -123,7 +134,10 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             if let Some(&signal) = intents.kills.first() {
                 return kill(signal, KillPurpose::User);
             }
-            let resume = Some((Call::Resume { id: id.clone() }, Step::Resume));
+            let resume = Some((
+                Issue::Containerd(Call::Resume { id: id.clone() }),
+                Step::Resume,
+            ));
             let frozen = c.paused && matches!(c.task, TaskState::Running { .. });
             if let Some(stop) = intents.stop {
                 return match c.stop_deadline {
@@ -154,7 +168,7 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                 }
                 TaskState::Running { .. } if c.update_wanted.is_some() => update(true),
                 TaskState::Running { .. } if c.pause_wanted == Some(true) && !c.paused => {
-                    Some((Call::Pause { id }, Step::Pause))
+                    Some((Issue::Containerd(Call::Pause { id }), Step::Pause))
                 }
                 TaskState::Running { .. } if c.pause_wanted == Some(false) && c.paused => resume,
                 // Its delete's answer was lost: the task may be gone, and a
@@ -165,15 +179,17 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
                 // is not sent again; a relist says whether it took effect.
                 TaskState::Created { .. } if c.start_only_if_taken() => None,
                 TaskState::Created { .. } if intents.start && !intents.remove => {
-                    Some((Call::StartTask { id }, Step::StartTask))
+                    Some((Issue::Containerd(Call::StartTask { id }), Step::StartTask))
                 }
                 // A created task nobody wants started (its start failed or
                 // was cancelled): it never ran, so deleting it ends nothing.
-                TaskState::Created { .. } => Some((Call::DeleteTask { id }, Step::DeleteTask)),
+                TaskState::Created { .. } => {
+                    Some((Issue::Containerd(Call::DeleteTask { id }), Step::DeleteTask))
+                }
                 _ => None,
             }
         }
-        TaskState::Stopped => Some((Call::DeleteTask { id }, Step::DeleteTask)),
+        TaskState::Stopped => Some((Issue::Containerd(Call::DeleteTask { id }), Step::DeleteTask)),
         // No task: an attachment nobody will use, or one in doubt (a setup
         // or release that failed, lost its answer or was cut by a crash), is
         // released before anything else; endpoints first.
@@ -192,9 +208,10 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
         {
             teardown()
         }
-        TaskState::Absent if intents.remove => {
-            Some((Call::DeleteContainer { id }, Step::DeleteContainer))
-        }
+        TaskState::Absent if intents.remove => Some((
+            Issue::Containerd(Call::DeleteContainer { id }),
+            Step::DeleteContainer,
+        )),
         // Before a start: the new run is created from the updated spec.
         TaskState::Absent if c.update_wanted.is_some() => update(false),
         TaskState::Absent
@@ -205,18 +222,20 @@ fn next_step(c: &Container, now: Instant) -> Option<(Call, Step)> {
             let config = c.rec.config.clone();
             let own_interface = !c.rec.own_disconnected;
             Some((
-                Call::NetworkSetup {
+                Issue::Network(NetworkCall::Setup {
                     id,
                     config,
                     own_interface,
-                },
+                }),
                 Step::NetworkSetup,
             ))
         }
         TaskState::Absent if intents.start && wanted_setup.is_some() => {
             wanted_setup.and_then(|e| endpoint(e, true))
         }
-        TaskState::Absent if intents.start => Some((Call::CreateTask { id }, Step::CreateTask)),
+        TaskState::Absent if intents.start => {
+            Some((Issue::Containerd(Call::CreateTask { id }), Step::CreateTask))
+        }
         TaskState::Absent => None,
     }
 }
@@ -305,7 +324,11 @@ impl Core {
             }
             _ => {}
         }
-        let op = self.out.call(OpOwner::Container(id.clone()), call);
+        let owner = OpOwner::Container(id.clone());
+        let op = match call {
+            Issue::Containerd(call) => self.out.call(owner, call),
+            Issue::Network(call) => self.out.network_call(owner, call),
+        };
         c.in_flight = Some((op, step));
         c.last_activity = op;
     }

@@ -97,8 +97,8 @@ fn start_sent(d: &mut Driver) -> (RequestId, OpId) {
 fn start_sent_with(d: &mut Driver, config: Arc<ContainerConfig>) -> (RequestId, OpId) {
     created_with(d, config);
     let (start, actions) = d.command(Command::Start { id: cid("c1") });
-    let actions = d.ok(only_call(&actions, |c| {
-        matches!(c, Call::NetworkSetup { .. })
+    let actions = d.ok(only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::Setup { .. })
     }));
     let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
     let actions = d.feed(Input::ActionResult(
@@ -115,8 +115,8 @@ fn running(d: &mut Driver) {
     d.ok(start_task);
 }
 
-fn setup_call(state: NetworkState) -> Call {
-    Call::EndpointSetup {
+fn setup_call(state: NetworkState) -> NetworkCall {
+    NetworkCall::EndpointSetup {
         id: cid("c1"),
         config: bridge_config(),
         endpoint: endpoint(1, true, state),
@@ -146,21 +146,24 @@ fn a_connect_of_a_created_container_is_recorded_then_made_at_its_start_and_relea
     assert_eq!(actions, vec![Action::Answer(again, Answer::Done)]);
 
     let (start, actions) = d.command(Command::Start { id: cid("c1") });
-    let actions = d.ok(only_call(&actions, |c| {
-        matches!(c, Call::NetworkSetup { .. })
+    let actions = d.ok(only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::Setup { .. })
     }));
     // Its own attachment first, then the endpoint, owned before it is made.
     rec = record(&d, "c1");
     assert_eq!(rec.network, NetworkState::Attached);
     assert_eq!(rec.endpoints[0].state, NetworkState::Attaching);
-    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
-    assert_eq!(calls(&actions), vec![setup_call(NetworkState::Detached)]);
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::EndpointSetup { .. }));
+    assert_eq!(
+        issued(&actions),
+        vec![Issued::Network(setup_call(NetworkState::Detached))]
+    );
     let owned_at = actions.iter().position(
         |a| matches!(a, Action::Persist(r) if r.endpoints[0].state == NetworkState::Attaching),
     );
     let call_at = actions
         .iter()
-        .position(|a| matches!(a, Action::Call { op, .. } if *op == setup));
+        .position(|a| matches!(a, Action::Network { op, .. } if *op == setup));
     assert!(owned_at.is_some() && owned_at < call_at, "{actions:?}");
     let actions = d.ok(setup);
     assert!(
@@ -180,12 +183,14 @@ fn a_connect_of_a_created_container_is_recorded_then_made_at_its_start_and_relea
     let actions = d.ok(only_call(&actions, |c| {
         matches!(c, Call::DeleteTask { .. })
     }));
-    let teardown = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     let actions = d.ok(teardown);
     assert!(
         matches!(&actions[0], Action::Persist(r) if r.endpoints == vec![endpoint(1, true, NetworkState::Detached)])
     );
-    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
 }
 
 #[test]
@@ -193,13 +198,16 @@ fn a_hot_connect_is_answered_once_made_and_a_disconnect_once_released() {
     let mut d = Driver::new();
     running(&mut d);
     let (req, actions) = d.command(connect("c1", "back"));
-    assert_eq!(calls(&actions), vec![setup_call(NetworkState::Detached)]);
+    assert_eq!(
+        issued(&actions),
+        vec![Issued::Network(setup_call(NetworkState::Detached))]
+    );
     assert!(answers(&actions).is_empty(), "answered before made");
     assert_eq!(
         record(&d, "c1").endpoints,
         vec![endpoint(1, true, NetworkState::Attaching)]
     );
-    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::EndpointSetup { .. }));
     let actions = d.ok(setup);
     let rec = record(&d, "c1");
     assert_eq!(
@@ -226,7 +234,9 @@ fn a_hot_connect_is_answered_once_made_and_a_disconnect_once_released() {
         id: cid("c1"),
         network: "back".into(),
     });
-    let teardown = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     assert!(answers(&actions).is_empty());
     assert_eq!(
         record(&d, "c1").endpoints,
@@ -250,13 +260,15 @@ fn a_refused_hot_connect_is_answered_and_what_it_may_have_made_released() {
     let mut d = Driver::new();
     running(&mut d);
     let (req, actions) = d.command(connect("c1", "back"));
-    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::EndpointSetup { .. }));
     let actions = d.fail(setup, FailureKind::AlreadyExists);
     match answers(&actions).as_slice() {
         [(r, Answer::Error(e))] if *r == req => assert_eq!(e.kind, ErrorKind::Conflict),
         other => panic!("{other:?}"),
     }
-    let teardown = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     assert_eq!(
         record(&d, "c1").endpoints,
         vec![endpoint(1, false, NetworkState::Attaching)]
@@ -270,14 +282,16 @@ fn a_setup_whose_answer_was_lost_is_released_then_made_again() {
     let mut d = Driver::new();
     running(&mut d);
     let (req, actions) = d.command(connect("c1", "back"));
-    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::EndpointSetup { .. }));
     assert_eq!(d.fail(setup, FailureKind::Deadline), vec![]);
     let (timer, actions) = d.fire_timer();
     assert_eq!(timer, TimerKind::Retry(cid("c1")));
     // In doubt: released before it is made again, never used as it is.
-    let teardown = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     let actions = d.ok(teardown);
-    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::EndpointSetup { .. }));
     assert_eq!(answers(&d.ok(setup)), vec![(req, Answer::Done)]);
 }
 
@@ -365,15 +379,19 @@ fn a_restarted_daemon_releases_endpoints_in_doubt_before_the_attachment() {
     let mut d = Driver::new();
     d.feed(Input::Restore(vec![rec]));
     let actions = d.connect(vec![]);
-    let first = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let first = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     assert!(matches!(
-        calls(&actions).as_slice(),
-        [Call::EndpointTeardown { endpoint, .. }] if endpoint.slot == 1
+        issued(&actions).as_slice(),
+        [Issued::Network(NetworkCall::EndpointTeardown { endpoint, .. })] if endpoint.slot == 1
     ));
     let actions = d.ok(first);
-    let second = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let second = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     let actions = d.ok(second);
-    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     // The unwanted one is forgotten; the wanted one kept for a start.
     assert_eq!(
         record(&d, "c1").endpoints,
@@ -409,7 +427,7 @@ fn a_hot_connect_whose_run_ends_first_is_done_and_made_at_the_next_start() {
         vec![endpoint(1, true, NetworkState::Detached)]
     );
     // Nothing of it was made: only the container's own attachment goes.
-    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
 }
 
 #[test]
@@ -469,14 +487,16 @@ fn a_running_container_disconnected_from_its_own_network_keeps_its_namespace_alo
     let owned_at = actions.iter().position(|a| {
         matches!(a, Action::Persist(r) if r.own_disconnected && r.endpoints == vec![own_eth0(NetworkState::Attached)])
     });
-    let release = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let release = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     let call_at = actions
         .iter()
-        .position(|a| matches!(a, Action::Call { op, .. } if *op == release));
+        .position(|a| matches!(a, Action::Network { op, .. } if *op == release));
     assert!(owned_at.is_some() && owned_at < call_at, "{actions:?}");
     assert!(matches!(
-        calls(&actions).as_slice(),
-        [Call::EndpointTeardown { endpoint, .. }] if endpoint.slot == 0 && endpoint.ifname() == "eth0"
+        issued(&actions).as_slice(),
+        [Issued::Network(NetworkCall::EndpointTeardown { endpoint, .. })] if endpoint.slot == 0 && endpoint.ifname() == "eth0"
     ));
     let actions = d.ok(release);
     let rec = record(&d, "c1");
@@ -503,10 +523,10 @@ fn a_running_container_disconnected_from_its_own_network_keeps_its_namespace_alo
     // Connected again while it runs: an endpoint through eth0 (the
     // default route's), made at once.
     let (req, actions) = d.command(connect("c1", "front"));
-    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::EndpointSetup { .. }));
     assert!(matches!(
-        calls(&actions).as_slice(),
-        [Call::EndpointSetup { endpoint, .. }] if endpoint.slot == 0 && endpoint.wanted
+        issued(&actions).as_slice(),
+        [Issued::Network(NetworkCall::EndpointSetup { endpoint, .. })] if endpoint.slot == 0 && endpoint.wanted
     ));
     assert_eq!(answers(&d.ok(setup)), vec![(req, Answer::Done)]);
 
@@ -516,23 +536,25 @@ fn a_running_container_disconnected_from_its_own_network_keeps_its_namespace_alo
     let actions = d.ok(only_call(&actions, |c| {
         matches!(c, Call::DeleteTask { .. })
     }));
-    let release = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let release = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     let actions = d.ok(release);
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     d.ok(teardown);
     let (_, actions) = d.command(Command::Start { id: cid("c1") });
     assert!(matches!(
-        calls(&actions).as_slice(),
-        [Call::NetworkSetup {
+        issued(&actions).as_slice(),
+        [Issued::Network(NetworkCall::Setup {
             own_interface: false,
             ..
-        }]
+        })]
     ));
-    let setup = only_call(&actions, |c| matches!(c, Call::NetworkSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::Setup { .. }));
     let actions = d.ok(setup);
     assert!(matches!(
-        calls(&actions).as_slice(),
-        [Call::EndpointSetup { endpoint, .. }] if endpoint.slot == 0
+        issued(&actions).as_slice(),
+        [Issued::Network(NetworkCall::EndpointSetup { endpoint, .. })] if endpoint.slot == 0
     ));
 }
 
@@ -553,17 +575,17 @@ fn a_stopped_container_disconnected_from_its_own_network_starts_with_loopback_al
     assert_eq!(record(&d, "c1").endpoints[0].slot, 0);
     let (_, actions) = d.command(Command::Start { id: cid("c1") });
     assert_eq!(
-        calls(&actions),
-        vec![Call::NetworkSetup {
+        issued(&actions),
+        vec![Issued::Network(NetworkCall::Setup {
             id: cid("c1"),
             config: bridge_config(),
             own_interface: false,
-        }]
+        })]
     );
-    let actions = d.ok(only_call(&actions, |c| {
-        matches!(c, Call::NetworkSetup { .. })
+    let actions = d.ok(only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::Setup { .. })
     }));
-    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::EndpointSetup { .. }));
     let actions = d.ok(setup);
     only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
 }
@@ -578,11 +600,11 @@ fn a_created_container_connected_back_to_its_own_network_gets_its_own_eth0_again
     connected_back_as_created(&d, "c1", req, &actions);
     let (_, actions) = d.command(Command::Start { id: cid("c1") });
     assert!(matches!(
-        calls(&actions).as_slice(),
-        [Call::NetworkSetup {
+        issued(&actions).as_slice(),
+        [Issued::Network(NetworkCall::Setup {
             own_interface: true,
             ..
-        }]
+        })]
     ));
 }
 
@@ -591,7 +613,7 @@ fn a_disconnect_while_its_own_setup_is_under_way_releases_that_eth0_before_the_t
     let mut d = Driver::new();
     created(&mut d);
     let (start, actions) = d.command(Command::Start { id: cid("c1") });
-    let setup = only_call(&actions, |c| matches!(c, Call::NetworkSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::Setup { .. }));
     let (req, actions) = d.command(disconnect("c1", "front"));
     assert!(
         calls(&actions).is_empty(),
@@ -602,7 +624,9 @@ fn a_disconnect_while_its_own_setup_is_under_way_releases_that_eth0_before_the_t
         vec![own_eth0(NetworkState::Attaching)]
     );
     let actions = d.ok(setup);
-    let release = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let release = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     let actions = d.ok(release);
     assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
     let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
@@ -628,12 +652,14 @@ fn a_restarted_daemon_releases_an_own_eth0_in_doubt_then_the_namespace() {
     d.feed(Input::Restore(vec![rec]));
     let actions = d.connect(vec![]);
     assert!(matches!(
-        calls(&actions).as_slice(),
-        [Call::EndpointTeardown { endpoint, .. }] if endpoint.slot == 0
+        issued(&actions).as_slice(),
+        [Issued::Network(NetworkCall::EndpointTeardown { endpoint, .. })] if endpoint.slot == 0
     ));
-    let release = only_call(&actions, |c| matches!(c, Call::EndpointTeardown { .. }));
+    let release = only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::EndpointTeardown { .. })
+    });
     let actions = d.ok(release);
-    only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     let rec = record(&d, "c1");
     assert!(rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
 }
@@ -652,7 +678,7 @@ fn a_listing_that_shows_a_start_took_effect_is_looked_at_again_after_the_call_in
     let actions = d.fail(start_task, FailureKind::Deadline);
     let relist = only_call(&actions, |c| matches!(c, Call::Relist));
     let (_, actions) = d.fire_timer();
-    let setup = only_call(&actions, |c| matches!(c, Call::EndpointSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::EndpointSetup { .. }));
     let mut listed = support::running("c1", 42);
     listed.status = TaskStatus::Running;
     let actions = d.relist(relist, vec![listed]);
@@ -693,7 +719,7 @@ fn a_stopped_container_connected_back_while_its_attachment_is_released_publishes
     let actions = d.ok(only_call(&actions, |c| {
         matches!(c, Call::DeleteTask { .. })
     }));
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     assert_eq!(record(&d, "c1").network, NetworkState::Attaching);
 
     // Disconnected and connected back before that release is answered.
@@ -709,15 +735,15 @@ fn a_stopped_container_connected_back_while_its_attachment_is_released_publishes
     // Its next run sets up its own attachment, published ports included.
     let (_, actions) = d.command(Command::Start { id: cid("c1") });
     assert_eq!(
-        calls(&actions),
-        vec![Call::NetworkSetup {
+        issued(&actions),
+        vec![Issued::Network(NetworkCall::Setup {
             id: cid("c1"),
             config,
             own_interface: true,
-        }]
+        })]
     );
-    let actions = d.ok(only_call(&actions, |c| {
-        matches!(c, Call::NetworkSetup { .. })
+    let actions = d.ok(only_network_call(&actions, |c| {
+        matches!(c, NetworkCall::Setup { .. })
     }));
     assert!(
         matches!(calls(&actions).as_slice(), [Call::CreateTask { .. }]),

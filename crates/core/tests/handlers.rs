@@ -2758,24 +2758,24 @@ fn bridge_start_until_setup(d: &mut Driver) -> (RequestId, OpId) {
     }));
     let (req, actions) = d.command(Command::Start { id: cid("c1") });
     // The attachment is owned by the record before it is made.
-    let setup = only_call(&actions, |c| matches!(c, Call::NetworkSetup { .. }));
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::Setup { .. }));
     let persisted_first = actions
         .iter()
         .position(|a| matches!(a, Action::Persist(r) if r.network == NetworkState::Attaching));
     let call_at = actions
         .iter()
-        .position(|a| matches!(a, Action::Call { op, .. } if *op == setup));
+        .position(|a| matches!(a, Action::Network { op, .. } if *op == setup));
     assert!(
         persisted_first < call_at && persisted_first.is_some(),
         "{actions:?}"
     );
     assert_eq!(
-        calls(&actions),
-        vec![Call::NetworkSetup {
+        issued(&actions),
+        vec![Issued::Network(NetworkCall::Setup {
             id: cid("c1"),
             config,
             own_interface: true,
-        }]
+        })]
     );
     (req, setup)
 }
@@ -2799,13 +2799,13 @@ fn a_bridge_container_is_attached_between_create_and_task_create_and_released_af
     let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
     let actions = d.ok(delete);
     assert_eq!(
-        calls(&actions),
-        vec![Call::NetworkTeardown {
+        issued(&actions),
+        vec![Issued::Network(NetworkCall::Teardown {
             id: cid("c1"),
             config: bridge_config()
-        }]
+        })]
     );
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     let actions = d.ok(teardown);
     assert_eq!(
         actions,
@@ -2866,13 +2866,13 @@ fn a_host_port_in_use_is_a_conflict_and_the_partial_setup_is_torn_down() {
     );
     // No task was created; what the setup may have made is released.
     assert_eq!(
-        calls(&actions),
-        vec![Call::NetworkTeardown {
+        issued(&actions),
+        vec![Issued::Network(NetworkCall::Teardown {
             id: cid("c1"),
             config: bridge_config()
-        }]
+        })]
     );
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     d.ok(teardown);
     let view = d.core.container(&cid("c1")).expect("kept");
     assert_eq!(view.record.network, NetworkState::Detached);
@@ -2890,9 +2890,9 @@ fn a_setup_in_doubt_after_a_restart_is_released_before_it_is_made_again() {
     let mut d = Driver::new();
     d.feed(Input::Restore(vec![rec]));
     let actions = d.connect(vec![]);
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     let actions = d.ok(teardown);
-    only_call(&actions, |c| matches!(c, Call::NetworkSetup { .. }));
+    only_network_call(&actions, |c| matches!(c, NetworkCall::Setup { .. }));
 }
 
 #[test]
@@ -2903,7 +2903,7 @@ fn removing_an_attached_container_releases_the_attachment_before_deleting_it() {
     let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
     // The task create fails for good: the start is given up.
     let actions = d.fail(create, FailureKind::Invalid);
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     // A remove while the release is in flight waits for it.
     let (removed, actions) = d.command(Command::Remove {
         id: cid("c1"),
@@ -2914,7 +2914,7 @@ fn removing_an_attached_container_releases_the_attachment_before_deleting_it() {
     let actions = d.fail(teardown, FailureKind::Other);
     assert_eq!(calls(&actions), vec![]);
     let (_, actions) = d.fire_timer();
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     let actions = d.ok(teardown);
     let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
     assert!(answers(&d.ok(delete)).contains(&(removed, Answer::Done)));
@@ -2937,7 +2937,7 @@ fn an_attachment_outlives_a_task_create_in_doubt_until_a_relist_has_looked() {
     // The relist shows no task: at the retry, the release, then the delete.
     assert_eq!(calls(&d.relist(relist, vec![])), vec![]);
     let (_, actions) = d.fire_timer();
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     let actions = d.ok(teardown);
     only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
 }
@@ -2955,7 +2955,7 @@ fn an_adopted_orphan_attachment_is_released_then_forgotten() {
     };
     d.feed(Input::Restore(vec![rec]));
     let actions = d.connect(vec![]);
-    let teardown = only_call(&actions, |c| matches!(c, Call::NetworkTeardown { .. }));
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     let actions = d.ok(teardown);
     let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
     let actions = d.fail(delete, FailureKind::NotFound);
@@ -3052,12 +3052,12 @@ fn a_user_network_container_is_attached_by_the_same_network_step() {
     }));
     let (_, actions) = d.command(Command::Start { id: cid("c1") });
     assert_eq!(
-        calls(&actions),
-        vec![Call::NetworkSetup {
+        issued(&actions),
+        vec![Issued::Network(NetworkCall::Setup {
             id: cid("c1"),
             config,
             own_interface: true,
-        }]
+        })]
     );
 }
 

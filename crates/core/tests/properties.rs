@@ -59,6 +59,130 @@ const ENDPOINTS_MAX: usize = 16;
 /// needs, even after 160 steps.
 const CALLS_HEALED_MAX: u32 = 5_000;
 
+/// Every call the core issues, containerd's and the network side's, in
+/// one flat list: the harness's world models both, and follows every
+/// call the same way (who owns it, what its answer did).
+#[derive(Clone, Debug, PartialEq)]
+enum Call {
+    Subscribe,
+    Relist,
+    CreateContainer {
+        id: ContainerId,
+    },
+    CreateTask {
+        id: ContainerId,
+    },
+    StartTask {
+        id: ContainerId,
+    },
+    Kill {
+        id: ContainerId,
+        signal: Signal,
+        all: bool,
+    },
+    Pause {
+        id: ContainerId,
+    },
+    Resume {
+        id: ContainerId,
+    },
+    UpdateResources {
+        id: ContainerId,
+        running: bool,
+    },
+    DeleteTask {
+        id: ContainerId,
+    },
+    DeleteContainer {
+        id: ContainerId,
+    },
+    NetworkSetup {
+        id: ContainerId,
+        own_interface: bool,
+    },
+    NetworkTeardown {
+        id: ContainerId,
+    },
+    EndpointSetup {
+        id: ContainerId,
+        endpoint: Endpoint,
+    },
+    EndpointTeardown {
+        id: ContainerId,
+        endpoint: Endpoint,
+    },
+}
+
+impl Call {
+    fn container_id(&self) -> Option<&ContainerId> {
+        match self {
+            Call::Subscribe | Call::Relist => None,
+            Call::CreateContainer { id }
+            | Call::CreateTask { id }
+            | Call::StartTask { id }
+            | Call::Kill { id, .. }
+            | Call::Pause { id }
+            | Call::Resume { id }
+            | Call::UpdateResources { id, .. }
+            | Call::DeleteTask { id }
+            | Call::DeleteContainer { id }
+            | Call::NetworkSetup { id, .. }
+            | Call::NetworkTeardown { id }
+            | Call::EndpointSetup { id, .. }
+            | Call::EndpointTeardown { id, .. } => Some(id),
+        }
+    }
+
+    /// The calls among `actions`, in order.
+    fn all(actions: &[Action]) -> Vec<Call> {
+        actions
+            .iter()
+            .filter_map(Call::of)
+            .map(|(_, c)| c)
+            .collect()
+    }
+
+    /// The call an action issues, if it issues one.
+    fn of(action: &Action) -> Option<(OpId, Call)> {
+        use holdfast_core::Call as C;
+        let call = match action {
+            Action::Call { op, call } => (
+                *op,
+                match call.clone() {
+                    C::Subscribe => Call::Subscribe,
+                    C::Relist => Call::Relist,
+                    C::CreateContainer { id, .. } => Call::CreateContainer { id },
+                    C::CreateTask { id } => Call::CreateTask { id },
+                    C::StartTask { id } => Call::StartTask { id },
+                    C::Kill { id, signal, all } => Call::Kill { id, signal, all },
+                    C::Pause { id } => Call::Pause { id },
+                    C::Resume { id } => Call::Resume { id },
+                    C::UpdateResources { id, running, .. } => Call::UpdateResources { id, running },
+                    C::DeleteTask { id } => Call::DeleteTask { id },
+                    C::DeleteContainer { id } => Call::DeleteContainer { id },
+                },
+            ),
+            Action::Network { op, call } => (
+                *op,
+                match call.clone() {
+                    NetworkCall::Setup {
+                        id, own_interface, ..
+                    } => Call::NetworkSetup { id, own_interface },
+                    NetworkCall::Teardown { id, .. } => Call::NetworkTeardown { id },
+                    NetworkCall::EndpointSetup { id, endpoint, .. } => {
+                        Call::EndpointSetup { id, endpoint }
+                    }
+                    NetworkCall::EndpointTeardown { id, endpoint, .. } => {
+                        Call::EndpointTeardown { id, endpoint }
+                    }
+                },
+            ),
+            _ => return None,
+        };
+        Some(call)
+    }
+}
+
 /// One of the earlier ones (events, waits, probes), as a fraction of
 /// their number: what proptest's `sample::Index` is, drawn the same way
 /// (one `u64`), but one a chosen case can write.
@@ -854,8 +978,9 @@ impl Harness {
             eprintln!("IN  {:?} @{:?}\n    -> {:?}", input, self.now.at, actions);
         }
         for action in &actions {
-            match action {
-                Action::Call { op, call } => {
+            if let Some((op, call)) = Call::of(action) {
+                let (op, call) = (&op, &call);
+                {
                     self.last_op = self.last_op.max(op.0);
                     // Once our SIGKILL is on its way a 137 may be ours.
                     if let Call::Kill {
@@ -919,6 +1044,10 @@ impl Harness {
                     self.outstanding.push((*op, call.clone()));
                     self.check_escalation(*op, call)?;
                 }
+                continue;
+            }
+            match action {
+                Action::Call { .. } | Action::Network { .. } => {}
                 Action::RunProbe(probe) => {
                     // Only a running, current run is probed.
                     let view = self.core.container(&probe.container);
@@ -1198,7 +1327,7 @@ impl Harness {
         // by an intent a user (or a policy, after a recorded exit) made, never
         // by the input at hand; a connection fact or a failed call can at
         // most let an already recorded intent proceed.
-        for call in support::calls(&actions) {
+        for call in Call::all(&actions) {
             let view = call.container_id().and_then(|id| self.core.container(id));
             let justified = match (&call, view) {
                 // The signal, too, is one asked for: a kill's, the stop's
@@ -3674,7 +3803,7 @@ impl Harness {
             ),
             Status::Restarting if !process => {
                 let signalled = self.trace[calls_before..].iter().any(
-                    |a| matches!(a, Action::Call { call: Call::Kill { id: x, .. }, .. } if x == id),
+                    |a| matches!(Call::of(a), Some((_, Call::Kill { id: x, .. })) if &x == id),
                 );
                 prop_assert!(
                     answer == Some(Answer::Done) && !signalled,
@@ -4732,7 +4861,7 @@ fn reconnect_delay_after(seed: u64, failures: u32, healthy: Duration) -> Duratio
         core.drain_actions().into_iter().find_map(|a| match a {
             Action::Call {
                 op,
-                call: Call::Subscribe,
+                call: holdfast_core::Call::Subscribe,
             } => Some(op),
             _ => None,
         })
@@ -4751,7 +4880,7 @@ fn reconnect_delay_after(seed: u64, failures: u32, healthy: Duration) -> Duratio
     let relist = core.drain_actions().into_iter().find_map(|a| match a {
         Action::Call {
             op,
-            call: Call::Relist,
+            call: holdfast_core::Call::Relist,
         } => Some(op),
         _ => None,
     });

@@ -19,9 +19,9 @@ use crate::events::{EventLog, EventMessage};
 use crate::store::{Store, StoreError};
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{
-    Action, Answer, Call, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind,
-    Input, Instant, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind,
-    WallTime,
+    Action, Answer, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input,
+    Instant, NetworkCall, Now, Record, RelistPart, RequestError, RequestId, UserEvent,
+    UserEventKind, WallTime,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -375,17 +375,11 @@ impl Engine {
             match action {
                 Action::Call { op, call } => {
                     tracing::debug!(%op, ?call, "call");
-                    match call {
-                        Call::NetworkSetup { .. }
-                        | Call::NetworkTeardown { .. }
-                        | Call::EndpointSetup { .. }
-                        | Call::EndpointTeardown { .. } => {
-                            self.network_call(op, call);
-                        }
-                        call => {
-                            tokio::spawn(self.adapter.execute(op, call, self.sink.clone()));
-                        }
-                    }
+                    tokio::spawn(self.adapter.execute(op, call, self.sink.clone()));
+                }
+                Action::Network { op, call } => {
+                    tracing::debug!(%op, ?call, "network call");
+                    self.network_call(op, call);
                 }
                 Action::Persist(rec) => {
                     if let Err(e) = self.write(|s| s.put(&rec)) {
@@ -436,44 +430,40 @@ impl Engine {
 
     /// The network side runs plugins (processes, iptables): off the loop.
     /// Exactly one result for `op`, whatever happens.
-    fn network_call(&self, op: holdfast_core::OpId, call: Call) {
+    fn network_call(&self, op: holdfast_core::OpId, call: NetworkCall) {
         let network = self.network.clone();
         // The name peers on a user network know it by, as it is now.
-        let name = call
-            .container_id()
-            .and_then(|id| self.core.container(id))
+        let name = self
+            .core
+            .container(call.container_id())
             .map(|v| v.record.name.clone())
             .unwrap_or_default();
         let sink = self.sink.clone();
         tokio::spawn(async move {
             let began = std::time::Instant::now();
             let what = match &call {
-                Call::NetworkSetup { .. } => "network_setup",
-                Call::NetworkTeardown { .. } => "network_teardown",
-                Call::EndpointSetup { .. } => "endpoint_setup",
-                _ => "endpoint_teardown",
+                NetworkCall::Setup { .. } => "network_setup",
+                NetworkCall::Teardown { .. } => "network_teardown",
+                NetworkCall::EndpointSetup { .. } => "endpoint_setup",
+                NetworkCall::EndpointTeardown { .. } => "endpoint_teardown",
             };
             let result = tokio::task::spawn_blocking(move || match &call {
-                Call::NetworkSetup {
+                NetworkCall::Setup {
                     id,
                     config,
                     own_interface,
                 } => network.setup(id, &name, config, *own_interface),
-                Call::NetworkTeardown { id, config } => network.teardown(id, config),
-                Call::EndpointSetup {
+                NetworkCall::Teardown { id, config } => network.teardown(id, config),
+                NetworkCall::EndpointSetup {
                     id,
                     config,
                     endpoint,
                 } => network.setup_endpoint(id, &name, config, endpoint),
-                Call::EndpointTeardown {
+                NetworkCall::EndpointTeardown {
                     id,
                     config,
                     endpoint,
                 } => network.teardown_endpoint(id, config, endpoint),
-                _ => Err(holdfast_core::Failure::new(
-                    holdfast_core::FailureKind::Other,
-                    "not a network call",
-                )),
             })
             .await
             .unwrap_or_else(|e| {

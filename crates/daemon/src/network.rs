@@ -2,7 +2,7 @@
 //! (Debian's containernetworking-plugins): `loopback`, `bridge` with
 //! `host-local` IPAM and outbound NAT (`ipMasq`), and `portmap` for
 //! published ports. This module only carries out the core's
-//! `NetworkSetup` and `NetworkTeardown` calls; when to make or release an
+//! `NetworkCall`s; when to make or release an
 //! attachment is the core's decision (see `holdfast_core::NetworkState`).
 //!
 //! Everything an attachment makes lives under `<exec-root>/net`, which has
@@ -676,7 +676,7 @@ impl Network {
         ids.iter().filter_map(|i| i.parse().ok()).collect()
     }
 
-    /// Carries out `Call::NetworkSetup` for the container named `name`:
+    /// Carries out `NetworkCall::Setup` for the container named `name`:
     /// its namespace and loopback, its hosts file and, with
     /// `own_interface`, its `eth0` on its own network. Blocking: run it
     /// off the loop.
@@ -691,7 +691,7 @@ impl Network {
         self.setup_iface(id, name, config, own_interface.then_some(&own), true)
     }
 
-    /// Carries out `Call::EndpointSetup`: one more interface, in the
+    /// Carries out `NetworkCall::EndpointSetup`: one more interface, in the
     /// namespace the container's own attachment made. Blocking.
     pub fn setup_endpoint(
         &self,
@@ -872,13 +872,13 @@ impl Network {
         })
     }
 
-    /// Carries out `Call::NetworkTeardown`: idempotent, whatever part of a
+    /// Carries out `NetworkCall::Teardown`: idempotent, whatever part of a
     /// setup exists. Blocking: run it off the loop.
     pub fn teardown(&self, id: &ContainerId, config: &ContainerConfig) -> Result<Done, Failure> {
         self.teardown_iface(id, config, &Iface::own(config), true)
     }
 
-    /// Carries out `Call::EndpointTeardown`: idempotent, like `teardown`.
+    /// Carries out `NetworkCall::EndpointTeardown`: idempotent, like `teardown`.
     /// Slot 0 is the `eth0` of its own attachment (or one connected
     /// after it was released): the namespace stays.
     pub fn teardown_endpoint(

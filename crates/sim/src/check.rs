@@ -425,6 +425,15 @@ impl Checker {
     ) -> Result<(), String> {
         match action {
             Action::Call { op, call } => self.call(*op, call, cd, now),
+            Action::Network { op, call } => {
+                self.last_op = self.last_op.max(op.0);
+                if self.blind {
+                    return Err(format!(
+                        "{op}: {call:?} while blind: after a (re)connect, before its relist ended"
+                    ));
+                }
+                Ok(())
+            }
             Action::Answer(req, answer) => {
                 let Some(request) = self.outstanding.remove(req) else {
                     return Err(format!(

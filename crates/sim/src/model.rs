@@ -4,8 +4,8 @@
 //! publish, exits to schedule); the simulator schedules those in time.
 
 use holdfast_core::{
-    ContainerId, ContainerdEvent, Done, Failure, FailureKind, Instant, Signal, TaskInfo,
-    TaskStatus, WallTime,
+    ContainerId, ContainerdEvent, Done, Failure, FailureKind, Instant, NetworkCall, Signal,
+    TaskInfo, TaskStatus, WallTime,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -494,6 +494,22 @@ pub struct HostNetwork {
 }
 
 impl HostNetwork {
+    /// Carries out one network call of the core.
+    pub fn carry_out(&mut self, call: &NetworkCall) -> Result<Done, Failure> {
+        match call {
+            NetworkCall::Setup {
+                id, own_interface, ..
+            } => self.setup(id, *own_interface),
+            NetworkCall::Teardown { id, .. } => self.teardown(id),
+            NetworkCall::EndpointSetup { id, endpoint, .. } => {
+                self.setup_endpoint(id, endpoint.slot)
+            }
+            NetworkCall::EndpointTeardown { id, endpoint, .. } => {
+                self.teardown_endpoint(id, endpoint.slot)
+            }
+        }
+    }
+
     /// The namespace and, with `eth0`, its interface on the container's
     /// own network: kept among the endpoints as slot 0, so that an
     /// endpoint made on top of it shows as doubled.

@@ -10,9 +10,9 @@ use crate::rng::Rng;
 use crate::trace::{Trace, TraceItem};
 use holdfast_core::{
     Action, Call, Command, ConnectionFact, ContainerConfig, ContainerId, ContainerdEvent, Core,
-    CoreConfig, Done, Failure, FailureKind, HealthConfig, Input, Instant, NetworkMode, Now, OpId,
-    Probe, ProbeOutcome, ProbeResult, Record, RelistPart, RequestId, RestartPolicy, Signal,
-    TaskInfo, WaitCondition, WallTime,
+    CoreConfig, Done, Failure, FailureKind, HealthConfig, Input, Instant, NetworkCall, NetworkMode,
+    Now, OpId, Probe, ProbeOutcome, ProbeResult, Record, RelistPart, RequestId, RestartPolicy,
+    Signal, TaskInfo, WaitCondition, WallTime,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -199,9 +199,23 @@ enum Ev {
     Script(usize),
 }
 
+/// A call the core issued, by who carries it out in the world.
+#[derive(Clone, Debug)]
+enum WorldCall {
+    Containerd(Call),
+    Network(NetworkCall),
+}
+
+impl WorldCall {
+    /// Carried out by the daemon's network side, not by containerd.
+    fn is_network(&self) -> bool {
+        matches!(self, WorldCall::Network(_))
+    }
+}
+
 #[derive(Debug)]
 struct PendingCall {
-    call: Call,
+    call: WorldCall,
     generation: u32,
     /// The daemon that issued it crashed: its effect may still land, its
     /// result goes nowhere.
@@ -671,7 +685,14 @@ impl Sim {
                     self.activity.insert(id.clone(), op.0);
                     self.in_flight_for.insert(op, id.clone());
                 }
-                self.issue(op, call)
+                self.issue(op, WorldCall::Containerd(call))
+            }
+            Action::Network { op, call } => {
+                self.last_op = self.last_op.max(op.0);
+                let id = call.container_id();
+                self.activity.insert(id.clone(), op.0);
+                self.in_flight_for.insert(op, id.clone());
+                self.issue(op, WorldCall::Network(call))
             }
             Action::Persist(rec) => {
                 self.records.insert(rec.id.clone(), rec);
@@ -775,7 +796,7 @@ impl Sim {
         hit
     }
 
-    fn issue(&mut self, op: OpId, call: Call) {
+    fn issue(&mut self, op: OpId, call: WorldCall) {
         let key = (self.daemon, op);
         let mut pending = PendingCall {
             call,
@@ -786,7 +807,7 @@ impl Sim {
             relist_breaks: false,
             reply_fixed: false,
         };
-        let network = is_network(&pending.call);
+        let network = pending.call.is_network();
         if !self.cd.up && !network {
             pending.result = Some(Err(Failure::new(
                 FailureKind::Unavailable,
@@ -797,19 +818,25 @@ impl Sim {
             self.schedule(self.now, Ev::CallReply { key, generation: 0 });
             return;
         }
-        let latency = match pending.call {
-            Call::CreateContainer { .. } => self.rng_world.ms(5, 30),
-            Call::CreateTask { .. } => self.rng_world.ms(35, 58),
-            Call::StartTask { .. } => self.rng_world.ms(6, 9),
-            Call::NetworkSetup { .. } | Call::EndpointSetup { .. } => self.rng_world.ms(20, 60),
+        let latency = match &pending.call {
+            WorldCall::Containerd(Call::CreateContainer { .. }) => self.rng_world.ms(5, 30),
+            WorldCall::Containerd(Call::CreateTask { .. }) => self.rng_world.ms(35, 58),
+            WorldCall::Containerd(Call::StartTask { .. }) => self.rng_world.ms(6, 9),
+            WorldCall::Network(NetworkCall::Setup { .. } | NetworkCall::EndpointSetup { .. }) => {
+                self.rng_world.ms(20, 60)
+            }
             // A busy containerd lists slowly now and then: calls made and
             // answered meanwhile overtake the listing, and a listing of a
             // connection already given up arrives during the next one's.
-            Call::Relist if self.rng_world.chance(150) => self.rng_world.ms(20, 1500),
+            WorldCall::Containerd(Call::Relist) if self.rng_world.chance(150) => {
+                self.rng_world.ms(20, 1500)
+            }
             _ => self.rng_world.ms(0, 3),
         };
         if !network && self.take_fault(FaultKind::RpcUnavailable) {
-            if matches!(pending.call, Call::Relist) && self.rng_fault.chance(500) {
+            if matches!(pending.call, WorldCall::Containerd(Call::Relist))
+                && self.rng_fault.chance(500)
+            {
                 // Fails midway: part of the list, then the failure.
                 pending.relist_breaks = true;
                 self.calls.insert(key, pending);
@@ -827,27 +854,31 @@ impl Sim {
         }
         if self.take_fault(FaultKind::RpcRefused) {
             use FailureKind as K;
-            let kinds: &[FailureKind] = match pending.call {
-                Call::Subscribe | Call::Relist => &[K::Other],
-                Call::CreateContainer { .. } => &[
+            let kinds: &[FailureKind] = match &pending.call {
+                WorldCall::Containerd(Call::Subscribe | Call::Relist) => &[K::Other],
+                WorldCall::Containerd(Call::CreateContainer { .. }) => &[
                     K::NotFound,
                     K::AlreadyExists,
                     K::Invalid,
                     K::FailedPrecondition,
                     K::Other,
                 ],
-                Call::CreateTask { .. } => &[
+                WorldCall::Containerd(Call::CreateTask { .. }) => &[
                     K::AlreadyExists,
                     K::Invalid,
                     K::FailedPrecondition,
                     K::Other,
                 ],
                 // A host port in use; a plugin that fails.
-                Call::NetworkSetup { .. } => &[K::AlreadyExists, K::Other],
-                Call::NetworkTeardown { .. } | Call::EndpointTeardown { .. } => &[K::Other],
+                WorldCall::Network(NetworkCall::Setup { .. }) => &[K::AlreadyExists, K::Other],
+                WorldCall::Network(
+                    NetworkCall::Teardown { .. } | NetworkCall::EndpointTeardown { .. },
+                ) => &[K::Other],
                 // An address taken; a network removed meanwhile.
-                Call::EndpointSetup { .. } => &[K::AlreadyExists, K::NotFound, K::Other],
-                _ => &[K::FailedPrecondition, K::Other],
+                WorldCall::Network(NetworkCall::EndpointSetup { .. }) => {
+                    &[K::AlreadyExists, K::NotFound, K::Other]
+                }
+                WorldCall::Containerd(_) => &[K::FailedPrecondition, K::Other],
             };
             let kind = self.rng_fault.pick(kinds);
             pending.result = Some(Err(Failure::new(kind, "injected: refused")));
@@ -890,43 +921,38 @@ impl Sim {
         let Some(pending) = self.calls.get(&key) else {
             return;
         };
-        if pending.generation != generation || (!self.cd.up && !is_network(&pending.call)) {
+        if pending.generation != generation || (!self.cd.up && !pending.call.is_network()) {
             return;
         }
         let call = pending.call.clone();
         let mut fx = Vec::new();
         let result = match &call {
-            Call::Subscribe => Ok(Done::Ok),
-            Call::Relist => {
-                let list = self.cd.relist();
-                if let Some(p) = self.calls.get_mut(&key) {
-                    p.relist = Some(list);
+            WorldCall::Network(net) => self.net.carry_out(net),
+            WorldCall::Containerd(call) => match call {
+                Call::Subscribe => Ok(Done::Ok),
+                Call::Relist => {
+                    let list = self.cd.relist();
+                    if let Some(p) = self.calls.get_mut(&key) {
+                        p.relist = Some(list);
+                    }
+                    Ok(Done::Ok)
                 }
-                Ok(Done::Ok)
-            }
-            Call::CreateContainer { id, .. } => self.cd.create_container(id),
-            Call::CreateTask { id } => {
-                let reuse = self.pick_reused_pid();
-                self.cd.create_task(id, self.now, reuse, &mut fx)
-            }
-            Call::StartTask { id } => self.cd.start_task(id, &mut fx),
-            Call::Kill { id, signal, .. } => {
-                let kill_delay = self.rng_world.ms(5, 15);
-                self.cd.kill(id, *signal, kill_delay, &mut fx)
-            }
-            Call::UpdateResources { id, running, .. } => self.cd.update_resources(id, *running),
-            Call::Pause { id } => self.cd.pause(id, &mut fx),
-            Call::Resume { id } => self.cd.resume(id, &mut fx),
-            Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
-            Call::DeleteContainer { id } => self.cd.delete_container(id),
-            Call::NetworkSetup {
-                id, own_interface, ..
-            } => self.net.setup(id, *own_interface),
-            Call::NetworkTeardown { id, .. } => self.net.teardown(id),
-            Call::EndpointSetup { id, endpoint, .. } => self.net.setup_endpoint(id, endpoint.slot),
-            Call::EndpointTeardown { id, endpoint, .. } => {
-                self.net.teardown_endpoint(id, endpoint.slot)
-            }
+                Call::CreateContainer { id, .. } => self.cd.create_container(id),
+                Call::CreateTask { id } => {
+                    let reuse = self.pick_reused_pid();
+                    self.cd.create_task(id, self.now, reuse, &mut fx)
+                }
+                Call::StartTask { id } => self.cd.start_task(id, &mut fx),
+                Call::Kill { id, signal, .. } => {
+                    let kill_delay = self.rng_world.ms(5, 15);
+                    self.cd.kill(id, *signal, kill_delay, &mut fx)
+                }
+                Call::UpdateResources { id, running, .. } => self.cd.update_resources(id, *running),
+                Call::Pause { id } => self.cd.pause(id, &mut fx),
+                Call::Resume { id } => self.cd.resume(id, &mut fx),
+                Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
+                Call::DeleteContainer { id } => self.cd.delete_container(id),
+            },
         };
         self.effects(fx);
         let Some(pending) = self.calls.get_mut(&key) else {
@@ -938,7 +964,7 @@ impl Sim {
         pending.result = Some(result);
         let delay = match call {
             // The first event (our ping) arrives ~23 ms after subscribing.
-            Call::Subscribe => self.rng_world.ms(15, 30),
+            WorldCall::Containerd(Call::Subscribe) => self.rng_world.ms(15, 30),
             _ => self.rng_world.ms(0, 2),
         };
         self.schedule(self.now + delay, Ev::CallReply { key, generation });
@@ -991,7 +1017,7 @@ impl Sim {
         self.mid_relist = true;
         let noted = match &result {
             // The network calls never reach containerd: they say nothing of it.
-            _ if is_network(&pending.call) => Ok(()),
+            _ if pending.call.is_network() => Ok(()),
             Err(f) if f.kind == FailureKind::Unavailable => {
                 self.note_unreachable(&f.message.clone())
             }
@@ -1004,11 +1030,11 @@ impl Sim {
             return Ok(());
         }
         match (pending.call, result) {
-            (Call::Subscribe, Ok(_)) => {
+            (WorldCall::Containerd(Call::Subscribe), Ok(_)) => {
                 self.stream = Some(op);
                 self.feed(Input::Connection(ConnectionFact::StreamLive(op)))
             }
-            (Call::Relist, Ok(_)) => {
+            (WorldCall::Containerd(Call::Relist), Ok(_)) => {
                 let tasks = pending.relist.unwrap_or_default();
                 self.mid_relist = true;
                 self.feed(Input::Relist(op, RelistPart::Begin))?;
@@ -1528,7 +1554,7 @@ impl Sim {
                         self.calls.remove(&key);
                         continue;
                     }
-                    if is_network(&p.call) {
+                    if p.call.is_network() {
                         continue;
                     }
                     p.generation += 1;
@@ -1862,15 +1888,4 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::Pause { .. } => UserKind::Pause,
         Command::Unpause { .. } => UserKind::Unpause,
     }
-}
-
-/// Calls carried out by the daemon's network side, not by containerd.
-fn is_network(call: &Call) -> bool {
-    matches!(
-        call,
-        Call::NetworkSetup { .. }
-            | Call::NetworkTeardown { .. }
-            | Call::EndpointSetup { .. }
-            | Call::EndpointTeardown { .. }
-    )
 }

@@ -167,6 +167,52 @@ pub fn only_call(actions: &[Action], want: impl Fn(&Call) -> bool) -> OpId {
     ops[0]
 }
 
+/// The op of the single network call in `actions` matching `want`.
+pub fn only_network_call(actions: &[Action], want: impl Fn(&NetworkCall) -> bool) -> OpId {
+    let ops: Vec<OpId> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Network { op, call } if want(call) => Some(*op),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ops.len(),
+        1,
+        "want exactly one matching network call in {actions:#?}"
+    );
+    ops[0]
+}
+
+/// A call of either kind, as `issued` lists them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Issued {
+    Containerd(Call),
+    Network(NetworkCall),
+}
+
+/// Every call in `actions`, containerd's and the network side's, in order.
+pub fn issued(actions: &[Action]) -> Vec<Issued> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Call { call, .. } => Some(Issued::Containerd(call.clone())),
+            Action::Network { call, .. } => Some(Issued::Network(call.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn network_calls(actions: &[Action]) -> Vec<NetworkCall> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Network { call, .. } => Some(call.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn calls(actions: &[Action]) -> Vec<Call> {
     actions
         .iter()
