@@ -220,6 +220,42 @@ impl Adapter {
                 Done::Ok
             }),
             Call::DeleteContainer { id } => self.delete_container(&id).await.map(|()| Done::Ok),
+            Call::StartExec {
+                id,
+                exec_id,
+                spec,
+                stdin,
+            } => {
+                let request = crate::ExecRequest {
+                    exec_id,
+                    args: spec.cmd.clone(),
+                    env: spec.env.clone(),
+                    working_dir: spec.working_dir.clone(),
+                    user: spec.user.clone(),
+                    log_file: None,
+                    tty: spec.tty,
+                    stdin,
+                };
+                self.exec(&id, &request)
+                    .await
+                    .map(|pid| Done::ExecStarted { pid })
+            }
+            Call::ExecState { id, exec_id } => self
+                .exec_process(&id, &exec_id)
+                .await
+                .map(|(pid, exit_code)| Done::Process { pid, exit_code }),
+            Call::DeleteExec { id, exec_id } => {
+                self.delete_exec(&id, &exec_id).await.map(|_| Done::Ok)
+            }
+            Call::ResizePty {
+                id,
+                exec_id,
+                width,
+                height,
+            } => self
+                .resize_terminal(&id, exec_id.as_deref().unwrap_or(""), width, height)
+                .await
+                .map(|()| Done::Ok),
             // The connection's own calls: see `execute`.
             Call::Subscribe | Call::Relist => {
                 Err(AdapterError::Invalid("not an ordinary call".into()))
@@ -395,5 +431,9 @@ fn call_name(call: &Call) -> &'static str {
         Call::Resume { .. } => "resume",
         Call::DeleteTask { .. } => "delete_task",
         Call::DeleteContainer { .. } => "delete_container",
+        Call::StartExec { .. } => "start_exec",
+        Call::ExecState { .. } => "exec_state",
+        Call::DeleteExec { .. } => "delete_exec",
+        Call::ResizePty { .. } => "resize_pty",
     }
 }

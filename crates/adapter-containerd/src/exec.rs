@@ -184,6 +184,29 @@ impl Adapter {
             .map(|p| p.exit_status))
     }
 
+    /// An exec's process as containerd knows it: its pid, and its exit
+    /// code once it has exited (the core's look when its `exec_die` may
+    /// have been lost).
+    pub async fn exec_process(
+        &self,
+        id: &ContainerId,
+        exec_id: &str,
+    ) -> Result<(u32, Option<i32>), AdapterError> {
+        let mut tasks = self.tasks();
+        let req = self.req(GetRequest {
+            container_id: id.to_string(),
+            exec_id: exec_id.to_owned(),
+        });
+        let process = self
+            .rpc("Tasks.Get", tasks.get(req))
+            .await?
+            .process
+            .ok_or_else(|| AdapterError::Invalid(format!("no process {exec_id} in {id}")))?;
+        let exit = (process.status == ProcessStatus::Stopped as i32)
+            .then(|| i32::try_from(process.exit_status).unwrap_or(i32::MAX));
+        Ok((process.pid, exit))
+    }
+
     /// Ends the stdin of the init (`exec_id` empty) or of an exec: the shim
     /// holds its FIFO open until told, so writers may come and go. Drop
     /// every writer of ours first.

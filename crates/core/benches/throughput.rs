@@ -36,6 +36,7 @@ fn record(i: usize, pid: u32) -> Record {
         own_disconnected: false,
         health: None,
         create_sent_at: None,
+        execs: Vec::new(),
     }
 }
 

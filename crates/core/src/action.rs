@@ -92,6 +92,37 @@ pub enum Call {
     DeleteContainer {
         id: ContainerId,
     },
+    /// Run an exec's process in the container's running task (its output
+    /// through the logger, like the init's); answers `Done::ExecStarted`.
+    /// The user asked for it (`docker exec`).
+    StartExec {
+        id: ContainerId,
+        exec_id: String,
+        spec: Arc<crate::exec::ExecSpec>,
+        /// Give it a stdin to write to (an attached start that asked for it).
+        stdin: bool,
+    },
+    /// Ask containerd about an exec's process: answers `Done::Process`
+    /// (its exit code once ended), or `NotFound`. Its `exec_die` may have
+    /// been lost (an outage, a crash, a start whose answer was lost).
+    ExecState {
+        id: ContainerId,
+        exec_id: String,
+    },
+    /// Delete an ended exec's process from containerd (the shim keeps it,
+    /// and its status, until then). NotFound counts as done.
+    DeleteExec {
+        id: ContainerId,
+        exec_id: String,
+    },
+    /// Resize the terminal of the init (`exec_id` `None`) or of an exec:
+    /// the user resized the window they attached from.
+    ResizePty {
+        id: ContainerId,
+        exec_id: Option<String>,
+        width: u32,
+        height: u32,
+    },
 }
 
 impl Call {
@@ -106,7 +137,11 @@ impl Call {
             | Call::Resume { id }
             | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
-            | Call::DeleteContainer { id } => Some(id),
+            | Call::DeleteContainer { id }
+            | Call::StartExec { id, .. }
+            | Call::ExecState { id, .. }
+            | Call::DeleteExec { id, .. }
+            | Call::ResizePty { id, .. } => Some(id),
         }
     }
 }

@@ -28,10 +28,16 @@ impl Core {
             );
             return;
         }
-        if let Command::Create { id, name, config } = command {
-            return self.create(req, id, name, config);
-        }
-        let id = command.container_id().clone();
+        let command = match command {
+            Command::Create { id, name, config } => return self.create(req, id, name, config),
+            Command::StartExec { exec_id, detach } => {
+                return self.start_exec(req, &exec_id, detach);
+            }
+            command => command,
+        };
+        let Some(id) = command.container_id().cloned() else {
+            return;
+        };
         let Some(c) = self.containers.get(&id).filter(|c| c.visible()) else {
             self.out.answer_now(
                 req,
@@ -46,7 +52,7 @@ impl Core {
             return;
         }
         match command {
-            Command::Create { .. } => {}
+            Command::Create { .. } | Command::StartExec { .. } => {}
             Command::Start { .. } => self.start(req, &id),
             Command::Stop {
                 timeout, signal, ..
@@ -69,6 +75,13 @@ impl Core {
                 ..
             } => self.connect(req, &id, network, aliases, ip),
             Command::Disconnect { network, .. } => self.disconnect(req, &id, &network),
+            Command::CreateExec { exec_id, spec, .. } => self.create_exec(req, &id, exec_id, spec),
+            Command::Resize {
+                exec_id,
+                width,
+                height,
+                ..
+            } => self.resize(req, &id, exec_id.as_deref(), width, height),
         }
     }
 
@@ -490,6 +503,7 @@ impl Core {
             own_disconnected: false,
             health: None,
             create_sent_at: None,
+            execs: Vec::new(),
         };
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);

@@ -48,6 +48,10 @@ pub(crate) enum Step {
     /// Of the endpoint with this slot.
     EndpointSetup(u8),
     EndpointTeardown(u8),
+    /// Of the exec with this serial.
+    StartExec(u32),
+    ExecState(u32),
+    DeleteExec(u32),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -81,6 +85,8 @@ pub(crate) enum Pending {
     Connect(u8),
     /// A disconnect of the endpoint with this slot.
     Disconnect(u8),
+    /// A start of the exec with this serial.
+    ExecStart(u32),
 }
 
 impl Pending {
@@ -160,6 +166,9 @@ pub(crate) struct Container {
     /// A user's resource update not carried out yet: the whole new config.
     /// Not persisted, like a pause.
     pub(crate) update_wanted: Option<std::sync::Arc<crate::config::ContainerConfig>>,
+    /// Execs (by serial) whose end may have been missed: asked about
+    /// (`Call::ExecState`) while their run's task is up.
+    pub(crate) exec_looks: std::collections::BTreeSet<u32>,
     pub(crate) requests: Vec<(RequestId, Pending)>,
 }
 
@@ -190,6 +199,7 @@ impl Container {
             starts_sent: 0,
             look_again: false,
             update_wanted: None,
+            exec_looks: std::collections::BTreeSet::new(),
             requests: Vec::new(),
         }
     }

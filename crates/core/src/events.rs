@@ -25,10 +25,11 @@ impl Core {
                         self.out.publish(
                             &container,
                             UserEventKind::ExecDie {
-                                exec_id,
+                                exec_id: exec_id.clone(),
                                 exit_code: code,
                             },
                         );
+                        self.exec_exited(&container, &exec_id, pid, code);
                     }
                     return;
                 }
@@ -174,10 +175,22 @@ impl Core {
             )) => Some(signal),
             _ => None,
         };
+        let exec_starting = match c.in_flight {
+            Some((_, Step::StartExec(serial))) => Some(serial),
+            _ => None,
+        };
         let mut answers = Vec::new();
         c.requests.retain(|(req, pending)| {
             let answer = match (pending, exit_code) {
                 (Pending::Stop, _) => Answer::Done,
+                // A start on its way is answered by its result.
+                (Pending::ExecStart(serial), _) if Some(*serial) == exec_starting => {
+                    return true;
+                }
+                (Pending::ExecStart(_), _) => error(
+                    ErrorKind::Conflict,
+                    format!("Container {id} is not running"),
+                ),
                 (Pending::Kill(s), _) if Some(*s) == delivering => Answer::Done,
                 (Pending::Kill(_) | Pending::Pause | Pending::Unpause, _) => error(
                     ErrorKind::Conflict,

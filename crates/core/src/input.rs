@@ -111,11 +111,35 @@ pub enum Command {
         id: ContainerId,
         network: String,
     },
+    /// `docker exec` (create): an exec of the running container, by the
+    /// id the caller made for it (unique).
+    CreateExec {
+        id: ContainerId,
+        exec_id: String,
+        spec: Arc<crate::exec::ExecSpec>,
+    },
+    /// `docker exec` (start): answered once its process runs. `detach`:
+    /// nobody attaches, so it gets no stdin whatever it was created with.
+    StartExec {
+        exec_id: String,
+        detach: bool,
+    },
+    /// Resize the terminal of the container's init (`exec_id` `None`) or
+    /// of one of its execs.
+    Resize {
+        id: ContainerId,
+        exec_id: Option<String>,
+        width: u32,
+        height: u32,
+    },
 }
 
 impl Command {
-    pub fn container_id(&self) -> &ContainerId {
-        match self {
+    /// The container the command is addressed to; `None` for one addressed
+    /// by an exec's id (the core knows its container).
+    pub fn container_id(&self) -> Option<&ContainerId> {
+        Some(match self {
+            Command::StartExec { .. } => return None,
             Command::Create { id, .. }
             | Command::Start { id }
             | Command::Stop { id, .. }
@@ -129,8 +153,10 @@ impl Command {
             | Command::Unpause { id }
             | Command::UpdateResources { id, .. }
             | Command::Connect { id, .. }
-            | Command::Disconnect { id, .. } => id,
-        }
+            | Command::Disconnect { id, .. }
+            | Command::CreateExec { id, .. }
+            | Command::Resize { id, .. } => id,
+        })
     }
 }
 
@@ -250,6 +276,16 @@ pub enum Done {
     /// `Call::CreateTask` succeeded; the init process has this pid.
     TaskCreated {
         pid: u32,
+    },
+    /// `Call::StartExec` succeeded; the exec's process has this pid.
+    ExecStarted {
+        pid: u32,
+    },
+    /// `Call::ExecState`: the exec's process, and its exit code once it
+    /// has ended.
+    Process {
+        pid: u32,
+        exit_code: Option<i32>,
     },
 }
 

@@ -72,6 +72,7 @@ mod commands;
 mod connection;
 mod container;
 mod events;
+pub mod exec;
 pub mod health;
 mod reconcile;
 mod relist;
@@ -88,6 +89,7 @@ pub use config::{
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};
+pub use exec::{ExecRecord, ExecSpec, ExecState};
 pub use health::{
     Health, HealthConfig, HealthRecord, HealthStatus, Probe, ProbeLog, ProbeOutcome, ProbeResult,
 };
@@ -124,6 +126,8 @@ pub struct Core {
     containers: Map<ContainerId, Container>,
     /// Names of visible containers (a discarded create frees its name at once).
     names: Map<String, ContainerId>,
+    /// Which container each exec id belongs to.
+    exec_owner: Map<String, ContainerId>,
     conn: Connection,
     health: health::Monitors,
 }
@@ -133,6 +137,9 @@ pub struct Core {
 enum OpOwner {
     Connection,
     Container(ContainerId),
+    /// A call whose result is the answer to a request, and nothing else
+    /// (a resize): it changes nothing the core records.
+    Request(RequestId),
 }
 
 /// Everything the core emits, plus the bookkeeping that goes with emitting:
@@ -215,6 +222,7 @@ impl Core {
             },
             containers: Map::default(),
             names: Map::default(),
+            exec_owner: Map::default(),
             conn: Connection::default(),
             health: health::Monitors::default(),
         };
@@ -317,6 +325,14 @@ impl Core {
             )),
             (None, _) => Err(not_found()),
         }
+    }
+
+    /// An exec (`docker exec inspect`), with its container.
+    pub fn exec(&self, exec_id: &str) -> Option<(ContainerView<'_>, &ExecRecord)> {
+        let (id, serial) = self.exec_by_id(exec_id)?;
+        let c = self.containers.get(&id)?;
+        let e = c.rec.execs.iter().find(|e| e.serial == serial)?;
+        Some((ContainerView::of(c), e))
     }
 
     /// The health of a container's current or last run, if it has a

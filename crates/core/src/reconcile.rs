@@ -151,6 +151,14 @@ fn next_step(c: &Container, now: Instant) -> Option<(Issue, Step)> {
                     Some(_) => None,
                 };
             }
+            // An exec asked for, or one to look at or release: only while
+            // the run is up (its task running, not on its way down).
+            if let TaskState::Running { .. } = c.task
+                && !intents.remove
+                && let Some(step) = c.exec_step()
+            {
+                return exec_call(c, step);
+            }
             match c.task {
                 // Removal was recorded while the task looked gone; it runs.
                 TaskState::Running { .. } if intents.remove && !c.stop_escalated => {
@@ -189,7 +197,12 @@ fn next_step(c: &Container, now: Instant) -> Option<(Issue, Step)> {
                 _ => None,
             }
         }
-        TaskState::Stopped => Some((Issue::Containerd(Call::DeleteTask { id }), Step::DeleteTask)),
+        // The shim keeps an exec's status until the task is deleted: an
+        // exec whose end was not heard is asked about first.
+        TaskState::Stopped => match c.exec_look_before_delete() {
+            Some(step) => exec_call(c, step),
+            None => Some((Issue::Containerd(Call::DeleteTask { id }), Step::DeleteTask)),
+        },
         // No task: an attachment nobody will use, or one in doubt (a setup
         // or release that failed, lost its answer or was cut by a crash), is
         // released before anything else; endpoints first.
@@ -238,6 +251,27 @@ fn next_step(c: &Container, now: Instant) -> Option<(Issue, Step)> {
         }
         TaskState::Absent => None,
     }
+}
+
+/// The call of an exec step of `c`.
+fn exec_call(c: &Container, step: Step) -> Option<(Issue, Step)> {
+    let (Step::StartExec(serial) | Step::ExecState(serial) | Step::DeleteExec(serial)) = step
+    else {
+        return None;
+    };
+    let e = c.rec.execs.iter().find(|e| e.serial == serial)?;
+    let (id, exec_id) = (c.rec.id.clone(), e.id.clone());
+    let call = match step {
+        Step::StartExec(_) => Call::StartExec {
+            id,
+            exec_id,
+            spec: e.spec.clone(),
+            stdin: e.stdin,
+        },
+        Step::ExecState(_) => Call::ExecState { id, exec_id },
+        _ => Call::DeleteExec { id, exec_id },
+    };
+    Some((Issue::Containerd(call), step))
 }
 
 impl Core {
@@ -322,6 +356,14 @@ impl Core {
             Step::DeleteTask if matches!(c.task, TaskState::Created { .. }) => {
                 c.rec.start_sent = false;
             }
+            // Owned before it is made: from here on its process may run, and
+            // a restarted daemon asks how it ended.
+            Step::StartExec(serial) => {
+                if let Some(e) = c.exec_mut(serial) {
+                    e.state = crate::exec::ExecState::Starting;
+                }
+                self.out.persist(&c.rec);
+            }
             _ => {}
         }
         let owner = OpOwner::Container(id.clone());
@@ -394,6 +436,9 @@ impl Core {
                 rec.presence = Presence::Discarding;
             }
             let id = rec.id.clone();
+            for e in &rec.execs {
+                self.exec_owner.insert(e.id.clone(), id.clone());
+            }
             let c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
             if c.visible() && !self.names.contains_key(&c.rec.name) {
                 self.names.insert(c.rec.name.clone(), id.clone());
@@ -424,6 +469,26 @@ impl Core {
                 return;
             }
             OpOwner::Container(id) => id,
+            OpOwner::Request(req) => {
+                let answer = match result {
+                    Ok(_) => Answer::Done,
+                    Err(f) => {
+                        let kind = match f.kind {
+                            FailureKind::NotFound => ErrorKind::NotFound,
+                            FailureKind::Invalid => ErrorKind::Invalid,
+                            FailureKind::Unavailable => ErrorKind::Unavailable,
+                            FailureKind::FailedPrecondition => ErrorKind::Conflict,
+                            _ => ErrorKind::Internal,
+                        };
+                        if f.kind == FailureKind::Unavailable {
+                            self.lose_connection();
+                        }
+                        error(kind, f.message)
+                    }
+                };
+                self.out.answer_now(req, answer);
+                return;
+            }
         };
         let Some(c) = self.containers.get_mut(&id) else {
             return;
@@ -489,6 +554,12 @@ impl Core {
                 // was lost), containerd now has no task for it.
                 c.task = TaskState::Absent;
                 c.task_in_doubt = false;
+                if c.execs_end_with_run() {
+                    self.out.persist(&c.rec);
+                }
+                let Some(c) = self.containers.get_mut(id) else {
+                    return;
+                };
                 if c.current_exit().is_none() {
                     // The task never ran (its start failed or was cancelled).
                     self.never_ran(id);
@@ -545,6 +616,9 @@ impl Core {
                     .retain(|e| e.wanted || e.state != NetworkState::Detached);
                 self.out.persist(&c.rec);
                 self.answer_pending_where(id, |p| p == Pending::Disconnect(slot), || Answer::Done);
+            }
+            Step::StartExec(_) | Step::ExecState(_) | Step::DeleteExec(_) => {
+                self.exec_step_done(id, step, done);
             }
         }
     }
@@ -631,6 +705,9 @@ impl Core {
             c.task_in_doubt = true;
         }
         match (step, failure.kind) {
+            (Step::StartExec(_) | Step::ExecState(_) | Step::DeleteExec(_), _) => {
+                self.exec_step_failed(id, step, failure)
+            }
             // Gone already is what a delete wanted.
             (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => {
                 self.step_done(id, step, Done::Ok)
@@ -897,7 +974,7 @@ impl Core {
         }
     }
 
-    fn schedule_retry(&mut self, id: &ContainerId, step: Step) {
+    pub(crate) fn schedule_retry(&mut self, id: &ContainerId, step: Step) {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
@@ -934,6 +1011,9 @@ impl Core {
         let was_visible = c.visible();
         if self.names.get(&c.rec.name) == Some(id) {
             self.names.remove(&c.rec.name);
+        }
+        for e in &c.rec.execs {
+            self.exec_owner.remove(&e.id);
         }
         for kind in [
             TimerKind::StopDeadline(id.clone()),

@@ -70,6 +70,10 @@ pub struct Record {
     /// `began_at`), even where it reuses the last run's pid.
     #[serde(default)]
     pub create_sent_at: Option<WallTime>,
+    /// Its execs (`docker exec`): every one that may run, so that a
+    /// restarted daemon learns how it ended, and the latest ended ones.
+    #[serde(default)]
+    pub execs: Vec<crate::exec::ExecRecord>,
 }
 
 /// A connection to one more bridge network, through an interface
@@ -199,6 +203,7 @@ mod tests {
             own_disconnected: false,
             health: None,
             create_sent_at: None,
+            execs: Vec::new(),
         };
         let mut old = serde_json::to_value(&rec).expect("serialise");
         let fields = old.as_object_mut().expect("an object");

@@ -141,6 +141,7 @@ impl Core {
         let mut started = Vec::new();
         let mut killed_before_start = Vec::new();
         let mut look_now = false;
+        let mut execs_ended = Vec::new();
         for (id, c) in self.containers.iter_mut() {
             // A call that was running at any time since the relist was
             // issued may have changed the task after it was listed: only a
@@ -281,6 +282,9 @@ impl Core {
                         never_ran.push(id.clone());
                     }
                     c.task = TaskState::Absent;
+                    if c.execs_end_with_run() {
+                        execs_ended.push(id.clone());
+                    }
                 }
                 None => {}
             }
@@ -288,9 +292,23 @@ impl Core {
             if settled {
                 c.confirmed = true;
                 c.task_in_doubt = false;
+                // Events are not replayed: an exec's end during an outage
+                // is learned by asking.
+                if matches!(c.task, TaskState::Running { .. }) {
+                    let looks = c.exec_looks.len();
+                    Core::look_at_execs(c);
+                    if c.exec_looks.len() != looks {
+                        touched.push(id.clone());
+                    }
+                }
             }
             if (c.task, c.paused) != before || doubt_settled {
                 touched.push(id.clone());
+            }
+        }
+        for id in execs_ended {
+            if let Some(c) = self.containers.get(&id) {
+                self.out.persist(&c.rec);
             }
         }
         for (id, code, at, error) in exits {

@@ -2986,6 +2986,7 @@ fn created_record_template(id: &str) -> Record {
         own_disconnected: false,
         health: None,
         create_sent_at: None,
+        execs: Vec::new(),
     }
 }
 

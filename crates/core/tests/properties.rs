@@ -96,6 +96,10 @@ enum Call {
     DeleteContainer {
         id: ContainerId,
     },
+    /// An exec's calls (the harness's users make no execs: never issued).
+    Exec {
+        id: ContainerId,
+    },
     NetworkSetup {
         id: ContainerId,
         own_interface: bool,
@@ -126,6 +130,7 @@ impl Call {
             | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id }
+            | Call::Exec { id }
             | Call::NetworkSetup { id, .. }
             | Call::NetworkTeardown { id }
             | Call::EndpointSetup { id, .. }
@@ -160,6 +165,10 @@ impl Call {
                     C::UpdateResources { id, running, .. } => Call::UpdateResources { id, running },
                     C::DeleteTask { id } => Call::DeleteTask { id },
                     C::DeleteContainer { id } => Call::DeleteContainer { id },
+                    C::StartExec { id, .. }
+                    | C::ExecState { id, .. }
+                    | C::DeleteExec { id, .. }
+                    | C::ResizePty { id, .. } => Call::Exec { id },
                 },
             ),
             Action::Network { op, call } => (
@@ -1393,6 +1402,8 @@ impl Harness {
                 // Invisible: a discarded create being rolled back.
                 (Call::DeleteContainer { .. }, None) => true,
                 (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
+                // No user of the harness makes an exec.
+                (Call::Exec { .. }, _) => false,
                 (_, None) => false,
             };
             prop_assert!(
@@ -2247,7 +2258,11 @@ impl Harness {
         let creating = !matches!(command, Command::Create { .. })
             && self
                 .core
-                .container(command.container_id())
+                .container(
+                    command
+                        .container_id()
+                        .expect("the harness addresses containers"),
+                )
                 .is_some_and(|c| c.record.presence == Presence::Creating);
         let is_wait = matches!(command, Command::Wait { .. });
         if let Command::Wait { id, condition } = &command {
@@ -2519,6 +2534,11 @@ impl Harness {
         }
         let freeze = matches!(call, Call::Pause { .. });
         let done = match call {
+            Call::Exec { .. } => {
+                return Err(TestCaseError::fail(format!(
+                    "{op}: an exec call nobody asked for: {call:?}"
+                )));
+            }
             Call::Subscribe => {
                 self.subscriptions.insert(op);
                 return self.feed(Input::Connection(ConnectionFact::StreamLive(op)));

@@ -673,6 +673,7 @@ fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
         own_disconnected: false,
         health: None,
         create_sent_at: None,
+        execs: Vec::new(),
         id,
     }
 }

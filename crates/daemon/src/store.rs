@@ -175,6 +175,7 @@ mod tests {
             own_disconnected: false,
             health: None,
             create_sent_at: None,
+            execs: Vec::new(),
         }
     }
 

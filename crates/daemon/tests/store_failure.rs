@@ -84,6 +84,7 @@ fn record(id: &str) -> Record {
         own_disconnected: false,
         health: None,
         create_sent_at: None,
+        execs: Vec::new(),
     }
 }
 

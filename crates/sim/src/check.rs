@@ -22,7 +22,12 @@ pub enum UserKind {
     Edit,
     Pause,
     Unpause,
+    /// `docker exec` create, start, or a terminal's resize.
+    Exec,
 }
+
+/// The container a request for an unknown exec is counted against.
+const UNKNOWN_CONTAINER: &str = "no-such-container";
 
 #[derive(Debug)]
 struct Request {
@@ -88,6 +93,8 @@ pub struct Checker {
     pub checks: u64,
     outstanding: BTreeMap<RequestId, Request>,
     asked: BTreeMap<ContainerId, Asked>,
+    /// The container of each exec a user created.
+    exec_containers: BTreeMap<String, ContainerId>,
     /// Recorded exits by container, pid and run (pids are reused).
     exits: BTreeMap<(ContainerId, u32, u64), ExitRecord>,
     /// Processes (container, pid, created) whose exit was recorded.
@@ -135,6 +142,7 @@ impl Checker {
             checks: 0,
             outstanding: BTreeMap::new(),
             asked: BTreeMap::new(),
+            exec_containers: BTreeMap::new(),
             exits: BTreeMap::new(),
             dies: BTreeMap::new(),
             ready_since: None,
@@ -257,7 +265,15 @@ impl Checker {
     }
 
     pub fn command(&mut self, req: RequestId, command: &Command, now: Instant) {
-        let id = command.container_id().clone();
+        if let Command::CreateExec { id, exec_id, .. } = command {
+            self.exec_containers.insert(exec_id.clone(), id.clone());
+        }
+        let id = match command {
+            Command::StartExec { exec_id, .. } => self.exec_containers.get(exec_id).cloned(),
+            command => command.container_id().cloned(),
+        };
+        // An exec no user created: the core answers it "no such exec".
+        let id = id.unwrap_or_else(|| UNKNOWN_CONTAINER.parse().expect("a valid id"));
         if matches!(
             command,
             Command::Start { .. }
@@ -395,6 +411,9 @@ impl Checker {
             Command::UpdateResources { .. } => asked.update_asked = true,
             Command::Unpause { .. } => asked.unpause_at = Some(now),
             Command::Create { .. }
+            | Command::CreateExec { .. }
+            | Command::StartExec { .. }
+            | Command::Resize { .. }
             | Command::Wait { .. }
             | Command::Rename { .. }
             | Command::Connect { .. }

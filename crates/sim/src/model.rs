@@ -89,6 +89,9 @@ pub struct Containerd {
     pub past: Vec<(u32, PidTruth)>,
     /// A cgroup v1 freezer: even SIGKILL waits for a thaw.
     pub frozen_holds_kill: bool,
+    /// Exec processes by container and exec id: their pid, and their exit
+    /// code once ended. They go with their task.
+    pub execs: BTreeMap<(ContainerId, String), (u32, Option<i32>)>,
     last_pid: u32,
 }
 
@@ -108,6 +111,59 @@ impl Containerd {
             up: true,
             last_pid: 100,
             ..Containerd::default()
+        }
+    }
+
+    /// Runs an exec's process in the running task.
+    pub fn start_exec(&mut self, id: &ContainerId, exec_id: &str) -> Result<Done, Failure> {
+        match self.tasks.get(id) {
+            Some(t) if t.status == TaskStatus::Running => {}
+            Some(_) => return fail(FailureKind::FailedPrecondition, "task is not running"),
+            None => return fail(FailureKind::NotFound, "no such task"),
+        }
+        let key = (id.clone(), exec_id.to_owned());
+        if self.execs.contains_key(&key) {
+            return fail(FailureKind::AlreadyExists, "exec id already in use");
+        }
+        let pid = self.new_pid();
+        self.execs.insert(key, (pid, None));
+        Ok(Done::ExecStarted { pid })
+    }
+
+    pub fn exec_state(&self, id: &ContainerId, exec_id: &str) -> Result<Done, Failure> {
+        match self.execs.get(&(id.clone(), exec_id.to_owned())) {
+            Some(&(pid, exit_code)) => Ok(Done::Process { pid, exit_code }),
+            None => fail(FailureKind::NotFound, "no such process"),
+        }
+    }
+
+    pub fn delete_exec(&mut self, id: &ContainerId, exec_id: &str) -> Result<Done, Failure> {
+        let key = (id.clone(), exec_id.to_owned());
+        match self.execs.get(&key) {
+            Some((_, Some(_))) => {
+                self.execs.remove(&key);
+                Ok(Done::Ok)
+            }
+            Some((_, None)) => fail(FailureKind::FailedPrecondition, "process is running"),
+            None => fail(FailureKind::NotFound, "no such process"),
+        }
+    }
+
+    pub fn resize(&self, id: &ContainerId, exec_id: Option<&str>) -> Result<Done, Failure> {
+        let running = match exec_id {
+            None => self
+                .tasks
+                .get(id)
+                .is_some_and(|t| t.status == TaskStatus::Running),
+            Some(e) => self
+                .execs
+                .get(&(id.clone(), e.to_owned()))
+                .is_some_and(|(_, exit)| exit.is_none()),
+        };
+        if running {
+            Ok(Done::Ok)
+        } else {
+            fail(FailureKind::NotFound, "no such process")
         }
     }
 

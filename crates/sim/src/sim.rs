@@ -673,7 +673,8 @@ impl Sim {
         if self.opts.hash_trace {
             self.hash_action(&action);
         }
-        self.trace.push(self.now, TraceItem::Out(action.clone()));
+        self.trace
+            .push(self.now, TraceItem::Out(Box::new(action.clone())));
         let core = self.core.as_ref();
         self.checker
             .action(&action, core, &self.cd, self.now)
@@ -952,6 +953,10 @@ impl Sim {
                 Call::Resume { id } => self.cd.resume(id, &mut fx),
                 Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
                 Call::DeleteContainer { id } => self.cd.delete_container(id),
+                Call::StartExec { id, exec_id, .. } => self.cd.start_exec(id, exec_id),
+                Call::ExecState { id, exec_id } => self.cd.exec_state(id, exec_id),
+                Call::DeleteExec { id, exec_id } => self.cd.delete_exec(id, exec_id),
+                Call::ResizePty { id, exec_id, .. } => self.cd.resize(id, exec_id.as_deref()),
             },
         };
         self.effects(fx);
@@ -1887,5 +1892,8 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         | Command::Disconnect { .. } => UserKind::Edit,
         Command::Pause { .. } => UserKind::Pause,
         Command::Unpause { .. } => UserKind::Unpause,
+        Command::CreateExec { .. } | Command::StartExec { .. } | Command::Resize { .. } => {
+            UserKind::Exec
+        }
     }
 }

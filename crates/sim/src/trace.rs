@@ -8,7 +8,7 @@ use std::fmt::Write;
 #[derive(Clone, Debug)]
 pub enum TraceItem {
     In(Input),
-    Out(Action),
+    Out(Box<Action>),
     Note(String),
 }
 

@@ -2933,6 +2933,7 @@ mod tests {
                 own_disconnected: false,
                 health: None,
                 create_sent_at: None,
+                execs: Vec::new(),
             },
             status: Status::Running,
             task: TaskState::Running { pid: 5 },
