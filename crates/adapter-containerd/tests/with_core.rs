@@ -152,7 +152,7 @@ async fn the_core_and_the_adapter_keep_the_truth_through_a_containerd_crash() {
         ..CoreConfig::default()
     };
     let mut lp = Loop::new(env.adapter.clone(), config);
-    lp.feed(Input::Restore(Vec::new()));
+    lp.feed(Input::Restore(Vec::new().into()));
     lp.until("connected", |l| {
         l.core.connection() == ConnectionState::Ready
     })

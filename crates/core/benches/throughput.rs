@@ -67,7 +67,8 @@ fn relisting_core() -> (Core, OpId) {
         Input::Restore(
             (0..CONTAINERS)
                 .map(|i| record(i, 1000 + i as u32))
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
         ),
     );
     core.handle_input(now(1), Input::Timeout);

@@ -21,12 +21,23 @@ pub enum Action {
     /// result comes back as `Input::ActionResult(op, ..)`, exactly once, as
     /// for a containerd call.
     Network { op: OpId, call: NetworkCall },
+    /// Make, fill or remove a volume's directory. The result comes back as
+    /// `Input::ActionResult(op, ..)`, exactly once.
+    Volume {
+        op: OpId,
+        call: crate::volume::VolumeCall,
+    },
     /// Write the container's record to disk, replacing the previous one, before
     /// carrying out any later action. Without it a daemon restart would forget
     /// a container or an intent the user was promised.
     Persist(Record),
     /// Delete the container's record: containerd no longer has anything of it.
     Unpersist(ContainerId),
+    /// Write a volume's record, as `Persist` a container's: before its
+    /// directory is made or removed.
+    PersistVolume(crate::volume::VolumeRecord),
+    /// Delete a volume's record: its directory is gone.
+    UnpersistVolume(String),
     /// Answer a user request. Each request is answered exactly once.
     Answer(RequestId, Answer),
     /// Tell `docker events` subscribers.
@@ -221,6 +232,8 @@ pub enum Answer {
         exit_code: i32,
         error: Option<String>,
     },
+    /// A prune's answer: what it removed.
+    Pruned(Vec<String>),
     Error(RequestError),
 }
 

@@ -8,8 +8,8 @@ use crate::input::{Command, WaitCondition};
 use crate::record::{Endpoint, Intents, NetworkState, Presence, Record, StopIntent};
 use crate::signal::Signal;
 use crate::{
-    Answer, Call, ContainerConfig, Core, ErrorKind, NetworkMode, OpOwner, RestartPolicy, TimerKind,
-    UserEventKind, error,
+    Answer, ContainerConfig, Core, ErrorKind, NetworkMode, RestartPolicy, TimerKind, UserEventKind,
+    error,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +33,9 @@ impl Core {
             Command::StartExec { exec_id, detach } => {
                 return self.start_exec(req, &exec_id, detach);
             }
+            Command::CreateVolume { name, labels } => return self.create_volume(req, name, labels),
+            Command::RemoveVolume { name, force } => return self.remove_volume(req, &name, force),
+            Command::PruneVolumes { names } => return self.prune_volumes(req, names),
             command => command,
         };
         let Some(id) = command.container_id().cloned() else {
@@ -52,7 +55,11 @@ impl Core {
             return;
         }
         match command {
-            Command::Create { .. } | Command::StartExec { .. } => {}
+            Command::Create { .. }
+            | Command::StartExec { .. }
+            | Command::CreateVolume { .. }
+            | Command::RemoveVolume { .. }
+            | Command::PruneVolumes { .. } => {}
             Command::Start { .. } => self.start(req, &id),
             Command::Stop {
                 timeout, signal, ..
@@ -61,7 +68,7 @@ impl Core {
             Command::Restart {
                 timeout, signal, ..
             } => self.restart(req, &id, timeout, signal),
-            Command::Remove { force, .. } => self.remove(req, &id, force),
+            Command::Remove { force, volumes, .. } => self.remove(req, &id, force, volumes),
             Command::Wait { condition, .. } => self.wait(req, &id, condition),
             Command::Rename { name, .. } => self.rename(req, &id, name),
             Command::UpdateRestartPolicy { policy, .. } => self.update_policy(req, &id, policy),
@@ -484,6 +491,11 @@ impl Core {
                 .answer_now(req, error(ErrorKind::Unavailable, message));
             return;
         }
+        if let Err(message) = self.check_volumes_for_create(&config) {
+            self.out
+                .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
         let rec = Record {
             id: id.clone(),
             name: name.clone(),
@@ -508,23 +520,17 @@ impl Core {
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);
         c.confirmed = true;
-        let op = self.out.call(
-            OpOwner::Container(id.clone()),
-            Call::CreateContainer {
-                id: id.clone(),
-                config,
-            },
-        );
-        c.in_flight = Some((op, crate::container::Step::CreateContainer));
-        c.last_activity = op;
         self.containers.insert(id.clone(), c);
         self.names.insert(name, id.clone());
+        // The volumes it names that do not exist are made for it first.
+        self.make_volumes_for_create(&id, &config);
         self.add_pending(
             &id,
             req,
             Pending::Create,
             Some(self.config.request_answer_bound),
         );
+        self.reconcile(&id);
     }
 
     fn start(&mut self, req: RequestId, id: &ContainerId) {
@@ -783,7 +789,7 @@ impl Core {
         self.reconcile(id);
     }
 
-    fn remove(&mut self, req: RequestId, id: &ContainerId, force: bool) {
+    fn remove(&mut self, req: RequestId, id: &ContainerId, force: bool, volumes: bool) {
         let Some(c) = self.containers.get(id) else {
             return;
         };
@@ -826,6 +832,7 @@ impl Core {
             return;
         };
         c.rec.intents.remove = true;
+        c.rec.intents.remove_volumes |= volumes;
         c.rec.intents.start = false;
         c.cancel_policy_restart(&mut self.out.timers);
         self.out.persist(&c.rec);

@@ -311,6 +311,11 @@ pub struct BindMount {
     /// anonymous volume the daemon names at create.
     #[serde(default)]
     pub volume: Option<String>,
+    /// The daemon named the volume for this container (`-v /path`, an
+    /// image's `VOLUME`): made as an anonymous volume, and removed with the
+    /// container on `rm -v` and `run --rm`.
+    #[serde(default)]
+    pub anonymous: bool,
 }
 
 /// Networking beyond these is a non-goal for now (see DESIGN.md).

@@ -32,6 +32,8 @@ pub enum TaskState {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Step {
     CreateContainer,
+    /// Of the volume mount with this index (among the config's mounts).
+    FillVolume(u8),
     CreateTask,
     StartTask,
     Kill {
@@ -169,6 +171,11 @@ pub(crate) struct Container {
     /// Execs (by serial) whose end may have been missed: asked about
     /// (`Call::ExecState`) while their run's task is up.
     pub(crate) exec_looks: std::collections::BTreeSet<u32>,
+    /// During its create: containerd has the container, and this many of
+    /// its volume mounts were filled from the image. Not persisted: a
+    /// create cut short by a crash is rolled back.
+    pub(crate) made_in_containerd: bool,
+    pub(crate) mounts_filled: usize,
     pub(crate) requests: Vec<(RequestId, Pending)>,
 }
 
@@ -200,6 +207,8 @@ impl Container {
             look_again: false,
             update_wanted: None,
             exec_looks: std::collections::BTreeSet::new(),
+            made_in_containerd: false,
+            mounts_filled: 0,
             requests: Vec::new(),
         }
     }
@@ -340,6 +349,18 @@ impl Container {
         self.rec.intents.policy_restart = false;
         self.rec.intents.policy_start = false;
         timers.cancel(&crate::TimerKind::RestartBackoff(self.rec.id.clone()));
+    }
+
+    /// The volume mounts (index among the config's mounts) a create fills
+    /// from the image, in order.
+    pub(crate) fn mounts_to_fill(&self) -> impl Iterator<Item = usize> + '_ {
+        self.rec
+            .config
+            .mounts
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.volume.is_some())
+            .map(|(i, _)| i)
     }
 
     pub(crate) fn visible(&self) -> bool {

@@ -13,7 +13,10 @@ use std::time::Duration;
 pub enum Input {
     /// Records read from disk at start-up. Containers are restored with their
     /// task state unknown until the first complete relist.
-    Restore(Vec<Record>),
+    Restore(Stored),
+    /// The volumes the volume executor found on disk, after `Restore`: the
+    /// volume side's relist.
+    VolumesFound(Vec<crate::volume::FoundVolume>),
     /// A user request, answered exactly once by [`crate::Action::Answer`].
     Command(RequestId, Command),
     /// An event from containerd's event stream.
@@ -35,6 +38,22 @@ pub enum Input {
     Cancel(RequestId),
     /// What became of a probe the core asked for (`Action::RunProbe`).
     ProbeResult(crate::health::ProbeResult),
+}
+
+/// Every record the store holds, as `Input::Restore` gives them back.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+pub struct Stored {
+    pub containers: Vec<Record>,
+    pub volumes: Vec<crate::volume::VolumeRecord>,
+}
+
+impl From<Vec<Record>> for Stored {
+    fn from(containers: Vec<Record>) -> Stored {
+        Stored {
+            containers,
+            ..Stored::default()
+        }
+    }
 }
 
 /// User commands, addressed by resolved container id (the API layer resolves
@@ -65,9 +84,11 @@ pub enum Command {
         timeout: Option<Duration>,
         signal: Option<Signal>,
     },
+    /// `docker rm`; `volumes`: its anonymous volumes go too (`-v`).
     Remove {
         id: ContainerId,
         force: bool,
+        volumes: bool,
     },
     Wait {
         id: ContainerId,
@@ -124,6 +145,20 @@ pub enum Command {
         exec_id: String,
         detach: bool,
     },
+    /// `docker volume create`.
+    CreateVolume {
+        name: String,
+        labels: std::collections::BTreeMap<String, String>,
+    },
+    /// `docker volume rm` (`force`: a volume that is not there is no error).
+    RemoveVolume {
+        name: String,
+        force: bool,
+    },
+    /// `docker volume prune`: of these volumes, those no container names.
+    PruneVolumes {
+        names: Vec<String>,
+    },
     /// Resize the terminal of the container's init (`exec_id` `None`) or
     /// of one of its execs.
     Resize {
@@ -139,7 +174,10 @@ impl Command {
     /// by an exec's id (the core knows its container).
     pub fn container_id(&self) -> Option<&ContainerId> {
         Some(match self {
-            Command::StartExec { .. } => return None,
+            Command::StartExec { .. }
+            | Command::CreateVolume { .. }
+            | Command::RemoveVolume { .. }
+            | Command::PruneVolumes { .. } => return None,
             Command::Create { id, .. }
             | Command::Start { id }
             | Command::Stop { id, .. }

@@ -17,7 +17,7 @@
 //!
 //! let now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(1_700_000_000_000_000_000));
 //! let mut core = Core::new(CoreConfig::default(), 7, now);
-//! core.handle_input(now, Input::Restore(Vec::new()));
+//! core.handle_input(now, Input::Restore(Default::default()));
 //! // The daemon's loop: feed the timeout when it is due...
 //! let (deadline, _reason) = core.poll_timeout().expect("the first connect is due");
 //! let now = Now::new(deadline, now.wall);
@@ -27,7 +27,9 @@
 //!     match action {
 //!         Action::Call { op, call } => { /* spawn the RPC; feed its result with `op` */ }
 //!         Action::Network { op, call } => { /* run the CNI plugins; likewise */ }
+//!         Action::Volume { op, call } => { /* make or remove its directory; likewise */ }
 //!         Action::Persist(_) | Action::Unpersist(_) => { /* write before going on */ }
+//!         Action::PersistVolume(_) | Action::UnpersistVolume(_) => { /* likewise */ }
 //!         Action::Answer(_, _) | Action::Publish(_) => {}
 //!         Action::RunProbe(_) => { /* run it as an exec; feed its result */ }
 //!     }
@@ -78,6 +80,7 @@ mod reconcile;
 mod relist;
 mod rng;
 mod timers;
+pub mod volume;
 
 pub use action::{
     Action, Answer, Call, ErrorKind, NetworkCall, RequestError, UserEvent, UserEventKind,
@@ -96,12 +99,13 @@ pub use health::{
 pub use ids::{ContainerId, OpId, RequestId};
 pub use input::{
     Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
-    TaskInfo, TaskStatus, WaitCondition,
+    Stored, TaskInfo, TaskStatus, WaitCondition,
 };
 pub use record::{Endpoint, ExitRecord, Intents, NetworkState, Presence, Record, StopIntent};
 pub use signal::Signal;
 pub use time::{Instant, Now, WallTime};
 pub use timers::TimerKind;
+pub use volume::{FoundVolume, VolumeCall, VolumeRecord, VolumeState};
 
 #[cfg(feature = "deliberate-bugs")]
 pub use config::DeliberateBug;
@@ -128,6 +132,7 @@ pub struct Core {
     names: Map<String, ContainerId>,
     /// Which container each exec id belongs to.
     exec_owner: Map<String, ContainerId>,
+    volumes: Map<String, volume::Volume>,
     conn: Connection,
     health: health::Monitors,
 }
@@ -140,6 +145,7 @@ enum OpOwner {
     /// A call whose result is the answer to a request, and nothing else
     /// (a resize): it changes nothing the core records.
     Request(RequestId),
+    Volume(String),
 }
 
 /// Everything the core emits, plus the bookkeeping that goes with emitting:
@@ -156,6 +162,11 @@ struct Outbox {
     /// Starts still in progress at their answer bound, waiting for their
     /// outcome until `start_answer_bound` while containerd stays connected.
     starts_past_bound: std::collections::BTreeSet<RequestId>,
+    /// Requests waiting on a volume being made or removed.
+    request_volume: Map<RequestId, String>,
+    /// Prunes waiting for their volumes to be gone: what each removes, and
+    /// what of it is not gone yet.
+    prunes: std::collections::BTreeMap<RequestId, (Vec<String>, Vec<String>)>,
 }
 
 impl Outbox {
@@ -163,6 +174,21 @@ impl Outbox {
         let op = self.next_op(owner);
         self.actions.push_back(Action::Call { op, call });
         op
+    }
+
+    fn volume_call(&mut self, owner: OpOwner, call: VolumeCall) -> OpId {
+        let op = self.next_op(owner);
+        self.actions.push_back(Action::Volume { op, call });
+        op
+    }
+
+    fn persist_volume(&mut self, rec: &VolumeRecord) {
+        self.actions.push_back(Action::PersistVolume(rec.clone()));
+    }
+
+    fn unpersist_volume(&mut self, name: &str) {
+        self.actions
+            .push_back(Action::UnpersistVolume(name.to_owned()));
     }
 
     fn network_call(&mut self, owner: OpOwner, call: NetworkCall) -> OpId {
@@ -223,6 +249,7 @@ impl Core {
             containers: Map::default(),
             names: Map::default(),
             exec_owner: Map::default(),
+            volumes: Map::default(),
             conn: Connection::default(),
             health: health::Monitors::default(),
         };
@@ -236,7 +263,12 @@ impl Core {
         let at = now.at.max(self.out.now.at);
         self.out.now = Now::new(at, now.wall);
         match input {
-            Input::Restore(records) => self.restore(records),
+            Input::Restore(stored) => {
+                self.restore_volumes(stored.volumes);
+                self.restore(stored.containers);
+                self.reconcile_volumes();
+            }
+            Input::VolumesFound(found) => self.volumes_found(found),
             Input::Command(req, command) => self.command(req, command),
             Input::Event(event) => self.event(event),
             Input::Connection(fact) => self.connection_fact(fact),
@@ -354,7 +386,7 @@ impl Core {
 
     /// Requests accepted and not yet answered (for simulators' invariants).
     pub fn requests_pending(&self) -> usize {
-        self.out.request_owner.len()
+        self.out.request_owner.len() + self.out.request_volume.len() + self.out.prunes.len()
     }
 
     fn timeout(&mut self) {
@@ -371,6 +403,7 @@ impl Core {
                 }
                 TimerKind::RestartBackoff(id) => self.restart_due(&id),
                 TimerKind::AnswerBound(req) => self.answer_bound_due(req),
+                TimerKind::VolumeRetry(name) => self.volume_retry_due(&name),
                 TimerKind::Probe(id) => {
                     let ready = self.conn.is_ready();
                     self.health

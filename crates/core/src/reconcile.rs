@@ -31,10 +31,36 @@ fn refusal_kind(kind: FailureKind) -> ErrorKind {
 enum Issue {
     Containerd(Call),
     Network(NetworkCall),
+    Volume(crate::volume::VolumeCall),
 }
 
-/// The next call for `c`, if any. Pure: a function of the container and `now`.
-fn next_step(c: &Container, now: Instant) -> Option<(Issue, Step)> {
+/// The next call of a create: the container, once the volumes it names
+/// are made; then each of its volume mounts filled from the image.
+fn next_create_step(c: &Container, volumes_ready: bool) -> Option<(Issue, Step)> {
+    let id = c.rec.id.clone();
+    if !c.made_in_containerd {
+        let config = c.rec.config.clone();
+        return volumes_ready.then_some((
+            Issue::Containerd(Call::CreateContainer { id, config }),
+            Step::CreateContainer,
+        ));
+    }
+    let index = c.mounts_to_fill().nth(c.mounts_filled)?;
+    let m = &c.rec.config.mounts[index];
+    let call = crate::volume::VolumeCall::Fill {
+        name: m.volume.clone()?,
+        container: id,
+        path: m.destination.clone(),
+    };
+    Some((
+        Issue::Volume(call),
+        Step::FillVolume(u8::try_from(index).ok()?),
+    ))
+}
+
+/// The next call for `c`, if any. Pure: a function of the container, of
+/// whether the volumes it names are made, and of `now`.
+fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue, Step)> {
     let id = c.rec.id.clone();
     let network = c.rec.network;
     let teardown = || {
@@ -84,7 +110,7 @@ fn next_step(c: &Container, now: Instant) -> Option<(Issue, Step)> {
         .find(|e| e.wanted && e.state == NetworkState::Detached)
         .filter(|_| network == NetworkState::Attached);
     match c.rec.presence {
-        Presence::Creating => return None,
+        Presence::Creating => return next_create_step(c, volumes_ready),
         // Endpoints go before the attachment whose namespace they are in.
         Presence::Discarding
             if let Some(e) = endpoints.iter().find(|e| e.state != NetworkState::Detached) =>
@@ -281,6 +307,10 @@ impl Core {
         if !self.conn.is_ready() {
             return;
         }
+        let volumes_ready = self
+            .containers
+            .get(id)
+            .is_some_and(|c| self.volumes_ready(&c.rec.config));
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
@@ -292,7 +322,7 @@ impl Core {
             self.pause_over(id, Answer::Done);
             return self.reconcile(id);
         }
-        let Some((call, step)) = next_step(c, self.out.now.at) else {
+        let Some((call, step)) = next_step(c, volumes_ready, self.out.now.at) else {
             return;
         };
         if matches!(
@@ -370,6 +400,7 @@ impl Core {
         let op = match call {
             Issue::Containerd(call) => self.out.call(owner, call),
             Issue::Network(call) => self.out.network_call(owner, call),
+            Issue::Volume(call) => self.out.volume_call(owner, call),
         };
         c.in_flight = Some((op, step));
         c.last_activity = op;
@@ -469,6 +500,7 @@ impl Core {
                 return;
             }
             OpOwner::Container(id) => id,
+            OpOwner::Volume(name) => return self.volume_result(op, &name, result),
             OpOwner::Request(req) => {
                 let answer = match result {
                     Ok(_) => Answer::Done,
@@ -526,10 +558,17 @@ impl Core {
             // Given up on at its answer bound: the rollback goes on.
             Step::CreateContainer if c.rec.presence == Presence::Discarding => {}
             Step::CreateContainer => {
-                c.rec.presence = Presence::Created;
-                self.out.persist(&c.rec);
-                self.out.publish(id, UserEventKind::Create);
-                self.answer_pending_where(id, |p| p == Pending::Create, || Answer::Done);
+                c.made_in_containerd = true;
+                if c.mounts_to_fill().next().is_none() {
+                    self.create_complete(id);
+                }
+            }
+            Step::FillVolume(_) if c.rec.presence == Presence::Discarding => {}
+            Step::FillVolume(_) => {
+                c.mounts_filled += 1;
+                if c.mounts_to_fill().nth(c.mounts_filled).is_none() {
+                    self.create_complete(id);
+                }
             }
             Step::CreateTask => {
                 let Done::TaskCreated { pid } = done else {
@@ -623,6 +662,26 @@ impl Core {
         }
     }
 
+    /// The create is done: containerd has the container and its volumes
+    /// are filled. From here on it is the user's, with its volumes.
+    fn create_complete(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        c.rec.presence = Presence::Created;
+        self.out.persist(&c.rec);
+        self.create_done_for_volumes(id);
+        self.out.publish(id, UserEventKind::Create);
+        self.answer_pending_where(id, |p| p == Pending::Create, || Answer::Done);
+    }
+
+    /// The create cannot complete: rolled back (whatever was made of it
+    /// goes), and its requester is told `why`.
+    pub(crate) fn create_failed(&mut self, id: &ContainerId, why: Answer) {
+        self.discard(id);
+        self.answer_pending_where(id, |p| p == Pending::Create, || why.clone());
+    }
+
     fn kill_delivered(&mut self, id: &ContainerId, signal: Signal, purpose: KillPurpose) {
         let now = self.out.now;
         let Some(c) = self.containers.get_mut(id) else {
@@ -711,6 +770,28 @@ impl Core {
             // Gone already is what a delete wanted.
             (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => {
                 self.step_done(id, step, Done::Ok)
+            }
+            // A fill cut by a lost answer or an outage is finished by the
+            // next (the executor keeps its progress).
+            (Step::FillVolume(_), K::Deadline | K::Unavailable) => self.schedule_retry(id, step),
+            (Step::FillVolume(index), kind) => {
+                let answer_kind = if kind == K::Invalid {
+                    ErrorKind::Invalid
+                } else {
+                    ErrorKind::Internal
+                };
+                let volume = c
+                    .rec
+                    .config
+                    .mounts
+                    .get(usize::from(index))
+                    .and_then(|m| m.volume.clone())
+                    .unwrap_or_default();
+                let message = format!(
+                    "filling volume {volume} from the image: {}",
+                    failure.message
+                );
+                self.create_failed(id, error(answer_kind, message));
             }
             (Step::CreateContainer, kind) => {
                 let answer_kind = match kind {
@@ -1002,6 +1083,8 @@ impl Core {
 
     /// containerd has nothing of the container any more: forget it.
     fn finish_removal(&mut self, id: &ContainerId) {
+        // Its volumes that go with it are marked first (see there).
+        self.volumes_of_removed(id);
         let Some(c) = self.containers.remove(id) else {
             return;
         };
@@ -1042,5 +1125,6 @@ impl Core {
             };
             self.out.answer_pending(req, answer);
         }
+        self.reconcile_volumes();
     }
 }

@@ -151,6 +151,9 @@ pub struct ExitRecord {
 pub struct Intents {
     /// A task should be created and started (start, restart, policy restart).
     pub start: bool,
+    /// Its anonymous volumes go with it once it is removed (`rm -v`).
+    #[serde(default)]
+    pub remove_volumes: bool,
     /// Stop the running task; cleared when its exit is recorded.
     pub stop: Option<StopIntent>,
     /// Signals to deliver to the running task, in order.

@@ -19,6 +19,8 @@ pub enum TimerKind {
     RestartBackoff(ContainerId),
     /// Retry a failed action on this container.
     Retry(ContainerId),
+    /// Retry a failed make or removal of this volume.
+    VolumeRetry(String),
     /// A request's answer is due even if what it asked for is not done yet.
     AnswerBound(RequestId),
     /// The container's next health probe is due (or its probe in flight is

@@ -348,6 +348,7 @@ fn connects_and_disconnects_are_refused_as_dockerd_refuses_them() {
         let (_, actions) = d.command(Command::Remove {
             id: cid("c2"),
             force: true,
+            volumes: false,
         });
         d.ok(only_call(&actions, |c| {
             matches!(c, Call::DeleteContainer { .. })
@@ -357,6 +358,7 @@ fn connects_and_disconnects_are_refused_as_dockerd_refuses_them() {
     let (_, _) = d.command(Command::Remove {
         id: cid("c1"),
         force: true,
+        volumes: false,
     });
     refused(
         &mut d,
@@ -377,7 +379,7 @@ fn a_restarted_daemon_releases_endpoints_in_doubt_before_the_attachment() {
         endpoint(2, false, NetworkState::Attaching),
     ];
     let mut d = Driver::new();
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     let actions = d.connect(vec![]);
     let first = only_network_call(&actions, |c| {
         matches!(c, NetworkCall::EndpointTeardown { .. })
@@ -649,7 +651,7 @@ fn a_restarted_daemon_releases_an_own_eth0_in_doubt_then_the_namespace() {
     rec.own_disconnected = true;
     rec.endpoints = vec![own_eth0(NetworkState::Attaching)];
     let mut d = Driver::new();
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     let actions = d.connect(vec![]);
     assert!(matches!(
         issued(&actions).as_slice(),

@@ -263,7 +263,7 @@ fn a_restarted_daemon_asks_how_a_running_exec_ended() {
     let rec = persisted(&actions).expect("the running exec is persisted");
     // holdfastd restarts from its records.
     let mut d = Driver::new();
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     let actions = d.connect(vec![running_task("c1", 10)]);
     only_call(&actions, |c| matches!(c, Call::ExecState { .. }));
     assert_eq!(exec_state(&d), ExecState::Running { pid: 20 });

@@ -620,7 +620,7 @@ fn after_a_crash_a_reused_pid_is_told_from_the_last_run_by_when_its_create_was_s
     };
     let mut d = Driver::new();
     d.advance(Duration::from_secs(5));
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     d.connect(vec![running("c1", 42)]);
     let c1 = d.core.container(&cid("c1")).expect("c1");
     assert_eq!((c1.record.run, c1.status), (2, Status::Running));
@@ -844,7 +844,7 @@ fn a_policy_restart_in_progress_survives_a_daemon_restart_and_a_refused_create()
     let rec = created_record(&d, "c1");
     assert!(rec.intents.start);
     let mut d = Driver::new();
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     let actions = d.connect(vec![]);
     assert_eq!(
         d.core.container(&cid("c1")).map(|c| c.status),
@@ -1311,6 +1311,7 @@ fn remove_of_a_running_container_needs_force() {
     let (req, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
+        volumes: false,
     });
     assert!(
         matches!(&actions[..], [Action::Answer(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Conflict)
@@ -1318,6 +1319,7 @@ fn remove_of_a_running_container_needs_force() {
     let (req, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: true,
+        volumes: false,
     });
     assert_eq!(
         calls(&actions),
@@ -1409,6 +1411,7 @@ fn wait_answers_at_once_or_at_the_exit() {
     let (_, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
+        volumes: false,
     });
     let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
     let actions = d.ok(delete);
@@ -1432,7 +1435,10 @@ fn restored_records_are_confirmed_by_the_first_relist() {
 
     // A new daemon: restore, then relist shows c1's task gone.
     let mut d = Driver::new();
-    assert_eq!(d.feed(Input::Restore(vec![rec, half_created])), vec![]);
+    assert_eq!(
+        d.feed(Input::Restore(vec![rec, half_created].into())),
+        vec![]
+    );
     let c1 = d.core.container(&cid("c1")).expect("restored");
     assert_eq!(
         (c1.status, c1.confirmed, c1.task),
@@ -1528,7 +1534,7 @@ fn records_restored_while_connected_are_relisted() {
     let mut rec = created_record(&d, "c1");
     rec.id = cid("c2");
     rec.name = "late".into();
-    let actions = d.feed(Input::Restore(vec![rec]));
+    let actions = d.feed(Input::Restore(vec![rec].into()));
     let relist = only_call(&actions, |c| matches!(c, Call::Relist));
     d.relist(relist, vec![running("c1", 42), running("c2", 42)]);
     let c2 = d.core.container(&cid("c2")).expect("restored");
@@ -1968,6 +1974,7 @@ fn a_restarting_container_needs_force_to_remove_and_stop_cancels_the_restart() {
     let (req, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
+        volumes: false,
     });
     assert!(
         matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Conflict)
@@ -2207,6 +2214,7 @@ fn a_forced_remove_sends_sigkill_even_over_a_pending_stop() {
     d.command(Command::Remove {
         id: cid("c1"),
         force: true,
+        volumes: false,
     });
     let relist = d.resubscribe();
     let actions = d.relist(relist, vec![running("c1", 42)]);
@@ -2706,6 +2714,7 @@ fn a_placeholder_after_a_lost_create_keeps_the_container_delete_back() {
     let (remove, _) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
+        volumes: false,
     });
     let mut relist = None;
     for _ in 0..10 {
@@ -2827,6 +2836,7 @@ fn after_a_lost_create_task_nothing_needing_the_task_gone_goes_ahead_unlooked() 
     let (remove, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
+        volumes: false,
     });
     let mut seen = actions;
     while let Some((at, _)) = d.core.poll_timeout() {
@@ -2888,7 +2898,7 @@ fn a_setup_in_doubt_after_a_restart_is_released_before_it_is_made_again() {
     // holdfastd dies with the setup in flight; the new one restores the record.
     rec.intents.start = true;
     let mut d = Driver::new();
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     let actions = d.connect(vec![]);
     let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     let actions = d.ok(teardown);
@@ -2908,6 +2918,7 @@ fn removing_an_attached_container_releases_the_attachment_before_deleting_it() {
     let (removed, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
+        volumes: false,
     });
     assert_eq!(calls(&actions), vec![]);
     // A failed release is retried, never given up.
@@ -2932,6 +2943,7 @@ fn an_attachment_outlives_a_task_create_in_doubt_until_a_relist_has_looked() {
     let (_, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
+        volumes: false,
     });
     assert_eq!(calls(&actions), vec![], "nothing released or deleted yet");
     // The relist shows no task: at the retry, the release, then the delete.
@@ -2953,7 +2965,7 @@ fn an_adopted_orphan_attachment_is_released_then_forgotten() {
         config: bridge_config(),
         ..created_record_template("orphan")
     };
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     let actions = d.connect(vec![]);
     let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
     let actions = d.ok(teardown);

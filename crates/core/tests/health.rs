@@ -356,7 +356,7 @@ fn a_restored_running_container_is_probed_once_a_relist_confirms_it() {
         relist_interval: None,
         ..CoreConfig::default()
     });
-    assert_eq!(d.feed(Input::Restore(vec![rec])), vec![]);
+    assert_eq!(d.feed(Input::Restore(vec![rec].into())), vec![]);
     assert!(d.core.health(&cid("c1")).is_none(), "not before a relist");
     d.connect(vec![running("c1", 10)]);
     assert_eq!(health(&d, "c1").status, HealthStatus::Starting);
@@ -426,7 +426,7 @@ fn a_restored_running_container_goes_on_from_its_persisted_health() {
         relist_interval: None,
         ..CoreConfig::default()
     });
-    assert_eq!(d.feed(Input::Restore(vec![rec])), vec![]);
+    assert_eq!(d.feed(Input::Restore(vec![rec].into())), vec![]);
     // Shown at once, as it was, but not probed before a relist.
     let h = health(&d, "c1");
     assert_eq!(
@@ -464,7 +464,7 @@ fn a_restored_container_whose_run_ended_meanwhile_shows_unhealthy() {
         relist_interval: None,
         ..CoreConfig::default()
     });
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     let at = d.now.wall;
     d.connect(vec![stopped("c1", 10, 0, at)]);
     let h = health(&d, "c1");

@@ -72,6 +72,7 @@ fn pause_and_unpause_are_refused_as_dockerd_refuses_them() {
     let (req, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: false,
+        volumes: false,
     });
     conflict(&actions, req, "You cannot remove a paused container");
     assert!(view(&d, "c1").paused, "a refusal changes nothing");
@@ -133,6 +134,7 @@ fn a_forced_remove_of_a_paused_container_kills_then_thaws_it() {
     let (_, actions) = d.command(Command::Remove {
         id: cid("c1"),
         force: true,
+        volumes: false,
     });
     let kill = only_call(
         &actions,
@@ -233,7 +235,7 @@ fn a_restarted_daemon_learns_that_a_container_is_paused_from_its_relist() {
     let d = paused("c1");
     let rec = view(&d, "c1").record.clone();
     let mut d = Driver::new();
-    d.feed(Input::Restore(vec![rec]));
+    d.feed(Input::Restore(vec![rec].into()));
     let mut task = running("c1", 10);
     task.status = TaskStatus::Paused;
     assert_eq!(d.connect(vec![task]), vec![]);

@@ -1057,6 +1057,12 @@ impl Harness {
             }
             match action {
                 Action::Call { .. } | Action::Network { .. } => {}
+                // The harness's containers name no volumes.
+                Action::Volume { .. } | Action::PersistVolume(_) | Action::UnpersistVolume(_) => {
+                    return Err(TestCaseError::fail(format!(
+                        "a volume action nobody asked for: {action:?}"
+                    )));
+                }
                 Action::RunProbe(probe) => {
                     // Only a running, current run is probed.
                     let view = self.core.container(&probe.container);
@@ -3990,12 +3996,12 @@ impl Harness {
         for inst in &mut self.world.instances {
             inst.oom_in_order = false;
         }
-        let records = self.records.values().cloned().collect();
-        self.feed(Input::Restore(records))
+        let records: Vec<Record> = self.records.values().cloned().collect();
+        self.feed(Input::Restore(records.into()))
     }
 
     fn run(&mut self, steps: &[Step], swarm: u8) -> Result<(), TestCaseError> {
-        self.feed(Input::Restore(Vec::new()))?;
+        self.feed(Input::Restore(Vec::new().into()))?;
         self.advance(Duration::ZERO)?;
         for step in steps.iter().filter(|s| enabled(s, swarm)) {
             self.step(step)?;
@@ -4464,6 +4470,7 @@ impl Harness {
                 let req = self.command(Command::Remove {
                     id: id(i),
                     force: *force,
+                    volumes: false,
                 })?;
                 if shown && self.answer_of(req).is_none() {
                     self.removes.insert(req);
@@ -4873,7 +4880,7 @@ fn probe_results_change_nothing_else(steps: &[Step], swarm: u8) -> Result<(), Te
 fn reconnect_delay_after(seed: u64, failures: u32, healthy: Duration) -> Duration {
     let mut now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(support::WALL0));
     let mut core = Core::new(CoreConfig::default(), seed, now);
-    core.handle_input(now, Input::Restore(Vec::new()));
+    core.handle_input(now, Input::Restore(Vec::new().into()));
     let subscribe = |core: &mut Core, now: &mut Now| -> Option<OpId> {
         let (at, _) = core.poll_timeout()?;
         *now = Now::new(at.max(now.at), now.wall);

@@ -280,7 +280,7 @@ impl Engine {
         for rec in &records {
             engine.remember(rec);
         }
-        engine.feed(Input::Restore(records));
+        engine.feed(Input::Restore(records.into()));
         let handle = EngineHandle {
             tx,
             next_req: Arc::new(AtomicU64::new(0)),
@@ -645,7 +645,7 @@ impl Engine {
         self.store = Some(store);
         self.facts.unready_since = Some(now.wall);
         tracing::info!(containers = records.len(), "engine rebuilt from the store");
-        self.feed(Input::Restore(records));
+        self.feed(Input::Restore(records.into()));
     }
 }
 

@@ -24,6 +24,8 @@ pub enum UserKind {
     Unpause,
     /// `docker exec` create, start, or a terminal's resize.
     Exec,
+    /// `docker volume` create, rm, prune.
+    Volume,
 }
 
 /// The container a request for an unknown exec is counted against.
@@ -411,6 +413,9 @@ impl Checker {
             Command::UpdateResources { .. } => asked.update_asked = true,
             Command::Unpause { .. } => asked.unpause_at = Some(now),
             Command::Create { .. }
+            | Command::CreateVolume { .. }
+            | Command::RemoveVolume { .. }
+            | Command::PruneVolumes { .. }
             | Command::CreateExec { .. }
             | Command::StartExec { .. }
             | Command::Resize { .. }
@@ -444,6 +449,11 @@ impl Checker {
     ) -> Result<(), String> {
         match action {
             Action::Call { op, call } => self.call(*op, call, cd, now),
+            Action::Volume { op, .. } => {
+                self.last_op = self.last_op.max(op.0);
+                Ok(())
+            }
+            Action::PersistVolume(_) | Action::UnpersistVolume(_) => Ok(()),
             Action::Network { op, call } => {
                 self.last_op = self.last_op.max(op.0);
                 if self.blind {

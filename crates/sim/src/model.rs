@@ -5,7 +5,7 @@
 
 use holdfast_core::{
     ContainerId, ContainerdEvent, Done, Failure, FailureKind, Instant, NetworkCall, Signal,
-    TaskInfo, TaskStatus, WallTime,
+    TaskInfo, TaskStatus, VolumeCall, WallTime,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -536,6 +536,36 @@ impl Containerd {
 
 /// The host's network side, as the CNI plugins keep it: one attachment
 /// (address, veth, port mappings, NAT rules) per container at most. It does
+/// The volumes' directories on the host, as the volume executor makes and
+/// removes them: like the network side, they do not depend on containerd.
+#[derive(Debug, Default)]
+pub struct HostVolumes {
+    /// Volume directories that exist, and whether each was filled.
+    pub dirs: BTreeMap<String, bool>,
+}
+
+impl HostVolumes {
+    pub fn carry_out(&mut self, call: &VolumeCall) -> Result<Done, Failure> {
+        match call {
+            VolumeCall::Create { name, .. } => {
+                self.dirs.entry(name.clone()).or_insert(false);
+                Ok(Done::Ok)
+            }
+            VolumeCall::Fill { name, .. } => match self.dirs.get_mut(name) {
+                Some(filled) => {
+                    *filled = true;
+                    Ok(Done::Ok)
+                }
+                None => fail(FailureKind::NotFound, "no such volume"),
+            },
+            VolumeCall::Remove { name } => {
+                self.dirs.remove(name);
+                Ok(Done::Ok)
+            }
+        }
+    }
+}
+
 /// not depend on containerd: it stays up through containerd's outages.
 #[derive(Debug, Default)]
 pub struct HostNetwork {

@@ -12,7 +12,7 @@ use holdfast_core::{
     Action, Call, Command, ConnectionFact, ContainerConfig, ContainerId, ContainerdEvent, Core,
     CoreConfig, Done, Failure, FailureKind, HealthConfig, Input, Instant, NetworkCall, NetworkMode,
     Now, OpId, Probe, ProbeOutcome, ProbeResult, Record, RelistPart, RequestId, RestartPolicy,
-    Signal, TaskInfo, WaitCondition, WallTime,
+    Signal, TaskInfo, VolumeCall, WaitCondition, WallTime,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -204,12 +204,14 @@ enum Ev {
 enum WorldCall {
     Containerd(Call),
     Network(NetworkCall),
+    Volume(VolumeCall),
 }
 
 impl WorldCall {
-    /// Carried out by the daemon's network side, not by containerd.
+    /// Carried out by the daemon's own executors (network, volumes), not
+    /// by containerd: they work through containerd's outages.
     fn is_network(&self) -> bool {
-        matches!(self, WorldCall::Network(_))
+        matches!(self, WorldCall::Network(_) | WorldCall::Volume(_))
     }
 }
 
@@ -251,6 +253,8 @@ pub struct Sim {
     stream: Option<OpId>,
     calls: BTreeMap<(u64, OpId), PendingCall>,
     records: BTreeMap<ContainerId, Record>,
+    volume_records: BTreeMap<String, holdfast_core::VolumeRecord>,
+    vols: crate::model::HostVolumes,
     ids: Vec<ContainerId>,
     next_req: u64,
     next_container: u64,
@@ -354,6 +358,8 @@ impl Sim {
             stream: None,
             calls: BTreeMap::new(),
             records: BTreeMap::new(),
+            volume_records: BTreeMap::new(),
+            vols: crate::model::HostVolumes::default(),
             ids: Vec::new(),
             next_req: 0,
             next_container: 0,
@@ -596,8 +602,24 @@ impl Sim {
             self.daemon,
             records.len()
         ));
+        let stored = holdfast_core::Stored {
+            containers: records,
+            volumes: self.volume_records.values().cloned().collect(),
+        };
+        let found = self
+            .vols
+            .dirs
+            .keys()
+            .map(|name| holdfast_core::FoundVolume {
+                name: name.clone(),
+                labels: BTreeMap::new(),
+                created_at: wall(self.now),
+            })
+            .collect();
         // A failure here is reported by the next step's checks.
-        let _ = self.feed(Input::Restore(records));
+        if self.feed(Input::Restore(stored)).is_ok() {
+            let _ = self.feed(Input::VolumesFound(found));
+        }
     }
 
     fn crash_daemon(&mut self) {
@@ -695,11 +717,21 @@ impl Sim {
                 self.in_flight_for.insert(op, id.clone());
                 self.issue(op, WorldCall::Network(call))
             }
+            Action::Volume { op, call } => {
+                self.last_op = self.last_op.max(op.0);
+                self.issue(op, WorldCall::Volume(call))
+            }
             Action::Persist(rec) => {
                 self.records.insert(rec.id.clone(), rec);
             }
             Action::Unpersist(id) => {
                 self.records.remove(&id);
+            }
+            Action::PersistVolume(rec) => {
+                self.volume_records.insert(rec.name.clone(), rec);
+            }
+            Action::UnpersistVolume(name) => {
+                self.volume_records.remove(&name);
             }
             Action::Answer(..) | Action::Publish(_) => {}
             Action::RunProbe(probe) => self.run_probe(probe),
@@ -880,6 +912,7 @@ impl Sim {
                     &[K::AlreadyExists, K::NotFound, K::Other]
                 }
                 WorldCall::Containerd(_) => &[K::FailedPrecondition, K::Other],
+                WorldCall::Volume(_) => &[K::Other],
             };
             let kind = self.rng_fault.pick(kinds);
             pending.result = Some(Err(Failure::new(kind, "injected: refused")));
@@ -929,6 +962,7 @@ impl Sim {
         let mut fx = Vec::new();
         let result = match &call {
             WorldCall::Network(net) => self.net.carry_out(net),
+            WorldCall::Volume(call) => self.vols.carry_out(call),
             WorldCall::Containerd(call) => match call {
                 Call::Subscribe => Ok(Done::Ok),
                 Call::Relist => {
@@ -1763,7 +1797,11 @@ impl Sim {
                 let Some(id) = self.target(t) else {
                     return Ok(());
                 };
-                Command::Remove { id, force }
+                Command::Remove {
+                    id,
+                    force,
+                    volumes: false,
+                }
             }
             UserOp::Edit(t, arg) => {
                 let Some(id) = self.target(t) else {
@@ -1895,5 +1933,8 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::CreateExec { .. } | Command::StartExec { .. } | Command::Resize { .. } => {
             UserKind::Exec
         }
+        Command::CreateVolume { .. }
+        | Command::RemoveVolume { .. }
+        | Command::PruneVolumes { .. } => UserKind::Volume,
     }
 }

@@ -51,7 +51,7 @@ impl Trace {
 
 fn short_input(input: &Input) -> String {
     match input {
-        Input::Restore(records) => format!("Restore({} records)", records.len()),
+        Input::Restore(stored) => format!("Restore({} records)", stored.containers.len()),
         other => format!("{other:?}"),
     }
 }
