@@ -37,6 +37,7 @@ fn record(i: usize, pid: u32) -> Record {
         health: None,
         create_sent_at: None,
         execs: Vec::new(),
+        rootfs_mounted: false,
     }
 }
 

@@ -11,6 +11,10 @@ use std::sync::Arc;
 /// Actions are drained with [`crate::Core::poll_action`] and carried out in
 /// order. Persisting comes before the containerd call that depends on it, so
 /// a crash between the two leaves a record that explains what may exist.
+// `Persist` carries the whole record, as the store writes it: boxing it
+// would add an allocation to every persist, for a queue that holds a
+// handful of actions at a time.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Action {
     /// Call containerd. The result comes back as `Input::ActionResult(op, ..)`
@@ -126,6 +130,21 @@ pub enum Call {
         id: ContainerId,
         exec_id: String,
     },
+    /// Write what the container changed (its snapshot's upper layer, as
+    /// `docker diff` reads it) to `layer` as a tar: the user committed it.
+    ReadChanges {
+        id: ContainerId,
+        layer: String,
+    },
+    /// Mount the container's snapshot where the daemon's copies find it
+    /// (idempotent). The record already says it may be mounted.
+    MountRootfs {
+        id: ContainerId,
+    },
+    /// Unmount it (nothing mounted is done).
+    UnmountRootfs {
+        id: ContainerId,
+    },
     /// Resize the terminal of the init (`exec_id` `None`) or of an exec:
     /// the user resized the window they attached from.
     ResizePty {
@@ -152,7 +171,10 @@ impl Call {
             | Call::StartExec { id, .. }
             | Call::ExecState { id, .. }
             | Call::DeleteExec { id, .. }
-            | Call::ResizePty { id, .. } => Some(id),
+            | Call::ResizePty { id, .. }
+            | Call::ReadChanges { id, .. }
+            | Call::MountRootfs { id }
+            | Call::UnmountRootfs { id } => Some(id),
         }
     }
 }
@@ -234,6 +256,11 @@ pub enum Answer {
     },
     /// A prune's answer: what it removed.
     Pruned(Vec<String>),
+    /// Where a copy finds the container's files: `/proc/{pid}/root` of its
+    /// running process, or (`None`) its snapshot mounted by the daemon.
+    Rootfs {
+        pid: Option<u32>,
+    },
     Error(RequestError),
 }
 

@@ -83,6 +83,9 @@ impl Core {
             } => self.connect(req, &id, network, aliases, ip),
             Command::Disconnect { network, .. } => self.disconnect(req, &id, &network),
             Command::CreateExec { exec_id, spec, .. } => self.create_exec(req, &id, exec_id, spec),
+            Command::ReadChanges { pause, layer, .. } => self.read_changes(req, &id, pause, layer),
+            Command::MountRootfs { .. } => self.mount_rootfs(req, &id),
+            Command::UnmountRootfs { .. } => self.unmount_rootfs(req, &id),
             Command::Resize {
                 exec_id,
                 width,
@@ -338,6 +341,8 @@ impl Core {
             Some(format!(
                 "a pause or unpause of container {id} is already in progress"
             ))
+        } else if c.rec.intents.commit_thaw || !c.commits.is_empty() {
+            Some(format!("a commit of container {id} is in progress"))
         } else if freeze && c.paused {
             Some(format!("Container {id} is already paused"))
         } else if !freeze && !c.paused {
@@ -516,6 +521,7 @@ impl Core {
             health: None,
             create_sent_at: None,
             execs: Vec::new(),
+            rootfs_mounted: false,
         };
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);

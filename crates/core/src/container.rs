@@ -54,6 +54,13 @@ pub(crate) enum Step {
     StartExec(u32),
     ExecState(u32),
     DeleteExec(u32),
+    /// A commit's freeze and thaw (`Call::Pause`, `Call::Resume`).
+    CommitFreeze,
+    CommitThaw,
+    /// Of the commit with this serial.
+    ReadChanges(u32),
+    MountRootfs,
+    UnmountRootfs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -89,6 +96,10 @@ pub(crate) enum Pending {
     Disconnect(u8),
     /// A start of the exec with this serial.
     ExecStart(u32),
+    /// The commit with this serial.
+    Commit(u32),
+    /// A copy waiting for the snapshot to be mounted.
+    Mount,
 }
 
 impl Pending {
@@ -176,6 +187,11 @@ pub(crate) struct Container {
     /// create cut short by a crash is rolled back.
     pub(crate) made_in_containerd: bool,
     pub(crate) mounts_filled: usize,
+    /// Commits waiting for its changes to be read, oldest first.
+    pub(crate) commits: Vec<crate::snapshot::CommitWanted>,
+    pub(crate) next_commit: u32,
+    /// Copies working on its mounted snapshot.
+    pub(crate) rootfs_leases: u32,
     pub(crate) requests: Vec<(RequestId, Pending)>,
 }
 
@@ -209,6 +225,9 @@ impl Container {
             exec_looks: std::collections::BTreeSet::new(),
             made_in_containerd: false,
             mounts_filled: 0,
+            commits: Vec::new(),
+            next_commit: 0,
+            rootfs_leases: 0,
             requests: Vec::new(),
         }
     }

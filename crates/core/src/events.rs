@@ -127,7 +127,13 @@ impl Core {
         let Some(c) = self.containers.get(id) else {
             return;
         };
-        let ours = matches!(c.in_flight, Some((_, Step::Pause | Step::Resume)));
+        let ours = matches!(
+            c.in_flight,
+            Some((
+                _,
+                Step::Pause | Step::Resume | Step::CommitFreeze | Step::CommitThaw
+            ))
+        );
         if c.is_running() && c.paused != frozen && !ours {
             self.request_refresh();
         }

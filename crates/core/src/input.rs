@@ -145,6 +145,21 @@ pub enum Command {
         exec_id: String,
         detach: bool,
     },
+    /// `docker commit`: write what the container changed to `layer`, the
+    /// container frozen meanwhile when `pause` (and running).
+    ReadChanges {
+        id: ContainerId,
+        pause: bool,
+        layer: String,
+    },
+    /// `docker cp`, `export`: reach the container's files (answered
+    /// `Answer::Rootfs`), until `UnmountRootfs`.
+    MountRootfs {
+        id: ContainerId,
+    },
+    UnmountRootfs {
+        id: ContainerId,
+    },
     /// `docker volume create`.
     CreateVolume {
         name: String,
@@ -193,7 +208,10 @@ impl Command {
             | Command::Connect { id, .. }
             | Command::Disconnect { id, .. }
             | Command::CreateExec { id, .. }
-            | Command::Resize { id, .. } => id,
+            | Command::Resize { id, .. }
+            | Command::ReadChanges { id, .. }
+            | Command::MountRootfs { id }
+            | Command::UnmountRootfs { id } => id,
         })
     }
 }

@@ -79,6 +79,7 @@ pub mod health;
 mod reconcile;
 mod relist;
 mod rng;
+mod snapshot;
 mod timers;
 pub mod volume;
 

@@ -118,7 +118,11 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
             return endpoint(e, false);
         }
         Presence::Discarding if network != NetworkState::Detached => return teardown(),
+        // (A snapshot mounted for a copy is unmounted first.)
         Presence::Discarding => {
+            if let Some((call, step)) = c.snapshot_step() {
+                return Some((Issue::Containerd(call), step));
+            }
             return Some((
                 Issue::Containerd(Call::DeleteContainer { id }),
                 Step::DeleteContainer,
@@ -185,6 +189,10 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
             {
                 return exec_call(c, step);
             }
+            // A commit's freeze, read and thaw.
+            if let Some((call, step)) = c.snapshot_step() {
+                return Some((Issue::Containerd(call), step));
+            }
             match c.task {
                 // Removal was recorded while the task looked gone; it runs.
                 TaskState::Running { .. } if intents.remove && !c.stop_escalated => {
@@ -225,6 +233,11 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
         }
         // The shim keeps an exec's status until the task is deleted: an
         // exec whose end was not heard is asked about first.
+        // A commit's read, a copy's mount or unmount (the snapshot outlives
+        // the task).
+        TaskState::Stopped | TaskState::Absent if let Some((call, step)) = c.snapshot_step() => {
+            Some((Issue::Containerd(call), step))
+        }
         TaskState::Stopped => match c.exec_look_before_delete() {
             Some(step) => exec_call(c, step),
             None => Some((Issue::Containerd(Call::DeleteTask { id }), Step::DeleteTask)),
@@ -247,6 +260,9 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
         {
             teardown()
         }
+        // A copy works on the mounted snapshot: no task is made of it, and
+        // it is not deleted, until the copy is done.
+        TaskState::Absent if c.rec.rootfs_mounted || c.rootfs_leases > 0 => None,
         TaskState::Absent if intents.remove => Some((
             Issue::Containerd(Call::DeleteContainer { id }),
             Step::DeleteContainer,
@@ -322,6 +338,10 @@ impl Core {
             self.pause_over(id, Answer::Done);
             return self.reconcile(id);
         }
+        if c.commit_thaw_moot() {
+            c.rec.intents.commit_thaw = false;
+            self.out.persist(&c.rec);
+        }
         let Some((call, step)) = next_step(c, volumes_ready, self.out.now.at) else {
             return;
         };
@@ -392,6 +412,17 @@ impl Core {
                 if let Some(e) = c.exec_mut(serial) {
                     e.state = crate::exec::ExecState::Starting;
                 }
+                self.out.persist(&c.rec);
+            }
+            // A freeze, or a mount, of ours is owned before it is made: a
+            // restarted daemon thaws or unmounts it.
+            Step::CommitFreeze => {
+                c.rec.intents.commit_thaw = true;
+                c.froze_since_kill = true;
+                self.out.persist(&c.rec);
+            }
+            Step::MountRootfs => {
+                c.rec.rootfs_mounted = true;
                 self.out.persist(&c.rec);
             }
             _ => {}
@@ -659,6 +690,11 @@ impl Core {
             Step::StartExec(_) | Step::ExecState(_) | Step::DeleteExec(_) => {
                 self.exec_step_done(id, step, done);
             }
+            Step::CommitFreeze
+            | Step::CommitThaw
+            | Step::ReadChanges(_)
+            | Step::MountRootfs
+            | Step::UnmountRootfs => self.snapshot_step_done(id, step),
         }
     }
 
@@ -767,6 +803,14 @@ impl Core {
             (Step::StartExec(_) | Step::ExecState(_) | Step::DeleteExec(_), _) => {
                 self.exec_step_failed(id, step, failure)
             }
+            (
+                Step::CommitFreeze
+                | Step::CommitThaw
+                | Step::ReadChanges(_)
+                | Step::MountRootfs
+                | Step::UnmountRootfs,
+                _,
+            ) => self.snapshot_step_failed(id, step, failure),
             // Gone already is what a delete wanted.
             (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => {
                 self.step_done(id, step, Done::Ok)

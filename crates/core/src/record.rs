@@ -74,6 +74,11 @@ pub struct Record {
     /// restarted daemon learns how it ended, and the latest ended ones.
     #[serde(default)]
     pub execs: Vec<crate::exec::ExecRecord>,
+    /// A mount of its snapshot for a copy (`docker cp` of a stopped
+    /// container) may exist: written before the mount is made, cleared once
+    /// it is unmounted, so a crash never leaves one behind.
+    #[serde(default)]
+    pub rootfs_mounted: bool,
 }
 
 /// A connection to one more bridge network, through an interface
@@ -154,6 +159,10 @@ pub struct Intents {
     /// Its anonymous volumes go with it once it is removed (`rm -v`).
     #[serde(default)]
     pub remove_volumes: bool,
+    /// A freeze of ours for a commit may exist: thawed once the commit has
+    /// read the changes, or by a restarted daemon (never left frozen).
+    #[serde(default)]
+    pub commit_thaw: bool,
     /// Stop the running task; cleared when its exit is recorded.
     pub stop: Option<StopIntent>,
     /// Signals to deliver to the running task, in order.
@@ -207,6 +216,7 @@ mod tests {
             health: None,
             create_sent_at: None,
             execs: Vec::new(),
+            rootfs_mounted: false,
         };
         let mut old = serde_json::to_value(&rec).expect("serialise");
         let fields = old.as_object_mut().expect("an object");

@@ -2999,6 +2999,7 @@ fn created_record_template(id: &str) -> Record {
         health: None,
         create_sent_at: None,
         execs: Vec::new(),
+        rootfs_mounted: false,
     }
 }
 

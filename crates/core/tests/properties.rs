@@ -96,8 +96,9 @@ enum Call {
     DeleteContainer {
         id: ContainerId,
     },
-    /// An exec's calls (the harness's users make no execs: never issued).
-    Exec {
+    /// An exec's, a commit's or a copy's call: the harness's users make
+    /// none, so none is ever issued.
+    Unasked {
         id: ContainerId,
     },
     NetworkSetup {
@@ -130,7 +131,7 @@ impl Call {
             | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id }
-            | Call::Exec { id }
+            | Call::Unasked { id }
             | Call::NetworkSetup { id, .. }
             | Call::NetworkTeardown { id }
             | Call::EndpointSetup { id, .. }
@@ -168,7 +169,10 @@ impl Call {
                     C::StartExec { id, .. }
                     | C::ExecState { id, .. }
                     | C::DeleteExec { id, .. }
-                    | C::ResizePty { id, .. } => Call::Exec { id },
+                    | C::ResizePty { id, .. }
+                    | C::ReadChanges { id, .. }
+                    | C::MountRootfs { id }
+                    | C::UnmountRootfs { id } => Call::Unasked { id },
                 },
             ),
             Action::Network { op, call } => (
@@ -1408,8 +1412,8 @@ impl Harness {
                 // Invisible: a discarded create being rolled back.
                 (Call::DeleteContainer { .. }, None) => true,
                 (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
-                // No user of the harness makes an exec.
-                (Call::Exec { .. }, _) => false,
+                // No user of the harness makes an exec, commit or copy.
+                (Call::Unasked { .. }, _) => false,
                 (_, None) => false,
             };
             prop_assert!(
@@ -2540,7 +2544,7 @@ impl Harness {
         }
         let freeze = matches!(call, Call::Pause { .. });
         let done = match call {
-            Call::Exec { .. } => {
+            Call::Unasked { .. } => {
                 return Err(TestCaseError::fail(format!(
                     "{op}: an exec call nobody asked for: {call:?}"
                 )));

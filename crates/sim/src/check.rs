@@ -26,6 +26,8 @@ pub enum UserKind {
     Exec,
     /// `docker volume` create, rm, prune.
     Volume,
+    /// `docker commit`, `cp`: a hold on the container's snapshot.
+    Snapshot,
 }
 
 /// The container a request for an unknown exec is counted against.
@@ -417,6 +419,9 @@ impl Checker {
             | Command::RemoveVolume { .. }
             | Command::PruneVolumes { .. }
             | Command::CreateExec { .. }
+            | Command::ReadChanges { .. }
+            | Command::MountRootfs { .. }
+            | Command::UnmountRootfs { .. }
             | Command::StartExec { .. }
             | Command::Resize { .. }
             | Command::Wait { .. }

@@ -167,6 +167,16 @@ impl Containerd {
         }
     }
 
+    /// A commit's read of the container's changes, or a mount of its
+    /// snapshot for a copy: its container must exist.
+    pub fn snapshot_use(&self, id: &ContainerId) -> Result<Done, Failure> {
+        if self.containers.contains(id) {
+            Ok(Done::Ok)
+        } else {
+            fail(FailureKind::NotFound, "no such container")
+        }
+    }
+
     /// A fresh pid, never reused.
     pub fn new_pid(&mut self) -> u32 {
         self.last_pid += 1;

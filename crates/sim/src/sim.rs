@@ -991,6 +991,9 @@ impl Sim {
                 Call::ExecState { id, exec_id } => self.cd.exec_state(id, exec_id),
                 Call::DeleteExec { id, exec_id } => self.cd.delete_exec(id, exec_id),
                 Call::ResizePty { id, exec_id, .. } => self.cd.resize(id, exec_id.as_deref()),
+                Call::ReadChanges { id, .. }
+                | Call::MountRootfs { id }
+                | Call::UnmountRootfs { id } => self.cd.snapshot_use(id),
             },
         };
         self.effects(fx);
@@ -1933,6 +1936,9 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::CreateExec { .. } | Command::StartExec { .. } | Command::Resize { .. } => {
             UserKind::Exec
         }
+        Command::ReadChanges { .. }
+        | Command::MountRootfs { .. }
+        | Command::UnmountRootfs { .. } => UserKind::Snapshot,
         Command::CreateVolume { .. }
         | Command::RemoveVolume { .. }
         | Command::PruneVolumes { .. } => UserKind::Volume,

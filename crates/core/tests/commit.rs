@@ -1,0 +1,225 @@
+//! `docker commit` and `docker cp`: handler tests, one input each, with the
+//! exact actions it produces. The container's snapshot is held by the core
+//! for the length of the request, and what was held (a commit's freeze, a
+//! mount for a copy) is persisted before it is made, so a crash never
+//! leaves a container frozen or a snapshot mounted.
+
+mod support;
+
+use holdfast_core::*;
+use support::*;
+
+fn running(id: &str, pid: u32) -> Driver {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.run(id, ContainerConfig::default(), pid);
+    d
+}
+
+fn commit(d: &mut Driver, pause: bool) -> (RequestId, Vec<Action>) {
+    d.command(Command::ReadChanges {
+        id: cid("c1"),
+        pause,
+        layer: "/tmp/layer.tar".into(),
+    })
+}
+
+fn view<'a>(d: &'a Driver) -> ContainerView<'a> {
+    d.core.container(&cid("c1")).expect("exists")
+}
+
+fn persisted(actions: &[Action]) -> Record {
+    actions
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::Persist(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("a persisted record")
+}
+
+fn task(status: TaskStatus) -> TaskInfo {
+    TaskInfo {
+        container: cid("c1"),
+        pid: 10,
+        status,
+        exit_status: 0,
+        exited_at: None,
+        oom_kills: None,
+    }
+}
+
+#[test]
+fn a_commit_of_a_running_container_freezes_it_reads_its_changes_then_thaws_it() {
+    let mut d = running("c1", 10);
+    let (req, actions) = commit(&mut d, true);
+    // The thaw it owes is recorded before the freeze is made.
+    let owed = actions
+        .iter()
+        .position(|a| matches!(a, Action::Persist(r) if r.intents.commit_thaw));
+    let freeze = actions.iter().position(|a| {
+        matches!(
+            a,
+            Action::Call {
+                call: Call::Pause { .. },
+                ..
+            }
+        )
+    });
+    assert!(owed.is_some() && owed < freeze, "{actions:?}");
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.ok(op);
+    assert_eq!(events(&actions), vec![UserEventKind::Pause]);
+    assert_eq!(
+        calls(&actions),
+        vec![Call::ReadChanges {
+            id: cid("c1"),
+            layer: "/tmp/layer.tar".into(),
+        }]
+    );
+    let op = only_call(&actions, |c| matches!(c, Call::ReadChanges { .. }));
+    let actions = d.ok(op);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    let op = only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+    let actions = d.ok(op);
+    assert_eq!(events(&actions), vec![UserEventKind::Unpause]);
+    assert!(!persisted(&actions).intents.commit_thaw);
+    assert!(!view(&d).paused);
+}
+
+#[test]
+fn a_commit_without_pause_or_of_a_paused_container_neither_freezes_nor_thaws_it() {
+    let mut d = running("c1", 10);
+    let (req, actions) = commit(&mut d, false);
+    let op = only_call(&actions, |c| matches!(c, Call::ReadChanges { .. }));
+    let actions = d.ok(op);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+
+    let (_, actions) = d.command(Command::Pause { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    d.ok(op);
+    let (req, actions) = commit(&mut d, true);
+    let op = only_call(&actions, |c| matches!(c, Call::ReadChanges { .. }));
+    let actions = d.ok(op);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(
+        calls(&actions).is_empty(),
+        "the user's pause stands: {actions:?}"
+    );
+    assert!(view(&d).paused);
+}
+
+#[test]
+fn a_user_pause_or_unpause_waits_for_no_commit_it_is_refused_while_one_holds_the_freeze() {
+    let mut d = running("c1", 10);
+    let (_, actions) = commit(&mut d, true);
+    let op = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    d.ok(op);
+    let (req, actions) = d.command(Command::Unpause { id: cid("c1") });
+    assert!(
+        matches!(actions.as_slice(), [Action::Answer(r, Answer::Error(e))]
+            if *r == req && e.kind == ErrorKind::Conflict && e.message.contains("commit")),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_daemon_that_crashed_during_a_commit_thaws_the_container_it_froze() {
+    let mut d = running("c1", 10);
+    let (_, actions) = commit(&mut d, true);
+    let rec = persisted(&actions);
+    assert!(rec.intents.commit_thaw);
+    // holdfastd dies with the container frozen; it comes back.
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec].into()));
+    let actions = d.connect(vec![task(TaskStatus::Paused)]);
+    let op = only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+    let actions = d.ok(op);
+    assert!(!persisted(&actions).intents.commit_thaw);
+    let v = view(&d);
+    assert_eq!((v.status, v.paused), (Status::Running, false));
+}
+
+#[test]
+fn a_freeze_that_never_took_effect_leaves_nothing_to_thaw_after_a_crash() {
+    let mut d = running("c1", 10);
+    let (_, actions) = commit(&mut d, true);
+    let rec = persisted(&actions);
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec].into()));
+    let actions = d.connect(vec![task(TaskStatus::Running)]);
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    assert!(!persisted(&actions).intents.commit_thaw);
+}
+
+#[test]
+fn a_copy_out_of_a_running_container_uses_its_process_root_and_mounts_nothing() {
+    let mut d = running("c1", 10);
+    let (req, actions) = d.command(Command::MountRootfs { id: cid("c1") });
+    assert_eq!(
+        actions,
+        vec![Action::Answer(req, Answer::Rootfs { pid: Some(10) })]
+    );
+    let (req, actions) = d.command(Command::UnmountRootfs { id: cid("c1") });
+    assert_eq!(actions, vec![Action::Answer(req, Answer::Done)]);
+}
+
+#[test]
+fn a_copy_into_a_stopped_container_mounts_its_snapshot_until_the_last_copy_is_done() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.create("c1", ContainerConfig::default());
+    let (first, actions) = d.command(Command::MountRootfs { id: cid("c1") });
+    let owned = actions
+        .iter()
+        .position(|a| matches!(a, Action::Persist(r) if r.rootfs_mounted));
+    let mount = actions.iter().position(|a| {
+        matches!(
+            a,
+            Action::Call {
+                call: Call::MountRootfs { .. },
+                ..
+            }
+        )
+    });
+    assert!(owned.is_some() && owned < mount, "{actions:?}");
+    let op = only_call(&actions, |c| matches!(c, Call::MountRootfs { .. }));
+    let actions = d.ok(op);
+    assert_eq!(
+        answers(&actions),
+        vec![(first, Answer::Rootfs { pid: None })]
+    );
+    // A second copy shares the mount.
+    let (second, actions) = d.command(Command::MountRootfs { id: cid("c1") });
+    assert_eq!(
+        actions,
+        vec![Action::Answer(second, Answer::Rootfs { pid: None })]
+    );
+    // A start waits for the copies: no task is made on a mounted snapshot.
+    let (start, actions) = d.command(Command::Start { id: cid("c1") });
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    d.command(Command::UnmountRootfs { id: cid("c1") });
+    let (_, actions) = d.command(Command::UnmountRootfs { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::UnmountRootfs { .. }));
+    let actions = d.ok(op);
+    assert!(matches!(&actions[0], Action::Persist(r) if !r.rootfs_mounted));
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    assert!(answers(&actions).iter().all(|(r, _)| *r != start));
+}
+
+#[test]
+fn a_daemon_that_crashed_during_a_copy_unmounts_the_snapshot() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.create("c1", ContainerConfig::default());
+    let (_, actions) = d.command(Command::MountRootfs { id: cid("c1") });
+    let rec = persisted(&actions);
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec].into()));
+    let actions = d.connect(vec![]);
+    let op = only_call(&actions, |c| matches!(c, Call::UnmountRootfs { .. }));
+    let actions = d.ok(op);
+    assert!(!persisted(&actions).rootfs_mounted);
+}
