@@ -34,6 +34,7 @@ fn record(i: usize, pid: u32) -> Record {
         network: holdfast_core::NetworkState::Detached,
         endpoints: Vec::new(),
         own_disconnected: false,
+        allocation: None,
         health: None,
         create_sent_at: None,
         execs: Vec::new(),

@@ -42,6 +42,11 @@ pub enum Action {
     PersistVolume(crate::volume::VolumeRecord),
     /// Delete a volume's record: its directory is gone.
     UnpersistVolume(String),
+    /// Write a user network's record, as `Persist` a container's: before
+    /// it is defined or removed.
+    PersistNetwork(crate::networks::NetworkRecord),
+    /// Delete a user network's record: it is removed.
+    UnpersistNetwork(String),
     /// Answer a user request. Each request is answered exactly once.
     Answer(RequestId, Answer),
     /// Tell `docker events` subscribers.
@@ -228,15 +233,38 @@ pub enum NetworkCall {
         config: Arc<ContainerConfig>,
         endpoint: Endpoint,
     },
+    /// Define a user network: its bridge on `subnet` (one the executor
+    /// chooses, free of the host's routes and the other networks, when
+    /// `None`). Idempotent by `id`: a definition of it that exists is
+    /// answered as made. Answers `Done::Defined`; a subnet that overlaps
+    /// fails with `AlreadyExists`, a bad one with `Invalid`.
+    Define {
+        name: String,
+        id: String,
+        subnet: Option<String>,
+        gateway: Option<String>,
+        labels: std::collections::BTreeMap<String, String>,
+        created_at: crate::time::WallTime,
+    },
+    /// Remove a user network: its bridge, rules and definition (nothing
+    /// there is done). No container is on it.
+    Undefine {
+        name: String,
+        id: String,
+        /// Its bridge, when its definition was recorded.
+        bridge: Option<String>,
+    },
 }
 
 impl NetworkCall {
-    pub fn container_id(&self) -> &ContainerId {
+    /// The container whose attachment it is; `None` for a network's own.
+    pub fn container_id(&self) -> Option<&ContainerId> {
         match self {
             NetworkCall::Setup { id, .. }
             | NetworkCall::Teardown { id, .. }
             | NetworkCall::EndpointSetup { id, .. }
-            | NetworkCall::EndpointTeardown { id, .. } => id,
+            | NetworkCall::EndpointTeardown { id, .. } => Some(id),
+            NetworkCall::Define { .. } | NetworkCall::Undefine { .. } => None,
         }
     }
 }

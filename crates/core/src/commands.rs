@@ -36,6 +36,27 @@ impl Core {
             Command::CreateVolume { name, labels } => return self.create_volume(req, name, labels),
             Command::RemoveVolume { name, force } => return self.remove_volume(req, &name, force),
             Command::PruneVolumes { names } => return self.prune_volumes(req, names),
+            Command::CreateNetwork {
+                name,
+                id,
+                subnet,
+                gateway,
+                labels,
+            } => {
+                let rec = crate::NetworkRecord {
+                    name,
+                    id,
+                    labels,
+                    created_at: self.out.now.wall,
+                    state: crate::ResourceState::Creating,
+                    asked_subnet: subnet,
+                    asked_gateway: gateway,
+                    defined: None,
+                };
+                return self.create_network(req, rec);
+            }
+            Command::RemoveNetwork { name } => return self.remove_network(req, &name),
+            Command::PruneNetworks { names } => return self.prune_networks(req, names),
             command => command,
         };
         let Some(id) = command.container_id().cloned() else {
@@ -59,7 +80,10 @@ impl Core {
             | Command::StartExec { .. }
             | Command::CreateVolume { .. }
             | Command::RemoveVolume { .. }
-            | Command::PruneVolumes { .. } => {}
+            | Command::PruneVolumes { .. }
+            | Command::CreateNetwork { .. }
+            | Command::RemoveNetwork { .. }
+            | Command::PruneNetworks { .. } => {}
             Command::Start { .. } => self.start(req, &id),
             Command::Stop {
                 timeout, signal, ..
@@ -111,6 +135,7 @@ impl Core {
         aliases: Vec<String>,
         ip: Option<String>,
     ) {
+        let usable = self.network_usable(&network);
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
@@ -151,7 +176,13 @@ impl Core {
             return;
         }
         // Already on it and not running: nothing to do (dockerd's "avoid
-        // duplicate config").
+        // duplicate config"). Else only onto a network that is defined.
+        if !(on_own || existing.is_some())
+            && let Err((kind, message)) = usable
+        {
+            self.out.answer_now(req, error(kind, message));
+            return;
+        }
         if on_own || existing.is_some() {
             self.out.answer_now(req, Answer::Done);
             return;
@@ -187,6 +218,7 @@ impl Core {
             slot,
             wanted: true,
             state: NetworkState::Detached,
+            allocation: None,
         });
         self.out.persist(&c.rec);
         if !up {
@@ -252,6 +284,7 @@ impl Core {
                 slot: 0,
                 wanted: false,
                 state,
+                allocation: c.rec.allocation.take(),
             });
             self.out.persist(&c.rec);
             let bound = Some(self.config.request_answer_bound);
@@ -501,6 +534,21 @@ impl Core {
                 .answer_now(req, error(ErrorKind::Conflict, message));
             return;
         }
+        // On a user network only while it is defined: decided here, with
+        // its removal, so neither can slip past the other. (Not a 404: the
+        // CLI takes a 404 from create for a missing image.)
+        if config.network == NetworkMode::Bridge
+            && let Some(network) = &config.network_name
+            && let Err((kind, message)) = self.network_usable(network)
+        {
+            let kind = if kind == ErrorKind::NotFound {
+                ErrorKind::Invalid
+            } else {
+                kind
+            };
+            self.out.answer_now(req, error(kind, message));
+            return;
+        }
         let rec = Record {
             id: id.clone(),
             name: name.clone(),
@@ -518,6 +566,7 @@ impl Core {
             network: crate::NetworkState::Detached,
             endpoints: Vec::new(),
             own_disconnected: false,
+            allocation: None,
             health: None,
             create_sent_at: None,
             execs: Vec::new(),

@@ -17,6 +17,9 @@ pub enum Input {
     /// The volumes the volume executor found on disk, after `Restore`: the
     /// volume side's relist.
     VolumesFound(Vec<crate::volume::FoundVolume>),
+    /// The user networks the network executor found defined, after
+    /// `Restore`: the network side's relist of its definitions.
+    NetworksFound(Vec<crate::networks::FoundNetwork>),
     /// A user request, answered exactly once by [`crate::Action::Answer`].
     Command(RequestId, Command),
     /// An event from containerd's event stream.
@@ -45,6 +48,7 @@ pub enum Input {
 pub struct Stored {
     pub containers: Vec<Record>,
     pub volumes: Vec<crate::volume::VolumeRecord>,
+    pub networks: Vec<crate::networks::NetworkRecord>,
 }
 
 impl From<Vec<Record>> for Stored {
@@ -174,6 +178,23 @@ pub enum Command {
     PruneVolumes {
         names: Vec<String>,
     },
+    /// `docker network create` of a bridge network named `name`, with the
+    /// id the caller made for it.
+    CreateNetwork {
+        name: String,
+        id: String,
+        subnet: Option<String>,
+        gateway: Option<String>,
+        labels: std::collections::BTreeMap<String, String>,
+    },
+    /// `docker network rm`, by its resolved name.
+    RemoveNetwork {
+        name: String,
+    },
+    /// `docker network prune`: of these networks, those no container is on.
+    PruneNetworks {
+        names: Vec<String>,
+    },
     /// Resize the terminal of the container's init (`exec_id` `None`) or
     /// of one of its execs.
     Resize {
@@ -192,7 +213,10 @@ impl Command {
             Command::StartExec { .. }
             | Command::CreateVolume { .. }
             | Command::RemoveVolume { .. }
-            | Command::PruneVolumes { .. } => return None,
+            | Command::PruneVolumes { .. }
+            | Command::CreateNetwork { .. }
+            | Command::RemoveNetwork { .. }
+            | Command::PruneNetworks { .. } => return None,
             Command::Create { id, .. }
             | Command::Start { id }
             | Command::Stop { id, .. }
@@ -333,6 +357,11 @@ pub enum Done {
     TaskCreated {
         pid: u32,
     },
+    /// `NetworkCall::Define` succeeded and gave this.
+    Defined(crate::networks::Definition),
+    /// A network setup succeeded and gave this (`None`: a namespace with no
+    /// interface).
+    Attached(Option<crate::record::Allocation>),
     /// `Call::StartExec` succeeded; the exec's process has this pid.
     ExecStarted {
         pid: u32,

@@ -30,6 +30,7 @@
 //!         Action::Volume { op, call } => { /* make or remove its directory; likewise */ }
 //!         Action::Persist(_) | Action::Unpersist(_) => { /* write before going on */ }
 //!         Action::PersistVolume(_) | Action::UnpersistVolume(_) => { /* likewise */ }
+//!         Action::PersistNetwork(_) | Action::UnpersistNetwork(_) => { /* likewise */ }
 //!         Action::Answer(_, _) | Action::Publish(_) => {}
 //!         Action::RunProbe(_) => { /* run it as an exec; feed its result */ }
 //!     }
@@ -76,6 +77,7 @@ mod container;
 mod events;
 pub mod exec;
 pub mod health;
+pub mod networks;
 mod reconcile;
 mod relist;
 mod rng;
@@ -102,11 +104,14 @@ pub use input::{
     Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
     Stored, TaskInfo, TaskStatus, WaitCondition,
 };
-pub use record::{Endpoint, ExitRecord, Intents, NetworkState, Presence, Record, StopIntent};
+pub use networks::{Definition, FoundNetwork, NetworkRecord};
+pub use record::{
+    Allocation, Endpoint, ExitRecord, Intents, NetworkState, Presence, Record, StopIntent,
+};
 pub use signal::Signal;
 pub use time::{Instant, Now, WallTime};
 pub use timers::TimerKind;
-pub use volume::{FoundVolume, VolumeCall, VolumeRecord, VolumeState};
+pub use volume::{FoundVolume, ResourceState, VolumeCall, VolumeRecord};
 
 #[cfg(feature = "deliberate-bugs")]
 pub use config::DeliberateBug;
@@ -134,6 +139,7 @@ pub struct Core {
     /// Which container each exec id belongs to.
     exec_owner: Map<String, ContainerId>,
     volumes: Map<String, volume::Volume>,
+    networks: Map<String, networks::Network>,
     conn: Connection,
     health: health::Monitors,
 }
@@ -147,6 +153,7 @@ enum OpOwner {
     /// (a resize): it changes nothing the core records.
     Request(RequestId),
     Volume(String),
+    Network(String),
 }
 
 /// Everything the core emits, plus the bookkeeping that goes with emitting:
@@ -165,9 +172,10 @@ struct Outbox {
     starts_past_bound: std::collections::BTreeSet<RequestId>,
     /// Requests waiting on a volume being made or removed.
     request_volume: Map<RequestId, String>,
-    /// Prunes waiting for their volumes to be gone: what each removes, and
-    /// what of it is not gone yet.
-    prunes: std::collections::BTreeMap<RequestId, (Vec<String>, Vec<String>)>,
+    /// Requests waiting on a user network being defined or removed.
+    request_network: Map<RequestId, String>,
+    /// Prunes waiting for their volumes or networks to be gone.
+    prunes: std::collections::BTreeMap<RequestId, volume::Prune>,
 }
 
 impl Outbox {
@@ -190,6 +198,15 @@ impl Outbox {
     fn unpersist_volume(&mut self, name: &str) {
         self.actions
             .push_back(Action::UnpersistVolume(name.to_owned()));
+    }
+
+    fn persist_network(&mut self, rec: &NetworkRecord) {
+        self.actions.push_back(Action::PersistNetwork(rec.clone()));
+    }
+
+    fn unpersist_network(&mut self, name: &str) {
+        self.actions
+            .push_back(Action::UnpersistNetwork(name.to_owned()));
     }
 
     fn network_call(&mut self, owner: OpOwner, call: NetworkCall) -> OpId {
@@ -251,6 +268,7 @@ impl Core {
             names: Map::default(),
             exec_owner: Map::default(),
             volumes: Map::default(),
+            networks: Map::default(),
             conn: Connection::default(),
             health: health::Monitors::default(),
         };
@@ -266,10 +284,13 @@ impl Core {
         match input {
             Input::Restore(stored) => {
                 self.restore_volumes(stored.volumes);
+                self.restore_networks(stored.networks);
                 self.restore(stored.containers);
                 self.reconcile_volumes();
+                self.reconcile_networks();
             }
             Input::VolumesFound(found) => self.volumes_found(found),
+            Input::NetworksFound(found) => self.networks_found(found),
             Input::Command(req, command) => self.command(req, command),
             Input::Event(event) => self.event(event),
             Input::Connection(fact) => self.connection_fact(fact),
@@ -387,7 +408,10 @@ impl Core {
 
     /// Requests accepted and not yet answered (for simulators' invariants).
     pub fn requests_pending(&self) -> usize {
-        self.out.request_owner.len() + self.out.request_volume.len() + self.out.prunes.len()
+        self.out.request_owner.len()
+            + self.out.request_volume.len()
+            + self.out.request_network.len()
+            + self.out.prunes.len()
     }
 
     fn timeout(&mut self) {
@@ -405,6 +429,7 @@ impl Core {
                 TimerKind::RestartBackoff(id) => self.restart_due(&id),
                 TimerKind::AnswerBound(req) => self.answer_bound_due(req),
                 TimerKind::VolumeRetry(name) => self.volume_retry_due(&name),
+                TimerKind::NetworkRetry(name) => self.network_retry_due(&name),
                 TimerKind::Probe(id) => {
                     let ready = self.conn.is_ready();
                     self.health
@@ -468,6 +493,16 @@ impl Core {
             ErrorKind::Unavailable
         };
         self.out.answer_pending(req, error(kind, message));
+    }
+
+    /// How long to wait before trying a failed call again, after
+    /// `attempts` failed tries of it: doubling from `retry_initial`,
+    /// capped at `retry_max`.
+    pub(crate) fn backoff(&self, attempts: u32) -> std::time::Duration {
+        self.config
+            .retry_initial
+            .saturating_mul(1u32 << attempts.min(20))
+            .min(self.config.retry_max)
     }
 
     /// containerd went away: the starts that waited past their bound for

@@ -295,6 +295,14 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
     }
 }
 
+/// What a setup's answer says it gave.
+fn allocation_of(done: Done) -> Option<crate::record::Allocation> {
+    match done {
+        Done::Attached(allocation) => allocation,
+        _ => None,
+    }
+}
+
 /// The call of an exec step of `c`.
 fn exec_call(c: &Container, step: Step) -> Option<(Issue, Step)> {
     let (Step::StartExec(serial) | Step::ExecState(serial) | Step::DeleteExec(serial)) = step
@@ -532,6 +540,7 @@ impl Core {
             }
             OpOwner::Container(id) => id,
             OpOwner::Volume(name) => return self.volume_result(op, &name, result),
+            OpOwner::Network(name) => return self.network_result(op, &name, result),
             OpOwner::Request(req) => {
                 let answer = match result {
                     Ok(_) => Answer::Done,
@@ -663,15 +672,18 @@ impl Core {
             }
             Step::NetworkSetup => {
                 c.rec.network = NetworkState::Attached;
+                c.rec.allocation = allocation_of(done);
                 self.out.persist(&c.rec);
             }
             Step::NetworkTeardown => {
                 c.rec.network = NetworkState::Detached;
+                c.rec.allocation = None;
                 self.out.persist(&c.rec);
             }
             Step::EndpointSetup(slot) => {
                 if let Some(e) = c.rec.endpoints.iter_mut().find(|e| e.slot == slot) {
                     e.state = NetworkState::Attached;
+                    e.allocation = allocation_of(done);
                 }
                 self.out.persist(&c.rec);
                 self.answer_pending_where(id, |p| p == Pending::Connect(slot), || Answer::Done);
@@ -679,6 +691,7 @@ impl Core {
             Step::EndpointTeardown(slot) => {
                 if let Some(e) = c.rec.endpoints.iter_mut().find(|e| e.slot == slot) {
                     e.state = NetworkState::Detached;
+                    e.allocation = None;
                 }
                 // A disconnected endpoint is forgotten once nothing of it is left.
                 c.rec
@@ -1107,14 +1120,10 @@ impl Core {
             c.retried_step = Some(step);
             c.attempts = 0;
         }
-        let exponent = c.attempts.min(20);
+        let attempts = c.attempts;
         c.attempts = c.attempts.saturating_add(1);
-        let delay = self
-            .config
-            .retry_initial
-            .saturating_mul(1u32 << exponent)
-            .min(self.config.retry_max);
         c.retry_waiting = true;
+        let delay = self.backoff(attempts);
         self.out
             .timers
             .set(TimerKind::Retry(id.clone()), self.out.now.at + delay);

@@ -60,6 +60,10 @@ pub struct Record {
     /// container on `host`, `none` or `container:`.
     #[serde(default)]
     pub own_disconnected: bool,
+    /// What the setup of its own attachment gave it (while attached; `None`
+    /// for a namespace with no interface).
+    #[serde(default)]
+    pub allocation: Option<Allocation>,
     /// The health check's last decision about a run (persisted with each
     /// probe result), so a restarted daemon goes on from it rather than
     /// from `starting`. `None` before the first result.
@@ -103,6 +107,24 @@ pub struct Endpoint {
     pub wanted: bool,
     /// What may exist of it, as with `Record::network`.
     pub state: NetworkState,
+    /// What its setup gave it (while attached).
+    #[serde(default)]
+    pub allocation: Option<Allocation>,
+}
+
+/// What a network setup gave a container on one network, as the setup's
+/// answer said: recorded with the attachment, so `inspect`, `ps` and
+/// `port` read the record, never the executor's files.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub struct Allocation {
+    pub ip: Option<std::net::Ipv4Addr>,
+    pub prefix_len: u8,
+    pub gateway: Option<std::net::Ipv4Addr>,
+    pub mac: Option<String>,
+    /// dockerd's `EndpointID`: new for each setup of an interface.
+    pub endpoint_id: String,
+    /// Published ports, each with the host port it got.
+    pub ports: Vec<crate::config::PortBinding>,
 }
 
 impl Endpoint {
@@ -213,6 +235,7 @@ mod tests {
             network: NetworkState::Attached,
             endpoints: Vec::new(),
             own_disconnected: false,
+            allocation: None,
             health: None,
             create_sent_at: None,
             execs: Vec::new(),

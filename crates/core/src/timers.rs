@@ -21,6 +21,8 @@ pub enum TimerKind {
     Retry(ContainerId),
     /// Retry a failed make or removal of this volume.
     VolumeRetry(String),
+    /// Retry a failed definition or removal of this user network.
+    NetworkRetry(String),
     /// A request's answer is due even if what it asked for is not done yet.
     AnswerBound(RequestId),
     /// The container's next health probe is due (or its probe in flight is

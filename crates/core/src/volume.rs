@@ -28,7 +28,7 @@ pub struct VolumeRecord {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub created_at: WallTime,
-    pub state: VolumeState,
+    pub state: ResourceState,
     /// Made for the create of this container (`-v name:/path` of a volume
     /// that did not exist, `-v /path`, an image's `VOLUME`): removed with
     /// it if that create is rolled back, kept once it completes.
@@ -42,10 +42,10 @@ impl VolumeRecord {
     }
 }
 
+/// Where a volume or a user network is in its life.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
-pub enum VolumeState {
-    /// Its directory is being made (any part of it may exist); no
-    /// container uses it yet.
+pub enum ResourceState {
+    /// Being made (any part of it may exist); no container uses it yet.
     Creating,
     Ready,
     /// Being removed: removed whatever happens, never used again.
@@ -84,6 +84,15 @@ pub struct FoundVolume {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub created_at: WallTime,
+}
+
+/// A prune (of volumes or of networks) waiting for what it removes to be
+/// gone: all it removes, and what of it is not gone yet.
+#[derive(Debug)]
+pub(crate) struct Prune {
+    pub(crate) of_networks: bool,
+    pub(crate) removed: Vec<String>,
+    pub(crate) waiting: Vec<String>,
 }
 
 /// One volume as the core tracks it.
@@ -167,11 +176,11 @@ impl Core {
             return self.out.answer_now(req, error(ErrorKind::Invalid, message));
         }
         match self.volumes.get_mut(&name).map(|v| v.rec.state) {
-            Some(VolumeState::Ready) => return self.out.answer_now(req, Answer::Done),
-            Some(VolumeState::Removing) => {
+            Some(ResourceState::Ready) => return self.out.answer_now(req, Answer::Done),
+            Some(ResourceState::Removing) => {
                 return self.out.answer_now(req, being_removed(&name));
             }
-            Some(VolumeState::Creating) => {}
+            Some(ResourceState::Creating) => {}
             None => self.add_volume(name.clone(), labels, None),
         }
         if let Some(v) = self.volumes.get_mut(&name) {
@@ -192,7 +201,7 @@ impl Core {
             };
             return self.out.answer_now(req, answer);
         };
-        if v.rec.state != VolumeState::Removing {
+        if v.rec.state != ResourceState::Removing {
             let users = self.volume_users(name);
             if !users.is_empty() {
                 return self.out.answer_now(req, in_use(name, &users));
@@ -215,7 +224,7 @@ impl Core {
             .filter(|n| {
                 self.volumes
                     .get(n)
-                    .is_some_and(|v| v.rec.state == VolumeState::Ready)
+                    .is_some_and(|v| v.rec.state == ResourceState::Ready)
                     && self.volume_users(n).is_empty()
             })
             .collect();
@@ -233,7 +242,12 @@ impl Core {
         if waiting.is_empty() {
             return self.out.answer_now(req, Answer::Pruned(removed));
         }
-        self.out.prunes.insert(req, (removed, waiting));
+        let prune = Prune {
+            of_networks: false,
+            removed,
+            waiting,
+        };
+        self.out.prunes.insert(req, prune);
     }
 
     /// Whether a container's create may name these volumes: not while one
@@ -247,7 +261,7 @@ impl Core {
             if self
                 .volumes
                 .get(name)
-                .is_some_and(|v| v.rec.state == VolumeState::Removing)
+                .is_some_and(|v| v.rec.state == ResourceState::Removing)
             {
                 return Err(format!(
                     "volume {name} is being removed: the container was not created; try again"
@@ -286,7 +300,7 @@ impl Core {
         named_volumes(config).all(|n| {
             self.volumes
                 .get(n)
-                .is_some_and(|v| v.rec.state == VolumeState::Ready)
+                .is_some_and(|v| v.rec.state == ResourceState::Ready)
         })
     }
 
@@ -348,7 +362,7 @@ impl Core {
             name: name.clone(),
             labels,
             created_at: self.out.now.wall,
-            state: VolumeState::Creating,
+            state: ResourceState::Creating,
             made_for,
         };
         // Owned before it is made.
@@ -360,8 +374,8 @@ impl Core {
         let Some(v) = self.volumes.get_mut(name) else {
             return;
         };
-        if v.rec.state != VolumeState::Removing {
-            v.rec.state = VolumeState::Removing;
+        if v.rec.state != ResourceState::Removing {
+            v.rec.state = ResourceState::Removing;
             self.out.persist_volume(&v.rec);
         }
     }
@@ -375,14 +389,14 @@ impl Core {
             return;
         }
         let call = match v.rec.state {
-            VolumeState::Creating => VolumeCall::Create {
+            ResourceState::Creating => VolumeCall::Create {
                 name: name.to_owned(),
                 labels: v.rec.labels.clone(),
             },
-            VolumeState::Removing => VolumeCall::Remove {
+            ResourceState::Removing => VolumeCall::Remove {
                 name: name.to_owned(),
             },
-            VolumeState::Ready => return,
+            ResourceState::Ready => return,
         };
         let removal = matches!(call, VolumeCall::Remove { .. });
         let op = self.out.volume_call(OpOwner::Volume(name.to_owned()), call);
@@ -402,13 +416,13 @@ impl Core {
         v.in_flight = None;
         // A make overtaken by a removal (its create rolled back meanwhile):
         // whatever it made goes now.
-        if !removal && v.rec.state == VolumeState::Removing {
+        if !removal && v.rec.state == ResourceState::Removing {
             return self.reconcile_volume(name);
         }
         match (v.rec.state, result) {
-            (VolumeState::Creating, Ok(_)) => {
+            (ResourceState::Creating, Ok(_)) => {
                 v.attempts = 0;
-                v.rec.state = VolumeState::Ready;
+                v.rec.state = ResourceState::Ready;
                 self.out.persist_volume(&v.rec);
                 let waiting = std::mem::take(&mut v.requests);
                 for req in waiting {
@@ -429,9 +443,9 @@ impl Core {
                     self.reconcile(&id);
                 }
             }
-            (VolumeState::Removing, Ok(_))
+            (ResourceState::Removing, Ok(_))
             | (
-                VolumeState::Removing,
+                ResourceState::Removing,
                 Err(Failure {
                     kind: FailureKind::NotFound,
                     ..
@@ -448,11 +462,11 @@ impl Core {
                     self.out.request_volume.remove(&req);
                     self.out.answer_now(req, Answer::Done);
                 }
-                self.prune_progress(name);
+                self.prune_progress(false, name);
             }
             // A make refused (a bad name the host rejects, no space): the
             // creates waiting on it fail, and whatever was made goes.
-            (VolumeState::Creating, Err(f))
+            (ResourceState::Creating, Err(f))
                 if !matches!(f.kind, FailureKind::Unavailable | FailureKind::Deadline) =>
             {
                 let message = format!("create {name}: {}", f.message);
@@ -493,7 +507,7 @@ impl Core {
                 }
                 self.schedule_volume_retry(name);
             }
-            (VolumeState::Ready, Ok(_)) => {}
+            (ResourceState::Ready, Ok(_)) => {}
         }
     }
 
@@ -501,14 +515,10 @@ impl Core {
         let Some(v) = self.volumes.get_mut(name) else {
             return;
         };
-        let exponent = v.attempts.min(20);
+        let attempts = v.attempts;
         v.attempts = v.attempts.saturating_add(1);
-        let delay = self
-            .config
-            .retry_initial
-            .saturating_mul(1u32 << exponent)
-            .min(self.config.retry_max);
         v.retry_waiting = true;
+        let delay = self.backoff(attempts);
         self.out.timers.set(
             TimerKind::VolumeRetry(name.to_owned()),
             self.out.now.at + delay,
@@ -522,18 +532,21 @@ impl Core {
         self.reconcile_volume(name);
     }
 
-    /// A prune waits for each of its volumes to be gone.
-    fn prune_progress(&mut self, gone: &str) {
+    /// A prune waits for each volume (or network) it removes to be gone.
+    pub(crate) fn prune_progress(&mut self, of_networks: bool, gone: &str) {
         let mut done = Vec::new();
-        for (req, (_, waiting)) in self.out.prunes.iter_mut() {
-            waiting.retain(|n| n != gone);
-            if waiting.is_empty() {
+        for (req, prune) in self.out.prunes.iter_mut() {
+            if prune.of_networks != of_networks {
+                continue;
+            }
+            prune.waiting.retain(|n| n != gone);
+            if prune.waiting.is_empty() {
                 done.push(*req);
             }
         }
         for req in done {
-            if let Some((removed, _)) = self.out.prunes.remove(&req) {
-                self.out.answer_now(req, Answer::Pruned(removed));
+            if let Some(prune) = self.out.prunes.remove(&req) {
+                self.out.answer_now(req, Answer::Pruned(prune.removed));
             }
         }
     }
@@ -564,7 +577,7 @@ impl Core {
                 name: name.clone(),
                 labels: f.labels.clone(),
                 created_at: f.created_at,
-                state: VolumeState::Ready,
+                state: ResourceState::Ready,
                 made_for: None,
             };
             self.out.persist_volume(&rec);
@@ -573,12 +586,12 @@ impl Core {
         let lost: Vec<String> = self
             .volumes
             .values()
-            .filter(|v| v.rec.state == VolumeState::Ready && !on_disk.contains_key(&v.rec.name))
+            .filter(|v| v.rec.state == ResourceState::Ready && !on_disk.contains_key(&v.rec.name))
             .map(|v| v.rec.name.clone())
             .collect();
         for name in lost {
             if let Some(v) = self.volumes.get_mut(&name) {
-                v.rec.state = VolumeState::Creating;
+                v.rec.state = ResourceState::Creating;
                 self.out.persist_volume(&v.rec);
             }
         }

@@ -57,6 +57,7 @@ fn endpoint(slot: u8, wanted: bool, state: NetworkState) -> Endpoint {
         slot,
         wanted,
         state,
+        allocation: None,
     }
 }
 
@@ -466,6 +467,7 @@ fn own_eth0(state: NetworkState) -> Endpoint {
         slot: 0,
         wanted: false,
         state,
+        allocation: None,
     }
 }
 

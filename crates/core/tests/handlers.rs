@@ -2996,6 +2996,7 @@ fn created_record_template(id: &str) -> Record {
         network: NetworkState::Detached,
         endpoints: Vec::new(),
         own_disconnected: false,
+        allocation: None,
         health: None,
         create_sent_at: None,
         execs: Vec::new(),

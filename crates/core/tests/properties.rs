@@ -99,7 +99,7 @@ enum Call {
     /// An exec's, a commit's or a copy's call: the harness's users make
     /// none, so none is ever issued.
     Unasked {
-        id: ContainerId,
+        id: Option<ContainerId>,
     },
     NetworkSetup {
         id: ContainerId,
@@ -122,6 +122,7 @@ impl Call {
     fn container_id(&self) -> Option<&ContainerId> {
         match self {
             Call::Subscribe | Call::Relist => None,
+            Call::Unasked { id } => id.as_ref(),
             Call::CreateContainer { id }
             | Call::CreateTask { id }
             | Call::StartTask { id }
@@ -131,7 +132,6 @@ impl Call {
             | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id }
-            | Call::Unasked { id }
             | Call::NetworkSetup { id, .. }
             | Call::NetworkTeardown { id }
             | Call::EndpointSetup { id, .. }
@@ -172,7 +172,7 @@ impl Call {
                     | C::ResizePty { id, .. }
                     | C::ReadChanges { id, .. }
                     | C::MountRootfs { id }
-                    | C::UnmountRootfs { id } => Call::Unasked { id },
+                    | C::UnmountRootfs { id } => Call::Unasked { id: Some(id) },
                 },
             ),
             Action::Network { op, call } => (
@@ -187,6 +187,9 @@ impl Call {
                     }
                     NetworkCall::EndpointTeardown { id, endpoint, .. } => {
                         Call::EndpointTeardown { id, endpoint }
+                    }
+                    NetworkCall::Define { .. } | NetworkCall::Undefine { .. } => {
+                        Call::Unasked { id: None }
                     }
                 },
             ),
@@ -1062,6 +1065,8 @@ impl Harness {
             match action {
                 Action::Call { .. } | Action::Network { .. } => {}
                 // The harness's containers name no volumes.
+                // The user networks are the test world's, defined from the start.
+                Action::PersistNetwork(_) | Action::UnpersistNetwork(_) => {}
                 Action::Volume { .. } | Action::PersistVolume(_) | Action::UnpersistVolume(_) => {
                     return Err(TestCaseError::fail(format!(
                         "a volume action nobody asked for: {action:?}"
@@ -4001,11 +4006,13 @@ impl Harness {
             inst.oom_in_order = false;
         }
         let records: Vec<Record> = self.records.values().cloned().collect();
-        self.feed(Input::Restore(records.into()))
+        self.feed(Input::Restore(records.into()))?;
+        self.feed(Input::NetworksFound(support::found_networks(self.now.wall)))
     }
 
     fn run(&mut self, steps: &[Step], swarm: u8) -> Result<(), TestCaseError> {
         self.feed(Input::Restore(Vec::new().into()))?;
+        self.feed(Input::NetworksFound(support::found_networks(self.now.wall)))?;
         self.advance(Duration::ZERO)?;
         for step in steps.iter().filter(|s| enabled(s, swarm)) {
             self.step(step)?;

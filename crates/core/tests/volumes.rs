@@ -38,7 +38,7 @@ fn position(actions: &[Action], want: impl Fn(&Action) -> bool) -> usize {
         .unwrap_or_else(|| panic!("not found in {actions:#?}"))
 }
 
-fn state(d: &Driver, name: &str) -> Option<VolumeState> {
+fn state(d: &Driver, name: &str) -> Option<ResourceState> {
     d.core.volume(name).map(|v| v.state)
 }
 
@@ -107,7 +107,7 @@ fn a_volume_is_recorded_before_its_directory_is_made_and_a_second_create_is_the_
     });
     let owned = position(
         &actions,
-        |a| matches!(a, Action::PersistVolume(v) if v.name == "data" && v.state == VolumeState::Creating),
+        |a| matches!(a, Action::PersistVolume(v) if v.name == "data" && v.state == ResourceState::Creating),
     );
     let made = position(&actions, |a| matches!(a, Action::Volume { .. }));
     assert!(owned < made, "{actions:?}");
@@ -122,7 +122,7 @@ fn a_volume_is_recorded_before_its_directory_is_made_and_a_second_create_is_the_
     assert!(answers(&actions).is_empty(), "answered before it was made");
     let actions = d.ok(op);
     assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
-    assert_eq!(state(&d, "data"), Some(VolumeState::Ready));
+    assert_eq!(state(&d, "data"), Some(ResourceState::Ready));
     // Created again: it is the one that exists, with its first labels.
     let (req, actions) = d.command(Command::CreateVolume {
         name: "data".into(),
@@ -214,7 +214,7 @@ fn a_create_whose_fill_fails_leaves_neither_container_nor_the_volume_made_for_it
     // removed only after.
     let marked = position(
         &actions,
-        |a| matches!(a, Action::PersistVolume(v) if v.state == VolumeState::Removing),
+        |a| matches!(a, Action::PersistVolume(v) if v.state == ResourceState::Removing),
     );
     let forgotten = position(&actions, |a| matches!(a, Action::Unpersist(_)));
     let removed = position(&actions, |a| matches!(a, Action::Volume { .. }));
@@ -246,14 +246,14 @@ fn a_volume_named_by_any_container_is_not_removed_and_is_once_none_names_it() {
     );
     // A named volume stays after `rm -v`.
     remove(&mut d, "c1", true);
-    assert_eq!(state(&d, "data"), Some(VolumeState::Ready));
+    assert_eq!(state(&d, "data"), Some(ResourceState::Ready));
     let (req, actions) = d.command(Command::RemoveVolume {
         name: "data".into(),
         force: false,
     });
     let marked = position(
         &actions,
-        |a| matches!(a, Action::PersistVolume(v) if v.state == VolumeState::Removing),
+        |a| matches!(a, Action::PersistVolume(v) if v.state == ResourceState::Removing),
     );
     let removed = position(&actions, |a| matches!(a, Action::Volume { .. }));
     assert!(marked < removed, "{actions:?}");
@@ -284,7 +284,7 @@ fn rm_v_removes_the_anonymous_volumes_no_other_container_names() {
     // Removed without -v: kept.
     let actions = remove(&mut d, "c2", false);
     assert!(volume_calls(&actions).is_empty(), "{actions:?}");
-    assert_eq!(state(&d, "anon1"), Some(VolumeState::Ready));
+    assert_eq!(state(&d, "anon1"), Some(ResourceState::Ready));
     let actions = remove(&mut d, "c3", true);
     let (op, call) = only_volume_call(&actions);
     assert_eq!(
@@ -315,8 +315,8 @@ fn a_removal_cut_by_a_crash_is_carried_out_by_the_restarted_daemon() {
     // holdfastd dies before the removal is answered.
     let mut d = Driver::new();
     let actions = d.feed(Input::Restore(Stored {
-        containers: Vec::new(),
         volumes: vec![marked],
+        ..Stored::default()
     }));
     let (op, call) = only_volume_call(&actions);
     assert_eq!(
@@ -371,7 +371,7 @@ fn prune_removes_at_once_only_the_volumes_no_container_names_and_lists_them_when
         answers(&actions),
         vec![(req, Answer::Pruned(vec!["free".into()]))]
     );
-    assert_eq!(state(&d, "used"), Some(VolumeState::Ready));
+    assert_eq!(state(&d, "used"), Some(ResourceState::Ready));
 }
 
 #[test]
@@ -405,7 +405,7 @@ fn volumes_found_on_disk_without_a_record_are_adopted_never_removed() {
     };
     let actions = d.feed(Input::VolumesFound(vec![found]));
     assert!(
-        matches!(actions.as_slice(), [Action::PersistVolume(v)] if v.name == "old" && v.state == VolumeState::Ready),
+        matches!(actions.as_slice(), [Action::PersistVolume(v)] if v.name == "old" && v.state == ResourceState::Ready),
         "{actions:?}"
     );
 }

@@ -416,6 +416,9 @@ impl Checker {
             Command::Unpause { .. } => asked.unpause_at = Some(now),
             Command::Create { .. }
             | Command::CreateVolume { .. }
+            | Command::CreateNetwork { .. }
+            | Command::RemoveNetwork { .. }
+            | Command::PruneNetworks { .. }
             | Command::RemoveVolume { .. }
             | Command::PruneVolumes { .. }
             | Command::CreateExec { .. }
@@ -458,7 +461,10 @@ impl Checker {
                 self.last_op = self.last_op.max(op.0);
                 Ok(())
             }
-            Action::PersistVolume(_) | Action::UnpersistVolume(_) => Ok(()),
+            Action::PersistVolume(_)
+            | Action::UnpersistVolume(_)
+            | Action::PersistNetwork(_)
+            | Action::UnpersistNetwork(_) => Ok(()),
             Action::Network { op, call } => {
                 self.last_op = self.last_op.max(op.0);
                 if self.blind {

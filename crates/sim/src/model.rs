@@ -4,8 +4,8 @@
 //! publish, exits to schedule); the simulator schedules those in time.
 
 use holdfast_core::{
-    ContainerId, ContainerdEvent, Done, Failure, FailureKind, Instant, NetworkCall, Signal,
-    TaskInfo, TaskStatus, VolumeCall, WallTime,
+    ContainerId, ContainerdEvent, Definition, Done, Failure, FailureKind, FoundNetwork, Instant,
+    NetworkCall, Signal, TaskInfo, TaskStatus, VolumeCall, WallTime,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -546,6 +546,16 @@ impl Containerd {
 
 /// The host's network side, as the CNI plugins keep it: one attachment
 /// (address, veth, port mappings, NAT rules) per container at most. It does
+/// The `n`th network's definition: a subnet of its own.
+fn definition_of(n: usize) -> Definition {
+    let octet = u8::try_from(20 + n).unwrap_or(u8::MAX);
+    Definition {
+        subnet: format!("172.{octet}.0.0/16"),
+        gateway: std::net::Ipv4Addr::new(172, octet, 0, 1),
+        bridge: format!("hf-{n}"),
+    }
+}
+
 /// The volumes' directories on the host, as the volume executor makes and
 /// removes them: like the network side, they do not depend on containerd.
 #[derive(Debug, Default)]
@@ -579,6 +589,8 @@ impl HostVolumes {
 /// not depend on containerd: it stays up through containerd's outages.
 #[derive(Debug, Default)]
 pub struct HostNetwork {
+    /// The user networks defined on the host, by name.
+    pub defined: BTreeMap<String, (String, Definition)>,
     pub attached: BTreeSet<ContainerId>,
     /// Setups made while an attachment of the container already existed:
     /// a second address leaked under the same owner.
@@ -590,9 +602,46 @@ pub struct HostNetwork {
 }
 
 impl HostNetwork {
+    /// A host with these user networks defined.
+    pub fn with_networks(names: &[&str]) -> HostNetwork {
+        let mut net = HostNetwork::default();
+        for (i, name) in names.iter().enumerate() {
+            let id = format!("{i:064x}");
+            net.defined
+                .insert((*name).to_owned(), (id, definition_of(i)));
+        }
+        net
+    }
+
+    /// The definitions on the host, as the executor reports them.
+    pub fn found(&self, at: WallTime) -> Vec<FoundNetwork> {
+        self.defined
+            .iter()
+            .map(|(name, (id, definition))| FoundNetwork {
+                name: name.clone(),
+                id: id.clone(),
+                labels: BTreeMap::new(),
+                created_at: at,
+                definition: definition.clone(),
+            })
+            .collect()
+    }
+
     /// Carries out one network call of the core.
     pub fn carry_out(&mut self, call: &NetworkCall) -> Result<Done, Failure> {
         match call {
+            NetworkCall::Define { name, id, .. } => {
+                let n = self.defined.len();
+                let (_, definition) = self
+                    .defined
+                    .entry(name.clone())
+                    .or_insert_with(|| (id.clone(), definition_of(n)));
+                Ok(Done::Defined(definition.clone()))
+            }
+            NetworkCall::Undefine { name, .. } => {
+                self.defined.remove(name);
+                Ok(Done::Ok)
+            }
             NetworkCall::Setup {
                 id, own_interface, ..
             } => self.setup(id, *own_interface),

@@ -254,6 +254,7 @@ pub struct Sim {
     calls: BTreeMap<(u64, OpId), PendingCall>,
     records: BTreeMap<ContainerId, Record>,
     volume_records: BTreeMap<String, holdfast_core::VolumeRecord>,
+    network_records: BTreeMap<String, holdfast_core::NetworkRecord>,
     vols: crate::model::HostVolumes,
     ids: Vec<ContainerId>,
     next_req: u64,
@@ -352,13 +353,14 @@ impl Sim {
                 cd.frozen_holds_kill = frozen_holds_kill;
                 cd
             },
-            net: crate::model::HostNetwork::default(),
+            net: crate::model::HostNetwork::with_networks(&["app", "side0", "side1"]),
             core: None,
             daemon: 0,
             stream: None,
             calls: BTreeMap::new(),
             records: BTreeMap::new(),
             volume_records: BTreeMap::new(),
+            network_records: BTreeMap::new(),
             vols: crate::model::HostVolumes::default(),
             ids: Vec::new(),
             next_req: 0,
@@ -605,7 +607,9 @@ impl Sim {
         let stored = holdfast_core::Stored {
             containers: records,
             volumes: self.volume_records.values().cloned().collect(),
+            networks: self.network_records.values().cloned().collect(),
         };
+        let networks = self.net.found(wall(self.now));
         let found = self
             .vols
             .dirs
@@ -617,8 +621,10 @@ impl Sim {
             })
             .collect();
         // A failure here is reported by the next step's checks.
-        if self.feed(Input::Restore(stored)).is_ok() {
-            let _ = self.feed(Input::VolumesFound(found));
+        if self.feed(Input::Restore(stored)).is_ok()
+            && self.feed(Input::VolumesFound(found)).is_ok()
+        {
+            let _ = self.feed(Input::NetworksFound(networks));
         }
     }
 
@@ -712,9 +718,10 @@ impl Sim {
             }
             Action::Network { op, call } => {
                 self.last_op = self.last_op.max(op.0);
-                let id = call.container_id();
-                self.activity.insert(id.clone(), op.0);
-                self.in_flight_for.insert(op, id.clone());
+                if let Some(id) = call.container_id() {
+                    self.activity.insert(id.clone(), op.0);
+                    self.in_flight_for.insert(op, id.clone());
+                }
                 self.issue(op, WorldCall::Network(call))
             }
             Action::Volume { op, call } => {
@@ -726,6 +733,12 @@ impl Sim {
             }
             Action::Unpersist(id) => {
                 self.records.remove(&id);
+            }
+            Action::PersistNetwork(rec) => {
+                self.network_records.insert(rec.name.clone(), rec);
+            }
+            Action::UnpersistNetwork(name) => {
+                self.network_records.remove(&name);
             }
             Action::PersistVolume(rec) => {
                 self.volume_records.insert(rec.name.clone(), rec);
@@ -911,6 +924,9 @@ impl Sim {
                 WorldCall::Network(NetworkCall::EndpointSetup { .. }) => {
                     &[K::AlreadyExists, K::NotFound, K::Other]
                 }
+                // A subnet that overlaps; a plugin or rule that fails.
+                WorldCall::Network(NetworkCall::Define { .. }) => &[K::AlreadyExists, K::Other],
+                WorldCall::Network(NetworkCall::Undefine { .. }) => &[K::Other],
                 WorldCall::Containerd(_) => &[K::FailedPrecondition, K::Other],
                 WorldCall::Volume(_) => &[K::Other],
             };
@@ -1939,6 +1955,9 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         Command::ReadChanges { .. }
         | Command::MountRootfs { .. }
         | Command::UnmountRootfs { .. } => UserKind::Snapshot,
+        Command::CreateNetwork { .. }
+        | Command::RemoveNetwork { .. }
+        | Command::PruneNetworks { .. } => UserKind::Edit,
         Command::CreateVolume { .. }
         | Command::RemoveVolume { .. }
         | Command::PruneVolumes { .. } => UserKind::Volume,

@@ -7,6 +7,38 @@ use std::time::Duration;
 
 pub const WALL0: i64 = 1_700_000_000_000_000_000;
 
+/// The user networks every test world has defined: `app`, `front`,
+/// `back`, and `side0` to `side63` (the properties' connects reach them).
+pub fn test_networks() -> Vec<String> {
+    ["app", "front", "back"]
+        .iter()
+        .map(|n| (*n).to_owned())
+        .chain((0..64).map(|n| format!("side{n}")))
+        .collect()
+}
+
+/// [`test_networks`], as the network executor reports them at start-up.
+pub fn found_networks(at: WallTime) -> Vec<FoundNetwork> {
+    test_networks()
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let octet = u8::try_from(i + 1).expect("fewer than 255 networks");
+            FoundNetwork {
+                id: format!("{i:064x}"),
+                labels: Default::default(),
+                created_at: at,
+                definition: Definition {
+                    subnet: format!("10.{octet}.0.0/16"),
+                    gateway: std::net::Ipv4Addr::new(10, octet, 0, 1),
+                    bridge: format!("hf-{name}"),
+                },
+                name,
+            }
+        })
+        .collect()
+}
+
 pub fn cid(s: &str) -> ContainerId {
     s.parse().expect("test ids are valid")
 }
@@ -24,11 +56,14 @@ impl Driver {
 
     pub fn with_config(config: CoreConfig) -> Driver {
         let now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(WALL0));
-        Driver {
+        let mut d = Driver {
             core: Core::new(config, 1, now),
             now,
             next_req: 0,
-        }
+        };
+        // The user networks the tests put containers on are defined.
+        d.feed(Input::NetworksFound(found_networks(now.wall)));
+        d
     }
 
     pub fn advance(&mut self, d: Duration) {
