@@ -233,6 +233,10 @@ pub enum NetworkCall {
         config: Arc<ContainerConfig>,
         endpoint: Endpoint,
     },
+    /// Rewrite the lines that name the container in the hosts files of its
+    /// peers on user networks (and its own): it was renamed to `name`.
+    /// Idempotent.
+    RefreshNames { id: ContainerId, name: String },
     /// Define a user network: its bridge on `subnet` (one the executor
     /// chooses, free of the host's routes and the other networks, when
     /// `None`). Idempotent by `id`: a definition of it that exists is
@@ -263,7 +267,8 @@ impl NetworkCall {
             NetworkCall::Setup { id, .. }
             | NetworkCall::Teardown { id, .. }
             | NetworkCall::EndpointSetup { id, .. }
-            | NetworkCall::EndpointTeardown { id, .. } => Some(id),
+            | NetworkCall::EndpointTeardown { id, .. }
+            | NetworkCall::RefreshNames { id, .. } => Some(id),
             NetworkCall::Define { .. } | NetworkCall::Undefine { .. } => None,
         }
     }

@@ -5,7 +5,7 @@
 use crate::container::{Container, Pending, Step, TaskState};
 use crate::ids::{ContainerId, RequestId};
 use crate::input::{Command, WaitCondition};
-use crate::record::{Endpoint, Intents, NetworkState, Presence, Record, StopIntent};
+use crate::record::{Endpoint, NetworkState, Presence, Record, StopIntent};
 use crate::signal::Signal;
 use crate::{
     Answer, ContainerConfig, Core, ErrorKind, NetworkMode, RestartPolicy, TimerKind, UserEventKind,
@@ -451,9 +451,18 @@ impl Core {
         let old_name = std::mem::replace(&mut c.rec.name, name.clone());
         self.names.remove(&old_name);
         self.names.insert(name, id.clone());
+        // Its peers on user networks find it by its name: theirs hosts
+        // files are rewritten (owed until done, across a crash too).
+        let attached = c.rec.network == crate::NetworkState::Attached
+            || c.rec
+                .endpoints
+                .iter()
+                .any(|e| e.state == crate::NetworkState::Attached);
+        c.rec.intents.refresh_names |= attached;
         self.out.persist(&c.rec);
         self.out.publish(id, UserEventKind::Rename { old_name });
         self.out.answer_now(req, Answer::Done);
+        self.reconcile(id);
     }
 
     /// A record edit that counts from the next exit on. A policy restart
@@ -493,7 +502,7 @@ impl Core {
         self.out.answer_now(req, Answer::Done);
     }
 
-    fn create(
+    pub(crate) fn create(
         &mut self,
         req: RequestId,
         id: ContainerId,
@@ -520,6 +529,17 @@ impl Core {
             );
             self.out
                 .answer_now(req, error(ErrorKind::Conflict, message));
+            return;
+        }
+        if !self.conn.is_ready() && !self.ever_ready {
+            // containerd is being reached for the first time since this
+            // daemon began, not known to be away: the create waits for it
+            // (within its answer bound) instead of being refused.
+            self.held_creates.push((req, id, name, config));
+            self.out.timers.set(
+                TimerKind::AnswerBound(req),
+                self.out.now.at + self.config.request_answer_bound,
+            );
             return;
         }
         if !self.conn.is_ready() {
@@ -550,27 +570,9 @@ impl Core {
             return;
         }
         let rec = Record {
-            id: id.clone(),
             name: name.clone(),
             config: config.clone(),
-            created_at: self.out.now.wall,
-            presence: Presence::Creating,
-            run: 0,
-            pid: None,
-            started_at: None,
-            began_at: None,
-            start_sent: false,
-            exit: None,
-            restart_count: 0,
-            intents: Intents::default(),
-            network: crate::NetworkState::Detached,
-            endpoints: Vec::new(),
-            own_disconnected: false,
-            allocation: None,
-            health: None,
-            create_sent_at: None,
-            execs: Vec::new(),
-            rootfs_mounted: false,
+            ..Record::new(id.clone(), self.out.now.wall)
         };
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);

@@ -204,6 +204,12 @@ impl Core {
         };
         self.arm_periodic_relist();
         self.reconcile_all();
+        self.ever_ready = true;
+        // The creates that waited for the first connection go ahead.
+        for (req, id, name, config) in std::mem::take(&mut self.held_creates) {
+            self.out.timers.cancel(&TimerKind::AnswerBound(req));
+            self.create(req, id, name, config);
+        }
     }
 
     fn arm_periodic_relist(&mut self) {

@@ -61,6 +61,7 @@ pub(crate) enum Step {
     ReadChanges(u32),
     MountRootfs,
     UnmountRootfs,
+    RefreshNames,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -80,10 +80,18 @@ impl Core {
             ContainerdEvent::TaskDelete { container, pid } => {
                 // The task is gone; its exit should have come first. If we do
                 // not have it, a relist finds out what happened.
-                let Some(c) = self.containers.get(&container) else {
+                let Some(c) = self.containers.get_mut(&container) else {
                     return;
                 };
-                if c.rec.pid == Some(pid) && c.current_exit().is_none() && c.in_flight.is_none() {
+                if c.rec.pid != Some(pid) || c.current_exit().is_some() {
+                    return;
+                }
+                // A call in flight may be why (our own delete): look once
+                // it is answered, not never (the exit may have been lost
+                // with its shim while a call of another kind was out).
+                if c.in_flight.is_some() {
+                    c.look_again = true;
+                } else {
                     self.request_refresh();
                 }
             }

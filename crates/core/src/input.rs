@@ -20,6 +20,10 @@ pub enum Input {
     /// The user networks the network executor found defined, after
     /// `Restore`: the network side's relist of its definitions.
     NetworksFound(Vec<crate::networks::FoundNetwork>),
+    /// The containers the network executor found attachments of on the
+    /// host, after `Restore`, with the slots of their endpoints: the
+    /// network side's relist of its attachments.
+    AttachmentsFound(Vec<(ContainerId, Vec<u8>)>),
     /// A user request, answered exactly once by [`crate::Action::Answer`].
     Command(RequestId, Command),
     /// An event from containerd's event stream.

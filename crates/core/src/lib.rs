@@ -136,6 +136,15 @@ pub struct Core {
     containers: Map<ContainerId, Container>,
     /// Names of visible containers (a discarded create frees its name at once).
     names: Map<String, ContainerId>,
+    /// Whether the core was ever ready since it began.
+    ever_ready: bool,
+    /// Creates asked before the first connection, waiting for it.
+    held_creates: Vec<(
+        RequestId,
+        ContainerId,
+        String,
+        std::sync::Arc<ContainerConfig>,
+    )>,
     /// Which container each exec id belongs to.
     exec_owner: Map<String, ContainerId>,
     volumes: Map<String, volume::Volume>,
@@ -267,6 +276,8 @@ impl Core {
             containers: Map::default(),
             names: Map::default(),
             exec_owner: Map::default(),
+            ever_ready: false,
+            held_creates: Vec::new(),
             volumes: Map::default(),
             networks: Map::default(),
             conn: Connection::default(),
@@ -291,6 +302,7 @@ impl Core {
             }
             Input::VolumesFound(found) => self.volumes_found(found),
             Input::NetworksFound(found) => self.networks_found(found),
+            Input::AttachmentsFound(found) => self.attachments_found(found),
             Input::Command(req, command) => self.command(req, command),
             Input::Event(event) => self.event(event),
             Input::Connection(fact) => self.connection_fact(fact),
@@ -409,6 +421,7 @@ impl Core {
     /// Requests accepted and not yet answered (for simulators' invariants).
     pub fn requests_pending(&self) -> usize {
         self.out.request_owner.len()
+            + self.held_creates.len()
             + self.out.request_volume.len()
             + self.out.request_network.len()
             + self.out.prunes.len()
@@ -445,6 +458,13 @@ impl Core {
     /// waits for its outcome, up to `start_answer_bound` (dockerd keeps a
     /// start's request open until the start is done).
     fn answer_bound_due(&mut self, req: RequestId) {
+        if let Some(pos) = self.held_creates.iter().position(|(r, ..)| *r == req) {
+            self.held_creates.remove(pos);
+            let message = "containerd is unreachable: the container was not created; try again";
+            return self
+                .out
+                .answer_now(req, error(ErrorKind::Unavailable, message));
+        }
         let Some(id) = self.out.request_owner.get(&req).cloned() else {
             return;
         };

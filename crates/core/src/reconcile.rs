@@ -193,6 +193,14 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
             if let Some((call, step)) = c.snapshot_step() {
                 return Some((Issue::Containerd(call), step));
             }
+            // Renamed: its peers learn its new name.
+            if intents.refresh_names && !intents.remove {
+                let call = NetworkCall::RefreshNames {
+                    id,
+                    name: c.rec.name.clone(),
+                };
+                return Some((Issue::Network(call), Step::RefreshNames));
+            }
             match c.task {
                 // Removal was recorded while the task looked gone; it runs.
                 TaskState::Running { .. } if intents.remove && !c.stop_escalated => {
@@ -527,6 +535,48 @@ impl Core {
         }
     }
 
+    /// Attachments found on the host that no record owns (the core never
+    /// makes one without a record first, but a store restored from an
+    /// older copy would leave them): each is owned now by a record of a
+    /// container being discarded (never shown) whose attachment, and
+    /// endpoints, are in doubt, persisted first; it is released, then
+    /// forgotten.
+    pub(crate) fn attachments_found(&mut self, found: Vec<(ContainerId, Vec<u8>)>) {
+        for (id, slots) in found {
+            if self.containers.contains_key(&id) {
+                continue;
+            }
+            let endpoints = slots
+                .into_iter()
+                .map(|slot| Endpoint {
+                    // Not known here: the release finds it by what exists.
+                    network: String::new(),
+                    aliases: Vec::new(),
+                    ip: None,
+                    slot,
+                    wanted: false,
+                    state: NetworkState::Attaching,
+                    allocation: None,
+                })
+                .collect();
+            let rec = Record {
+                name: format!("orphan-{id}"),
+                config: std::sync::Arc::new(crate::ContainerConfig {
+                    network: crate::NetworkMode::Bridge,
+                    ..Default::default()
+                }),
+                presence: Presence::Discarding,
+                network: NetworkState::Attaching,
+                endpoints,
+                ..Record::new(id.clone(), self.out.now.wall)
+            };
+            self.out.persist(&rec);
+            let c = Container::new(rec, TaskState::Absent, self.config.restart_initial);
+            self.containers.insert(id.clone(), c);
+            self.reconcile(&id);
+        }
+    }
+
     pub(crate) fn action_result(&mut self, op: OpId, result: Result<Done, Failure>) {
         let Some(owner) = self.out.ops.remove(&op) else {
             return;
@@ -708,6 +758,10 @@ impl Core {
             | Step::ReadChanges(_)
             | Step::MountRootfs
             | Step::UnmountRootfs => self.snapshot_step_done(id, step),
+            Step::RefreshNames => {
+                c.rec.intents.refresh_names = false;
+                self.out.persist(&c.rec);
+            }
         }
     }
 
@@ -824,6 +878,8 @@ impl Core {
                 | Step::UnmountRootfs,
                 _,
             ) => self.snapshot_step_failed(id, step, failure),
+            // Tried again after a backoff, never given up.
+            (Step::RefreshNames, _) => self.schedule_retry(id, step),
             // Gone already is what a delete wanted.
             (Step::DeleteTask | Step::DeleteContainer, K::NotFound) => {
                 self.step_done(id, step, Done::Ok)

@@ -85,6 +85,36 @@ pub struct Record {
     pub rootfs_mounted: bool,
 }
 
+impl Record {
+    /// A record of container `id` with nothing done yet: no name, the
+    /// default config, being created.
+    pub fn new(id: ContainerId, created_at: WallTime) -> Record {
+        Record {
+            id,
+            name: String::new(),
+            config: Arc::new(ContainerConfig::default()),
+            created_at,
+            presence: Presence::Creating,
+            run: 0,
+            pid: None,
+            started_at: None,
+            began_at: None,
+            start_sent: false,
+            exit: None,
+            restart_count: 0,
+            intents: Intents::default(),
+            network: NetworkState::Detached,
+            endpoints: Vec::new(),
+            own_disconnected: false,
+            allocation: None,
+            health: None,
+            create_sent_at: None,
+            execs: Vec::new(),
+            rootfs_mounted: false,
+        }
+    }
+}
+
 /// A connection to one more bridge network, through an interface
 /// `eth{slot}` in the container's network namespace. Slot 0 (`eth0`, with
 /// the default route) is an endpoint only once the container was
@@ -185,6 +215,10 @@ pub struct Intents {
     /// read the changes, or by a restarted daemon (never left frozen).
     #[serde(default)]
     pub commit_thaw: bool,
+    /// Renamed while attached: the hosts files of its peers on user
+    /// networks still name it by its old name until refreshed.
+    #[serde(default)]
+    pub refresh_names: bool,
     /// Stop the running task; cleared when its exit is recorded.
     pub stop: Option<StopIntent>,
     /// Signals to deliver to the running task, in order.

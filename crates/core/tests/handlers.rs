@@ -152,6 +152,10 @@ fn create_persists_before_calling_and_answers_when_created() {
 #[test]
 fn create_while_unreachable_leaves_nothing() {
     let mut d = Driver::new();
+    d.connect(vec![]);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "gone".into(),
+    )));
     let (req, actions) = d.command(Command::Create {
         id: cid("c1"),
         name: "web".into(),

@@ -303,3 +303,94 @@ fn what_a_setup_gave_is_recorded_and_forgotten_with_its_release() {
     let view = d.core.container(&cid("c1")).expect("exists");
     assert_eq!(view.record.allocation, None);
 }
+
+#[test]
+fn a_rename_while_attached_rewrites_the_peers_names_owed_until_done() {
+    let mut d = ready();
+    d.create("c1", on("app"));
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::Setup { .. }));
+    let actions = d.feed(Input::ActionResult(setup, Ok(Done::Attached(None))));
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    d.ok(start);
+    let (req, actions) = d.command(Command::Rename {
+        id: cid("c1"),
+        name: "api".into(),
+    });
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.name == "api" && r.intents.refresh_names),
+        "owed before it is done: {actions:?}"
+    );
+    assert!(answers(&actions).contains(&(req, Answer::Done)));
+    let (op, call) = only(&actions);
+    assert_eq!(
+        call,
+        NetworkCall::RefreshNames {
+            id: cid("c1"),
+            name: "api".into(),
+        }
+    );
+    // Refused: tried again after a backoff, never given up.
+    d.fail(op, FailureKind::Other);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::Retry(cid("c1")));
+    let (op, _) = only(&actions);
+    let actions = d.ok(op);
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if !r.intents.refresh_names),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn an_attachment_no_record_owns_is_adopted_released_and_forgotten() {
+    let mut d = ready();
+    let actions = d.feed(Input::AttachmentsFound(vec![(cid("c9"), vec![1])]));
+    let owned = actions.iter().position(|a| {
+        matches!(a, Action::Persist(r) if r.id == cid("c9") && r.presence == Presence::Discarding && r.network == NetworkState::Attaching)
+    });
+    let released = actions
+        .iter()
+        .position(|a| matches!(a, Action::Network { .. }));
+    assert!(owned.is_some() && owned < released, "{actions:?}");
+    assert!(d.core.container(&cid("c9")).is_none(), "never shown");
+    let endpoint = only_network_call(
+        &actions,
+        |c| matches!(c, NetworkCall::EndpointTeardown { endpoint, .. } if endpoint.slot == 1),
+    );
+    let actions = d.ok(endpoint);
+    let teardown = only_network_call(&actions, |c| matches!(c, NetworkCall::Teardown { .. }));
+    let actions = d.ok(teardown);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(delete);
+    assert!(
+        actions.contains(&Action::Unpersist(cid("c9"))),
+        "{actions:?}"
+    );
+}
+
+/// Found by the simulator (seed 18872, with the rename's refresh in
+/// flight): a task's delete event, its exit lost with its shim, came while
+/// another call was out; no relist followed, so the container showed
+/// running until the periodic relist.
+#[test]
+fn a_task_delete_seen_while_a_call_is_out_is_looked_at_once_the_call_is_answered() {
+    let mut d = ready();
+    d.run("c1", ContainerConfig::default(), 42);
+    // A call of another kind is out: a pause.
+    let (_, actions) = d.command(Command::Pause { id: cid("c1") });
+    let pause = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    // The shim dies; its exit is lost; containerd says the task is gone.
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskDelete {
+        container: cid("c1"),
+        pid: 42,
+    }));
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    let actions = d.ok(pause);
+    only_call(&actions, |c| matches!(c, Call::Relist));
+}

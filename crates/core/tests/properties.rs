@@ -101,6 +101,10 @@ enum Call {
     Unasked {
         id: Option<ContainerId>,
     },
+    /// A renamed container's peers learn its name.
+    RefreshNames {
+        id: ContainerId,
+    },
     NetworkSetup {
         id: ContainerId,
         own_interface: bool,
@@ -132,6 +136,7 @@ impl Call {
             | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id }
+            | Call::RefreshNames { id }
             | Call::NetworkSetup { id, .. }
             | Call::NetworkTeardown { id }
             | Call::EndpointSetup { id, .. }
@@ -188,6 +193,7 @@ impl Call {
                     NetworkCall::EndpointTeardown { id, endpoint, .. } => {
                         Call::EndpointTeardown { id, endpoint }
                     }
+                    NetworkCall::RefreshNames { id, .. } => Call::RefreshNames { id },
                     NetworkCall::Define { .. } | NetworkCall::Undefine { .. } => {
                         Call::Unasked { id: None }
                     }
@@ -690,6 +696,9 @@ struct Harness {
     disconnects: Vec<(RequestId, ContainerId, String)>,
     /// Restart requests (a subset of `starts`).
     restarts: std::collections::BTreeSet<RequestId>,
+    /// Every create asked, by request: one asked before the first
+    /// connection waits for it, and the first of an id made is the one.
+    creates: BTreeMap<RequestId, ContainerId>,
     /// The runs whose `start` event was announced.
     starts_announced: BTreeSet<(ContainerId, u64)>,
     /// The newest StartTask sent to each container.
@@ -797,6 +806,7 @@ impl Harness {
             connected: BTreeMap::new(),
             disconnects: Vec::new(),
             restarts: Default::default(),
+            creates: BTreeMap::new(),
             last_start_op: BTreeMap::new(),
             starts_announced: BTreeSet::new(),
             removes: Default::default(),
@@ -1417,6 +1427,8 @@ impl Harness {
                 // Invisible: a discarded create being rolled back.
                 (Call::DeleteContainer { .. }, None) => true,
                 (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
+                // A rename's, of a container that was attached.
+                (Call::RefreshNames { .. }, Some(c)) => c.record.intents.refresh_names,
                 // No user of the harness makes an exec, commit or copy.
                 (Call::Unasked { .. }, _) => false,
                 (_, None) => false,
@@ -2255,6 +2267,9 @@ impl Harness {
         if let Command::Restart { .. } = &command {
             self.restarts.insert(req);
         }
+        if let Command::Create { id, .. } = &command {
+            self.creates.insert(req, id.clone());
+        }
         let ask = match &command {
             Command::Kill { id, signal } => Some((id.clone(), Ask::Kill(*signal))),
             Command::Pause { id } => {
@@ -2549,6 +2564,8 @@ impl Harness {
         }
         let freeze = matches!(call, Call::Pause { .. });
         let done = match call {
+            // Rewriting hosts files: nothing the world models.
+            Call::RefreshNames { .. } => Done::Ok,
             Call::Unasked { .. } => {
                 return Err(TestCaseError::fail(format!(
                     "{op}: an exec call nobody asked for: {call:?}"
@@ -4187,7 +4204,12 @@ impl Harness {
                     healthcheck: health_check(*signals),
                     ..Default::default()
                 };
-                if self.core.container(&id(i)).is_none() {
+                // (A create of it still waiting is the one made, if any.)
+                let waiting = self
+                    .creates
+                    .iter()
+                    .any(|(r, c)| *c == id(i) && !self.answered.contains_key(r));
+                if self.core.container(&id(i)).is_none() && !waiting {
                     self.configs.insert(id(i), config.clone());
                     // The model reuses ids (the daemon never does): a new
                     // container of a removed one's id starts its runs anew.

@@ -642,6 +642,7 @@ impl HostNetwork {
                 self.defined.remove(name);
                 Ok(Done::Ok)
             }
+            NetworkCall::RefreshNames { .. } => Ok(Done::Ok),
             NetworkCall::Setup {
                 id, own_interface, ..
             } => self.setup(id, *own_interface),

@@ -926,7 +926,9 @@ impl Sim {
                 }
                 // A subnet that overlaps; a plugin or rule that fails.
                 WorldCall::Network(NetworkCall::Define { .. }) => &[K::AlreadyExists, K::Other],
-                WorldCall::Network(NetworkCall::Undefine { .. }) => &[K::Other],
+                WorldCall::Network(
+                    NetworkCall::Undefine { .. } | NetworkCall::RefreshNames { .. },
+                ) => &[K::Other],
                 WorldCall::Containerd(_) => &[K::FailedPrecondition, K::Other],
                 WorldCall::Volume(_) => &[K::Other],
             };
