@@ -49,6 +49,9 @@ pub struct AdapterConfig {
     /// Where the stdin FIFOs of containers and execs run with `-i` live
     /// (best on a tmpfs: they mean nothing after a reboot).
     pub fifo_dir: PathBuf,
+    /// Where a container's snapshot is mounted, as `<container id>`, for a
+    /// copy or a volume fill (see [`Adapter::mount_rootfs`]).
+    pub rootfs_dir: PathBuf,
     /// Where the network step keeps each bridge container's network
     /// namespace, as `<container id>` (see the daemon's network module).
     pub netns_dir: PathBuf,
@@ -77,6 +80,7 @@ impl AdapterConfig {
             namespace: namespace.into(),
             logger_binary: logger_binary.into(),
             fifo_dir: log_dir.join("fifo"),
+            rootfs_dir: log_dir.join("rootfs"),
             netns_dir: log_dir.join("netns"),
             log_dir,
             call_timeout: Duration::from_secs(10),
@@ -247,6 +251,12 @@ impl Adapter {
             Call::DeleteExec { id, exec_id } => {
                 self.delete_exec(&id, &exec_id).await.map(|_| Done::Ok)
             }
+            Call::ReadChanges { id, layer } => self
+                .read_changes(&id, std::path::Path::new(&layer))
+                .await
+                .map(|()| Done::Ok),
+            Call::MountRootfs { id } => self.mount_rootfs(&id).await.map(|()| Done::Ok),
+            Call::UnmountRootfs { id } => self.unmount_rootfs(&id).map(|()| Done::Ok),
             Call::ResizePty {
                 id,
                 exec_id,
@@ -435,5 +445,8 @@ fn call_name(call: &Call) -> &'static str {
         Call::ExecState { .. } => "exec_state",
         Call::DeleteExec { .. } => "delete_exec",
         Call::ResizePty { .. } => "resize_pty",
+        Call::ReadChanges { .. } => "read_changes",
+        Call::MountRootfs { .. } => "mount_rootfs",
+        Call::UnmountRootfs { .. } => "unmount_rootfs",
     }
 }

@@ -649,6 +649,9 @@ impl Adapter {
 
     /// Deletes the container and its snapshot. NotFound only when neither existed.
     pub(crate) async fn delete_container(&self, id: &ContainerId) -> Result<(), AdapterError> {
+        // A mount of its snapshot a crash left (a volume's fill cut short)
+        // would keep the snapshot busy: gone first.
+        self.unmount_rootfs(id)?;
         let (snapshot_key, container_found) = match self.get_container(id).await {
             Ok(c) => (
                 if c.snapshot_key.is_empty() {

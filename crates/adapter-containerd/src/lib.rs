@@ -62,6 +62,7 @@ mod push;
 mod relist;
 mod save;
 mod seccomp;
+mod snapshot;
 mod spec;
 mod stdio;
 mod store;

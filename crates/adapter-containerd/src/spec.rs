@@ -1073,6 +1073,7 @@ mod tests {
                 source: "/src".into(),
                 destination: "/dst".into(),
                 read_only: true,
+                anonymous: false,
             }],
             ..Default::default()
         };

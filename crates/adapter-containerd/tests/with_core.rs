@@ -270,6 +270,7 @@ async fn the_core_and_the_adapter_keep_the_truth_through_a_containerd_crash() {
         let remove = lp.command(Command::Remove {
             id: id.clone(),
             force: true,
+            volumes: false,
         });
         lp.until("removed", |l| l.done(remove)).await;
     }
