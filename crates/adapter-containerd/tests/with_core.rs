@@ -86,8 +86,13 @@ impl Loop {
                 Action::Publish(event) => self.events.push(event),
                 // No health checks here.
                 Action::RunProbe(_) => {}
-                // Its containers are on no network.
+                // Its containers are on no network and name no volume.
                 Action::Network { call, .. } => panic!("a network call: {call:?}"),
+                Action::Volume { call, .. } => panic!("a volume call: {call:?}"),
+                Action::PersistVolume(_)
+                | Action::UnpersistVolume(_)
+                | Action::PersistNetwork(_)
+                | Action::UnpersistNetwork(_) => {}
             }
         }
     }
