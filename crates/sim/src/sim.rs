@@ -2,6 +2,13 @@
 //! containerd, users, and faults, on a virtual clock. Every step advances the
 //! clock to the earliest pending thing and feeds the core one input; the
 //! invariants are checked after every step.
+//!
+//! Here: the run (a safety phase, then a liveness phase that must
+//! converge), the queue of scheduled things and the faults injected. Its
+//! rooms, in `sim/`: holdfastd's stand-in (`daemon.rs`), the calls to
+//! containerd and their faults (`transport.rs`), the event bus
+//! (`events.rs`), the processes in the tasks (`processes.rs`) and the user
+//! workload (`users.rs`).
 
 use crate::check::Checker;
 use crate::faults::{FaultCounts, FaultKind, Profile};
@@ -563,48 +570,7 @@ impl Sim {
             }
             Ev::Deliver { target, event } => self.deliver(target, event),
             Ev::ProcessExit { pid, status, oom } => {
-                let wall_now = wall(self.now);
-                let Some(container) = self.cd.process_exit(pid, status, oom, wall_now) else {
-                    return Ok(());
-                };
-                self.world_changed_at = self.now;
-                let oom_late = oom && self.take_fault(FaultKind::OomLate);
-                // The cgroup's OOM notice races the reaper and loses, by
-                // milliseconds, when the fault says so; the shim stamps the
-                // event when it publishes it.
-                let oom_at = if oom_late {
-                    self.now + self.rng_fault.ms(1, 20)
-                } else {
-                    self.now
-                };
-                let oom_event = ContainerdEvent::TaskOom {
-                    container: container.clone(),
-                    published_at: Some(wall(oom_at)),
-                };
-                if oom && !oom_late {
-                    self.shim_publish(pid, oom_event.clone(), self.now, 0);
-                }
-                let exec_id = container.as_str().to_owned();
-                let event = ContainerdEvent::TaskExit {
-                    container,
-                    exec_id,
-                    pid,
-                    exit_status: status,
-                    exited_at: wall_now,
-                    oom_kills: self.cd.oom_kills(pid),
-                };
-                self.shim_publish(pid, event, self.now, 0);
-                if oom_late {
-                    self.schedule(
-                        oom_at,
-                        Ev::ShimPublish {
-                            pid,
-                            event: oom_event,
-                            exited: oom_at,
-                            attempt: 0,
-                        },
-                    );
-                }
+                self.process_exit(pid, status, oom);
                 Ok(())
             }
             Ev::ShimPublish {
@@ -620,19 +586,7 @@ impl Sim {
                 container,
                 init_pid,
             } => {
-                if self.cd.live_pid(&container) == Some(init_pid) {
-                    let pid = self.cd.new_pid();
-                    let at = self.now + self.rng_world.ms(10, 3000);
-                    let status = self.rng_world.pick(&[0, 1, 137]);
-                    self.schedule(
-                        at,
-                        Ev::ExecExit {
-                            container,
-                            pid,
-                            status,
-                        },
-                    );
-                }
+                self.exec_start(container, init_pid);
                 Ok(())
             }
             Ev::ExecExit {
@@ -640,16 +594,7 @@ impl Sim {
                 pid,
                 status,
             } => {
-                let exec_id = format!("exec-{pid}");
-                let exited_at = wall(self.now);
-                self.publish(ContainerdEvent::TaskExit {
-                    container,
-                    exec_id,
-                    pid,
-                    exit_status: status,
-                    exited_at,
-                    oom_kills: None,
-                });
+                self.exec_exit(container, pid, status);
                 Ok(())
             }
             Ev::ProbeDone { daemon, result } => {

@@ -2,9 +2,10 @@
 //! containerd's state sets going (events to publish, exits to schedule),
 //! and how each process behaves, drawn when it starts.
 
-use super::{Ev, Sim};
+use super::{Ev, Sim, wall};
+use crate::faults::FaultKind;
 use crate::model::{Behavior, Effect, OnTerm};
-use holdfast_core::ContainerId;
+use holdfast_core::{ContainerId, ContainerdEvent};
 
 impl Sim {
     pub(super) fn effects(&mut self, fx: Vec<Effect>) {
@@ -100,5 +101,85 @@ impl Sim {
                 },
             );
         }
+    }
+
+    /// The init process `pid` exits (if it still runs): its shim publishes
+    /// the exit, and an OOM kill's TaskOOM before it (or, when the fault
+    /// says so, just after).
+    pub(super) fn process_exit(&mut self, pid: u32, status: u32, oom: bool) {
+        let wall_now = wall(self.now);
+        let Some(container) = self.cd.process_exit(pid, status, oom, wall_now) else {
+            return;
+        };
+        self.world_changed_at = self.now;
+        let oom_late = oom && self.take_fault(FaultKind::OomLate);
+        // The cgroup's OOM notice races the reaper and loses, by
+        // milliseconds, when the fault says so; the shim stamps the
+        // event when it publishes it.
+        let oom_at = if oom_late {
+            self.now + self.rng_fault.ms(1, 20)
+        } else {
+            self.now
+        };
+        let oom_event = ContainerdEvent::TaskOom {
+            container: container.clone(),
+            published_at: Some(wall(oom_at)),
+        };
+        if oom && !oom_late {
+            self.shim_publish(pid, oom_event.clone(), self.now, 0);
+        }
+        let exec_id = container.as_str().to_owned();
+        let event = ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            exit_status: status,
+            exited_at: wall_now,
+            oom_kills: self.cd.oom_kills(pid),
+        };
+        self.shim_publish(pid, event, self.now, 0);
+        if oom_late {
+            self.schedule(
+                oom_at,
+                Ev::ShimPublish {
+                    pid,
+                    event: oom_event,
+                    exited: oom_at,
+                    attempt: 0,
+                },
+            );
+        }
+    }
+
+    /// An exec starts in the container whose init process is `init_pid`, if
+    /// that process still runs; it exits a while later.
+    pub(super) fn exec_start(&mut self, container: ContainerId, init_pid: u32) {
+        if self.cd.live_pid(&container) == Some(init_pid) {
+            let pid = self.cd.new_pid();
+            let at = self.now + self.rng_world.ms(10, 3000);
+            let status = self.rng_world.pick(&[0, 1, 137]);
+            self.schedule(
+                at,
+                Ev::ExecExit {
+                    container,
+                    pid,
+                    status,
+                },
+            );
+        }
+    }
+
+    /// An exec exits: its TaskExit names the exec, not the init process.
+    pub(super) fn exec_exit(&mut self, container: ContainerId, pid: u32, status: u32) {
+        let exec_id = format!("exec-{pid}");
+        let exited_at = wall(self.now);
+        self.publish(ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            exit_status: status,
+            exited_at,
+            oom_kills: None,
+        });
     }
 }

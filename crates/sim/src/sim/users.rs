@@ -267,7 +267,6 @@ impl Sim {
     }
 }
 
-/// The restart policies users pick, `no` the most often.
 /// Every third container has a health check, with its settings spread by
 /// its number (drawing nothing from the seed's streams).
 fn health_of(n: u64) -> Option<HealthConfig> {
@@ -281,6 +280,7 @@ fn health_of(n: u64) -> Option<HealthConfig> {
     })
 }
 
+/// The restart policies users pick, `no` the most often.
 fn policy_of(n: u8) -> RestartPolicy {
     match n % 6 {
         0 | 1 => RestartPolicy::No,
