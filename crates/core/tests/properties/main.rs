@@ -35,8 +35,8 @@
 //!    once healed, and every wanted one of a running bridge container is
 //!    made once healed.
 
-#[path = "properties/chosen.rs"]
 mod chosen;
+#[path = "../support/mod.rs"]
 mod support;
 
 use holdfast_core::*;
