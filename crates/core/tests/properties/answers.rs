@@ -1,0 +1,128 @@
+//! What a request was answered, and what it was taken for.
+
+use crate::harness::{Ask, Harness};
+use holdfast_core::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+impl Harness {
+    /// When a run ends, what waited on it is answered at once, with the
+    /// answer the end calls for: a kill whose delivery was under way is
+    /// done (as dockerd answers it), any other kill, pause or unpause finds
+    /// the container not running, and a wait for the exit has it. None is
+    /// left to be answered by its bound.
+    pub(crate) fn check_run_end_answers(
+        &self,
+        new_exits: &[(ContainerId, Option<u32>, ExitRecord)],
+        asks_before: &BTreeMap<RequestId, (ContainerId, Ask)>,
+        asked_then: &[(RequestId, (ContainerId, Ask), Answer)],
+    ) -> Result<(), TestCaseError> {
+        for (id, _, exit) in new_exits {
+            for (req, (of, _)) in asks_before {
+                prop_assert!(
+                    of != id || !self.asks.contains_key(req),
+                    "{} (of {}) still waits after the run {} ended",
+                    req,
+                    id,
+                    exit.run
+                );
+            }
+            for (req, (of, condition, _)) in &self.waits {
+                prop_assert!(
+                    of != id || *condition == WaitCondition::Removed,
+                    "{} (a wait {:?} of {}) still waits after the run {} ended",
+                    req,
+                    condition,
+                    id,
+                    exit.run
+                );
+            }
+            for (req, (of, ask), answer) in asked_then {
+                if of != id {
+                    continue;
+                }
+                let delivering = match ask {
+                    Ask::Kill(signal) => self
+                        .user_kill_ops
+                        .values()
+                        .any(|k| *k == (id.clone(), *signal)),
+                    Ask::Pause | Ask::Unpause => false,
+                };
+                let not_running =
+                    matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Conflict);
+                prop_assert!(
+                    if delivering {
+                        *answer == Answer::Done
+                    } else {
+                        not_running
+                    },
+                    "{} ({:?} of {}) answered {:?} when the run {} ended (its signal under way: {})",
+                    req,
+                    ask,
+                    id,
+                    answer,
+                    exit.run,
+                    delivering
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// What a request was taken for stands until the user changes it:
+    /// - a kill still waiting is still meant: its signal is queued, one
+    ///   delivery per signal (another signal's refusal does not drop it);
+    /// - a network connect said done leaves the container on that network
+    ///   until a disconnect of it is asked (another endpoint's refusal does
+    ///   not release it).
+    pub(crate) fn check_taken_requests_stand(&mut self) -> Result<(), TestCaseError> {
+        for (req, (id, ask)) in &self.asks {
+            if let (Ask::Kill(signal), Some(c)) = (ask, self.core.container(id)) {
+                prop_assert!(
+                    c.record.intents.kills.contains(signal),
+                    "{} (a kill of {} with {:?}) waits, and its signal is no longer queued: {:?}",
+                    req,
+                    id,
+                    signal,
+                    c.record.intents.kills
+                );
+            }
+        }
+        let core = &self.core;
+        self.connected
+            .retain(|_, (id, _)| core.container(id).is_some());
+        for (req, (id, network)) in &self.connected {
+            let disconnected = self
+                .disconnects
+                .iter()
+                .any(|(r, i, n)| r > req && i == id && n == network);
+            let Some(c) = self.core.container(id) else {
+                continue;
+            };
+            if disconnected || c.record.intents.remove {
+                continue;
+            }
+            let own = c
+                .record
+                .config
+                .network_name
+                .clone()
+                .unwrap_or_else(|| "bridge".to_owned());
+            let on = c
+                .record
+                .endpoints
+                .iter()
+                .any(|e| &e.network == network && e.wanted)
+                || *network == own && !c.record.own_disconnected;
+            prop_assert!(
+                on,
+                "{} (a connect of {} to {}, done) no longer holds: {:?}",
+                req,
+                id,
+                network,
+                c.record.endpoints
+            );
+        }
+        Ok(())
+    }
+}

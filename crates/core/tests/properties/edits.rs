@@ -1,0 +1,141 @@
+//! Record edits: renames and restart policy updates.
+
+use crate::harness::Harness;
+use crate::steps::restart_policy;
+use holdfast_core::*;
+use proptest::prelude::*;
+
+impl Harness {
+    /// A rename or a policy update, and what its answer must mean: a name
+    /// goes to one container only, recorded on disk before it is said done.
+    pub(crate) fn edit(&mut self, id: &ContainerId, arg: u8) -> Result<(), TestCaseError> {
+        let before = self.core.container(id).map(|c| c.record.name.clone());
+        if arg % 2 == 1 {
+            let policy = restart_policy(arg / 2);
+            let before = self.core.container(id).map(|c| {
+                let r = c.record;
+                let last_exit = r.exit.as_ref().map_or(0, |e| e.exit_code);
+                let wanted =
+                    policy.wants_restart(last_exit, r.restart_count, r.intents.user_stopped);
+                (r.config.auto_remove, r.intents.policy_restart && wanted)
+            });
+            let req = self.command(Command::UpdateRestartPolicy {
+                id: id.clone(),
+                policy,
+            })?;
+            match self.answer_of(req) {
+                Some(Answer::Done) => {
+                    let recorded = self.records.get(id).map(|r| r.config.restart_policy);
+                    prop_assert_eq!(recorded, Some(policy), "{} updated, not recorded", req);
+                    // A restart waiting out its backoff goes on only if the
+                    // new policy would have asked for it too.
+                    let waiting = self
+                        .core
+                        .container(id)
+                        .map(|c| c.record.intents.policy_restart);
+                    prop_assert_eq!(
+                        waiting,
+                        before.map(|b| b.1),
+                        "{} to {:?}: the waiting policy restart",
+                        req,
+                        policy
+                    );
+                    prop_assert!(
+                        !before.is_some_and(|b| b.0) || policy == RestartPolicy::No,
+                        "{} gave an auto-remove container a restart policy",
+                        req
+                    );
+                }
+                Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict => {
+                    let creating = self
+                        .core
+                        .container(id)
+                        .is_some_and(|c| c.record.presence == Presence::Creating);
+                    prop_assert!(
+                        creating || before.is_some_and(|b| b.0) && policy != RestartPolicy::No,
+                        "{} refused: {}",
+                        req,
+                        e.message
+                    );
+                }
+                _ => {}
+            }
+            return Ok(());
+        }
+        // Mostly names of the model (n0 to n3), some that Docker's rule
+        // refuses: too short, a bad first or later character, too long.
+        let name = match arg / 2 % 12 {
+            8 => "n".to_owned(),
+            9 => "-n1".to_owned(),
+            10 => "n/1".to_owned(),
+            11 => "n".repeat(256),
+            k => format!("n{}", k % 4),
+        };
+        let valid = {
+            let mut chars = name.chars();
+            chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+                && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+                && (2..=255).contains(&name.len())
+        };
+        let owner = self.core.resolve(&name).ok();
+        let req = self.command(Command::Rename {
+            id: id.clone(),
+            name: name.clone(),
+        })?;
+        let answer = self.answer_of(req);
+        let refused_name = matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Invalid && !e.message.contains("same name"));
+        let created = self
+            .core
+            .container(id)
+            .is_some_and(|c| c.record.presence != Presence::Creating);
+        prop_assert!(
+            refused_name != valid || !created && !refused_name,
+            "{} renamed to {:?}: {:?}",
+            req,
+            name,
+            answer
+        );
+        match answer {
+            Some(Answer::Done) => {
+                prop_assert!(
+                    owner.is_none(),
+                    "{} renamed {} onto the name of {:?}",
+                    req,
+                    id,
+                    owner
+                );
+                prop_assert_eq!(self.core.resolve(&name).ok(), Some(id.clone()));
+                let recorded = self.records.get(id).map(|r| r.name.clone());
+                prop_assert_eq!(
+                    recorded,
+                    Some(name.clone()),
+                    "{} renamed, not recorded",
+                    req
+                );
+                if let Some(old) = before.filter(|old| *old != name) {
+                    prop_assert!(
+                        self.core.resolve(&old).ok().as_ref() != Some(id),
+                        "{} still answers to its old name {}",
+                        id,
+                        old
+                    );
+                }
+            }
+            Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict => {
+                let creating = self
+                    .core
+                    .container(id)
+                    .is_some_and(|c| c.record.presence == Presence::Creating);
+                prop_assert!(
+                    creating || owner.as_ref().is_some_and(|o| o != id),
+                    "{} refused a free name {}: {}",
+                    req,
+                    name,
+                    e.message
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

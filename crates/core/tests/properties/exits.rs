@@ -1,0 +1,128 @@
+//! Property 2: an exit is recorded at most once per run, never changed,
+//! and is the world's exit of that run's process.
+
+use crate::harness::Harness;
+use crate::world::{WorldTask, oom_count_unread};
+use holdfast_core::*;
+use proptest::prelude::*;
+
+impl Harness {
+    /// Follows what an input tells the core, for the OOM expectation.
+    pub(crate) fn event_fed(&mut self, input: &Input) {
+        match input {
+            // Only an OOM event after the OOM killer struck is its event: a
+            // bare one before (while the core rightly saw nothing running)
+            // proves nothing about a later kill.
+            Input::Event(ContainerdEvent::TaskOom {
+                container,
+                published_at,
+            }) => {
+                if let Some(inst) = self.world.current(container) {
+                    if inst.oom {
+                        inst.oom_in_order = true;
+                    }
+                    // Published before the previous process ended: an
+                    // earlier run's for certain.
+                    let earlier =
+                        published_at.is_some_and(|at| inst.after.is_some_and(|e| at <= e));
+                    inst.oom_event_in_run |= !earlier;
+                }
+            }
+            Input::Event(ContainerdEvent::TaskExit {
+                container,
+                exec_id,
+                pid,
+                ..
+            }) if exec_id == container.as_str() => {
+                if let Some(inst) = self.world.current(container)
+                    && inst.pid != *pid
+                {
+                    inst.oom_in_order = false;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Property 2, against the truth: a newly recorded exit is the world's
+    /// exit of the newest process with that pid (pids are reused: an earlier
+    /// run's exit taken for the current run's is caught here).
+    pub(crate) fn check_exit_is_the_truth(
+        &mut self,
+        id: &ContainerId,
+        pid: Option<u32>,
+        exit: &ExitRecord,
+    ) -> Result<(), TestCaseError> {
+        let Some(pid) = pid else {
+            prop_assert!(false, "{} has an exit with no pid: {:?}", id, exit);
+            return Ok(());
+        };
+        let live = matches!(self.world.tasks.get(id), Some(WorldTask::Running(p) | WorldTask::Created(p)) if *p == pid);
+        let Some(inst) = self.world.instance(id, pid).cloned() else {
+            prop_assert!(false, "{} has an exit for pid {}, never its", id, pid);
+            return Ok(());
+        };
+        match inst.exit {
+            Some(status) if exit.error.is_none() => prop_assert_eq!(
+                i64::from(status),
+                i64::from(exit.exit_code),
+                "exit of {} pid {} is not the truth",
+                id,
+                pid
+            ),
+            Some(_) => {}
+            // Only a task that vanished may have an exit the world never
+            // had; not one the core deleted itself before it ran (its
+            // delete's answer lost, it may be gone: a start sent to it
+            // could only end in such an exit, of a run that never began).
+            None => prop_assert!(
+                exit.error.is_some() && !live && !inst.deleted_unstarted,
+                "{} has an exit that never happened: {:?}",
+                id,
+                exit
+            ),
+        }
+        // A run that ran has a start time (`docker inspect`'s StartedAt,
+        // and its `start` event), however its start's answer went.
+        if inst.ran && exit.error.is_none() {
+            let started = self.core.container(id).and_then(|c| c.record.started_at);
+            prop_assert!(
+                started.is_some(),
+                "{} pid {} ran and exited with no start recorded: {:?}",
+                id,
+                pid,
+                exit
+            );
+        }
+        // (Excused only where the core cannot know better: no cgroup count,
+        // and an OOM event that may have been this process's.)
+        prop_assert!(
+            !exit.oom_killed || inst.oom || oom_count_unread(pid) && inst.oom_event_in_run,
+            "{} recorded an OOM kill that never happened: {:?}",
+            id,
+            exit
+        );
+        // An OOM kill whose cgroup count came with the exit is recorded as
+        // one, whatever the order of the events and whoever sent SIGKILL.
+        if inst.oom && !oom_count_unread(pid) && exit.error.is_none() {
+            prop_assert!(
+                exit.oom_killed,
+                "{} pid {} was OOM-killed, the count of its cgroup said so, and the exit says otherwise: {:?}",
+                id,
+                pid,
+                exit
+            );
+        }
+        // Without the count: an OOM kill whose event came in order.
+        if inst.oom && inst.oom_in_order && !inst.sigkilled && exit.error.is_none() {
+            prop_assert!(
+                exit.oom_killed,
+                "{} pid {} was OOM-killed, its OOM event came in order, and the exit says otherwise: {:?}",
+                id,
+                pid,
+                exit
+            );
+        }
+        Ok(())
+    }
+}

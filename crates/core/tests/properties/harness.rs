@@ -1,0 +1,2109 @@
+//! The harness: a core and its world, driven one input at a time, every
+//! property checked after every input.
+
+use crate::calls::Call;
+use crate::health::health_consistent;
+use crate::steps::{IDS, Step, enabled, health_check, restart_policy, stop_signal};
+use crate::support::{self, cid};
+use crate::world::{World, WorldTask};
+use holdfast_core::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Calls answered one after another in a healed world before the case is
+/// taken to loop: far more than three containers' work (and their relists)
+/// needs, even after 160 steps.
+pub(crate) const CALLS_HEALED_MAX: u32 = 5_000;
+
+/// How much later than the first an exit reported again says it was.
+pub(crate) const REPORTED_AGAIN_LATER_NANOS: i64 = 1_000_000;
+
+/// What a kill, pause or unpause asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ask {
+    Kill(Signal),
+    Pause,
+    Unpause,
+}
+
+/// A wait not answered yet: container, condition, and the exit recorded
+/// (run, time) when it began.
+pub(crate) type PendingWait = (ContainerId, WaitCondition, Option<(u64, WallTime)>);
+
+pub(crate) struct Harness {
+    /// Runs whose OOM was announced (a user event), per daemon.
+    pub(crate) oom_announced: std::collections::BTreeSet<(ContainerId, u64)>,
+    /// The furthest each run's task got in the core's view (1 created,
+    /// 2 running, 3 stopped), per daemon.
+    pub(crate) task_progress: BTreeMap<(ContainerId, u64, Option<u32>), u8>,
+    pub(crate) core: Core,
+    /// The core's tuning, the same across daemon restarts.
+    pub(crate) config: CoreConfig,
+    pub(crate) now: Now,
+    pub(crate) world: World,
+    pub(crate) outstanding: Vec<(OpId, Call)>,
+    /// Event streams the world holds open (an abandoned subscription may
+    /// go live late, beside the current one).
+    pub(crate) subscriptions: std::collections::BTreeSet<OpId>,
+    pub(crate) past_events: Vec<ContainerdEvent>,
+    pub(crate) next_req: u64,
+    pub(crate) trace: Vec<Action>,
+    /// First exit seen per (container, run).
+    pub(crate) exits: BTreeMap<(ContainerId, u64), ExitRecord>,
+    /// What holdfastd has on disk, as its Persist and Unpersist actions say.
+    pub(crate) records: BTreeMap<ContainerId, Record>,
+    /// Configs as created, for the expected stop signal.
+    pub(crate) configs: BTreeMap<ContainerId, ContainerConfig>,
+    /// Containers whose change the core could not see (an event lost, a
+    /// shim that died), with the newest op id at the time: a relist asked
+    /// for after it must come before the view can be expected to match.
+    pub(crate) unseen: BTreeMap<ContainerId, u64>,
+    pub(crate) last_op: u64,
+    pub(crate) daemons: u64,
+    /// The call being resolved takes effect, but its answer is lost.
+    pub(crate) answer_lost: bool,
+    pub(crate) relisting: bool,
+    /// Consecutive failed calls per container, of any call and any kind
+    /// (containerd going away too): zero means nothing failed since the
+    /// last success. (`streaks` counts as the core counts retries.)
+    pub(crate) failures: BTreeMap<ContainerId, u32>,
+    /// Per container: the call refused in a row (a key), how many times,
+    /// and whether one of those attempts may have taken effect.
+    pub(crate) streaks: BTreeMap<ContainerId, (String, u32, bool)>,
+    /// The world's tasks when each relist was asked for.
+    pub(crate) relist_snapshots: BTreeMap<OpId, BTreeMap<ContainerId, WorldTask>>,
+    /// The container whose call is being answered.
+    pub(crate) answering: Option<ContainerId>,
+    /// The call being answered.
+    pub(crate) answering_call: Option<Call>,
+    pub(crate) newest_relist: u64,
+    /// When each stop's SIGKILL is due at the latest.
+    pub(crate) kill_deadline: BTreeMap<ContainerId, Instant>,
+    /// Start and restart requests, by container.
+    pub(crate) starts: BTreeMap<RequestId, ContainerId>,
+    /// The newest op id when each start or restart was asked.
+    pub(crate) start_asked_at_op: BTreeMap<RequestId, u64>,
+    /// Start requests (not restarts): when each was asked.
+    pub(crate) starts_asked: BTreeMap<RequestId, Instant>,
+    /// A relist listed a placeholder: another must be asked for by then.
+    pub(crate) look_again_by: Option<Instant>,
+    /// A call that can end, freeze or remove a task was refused or lost
+    /// its answer while connected, or a task was deleted with no exit the
+    /// core saw: what containerd has may differ from the view, so a relist
+    /// asked for after it must come by then (once a relist already in
+    /// flight ends).
+    pub(crate) refresh_owed_by: Option<Instant>,
+    /// Containers whose task a lost answer left in doubt: a create, or a
+    /// created task's delete, may or may not have taken effect.
+    pub(crate) doubts: BTreeSet<ContainerId>,
+    /// A doubt with nothing of its container in flight and no relist
+    /// under way: a relist that can settle it is owed by then.
+    pub(crate) doubt_owed_by: BTreeMap<ContainerId, Instant>,
+    /// The newest op when a call of each container was last sent or
+    /// answered: only a relist asked for after it can settle a doubt.
+    pub(crate) activity: BTreeMap<ContainerId, u64>,
+    /// Stop requests: when they are due at the latest.
+    pub(crate) stop_bounds: BTreeMap<RequestId, Instant>,
+    pub(crate) answered: BTreeMap<RequestId, Instant>,
+    /// Stop signals in flight, and when each container's was delivered.
+    pub(crate) stop_signal_ops: BTreeMap<OpId, ContainerId>,
+    pub(crate) signal_delivered: BTreeMap<ContainerId, Instant>,
+    /// Every request but a wait, which may rightly wait for ever.
+    pub(crate) must_answer: Vec<RequestId>,
+    /// Waits not answered yet: container, condition, and its recorded exit
+    /// (run, time) when the wait began.
+    pub(crate) waits: BTreeMap<RequestId, PendingWait>,
+    /// Kills, pauses and unpauses not answered yet: the end of their
+    /// container's run answers them at once.
+    pub(crate) asks: BTreeMap<RequestId, (ContainerId, Ask)>,
+    /// Per container: starts asked for (the core's start intent turning
+    /// on: a user's start or restart, a policy's restart) and tasks the
+    /// world started. Each run needs a start of its own: one asked for
+    /// once is not a promise to start again. (A start whose created task
+    /// vanished before it began is tried again: no run.)
+    pub(crate) start_ledger: BTreeMap<ContainerId, (u64, u64)>,
+    /// Kill calls carrying a user's kill (not a stop's signal) whose
+    /// results the core has not been given yet, by op.
+    pub(crate) user_kill_ops: BTreeMap<OpId, (ContainerId, Signal)>,
+    pub(crate) slack: Duration,
+    /// Containers a user asked to pause (true) or unpause (false).
+    pub(crate) pauses_asked: std::collections::BTreeSet<(ContainerId, bool)>,
+    /// Containers a user asked to update.
+    pub(crate) updates_asked: std::collections::BTreeSet<ContainerId>,
+    /// Containers whose unpause was answered at its bound (it will be
+    /// carried out when possible), until a pause is asked again.
+    pub(crate) unpause_standing: std::collections::BTreeSet<ContainerId>,
+    /// Updates not answered yet, by request.
+    pub(crate) updates: BTreeMap<RequestId, ContainerId>,
+    /// Connects asked for: container and network.
+    pub(crate) connects: BTreeMap<RequestId, (ContainerId, String)>,
+    /// Connects said done: container and network.
+    pub(crate) connected: BTreeMap<RequestId, (ContainerId, String)>,
+    /// Disconnects asked for: container and network.
+    pub(crate) disconnects: Vec<(RequestId, ContainerId, String)>,
+    /// Restart requests (a subset of `starts`).
+    pub(crate) restarts: std::collections::BTreeSet<RequestId>,
+    /// The runs whose `start` event was announced.
+    pub(crate) starts_announced: BTreeSet<(ContainerId, u64)>,
+    /// The newest StartTask sent to each container.
+    pub(crate) last_start_op: BTreeMap<ContainerId, u64>,
+    /// Removes of a container shown when asked, not answered yet.
+    pub(crate) removes: std::collections::BTreeSet<RequestId>,
+    /// Signals announced (a `kill` event) and not delivered since, by
+    /// container; and the kill calls in flight, by op.
+    pub(crate) kills_announced: std::collections::BTreeSet<(ContainerId, Signal)>,
+    pub(crate) kill_calls: BTreeMap<OpId, (ContainerId, Signal)>,
+    /// Every health probe asked for, in order.
+    pub(crate) probes: Vec<Probe>,
+    /// Whether `Step::ProbeResult` feeds results (off: every result lost).
+    pub(crate) probe_results: bool,
+    /// The restart policy's next backoff per container, by dockerd's rule:
+    /// `restart_initial`, doubling to `restart_max` with each restart,
+    /// back to `restart_initial` after a run of `restart_reset_after`.
+    pub(crate) restart_backoff: BTreeMap<ContainerId, Duration>,
+    /// Start and restart requests whose start took effect in the world
+    /// (a task started while they waited).
+    pub(crate) starts_reached: std::collections::BTreeSet<RequestId>,
+    /// Containers a "stay down" kill reached while they were shown
+    /// restarting, before any start of the new run was sent: no new task
+    /// is made for them until a user's start.
+    pub(crate) kept_down: std::collections::BTreeSet<ContainerId>,
+    /// Containers a "stay down" kill reached while shown restarting: no
+    /// start is sent to them (again) until a user's start.
+    pub(crate) start_not_again: std::collections::BTreeSet<ContainerId>,
+    /// Containers connected back to their own network while stopped
+    /// (`connects_back`), with no disconnect asked since: every run from
+    /// then on has its own `eth0`, its ports published.
+    pub(crate) connected_back: std::collections::BTreeSet<ContainerId>,
+}
+
+impl Harness {
+    /// A fresh core and world. Swarm bit 6: relist every 40 s while
+    /// connected (instead of every 300 s), so that periodic relists are
+    /// often in flight when a late answer of an abandoned one arrives.
+    /// Swarm bit 7: a cgroup v1 freezer, where even SIGKILL waits for a
+    /// thaw, so a kill of a paused container takes effect only if the
+    /// core thaws it.
+    pub(crate) fn new(swarm: u8) -> Harness {
+        let now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(support::WALL0));
+        let mut config = CoreConfig::default();
+        if swarm & (1 << 6) != 0 {
+            config.relist_interval = Some(Duration::from_secs(40));
+        }
+        let frozen_holds_kill = swarm & (1 << 7) != 0;
+        let slack = config.stop_answer_slack;
+        Harness {
+            task_progress: BTreeMap::new(),
+            oom_announced: Default::default(),
+            core: Core::new(config.clone(), 9, now),
+            config,
+            now,
+            world: World {
+                up: true,
+                next_pid: 100,
+                frozen_holds_kill,
+                ..World::default()
+            },
+            outstanding: Vec::new(),
+            subscriptions: Default::default(),
+            past_events: Vec::new(),
+            next_req: 0,
+            trace: Vec::new(),
+            exits: BTreeMap::new(),
+            records: BTreeMap::new(),
+            configs: BTreeMap::new(),
+            unseen: BTreeMap::new(),
+            last_op: 0,
+            daemons: 1,
+            answer_lost: false,
+            relisting: false,
+            failures: BTreeMap::new(),
+            streaks: BTreeMap::new(),
+            answering: None,
+            answering_call: None,
+            relist_snapshots: BTreeMap::new(),
+            newest_relist: 0,
+            kill_deadline: BTreeMap::new(),
+            starts: BTreeMap::new(),
+            start_asked_at_op: BTreeMap::new(),
+            starts_asked: BTreeMap::new(),
+            look_again_by: None,
+            refresh_owed_by: None,
+            doubts: BTreeSet::new(),
+            doubt_owed_by: BTreeMap::new(),
+            activity: BTreeMap::new(),
+            stop_bounds: BTreeMap::new(),
+            answered: BTreeMap::new(),
+            stop_signal_ops: BTreeMap::new(),
+            signal_delivered: BTreeMap::new(),
+            must_answer: Vec::new(),
+            asks: BTreeMap::new(),
+            start_ledger: BTreeMap::new(),
+            user_kill_ops: BTreeMap::new(),
+            waits: BTreeMap::new(),
+            slack,
+            pauses_asked: Default::default(),
+            updates_asked: Default::default(),
+            updates: BTreeMap::new(),
+            unpause_standing: Default::default(),
+            connects: BTreeMap::new(),
+            connected: BTreeMap::new(),
+            disconnects: Vec::new(),
+            restarts: Default::default(),
+            last_start_op: BTreeMap::new(),
+            starts_announced: BTreeSet::new(),
+            removes: Default::default(),
+            kills_announced: Default::default(),
+            kill_calls: BTreeMap::new(),
+            probes: Vec::new(),
+            probe_results: true,
+            restart_backoff: BTreeMap::new(),
+            starts_reached: Default::default(),
+            kept_down: Default::default(),
+            start_not_again: Default::default(),
+            connected_back: Default::default(),
+        }
+    }
+
+    /// Feeds one input and checks the per-step properties.
+    pub(crate) fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
+        self.event_fed(&input);
+        // A kill, a freeze or thaw, or a delete that containerd refused or
+        // whose answer was lost, or an update that found no task, while
+        // connected: the core asks for a relist (what it took for the task
+        // may be wrong).
+        let answered_call = self.answering_call.take();
+        if let Input::ActionResult(_, result) = &input
+            && let Some(call) = &answered_call
+        {
+            self.note_doubt(call, result);
+        }
+        if let Input::ActionResult(_, Err(failure)) = &input
+            && let Some(call) = answered_call.clone()
+            && self.core.connection() == ConnectionState::Ready
+            && failure.kind != FailureKind::Unavailable
+        {
+            let looks = match call {
+                Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
+                Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
+                    failure.kind != FailureKind::NotFound
+                }
+                // An update of a running task that finds none: the
+                // task is gone, whatever the view says.
+                Call::UpdateResources { running: true, .. } => {
+                    failure.kind == FailureKind::NotFound
+                }
+                _ => false,
+            };
+            if looks && self.refresh_owed_by.is_none() {
+                self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+            }
+        }
+        // (Whose signal an answered kill carried: a user's, or a stop's.)
+        let user_kill = match &input {
+            Input::ActionResult(op, _) => self.user_kill_ops.get(op).cloned(),
+            _ => None,
+        };
+        if let Input::ActionResult(op, _) = &input {
+            self.user_kill_ops.remove(op);
+        }
+        // A signal delivered: its next delivery is announced anew.
+        if let Input::ActionResult(op, result) = &input
+            && let Some(kill) = self.kill_calls.remove(op)
+            && result.is_ok()
+        {
+            self.kills_announced.remove(&kill);
+        }
+        if let Input::ActionResult(_, result) = &input
+            && let Some(id) = self.answering.take()
+        {
+            // Any failed answer counts, the world's own refusals too (a
+            // start refused because a lost one took effect); a lost answer
+            // is a failure to the core: a deadline.
+            let failures = self.failures.entry(id).or_default();
+            *failures = if result.is_err() { *failures + 1 } else { 0 };
+        }
+        let before: BTreeMap<ContainerId, bool> = self
+            .core
+            .containers()
+            .map(|c| (c.record.id.clone(), c.record.intents.start))
+            .collect();
+        // Restart counts, and whether a user's start or restart waits.
+        let counts_before: BTreeMap<ContainerId, (u32, bool)> = self
+            .core
+            .containers()
+            .map(|c| {
+                let id = &c.record.id;
+                let user_start = self
+                    .starts
+                    .iter()
+                    .any(|(r, s)| s == id && !self.answered.contains_key(r));
+                (id.clone(), (c.record.restart_count, user_start))
+            })
+            .collect();
+        // Each run's known pid, and whether its exit is recorded.
+        let pids_before: BTreeMap<ContainerId, (u64, Option<u32>, bool)> = self
+            .core
+            .containers()
+            .map(|c| {
+                let r = c.record;
+                (r.id.clone(), (r.run, r.pid, c.current_exit().is_some()))
+            })
+            .collect();
+        let owed_before: BTreeMap<ContainerId, (bool, bool)> = self
+            .core
+            .containers()
+            .map(|c| {
+                let owed = c.record.intents.policy_restart;
+                (c.record.id.clone(), (owed, c.current_exit().is_some()))
+            })
+            .collect();
+        // A shim sends TaskOOM just before its TaskExit: an OOM followed
+        // by an earlier run's exit was that run's (late, after an outage),
+        // so the current run's next OOM is its first.
+        if let Input::Event(ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            ..
+        }) = &input
+            && exec_id == container.as_str()
+            && let Some(c) = self.core.container(container)
+            && c.record.pid != Some(*pid)
+            && c.current_exit().is_none()
+        {
+            self.oom_announced
+                .remove(&(container.clone(), c.record.run));
+        }
+        let ready_before = self.core.connection() == ConnectionState::Ready;
+        let retry_timers_before = self.retry_timers();
+        self.core.handle_input(self.now, input.clone());
+        let actions = self.core.drain_actions();
+        // containerd's refusal of a call on a container is an answer: the
+        // connection it came over is fine, and is kept.
+        if let (Input::ActionResult(_, Err(failure)), Some(call)) = (&input, &answered_call)
+            && failure.kind != FailureKind::Unavailable
+            && call.container_id().is_some()
+            && ready_before
+        {
+            prop_assert!(
+                self.core.connection() == ConnectionState::Ready,
+                "{:?} refused ({:?}) dropped the connection",
+                call,
+                failure.kind
+            );
+        }
+        // A policy restart newly owed waits out dockerd's backoff.
+        if !matches!(input, Input::Restore(_)) {
+            self.check_restart_backoff(&owed_before)?;
+        }
+        self.forget_removed();
+        // An exit recorded for a run whose pid was known is that process's:
+        // a listing of another pid (an earlier run's, read before this run's
+        // create) neither ends the run nor takes its pid.
+        for c in self.core.containers() {
+            let r = c.record;
+            if let Some((run, Some(pid), false)) = pids_before.get(&r.id)
+                && *run == r.run
+                && c.current_exit().is_some()
+            {
+                prop_assert_eq!(
+                    r.pid,
+                    Some(*pid),
+                    "{} run {} ended by {:?} with another pid",
+                    &r.id,
+                    r.run,
+                    input
+                );
+            }
+        }
+        // `RestartCount` counts the policy's restarts only: none comes
+        // while a user's start or restart is still being carried out.
+        for c in self.core.containers() {
+            if let Some(&(count, user_start)) = counts_before.get(&c.record.id) {
+                prop_assert!(
+                    !(user_start && c.record.restart_count > count),
+                    "{:?}: {}'s restart count rose while a user's start was under way",
+                    input,
+                    c.record.id
+                );
+            }
+        }
+        for c in self.core.containers() {
+            let was_wanted = before.get(&c.record.id).copied().unwrap_or(false);
+            // A restart asks for a start of its own, even while an
+            // earlier start is still wanted.
+            let restart = matches!(&input, Input::Command(_, Command::Restart { id, .. })
+                if *id == c.record.id && c.record.intents.start);
+            let ledger = self.start_ledger.entry(c.record.id.clone()).or_default();
+            ledger.0 += u64::from(c.record.intents.start && (!was_wanted || restart));
+        }
+        let mut waited = Vec::new();
+        let mut asked_then = Vec::new();
+        let mut updated_then = Vec::new();
+        let asks_before = self.asks.clone();
+        // HF_TRACE=1: every input and what it produced, to read a failure.
+        if std::env::var_os("HF_TRACE").is_some() {
+            eprintln!("IN  {:?} @{:?}\n    -> {:?}", input, self.now.at, actions);
+        }
+        for action in &actions {
+            if let Some((op, call)) = Call::of(action) {
+                let (op, call) = (&op, &call);
+                {
+                    self.last_op = self.last_op.max(op.0);
+                    // Once our SIGKILL is on its way a 137 may be ours.
+                    if let Call::Kill {
+                        id,
+                        signal: Signal::SIGKILL,
+                        ..
+                    } = call
+                    {
+                        self.kill_deadline.remove(id);
+                        if let Some(inst) = self.world.current(id) {
+                            inst.sigkilled = true;
+                        }
+                    }
+                    // (To the container's newest task, even one gone
+                    // meanwhile: the core cannot know it was.)
+                    if let Call::StartTask { id } = call {
+                        self.last_start_op.insert(id.clone(), op.0);
+                    }
+                    if let Call::StartTask { id } = call
+                        && let Some(i) = self
+                            .world
+                            .latest
+                            .iter()
+                            .filter(|((c, _), _)| c == id)
+                            .map(|(_, i)| *i)
+                            .max()
+                    {
+                        self.world.instances[i].start_sent = true;
+                    }
+                    self.check_kept_down(&input, call)?;
+                    if let Call::CreateTask { id } = call {
+                        self.world.create_asked.insert(id.clone(), self.now.wall);
+                    }
+                    // Every signal sent was announced (a `kill` event, as
+                    // dockerd's), once per delivery, retries included.
+                    if let Call::Kill { id, signal, .. } = call {
+                        prop_assert!(
+                            self.kills_announced.contains(&(id.clone(), *signal)),
+                            "{:?} sent {:?} to {} with no kill event",
+                            input,
+                            signal,
+                            id
+                        );
+                        self.kill_calls.insert(*op, (id.clone(), *signal));
+                    }
+                    if matches!(call, Call::Relist) {
+                        self.look_again_by = None;
+                        self.refresh_owed_by = None;
+                        self.newest_relist = op.0;
+                        self.relist_snapshots.insert(*op, self.world.tasks.clone());
+                    }
+                    // The core sends a user's kill before any stop signal.
+                    if let Call::Kill { id, signal, .. } = call
+                        && self
+                            .core
+                            .container(id)
+                            .is_some_and(|c| c.record.intents.kills.first() == Some(signal))
+                    {
+                        self.user_kill_ops.insert(*op, (id.clone(), *signal));
+                    }
+                    self.outstanding.push((*op, call.clone()));
+                    self.check_escalation(*op, call)?;
+                }
+                continue;
+            }
+            match action {
+                Action::Call { .. } | Action::Network { .. } => {}
+                Action::RunProbe(probe) => {
+                    // Only a running, current run is probed.
+                    let view = self.core.container(&probe.container);
+                    let health = self.core.health(&probe.container);
+                    prop_assert!(
+                        view.is_some_and(|v| v.status == Status::Running
+                            && !v.paused
+                            && v.record.run == probe.run)
+                            && health.is_some_and(|h| h.run == probe.run && !h.ended),
+                        "{input:?} asked for {probe:?} of a run that is not probed"
+                    );
+                    prop_assert!(
+                        self.core.connection() == ConnectionState::Ready,
+                        "{input:?} asked for {probe:?} while containerd is not ready"
+                    );
+                    self.probes.push(probe.clone());
+                }
+                // An OOM is announced once per run, and only for a run
+                // that has not ended.
+                Action::Publish(event) if event.kind == UserEventKind::Oom => {
+                    let view = self.core.container(&event.container);
+                    let run = view.map_or(0, |v| v.record.run);
+                    let ended =
+                        view.is_some_and(|v| v.record.exit.as_ref().is_some_and(|e| e.run == run));
+                    prop_assert!(
+                        !ended,
+                        "{input:?} announced an OOM of {} run {run}, which had ended",
+                        event.container
+                    );
+                    prop_assert!(
+                        self.oom_announced.insert((event.container.clone(), run)),
+                        "{input:?} announced the OOM of {} run {run} twice",
+                        event.container
+                    );
+                }
+                Action::Publish(event) => {
+                    match event.kind {
+                        UserEventKind::Kill { signal } => {
+                            self.kills_announced
+                                .insert((event.container.clone(), signal));
+                        }
+                        // A `start` event is announced once per run.
+                        UserEventKind::Start => {
+                            let run = self
+                                .core
+                                .container(&event.container)
+                                .map_or(0, |v| v.record.run);
+                            prop_assert!(
+                                self.starts_announced.insert((event.container.clone(), run)),
+                                "{input:?} announced the start of {} run {run} twice",
+                                event.container
+                            );
+                        }
+                        // A `restart` event is a user's restart taking
+                        // effect, never a plain start.
+                        UserEventKind::Restart => {
+                            let restarting = self.restarts.iter().any(|r| {
+                                self.starts.get(r) == Some(&event.container)
+                                    && !self.answered.contains_key(r)
+                            });
+                            prop_assert!(
+                                restarting,
+                                "{:?} published a restart of {} with no restart asked",
+                                input,
+                                event.container
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+                Action::Persist(rec) => {
+                    self.records.insert(rec.id.clone(), rec.clone());
+                }
+                Action::Unpersist(id) => {
+                    self.records.remove(id);
+                }
+                Action::Answer(req, answer) => {
+                    // A wait ends with what it waited for (the removal, an
+                    // exit: its code), never an error, but for a client that
+                    // went away or a container unknown when asked.
+                    if self.waits.contains_key(req)
+                        && let Answer::Error(e) = answer
+                    {
+                        let asked_now = matches!(&input, Input::Command(r, _) if r == req);
+                        prop_assert!(
+                            e.kind == ErrorKind::Cancelled
+                                || e.kind == ErrorKind::NotFound && asked_now,
+                            "{} (a wait) answered {:?}",
+                            req,
+                            answer
+                        );
+                    }
+                    if *answer == Answer::Done
+                        && let Some(connect) = self.connects.get(req)
+                    {
+                        self.connected.insert(*req, connect.clone());
+                    }
+                    // A connect taken is refused later (a conflict) only
+                    // for a disconnect of that network asked after it.
+                    if let Some((cid, net)) = self.connects.get(req)
+                        && let Answer::Error(e) = answer
+                        && e.kind == ErrorKind::Conflict
+                        && !matches!(&input, Input::Command(r, _) if r == req)
+                        && !matches!(answered_call, Some(Call::EndpointSetup { .. }))
+                    {
+                        prop_assert!(
+                            self.disconnects
+                                .iter()
+                                .any(|(r, i, n)| r > req && i == cid && n == net),
+                            "{} (a connect of {} to {}) refused with no disconnect: {}",
+                            req,
+                            cid,
+                            net,
+                            e.message
+                        );
+                    }
+                    // A remove taken is done when the container is gone.
+                    if self.removes.remove(req) {
+                        prop_assert!(
+                            !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::NotFound),
+                            "{} (a remove taken) answered {:?}",
+                            req,
+                            answer
+                        );
+                    }
+                    if let Some(wait) = self.waits.remove(req)
+                        && matches!(answer, Answer::Waited { .. })
+                    {
+                        waited.push((*req, wait));
+                    }
+                    if let Some(ask) = self.asks.remove(req) {
+                        // Past its bound, an unpause is still carried out.
+                        if let (Ask::Unpause, Answer::Error(e)) = (&ask.1, answer)
+                            && e.message.contains("carried out when possible")
+                        {
+                            self.unpause_standing.insert(ask.0.clone());
+                        }
+                        asked_then.push((*req, ask, answer.clone()));
+                    }
+                    if let Some(of) = self.updates.remove(req) {
+                        updated_then.push((*req, of, answer.clone()));
+                    }
+                    prop_assert!(
+                        self.answered.insert(*req, self.now.at).is_none(),
+                        "{req} answered twice"
+                    );
+                    // A start or restart said done was sent to the task
+                    // its run ended or runs on (an attempt whose answer was
+                    // lost counts: the core cannot know it failed), never
+                    // one that no start reached.
+                    if *answer == Answer::Done
+                        && let Some(id) = self.starts.get(req)
+                        && let Some(pid) = self.core.container(id).and_then(|c| c.record.pid)
+                        && let Some(inst) = self.world.instance(id, pid)
+                    {
+                        prop_assert!(
+                            inst.start_sent,
+                            "{} (a start of {}) said done, but no start was sent to pid {}",
+                            req,
+                            id,
+                            pid
+                        );
+                    }
+                    // A restart said done sent a start of its own: one
+                    // on its way when it was asked was an earlier start's.
+                    if *answer == Answer::Done
+                        && self.restarts.contains(req)
+                        && let Some(id) = self.starts.get(req)
+                    {
+                        let asked = self.start_asked_at_op.get(req).copied().unwrap_or(0);
+                        let sent = self.last_start_op.get(id).copied();
+                        prop_assert!(
+                            sent.is_some_and(|op| op > asked),
+                            "{} (a restart of {}) said done with no start sent since it was asked (op {}; newest start {:?})",
+                            req,
+                            id,
+                            asked,
+                            sent
+                        );
+                    }
+                    self.check_start_refusal(*req, answer)?;
+                    // "containerd is unreachable" is never said while connected.
+                    prop_assert!(
+                        !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Unavailable)
+                            || self.core.connection() != ConnectionState::Ready,
+                        "{req} answered {answer:?} while connected"
+                    );
+                }
+            }
+        }
+        // A user's pause or unpause whose call failed is answered then: it
+        // is not retried (it may have taken effect; a relist finds out).
+        if let (Input::ActionResult(_, Err(_)), Some(Call::Pause { id } | Call::Resume { id })) =
+            (&input, &answered_call)
+        {
+            let ask = if matches!(answered_call, Some(Call::Pause { .. })) {
+                Ask::Pause
+            } else {
+                Ask::Unpause
+            };
+            prop_assert!(
+                !self.asks.values().any(|(i, a)| i == id && *a == ask),
+                "{:?} of {} failed, and the user's {:?} still waits",
+                answered_call,
+                id,
+                ask
+            );
+            // Told why: containerd gone (503, it may have taken effect),
+            // or refused (500), in words that name what was asked.
+            if let Input::ActionResult(_, Err(failure)) = &input {
+                let (verb, not) = match ask {
+                    Ask::Pause => ("pause", Some("unpause")),
+                    _ => ("unpause", None),
+                };
+                for (req, _, answer) in asked_then
+                    .iter()
+                    .filter(|(_, (of, a), _)| of == id && *a == ask)
+                {
+                    let Answer::Error(e) = answer else {
+                        continue;
+                    };
+                    prop_assert!(
+                        (e.kind == ErrorKind::Unavailable)
+                            == (failure.kind == FailureKind::Unavailable)
+                            && e.message.contains(verb)
+                            && not.is_none_or(|n| !e.message.contains(n)),
+                        "{} ({:?} of {}) failed with {:?}, told {:?}",
+                        req,
+                        ask,
+                        id,
+                        failure.kind,
+                        e
+                    );
+                }
+            }
+        }
+        // An update whose call failed is answered then (the user's to
+        // retry): 503 if containerd went away, 400 for resources the
+        // runtime rejects, 500 for any other refusal.
+        if let (Input::ActionResult(_, Err(failure)), Some(Call::UpdateResources { id, .. })) =
+            (&input, &answered_call)
+        {
+            prop_assert!(
+                !self.updates.values().any(|of| of == id),
+                "an update of {} failed ({:?}), and the user's update still waits",
+                id,
+                failure.kind
+            );
+            let status = match failure.kind {
+                FailureKind::Unavailable => ErrorKind::Unavailable,
+                FailureKind::Invalid => ErrorKind::Invalid,
+                _ => ErrorKind::Internal,
+            };
+            for (req, answer) in updated_then
+                .iter()
+                .filter(|(_, of, _)| of == id)
+                .map(|(r, _, a)| (r, a))
+            {
+                prop_assert!(
+                    matches!(answer, Answer::Error(e) if e.kind == status),
+                    "{} (an update of {}) failed with {:?}, told {:?}",
+                    req,
+                    id,
+                    failure.kind,
+                    answer
+                );
+            }
+        }
+        if let (Input::ActionResult(_, result), Some(call)) = (&input, &answered_call) {
+            let start_wanted = call
+                .container_id()
+                .is_some_and(|id| before.get(id).copied().unwrap_or(false));
+            self.check_retries(call, result, user_kill.is_some(), start_wanted, &asked_then)?;
+        }
+        self.check_retry_backoff(&retry_timers_before)?;
+        // Property 1: every call that can end or start a process is backed
+        // by an intent a user (or a policy, after a recorded exit) made, never
+        // by the input at hand; a connection fact or a failed call can at
+        // most let an already recorded intent proceed.
+        for call in Call::all(&actions) {
+            let view = call.container_id().and_then(|id| self.core.container(id));
+            let justified = match (&call, view) {
+                // The signal, too, is one asked for: a kill's, the stop's
+                // own, or SIGKILL for a stop or a forced remove.
+                (Call::Kill { signal, .. }, Some(c)) => {
+                    let i = &c.record.intents;
+                    i.kills.contains(signal)
+                        || i.stop.is_some_and(|s| s.signal == *signal)
+                        || *signal == Signal::SIGKILL && (i.stop.is_some() || i.remove)
+                }
+                (Call::CreateTask { .. } | Call::StartTask { .. }, Some(c)) => {
+                    c.record.intents.start
+                }
+                (Call::DeleteTask { .. }, Some(c)) => {
+                    c.current_exit().is_some()
+                        || matches!(c.task, TaskState::Created { .. }) && !c.record.intents.start
+                }
+                (Call::DeleteContainer { .. }, Some(c)) => c.record.intents.remove,
+                // A freeze only for a user's pause; a thaw for an unpause,
+                // or so that a stop, a "stay down" kill or a remove lands.
+                (Call::Pause { id }, Some(_)) => self.pauses_asked.contains(&(id.clone(), true)),
+                (Call::UpdateResources { id, running, .. }, Some(c)) => {
+                    self.updates_asked.contains(id)
+                        && *running == matches!(c.task, TaskState::Running { .. })
+                }
+                (Call::Resume { id }, Some(c)) => {
+                    let i = &c.record.intents;
+                    let unpause_waits = asks_before
+                        .values()
+                        .chain(self.asks.values())
+                        .any(|(of, a)| of == id && *a == Ask::Unpause);
+                    unpause_waits
+                        || self.unpause_standing.contains(id)
+                        || i.stop.is_some()
+                        || i.remove
+                        || self.world.stay_down_frozen.contains(id)
+                }
+                (Call::NetworkSetup { own_interface, .. }, Some(c)) => {
+                    c.record.intents.start
+                        && c.task == TaskState::Absent
+                        && *own_interface != c.record.own_disconnected
+                }
+                // A release: only with no task that could be using it.
+                (Call::NetworkTeardown { .. }, Some(c)) => c.task == TaskState::Absent,
+                // An endpoint the user wants: before a start, or while
+                // the task is up (a hot connect).
+                (Call::EndpointSetup { endpoint, .. }, Some(c)) => {
+                    let wanted = c
+                        .record
+                        .endpoints
+                        .iter()
+                        .any(|e| e.slot == endpoint.slot && e.wanted);
+                    wanted
+                        && c.record.network == NetworkState::Attached
+                        && (c.record.intents.start || c.task != TaskState::Absent)
+                }
+                // Released: disconnected, in doubt, or its task gone.
+                (Call::EndpointTeardown { endpoint, .. }, Some(c)) => {
+                    let e = c.record.endpoints.iter().find(|e| e.slot == endpoint.slot);
+                    c.task == TaskState::Absent
+                        || e.is_some_and(|e| !e.wanted || e.state == NetworkState::Attaching)
+                }
+                // Invisible: a discarded create being rolled back.
+                (Call::DeleteContainer { .. }, None) => true,
+                (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
+                (_, None) => false,
+            };
+            prop_assert!(
+                justified,
+                "{input:?} issued {call:?} with no intent behind it"
+            );
+            // SIGKILL goes to every process of the container (one outside
+            // its init's pid namespace, as with a shared one, would outlive
+            // it); any other signal to its init process only, as `docker
+            // kill -s` and `docker stop` deliver it (an exec'd process is
+            // not sent the stop signal).
+            if let Call::Kill { signal, all, .. } = &call {
+                prop_assert_eq!(
+                    *all,
+                    *signal == Signal::SIGKILL,
+                    "{:?} issued {:?}: the wrong processes signalled",
+                    input,
+                    call
+                );
+            }
+            // A thaw goes only to a container shown paused (or being
+            // removed, which shows as removing whatever its task is): one
+            // of a task that is not frozen is refused, and retried, and
+            // holds up what should follow (a stop's SIGKILL).
+            if let (Call::Resume { .. }, Some(c)) = (&call, view) {
+                prop_assert!(
+                    c.paused || c.status == Status::Removing,
+                    "{:?} issued {:?} to a container not paused ({:?})",
+                    input,
+                    call,
+                    c.status
+                );
+            }
+            // No second task: a task create goes out only when containerd
+            // has none for the container (one a lost create may have made
+            // is looked for first), and a container delete only when its
+            // task is gone (containerd would refuse it, and the core would
+            // have mistaken what it has).
+            if let Call::CreateTask { id } | Call::DeleteContainer { id } = &call {
+                prop_assert!(
+                    !self.world.tasks.contains_key(id),
+                    "{:?} issued {:?} while containerd has {:?}",
+                    input,
+                    call,
+                    self.world.tasks.get(id)
+                );
+            }
+            // A task is created with every network its container was
+            // connected to while stopped already made: dockerd connects
+            // them before it starts, so that a refusal refuses the start
+            // (and the process finds its interfaces from the first).
+            if let (Call::CreateTask { id }, Some(c)) = (&call, view) {
+                for e in c.record.endpoints.iter().filter(|e| e.wanted) {
+                    prop_assert!(
+                        self.world.endpoints.contains(&(id.clone(), e.slot)),
+                        "{:?} issued {:?} before {} endpoint eth{} ({}) was made",
+                        input,
+                        call,
+                        id,
+                        e.slot,
+                        e.network
+                    );
+                }
+            }
+            // dockerd's baseline: a run after a connect back to its own
+            // network has its own `eth0` there, its ports published, as a
+            // run of the container as created (not one more endpoint).
+            if let Call::CreateTask { id } = &call {
+                prop_assert!(
+                    !self.connected_back.contains(id) || self.world.own_eth0.contains(id),
+                    "{:?} issued {:?}: {} was connected back to its own network, and its run has no eth0 of its own (no published ports)",
+                    input,
+                    call,
+                    id
+                );
+            }
+            if matches!(
+                input,
+                Input::Connection(
+                    ConnectionFact::StreamBroken(..) | ConnectionFact::Unreachable(_)
+                )
+            ) {
+                prop_assert!(false, "{input:?} issued {call:?}");
+            }
+        }
+        // A start or restart still waiting for its answer is one the core
+        // still means to make, or one sent that may yet take effect: a
+        // start dropped (by a stop, a removal, a give-up) is answered then,
+        // not left to a bound that would say it is still to come.
+        for (req, id) in &self.starts {
+            if self.answered.contains_key(req) {
+                continue;
+            }
+            if let Some(c) = self.core.container(id) {
+                prop_assert!(
+                    c.record.intents.start || c.record.start_sent,
+                    "{} (a start of {}) waits for a start nobody means to make, after {:?}",
+                    req,
+                    id,
+                    input
+                );
+                // Nor one whose run the view shows running: that start
+                // took effect, and is answered done then.
+                prop_assert!(
+                    !(c.record.start_sent && matches!(c.task, TaskState::Running { .. })),
+                    "{} (a start of {}) waits, its run shown running, after {:?}",
+                    req,
+                    id,
+                    input
+                );
+            }
+        }
+        // A run's task only moves forward (created, running, stopped): a
+        // listing older than what the core has learned since must not take
+        // it back.
+        for c in self.core.containers() {
+            let rank = match c.task {
+                TaskState::Created { .. } => 1,
+                TaskState::Running { .. } => 2,
+                TaskState::Stopped => 3,
+                TaskState::Absent | TaskState::Unknown => continue,
+            };
+            let run = (c.record.id.clone(), c.record.run, c.record.pid);
+            let seen = self.task_progress.entry(run).or_insert(rank);
+            prop_assert!(
+                rank >= *seen,
+                "{} went back to {:?} in run {} after {:?}",
+                c.record.id,
+                c.task,
+                c.record.run,
+                input
+            );
+            *seen = rank;
+        }
+        // Property 2.
+        let mut new_exits = Vec::new();
+        for c in self.core.containers() {
+            if let Some(exit) = &c.record.exit {
+                let key = (c.record.id.clone(), exit.run);
+                match self.exits.get(&key) {
+                    Some(first) => prop_assert_eq!(first, exit, "exit of {:?} changed", key),
+                    None => {
+                        self.exits.insert(key, exit.clone());
+                        if c.current_exit().is_some() {
+                            new_exits.push((c.record.id.clone(), c.record.pid, exit.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        for (id, pid, exit) in &new_exits {
+            self.check_exit_is_the_truth(id, *pid, exit)?;
+        }
+        self.check_run_end_answers(&new_exits, &asks_before, &asked_then)?;
+        self.check_quiescent()?;
+        // A wait is answered only when what it waits for is true.
+        for (req, (id, condition, exit_then)) in waited {
+            let view = self.core.container(&id);
+            let exit_now = view
+                .as_ref()
+                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
+            let met = match condition {
+                WaitCondition::Removed => view.is_none(),
+                WaitCondition::NextExit => view.is_none() || exit_now != exit_then,
+                // (At a run's end also while restarting, as dockerd; at
+                // any other moment, only once the container is down.)
+                WaitCondition::NotRunning => view.is_none_or(|c| {
+                    c.status != Status::Running
+                        && (c.status != Status::Restarting || !matches!(&input, Input::Command(..)))
+                }),
+            };
+            prop_assert!(
+                met,
+                "{} (a wait {:?} of {}) answered, but it is not so: {:?}",
+                req,
+                condition,
+                id,
+                view.map(|c| c.status)
+            );
+        }
+        // A name leads to a container shown, never to one being rolled
+        // back (its create failed: the name is free at once).
+        for r in self.records.values() {
+            if let Ok(owner) = self.core.resolve(&r.name) {
+                prop_assert!(
+                    self.core.container(&owner).is_some(),
+                    "the name {} leads to {}, which is not shown",
+                    &r.name,
+                    owner
+                );
+            }
+        }
+        // Every container shown answers to its own name, and to no other's.
+        for c in self.core.containers() {
+            prop_assert_eq!(
+                self.core.resolve(&c.record.name).ok(),
+                Some(c.record.id.clone()),
+                "the name {} does not lead to its container",
+                &c.record.name
+            );
+        }
+        self.check_network()?;
+        self.check_taken_requests_stand()?;
+        for c in self.core.containers() {
+            health_consistent(&self.core, &c)?;
+        }
+        self.trace.extend(actions);
+        self.note_doubts_owed();
+        Ok(())
+    }
+
+    /// A container made again under the same id starts afresh: its runs
+    /// count from the first again.
+    pub(crate) fn forget_removed(&mut self) {
+        let core = &self.core;
+        self.restart_backoff
+            .retain(|id, _| core.container(id).is_some());
+        self.task_progress
+            .retain(|(id, ..), _| core.container(id).is_some());
+        self.oom_announced
+            .retain(|(id, _)| core.container(id).is_some());
+        self.starts_announced
+            .retain(|(id, _)| core.container(id).is_some());
+    }
+
+    pub(crate) fn req(&mut self) -> RequestId {
+        self.next_req += 1;
+        RequestId(self.next_req)
+    }
+
+    pub(crate) fn command(&mut self, command: Command) -> Result<RequestId, TestCaseError> {
+        let req = self.req();
+        if !matches!(command, Command::Wait { .. }) {
+            self.must_answer.push(req);
+        }
+        let name_free = match &command {
+            Command::Create { name, .. } => !self.core.containers().any(|c| &c.record.name == name),
+            _ => false,
+        };
+        if let Command::Start { id } | Command::Restart { id, .. } = &command {
+            self.starts.insert(req, id.clone());
+            self.start_asked_at_op.insert(req, self.last_op);
+        }
+        // A user's start (or a container made anew) may start it again.
+        if let Command::Start { id } | Command::Restart { id, .. } | Command::Create { id, .. } =
+            &command
+        {
+            self.kept_down.remove(id);
+            self.start_not_again.remove(id);
+        }
+        if let Command::Restart { .. } = &command {
+            self.restarts.insert(req);
+        }
+        let ask = match &command {
+            Command::Kill { id, signal } => Some((id.clone(), Ask::Kill(*signal))),
+            Command::Pause { id } => {
+                self.unpause_standing.remove(id);
+                Some((id.clone(), Ask::Pause))
+            }
+            Command::Unpause { id } => Some((id.clone(), Ask::Unpause)),
+            _ => None,
+        };
+        if let Some(ask) = ask {
+            self.asks.insert(req, ask);
+        }
+        if let Command::Start { .. } = &command {
+            self.starts_asked.insert(req, self.now.at);
+        }
+        let creating = !matches!(command, Command::Create { .. })
+            && self
+                .core
+                .container(command.container_id())
+                .is_some_and(|c| c.record.presence == Presence::Creating);
+        let is_wait = matches!(command, Command::Wait { .. });
+        if let Command::Wait { id, condition } = &command {
+            let exit = self
+                .core
+                .container(id)
+                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
+            self.waits.insert(req, (id.clone(), *condition, exit));
+        }
+        self.feed(Input::Command(req, command))?;
+        // A name no container shows is free: a removed container's too.
+        let answer = self.trace.iter().rev().find_map(|a| match a {
+            Action::Answer(r, answer) if *r == req => Some(answer),
+            _ => None,
+        });
+        // While its create is on its way a container takes only waits.
+        let conflict = matches!(answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict);
+        prop_assert!(
+            !creating || conflict != is_wait,
+            "{} to a container being created: {:?}",
+            req,
+            answer
+        );
+        if name_free && let Some(Answer::Error(e)) = answer {
+            prop_assert!(
+                !(e.kind == ErrorKind::Conflict && e.message.contains("name")),
+                "{} refused a free name: {}",
+                req,
+                e.message
+            );
+        }
+        Ok(req)
+    }
+
+    pub(crate) fn advance(&mut self, d: Duration) -> Result<(), TestCaseError> {
+        let target = self.now.at + d;
+        while let Some((at, _)) = self.core.poll_timeout() {
+            if at > target {
+                break;
+            }
+            self.set_time(at);
+            self.feed(Input::Timeout)?;
+        }
+        // SIGKILL comes when the grace period ends: no later than the
+        // shortest grace a stop asked for (counted as the core counts it).
+        let ready = self.core.connection() == ConnectionState::Ready;
+        for (id, deadline) in &self.kill_deadline {
+            let view = self.core.container(id);
+            let stopping = view.is_some_and(|c| {
+                c.record.intents.stop.is_some()
+                    && c.record.intents.kills.is_empty()
+                    && c.current_exit().is_none()
+            });
+            let busy = self
+                .outstanding
+                .iter()
+                .any(|(_, c)| c.container_id() == Some(id));
+            prop_assert!(
+                *deadline > target || !ready || !stopping || busy,
+                "{} not killed at the end of its grace period ({:?}), now {:?}",
+                id,
+                deadline,
+                target
+            );
+        }
+        self.set_time(target);
+        self.check_doubts_looked_at()?;
+        if let Some(by) = self.look_again_by
+            && self.now.at > by
+            && self.core.connection() == ConnectionState::Ready
+        {
+            prop_assert!(
+                false,
+                "a relist with a placeholder was not followed by another by {by:?}"
+            );
+        }
+        let relist_in_flight = self
+            .outstanding
+            .iter()
+            .any(|(_, c)| matches!(c, Call::Relist));
+        if let Some(by) = self.refresh_owed_by
+            && self.now.at > by
+            && !relist_in_flight
+            && self.core.connection() == ConnectionState::Ready
+        {
+            prop_assert!(
+                false,
+                "a relist owed (a call refused or unanswered, a task deleted unseen) did not come by {by:?}"
+            );
+        }
+        // Property 4, checked as time passes.
+        for (req, bound) in &self.stop_bounds {
+            if *bound < self.now.at {
+                let at = self.answered.get(req);
+                prop_assert!(
+                    at.is_some_and(|at| at <= bound),
+                    "stop {req} not answered by {bound:?}"
+                );
+            }
+        }
+        let ready = self.core.connection() == ConnectionState::Ready;
+        for (req, asked) in &self.starts_asked {
+            let waited = self.now.at.saturating_since(*asked);
+            if self.answered.contains_key(req) || waited <= self.config.request_answer_bound {
+                continue;
+            }
+            let wanted = self.starts.get(req).is_some_and(|id| {
+                self.core
+                    .container(id)
+                    .is_some_and(|c| c.record.intents.start)
+            });
+            prop_assert!(
+                ready && wanted && waited <= self.config.start_answer_bound,
+                "start {} unanswered after {:?} (connected: {}, still wanted: {})",
+                req,
+                waited,
+                ready,
+                wanted
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set_time(&mut self, at: Instant) {
+        let delta = at.saturating_since(self.now.at);
+        let wall = self.now.wall.as_unix_nanos() + i64::try_from(delta.as_nanos()).unwrap_or(0);
+        self.now = Now::new(at.max(self.now.at), WallTime::from_unix_nanos(wall));
+    }
+
+    pub(crate) fn answer_of(&self, req: RequestId) -> Option<Answer> {
+        self.trace.iter().rev().find_map(|a| match a {
+            Action::Answer(r, answer) if *r == req => Some(answer.clone()),
+            _ => None,
+        })
+    }
+
+    /// Resolves every call and lets due timers pass.
+    /// The next timer but a health check's: a probed run's probe timer is
+    /// always armed, so waiting for "no timer" looks past it.
+    pub(crate) fn next_timer_but_probes(&self) -> Option<(Instant, TimerKind)> {
+        self.core
+            .timers()
+            .find(|(_, k)| !matches!(k, TimerKind::Probe(_)))
+            .map(|(at, k)| (at, k.clone()))
+    }
+
+    /// Answers every call, each as it comes, in a healed world: the calls
+    /// come to an end (a core that answers each result with another call
+    /// of the same kind, for ever, would hang the case instead).
+    pub(crate) fn resolve_all(&mut self) -> Result<(), TestCaseError> {
+        let mut answered = 0u32;
+        while let Some((_, call)) = self.outstanding.first() {
+            answered += 1;
+            prop_assert!(
+                answered <= CALLS_HEALED_MAX,
+                "the calls never end in a healed world: {:?} after {} answered",
+                call,
+                CALLS_HEALED_MAX
+            );
+            self.resolve(0, 0)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn settle(&mut self) -> Result<(), TestCaseError> {
+        for _ in 0..50 {
+            self.resolve_all()?;
+            // (A relist due this soon is one asked for after a placeholder,
+            // not the periodic one, and may hide later timers behind it.)
+            match self.next_timer_but_probes() {
+                Some((at, _)) if at <= self.now.at + Duration::from_secs(2) => {
+                    self.advance(Duration::from_secs(2))?
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// holdfastd restarts from the records it persisted. Calls in flight
+    /// never land; requests waiting die with it (their clients see the
+    /// connection reset), so they are owed no answer.
+    pub(crate) fn daemon_restart(&mut self) -> Result<(), TestCaseError> {
+        self.oom_announced.clear();
+        let answered = &self.answered;
+        self.must_answer.retain(|r| answered.contains_key(r));
+        self.stop_bounds.retain(|r, _| answered.contains_key(r));
+        self.starts.retain(|r, _| answered.contains_key(r));
+        self.starts_asked.retain(|r, _| answered.contains_key(r));
+        self.connects.retain(|r, _| answered.contains_key(r));
+        self.failures.clear();
+        self.streaks.clear();
+        self.waits.clear();
+        self.asks.clear();
+        self.updates.clear();
+        self.user_kill_ops.clear();
+        self.removes.clear();
+        self.kills_announced.clear();
+        self.kill_calls.clear();
+        self.relist_snapshots.clear();
+        self.newest_relist = 0;
+        self.look_again_by = None;
+        self.refresh_owed_by = None;
+        self.doubts.clear();
+        self.doubt_owed_by.clear();
+        self.restart_backoff.clear();
+        self.kept_down.clear();
+        self.start_not_again.clear();
+        self.task_progress.clear();
+        self.outstanding.clear();
+        self.subscriptions.clear();
+        self.stop_signal_ops.clear();
+        self.signal_delivered.clear();
+        self.kill_deadline.clear();
+        self.daemons += 1;
+        self.core = Core::new(self.config.clone(), 9 + self.daemons, self.now);
+        self.last_op = 0;
+        // Op ids start again: the new daemon's first relist sees it all.
+        for mark in self.unseen.values_mut() {
+            *mark = 0;
+        }
+        // What the core knew of OOM events was in memory only.
+        for inst in &mut self.world.instances {
+            inst.oom_in_order = false;
+        }
+        let records = self.records.values().cloned().collect();
+        self.feed(Input::Restore(records))
+    }
+
+    pub(crate) fn run(&mut self, steps: &[Step], swarm: u8) -> Result<(), TestCaseError> {
+        self.feed(Input::Restore(Vec::new()))?;
+        self.advance(Duration::ZERO)?;
+        for step in steps.iter().filter(|s| enabled(s, swarm)) {
+            self.step(step)?;
+        }
+        // Heal, let every call complete and every timer pass (but the
+        // periodic relist, which is always armed while connected).
+        self.world.up = true;
+        self.feed(Input::Connection(ConnectionFact::Connected))?;
+        for _ in 0..200 {
+            self.resolve_all()?;
+            // What could not be seen waits for the periodic relist. (A
+            // relist due soon, after a placeholder, may hide later timers
+            // behind it, such as a stop's deadline; and a far one may hide
+            // a request's answer bound: let them pass.)
+            let behind = self
+                .core
+                .timers()
+                .any(|(_, k)| !matches!(k, TimerKind::Probe(_) | TimerKind::PeriodicRelist));
+            match self.next_timer_but_probes() {
+                None => break,
+                Some((at, TimerKind::PeriodicRelist))
+                    if !behind
+                        && self.unseen.is_empty()
+                        && at > self.now.at + Duration::from_secs(30) =>
+                {
+                    break;
+                }
+                Some(_) => self.advance(Duration::from_secs(30))?,
+            }
+        }
+        prop_assert_eq!(self.core.calls_in_flight(), 0);
+        prop_assert!(self.unseen.is_empty(), "never relisted: {:?}", self.unseen);
+        self.check_quiescent()?;
+        // Nothing is left behind: the same containers on both sides, and no
+        // stopped task kept in containerd.
+        let shown: Vec<&ContainerId> = self.core.containers().map(|c| &c.record.id).collect();
+        let mut shown = shown.into_iter().cloned().collect::<Vec<_>>();
+        shown.sort();
+        let kept: Vec<ContainerId> = self.world.containers.keys().cloned().collect();
+        prop_assert_eq!(&shown, &kept, "holdfast shows, containerd has");
+        // A removal asked for is carried out once the world heals, in any
+        // state the container was in: none is left being removed. So is a
+        // start (a user's, a restart's, a policy's): none is left wanted.
+        for c in self.core.containers() {
+            prop_assert!(
+                !c.record.intents.remove,
+                "{} is still being removed in a healed world ({:?})",
+                c.record.id,
+                c.task
+            );
+            prop_assert!(
+                !c.record.intents.start && !c.record.intents.policy_restart,
+                "{} still waits to be started in a healed world ({:?}, {:?})",
+                c.record.id,
+                c.task,
+                c.record.intents
+            );
+        }
+        // Every SIGKILL that went out has taken effect: none waits on a
+        // frozen task that the core left frozen (a v1 freezer holds it).
+        prop_assert!(
+            self.world.kill_on_thaw.is_empty(),
+            "SIGKILLed tasks left frozen, never thawed: {:?}",
+            self.world.kill_on_thaw
+        );
+        for id in &self.world.attached {
+            prop_assert!(
+                self.world.tasks.contains_key(id),
+                "{} is still attached with no task: an allocation left behind",
+                id
+            );
+        }
+        for (id, slot) in &self.world.endpoints {
+            prop_assert!(
+                self.world.tasks.contains_key(id),
+                "{} endpoint eth{} is left with no task: an allocation left behind",
+                id,
+                slot
+            );
+        }
+        self.check_healed_own_eth0_and_kept_down()?;
+        // A connect asked for is carried out: every wanted endpoint of a
+        // running container is made, every unwanted one released.
+        for c in self.core.containers() {
+            let running = matches!(c.task, TaskState::Running { .. });
+            for e in &c.record.endpoints {
+                let made = self
+                    .world
+                    .endpoints
+                    .contains(&(c.record.id.clone(), e.slot));
+                prop_assert!(
+                    e.wanted && (made || !running),
+                    "{} endpoint {:?} in a healed world (running: {})",
+                    c.record.id,
+                    e,
+                    running
+                );
+            }
+        }
+        for (id, task) in &self.world.tasks {
+            prop_assert!(
+                !matches!(task, WorldTask::Stopped(..)),
+                "a stopped task of {} is left: {:?}",
+                id,
+                task
+            );
+        }
+        // No request is lost: everything but a wait is answered by now.
+        for req in &self.must_answer {
+            prop_assert!(
+                self.answered.contains_key(req),
+                "{} was never answered",
+                req
+            );
+        }
+        // A wait whose condition has come true is answered: the container
+        // is gone, it exited since, or nothing runs nor is about to.
+        for (req, (id, condition, exit_then)) in &self.waits {
+            let view = self.core.container(id);
+            let exit_now = view
+                .as_ref()
+                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
+            let met = match condition {
+                WaitCondition::Removed => view.is_none(),
+                WaitCondition::NextExit => view.is_none() || exit_now != *exit_then,
+                WaitCondition::NotRunning => view.is_none_or(|c| {
+                    matches!(c.status, Status::Exited | Status::Created)
+                        && !c.record.intents.start
+                        && !c.record.intents.policy_restart
+                }),
+            };
+            prop_assert!(
+                !met,
+                "{} (a wait {:?} of {}) never answered, although it is so: {:?}",
+                req,
+                condition,
+                id,
+                view.map(|c| c.status)
+            );
+        }
+        // Healed, the engine works: a new container is created and started.
+        self.probe_healed()
+    }
+
+    pub(crate) fn step(&mut self, step: &Step) -> Result<(), TestCaseError> {
+        // Clocks move: no two things happen in the same nanosecond (an
+        // exit is later than the exit of the run before it).
+        self.set_time(self.now.at + Duration::from_micros(1));
+        let id = |i: &usize| cid(IDS[*i]);
+        match step {
+            Step::Create(i, policy, signals) => {
+                let config = ContainerConfig {
+                    restart_policy: restart_policy(*policy),
+                    // `--rm` (the API takes it with no restart policy only).
+                    auto_remove: *policy == 0 && signals & 0x10 != 0,
+                    // The default bridge, a user network (the same
+                    // step), none or the host's (the policy's bit 2),
+                    // another's namespace (no step).
+                    network: match i % 4 {
+                        0 | 2 => NetworkMode::Bridge,
+                        1 if policy & 4 != 0 => NetworkMode::Host,
+                        1 => NetworkMode::None,
+                        _ => NetworkMode::Container,
+                    },
+                    network_name: (i % 4 == 2).then(|| "app".to_owned()),
+                    network_container: (i % 4 == 3).then(|| holdfast_core::SharedNetwork {
+                        id: "donor".into(),
+                        pid: 1,
+                    }),
+                    stop_signal: stop_signal(*signals),
+                    image_stop_signal: stop_signal(*signals >> 2),
+                    healthcheck: health_check(*signals),
+                    ..Default::default()
+                };
+                if self.core.container(&id(i)).is_none() {
+                    self.configs.insert(id(i), config.clone());
+                    // The model reuses ids (the daemon never does): a new
+                    // container of a removed one's id starts its runs anew.
+                    self.exits.retain(|(cid, _), _| *cid != id(i));
+                    self.connected_back.remove(&id(i));
+                }
+                self.command(Command::Create {
+                    id: id(i),
+                    name: format!("n{i}"),
+                    config: config.into(),
+                })?;
+            }
+            Step::Start(i) => {
+                self.command(Command::Start { id: id(i) })?;
+            }
+            Step::Cancel(n) => {
+                let Some(req) = (!self.waits.is_empty())
+                    .then(|| self.waits.keys().nth(n.of(self.waits.len())).copied())
+                    .flatten()
+                else {
+                    return Ok(());
+                };
+                self.feed(Input::Cancel(req))?;
+                let answer = self.answer_of(req);
+                prop_assert!(
+                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Cancelled),
+                    "{} cancelled, answered {:?}",
+                    req,
+                    answer
+                );
+            }
+            Step::Edit(i, arg) => {
+                // Half the edits go to a container waiting out a restart
+                // backoff, if there is one: a window too short to hit by
+                // chance, where an update must keep or drop that restart.
+                let waiting = self
+                    .core
+                    .containers()
+                    .find(|c| c.record.intents.policy_restart)
+                    .map(|c| c.record.id.clone());
+                let target = waiting.filter(|_| arg & 0x80 != 0).unwrap_or(id(i));
+                self.edit(&target, arg & 0x7f)?
+            }
+            Step::Update(i, mib) => {
+                self.updates_asked.insert(id(i));
+                let before = self.core.container(&id(i)).map(|c| c.record.config.clone());
+                // (Known before it is fed: a refusal answers it at once.)
+                let req = RequestId(self.next_req + 1);
+                self.updates.insert(req, id(i));
+                let req2 = self.command(Command::UpdateResources {
+                    id: id(i),
+                    update: ResourceUpdate {
+                        memory_limit_bytes: Some(u64::from(*mib) << 20),
+                        ..Default::default()
+                    },
+                })?;
+                prop_assert_eq!(req, req2);
+                // Refused at once, it records nothing.
+                let refused = self
+                    .trace
+                    .iter()
+                    .rev()
+                    .any(|a| matches!(a, Action::Answer(r, Answer::Error(_)) if *r == req));
+                if refused {
+                    let after = self.core.container(&id(i)).map(|c| c.record.config.clone());
+                    prop_assert_eq!(before, after, "a refused update changed the record");
+                }
+            }
+            Step::Network(i, arg) => {
+                let connect = arg % 2 == 0;
+                // (The daemon refuses a connect to `host` before the core.)
+                let network = match arg / 2 % 4 {
+                    2 => self
+                        .configs
+                        .get(&id(i))
+                        .and_then(|c| c.network_name.clone())
+                        .unwrap_or_else(|| "bridge".to_owned()),
+                    3 if !connect => "host".to_owned(),
+                    // (Chosen cases reach more networks with higher bits.)
+                    n => format!("side{}", u16::from(n % 2) + 2 * u16::from(arg / 8)),
+                };
+                let expected = self.network_expected(&id(i), &network, connect);
+                let back = connect && self.connects_back(&id(i), &network);
+                let command = if connect {
+                    Command::Connect {
+                        id: id(i),
+                        network: network.clone(),
+                        aliases: Vec::new(),
+                        ip: None,
+                    }
+                } else {
+                    Command::Disconnect {
+                        id: id(i),
+                        network: network.clone(),
+                    }
+                };
+                if !connect {
+                    // (Known before it is fed: it may settle a connect.)
+                    let req = RequestId(self.next_req + 1);
+                    self.disconnects.push((req, id(i), network.clone()));
+                    self.connected_back.remove(&id(i));
+                }
+                let req = self.command(command)?;
+                if connect {
+                    self.connects.insert(req, (id(i), network.clone()));
+                }
+                self.check_network_answer(req, &id(i), &network, connect, expected)?;
+                if back {
+                    self.check_connected_back(req, &id(i), &network)?;
+                    self.connected_back.insert(id(i));
+                }
+            }
+            Step::Pause(i, freeze) => {
+                self.pauses_asked.insert((id(i), *freeze));
+                // dockerd's refusals (each a conflict): not running (or on
+                // its way down, or a start pending), restarting, already in
+                // that state, a pause while a stop is under way.
+                let refused = self.core.container(&id(i)).map(|c| {
+                    let running = matches!(c.task, TaskState::Running { .. })
+                        && c.current_exit().is_none()
+                        && c.status == Status::Running;
+                    let i = &c.record.intents;
+                    !running
+                        || i.remove
+                        || i.start
+                        || *freeze == c.paused
+                        || *freeze && i.stop.is_some()
+                });
+                let command = if *freeze {
+                    Command::Pause { id: id(i) }
+                } else {
+                    Command::Unpause { id: id(i) }
+                };
+                let req = self.command(command)?;
+                let answer = self.answer_of(req);
+                let conflict =
+                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict);
+                // Else only one already in progress is refused, and only
+                // an outage keeps it from being taken.
+                let in_progress = matches!(&answer, Some(Answer::Error(e))
+                    if e.kind == ErrorKind::Conflict && e.message.contains("in progress"));
+                let ready = self.core.connection() == ConnectionState::Ready;
+                let unavailable =
+                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Unavailable);
+                prop_assert!(
+                    match refused {
+                        Some(true) => conflict,
+                        Some(false) =>
+                            in_progress || if ready { answer.is_none() } else { unavailable },
+                        None => true,
+                    },
+                    "{} pause {} of {}: {:?} (refusal due: {:?})",
+                    req,
+                    freeze,
+                    id(i),
+                    answer,
+                    refused
+                );
+            }
+            Step::OutsidePause(i, freeze) => {
+                let id = id(i);
+                if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id) {
+                    let pid = *pid;
+                    let frozen = self.world.paused.get(&id) == Some(&pid);
+                    if frozen != *freeze {
+                        if *freeze {
+                            if self.world.stay_down_sent.contains(&(id.clone(), pid)) {
+                                self.world.stay_down_frozen.insert(id.clone());
+                            }
+                            self.world.paused.insert(id.clone(), pid);
+                            self.event(ContainerdEvent::TaskPaused { container: id })?;
+                        } else {
+                            self.world.paused.remove(&id);
+                            self.event(ContainerdEvent::TaskResumed {
+                                container: id.clone(),
+                            })?;
+                            // A SIGKILL held by a v1 freezer lands now.
+                            if self.world.kill_on_thaw.remove(&id) == Some(pid) {
+                                self.world_exit(&id, pid, 137, false)?;
+                            }
+                        }
+                    }
+                }
+            }
+            Step::Stop(i, timeout, signal) => {
+                let timeout = timeout.map(|t| Duration::from_secs(u64::from(t)));
+                let signal = signal.and_then(stop_signal);
+                let stopping = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.intents.stop.is_some());
+                let start_pending = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.intents.start || c.record.intents.policy_restart);
+                let grace = self.core.container(&id(i)).map(|c| {
+                    c.record
+                        .intents
+                        .stop
+                        .map(|s| s.grace)
+                        .unwrap_or(Duration::MAX)
+                });
+                let req = self.command(Command::Stop {
+                    id: id(i),
+                    timeout,
+                    signal,
+                })?;
+                if let Some(deadline) = self.kill_deadline.get_mut(&id(i)) {
+                    let own = self.configs.get(&id(i)).and_then(|c| c.stop_timeout);
+                    let grace = timeout.or(own).unwrap_or(Duration::from_secs(10));
+                    *deadline = (*deadline).min(self.now.at + grace);
+                }
+                // Answered at once, a stop says whether it changed anything:
+                // done when it cancelled a start to come, else not modified.
+                let answer = self.trace.iter().rev().find_map(|a| match a {
+                    Action::Answer(r, answer) if *r == req => Some(answer.clone()),
+                    _ => None,
+                });
+                if let Some(answer @ (Answer::Done | Answer::NotModified)) = &answer
+                    && !stopping
+                {
+                    let cancelled = *answer == Answer::Done;
+                    prop_assert_eq!(cancelled, start_pending, "stop answered {:?}", answer);
+                }
+                // The signal by precedence: request > container > image > SIGTERM.
+                if !stopping
+                    && let Some(stop) = self
+                        .core
+                        .container(&id(i))
+                        .and_then(|c| c.record.intents.stop)
+                {
+                    let config = self.configs.get(&id(i));
+                    let expected = signal
+                        .or(config.and_then(|c| c.stop_signal))
+                        .or(config.and_then(|c| c.image_stop_signal))
+                        .unwrap_or(Signal::SIGTERM);
+                    prop_assert_eq!(stop.signal, expected, "stop signal of {}", id(i));
+                }
+                if !self.answered.contains_key(&req) {
+                    let grace = timeout
+                        .unwrap_or(Duration::from_secs(10))
+                        .min(grace.unwrap_or(Duration::MAX));
+                    self.stop_bounds
+                        .insert(req, self.now.at + grace + self.slack);
+                }
+            }
+            Step::Kill(i, sigkill) => {
+                let signal = if *sigkill {
+                    Signal::SIGKILL
+                } else {
+                    Signal::try_from(1).map_err(|e| TestCaseError::fail(e.to_string()))?
+                };
+                self.kill_checked(&id(i), signal)?;
+            }
+            Step::Restart(i) => {
+                self.command(Command::Restart {
+                    id: id(i),
+                    timeout: Some(Duration::from_secs(1)),
+                    signal: None,
+                })?;
+            }
+            Step::Remove(i, force) => {
+                let running = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.status == Status::Running && !c.record.intents.remove);
+                let creating = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.presence == Presence::Creating);
+                // Waiting out a restart backoff: refused without force, as
+                // dockerd refuses to remove a restarting container.
+                let restarting = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.intents.policy_restart);
+                // A removal under way takes any `rm` (answered when done).
+                let removing = self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.intents.remove);
+                // Nothing runs, nothing is about to: `rm` goes ahead.
+                let idle = self.core.container(&id(i)).is_some_and(|c| {
+                    matches!(c.status, Status::Exited | Status::Created)
+                        && matches!(c.task, TaskState::Absent | TaskState::Stopped)
+                        && !c.record.intents.policy_restart
+                        && c.record.presence != Presence::Creating
+                });
+                let paused = self.core.container(&id(i)).is_some_and(|c| c.paused);
+                let shown = self.core.container(&id(i)).is_some();
+                let req = self.command(Command::Remove {
+                    id: id(i),
+                    force: *force,
+                })?;
+                if shown && self.answer_of(req).is_none() {
+                    self.removes.insert(req);
+                }
+                // dockerd's refusal of a plain `rm` of a paused container
+                // says so (unpause it first).
+                if paused
+                    && !*force
+                    && let Some(Answer::Error(e)) = self.answer_of(req)
+                {
+                    prop_assert!(e.message.contains("paused"), "{}: {}", req, e.message);
+                }
+                // `rm` of a running container is refused; `rm -f` never is
+                // (but while the create is still on its way).
+                let conflict = self.trace.iter().rev().any(|a| {
+                    matches!(a, Action::Answer(r, Answer::Error(e)) if *r == req && e.kind == ErrorKind::Conflict)
+                });
+                prop_assert!(
+                    if *force {
+                        !conflict || creating
+                    } else {
+                        (conflict || !running && !restarting) && !(conflict && (idle || removing))
+                    },
+                    "remove (force {}) of {} (running {}, restarting {}, idle {}): conflict {}",
+                    force,
+                    id(i),
+                    running,
+                    restarting,
+                    idle,
+                    conflict
+                );
+            }
+            Step::Wait(i, condition) => {
+                let condition = [
+                    WaitCondition::NotRunning,
+                    WaitCondition::NextExit,
+                    WaitCondition::Removed,
+                ][usize::from(*condition) % 3];
+                self.command(Command::Wait {
+                    id: id(i),
+                    condition,
+                })?;
+            }
+            Step::Resolve(n, failure) => self.resolve(*n, *failure)?,
+            Step::LateRelist => {
+                let newest = self.newest_relist;
+                let late = self
+                    .outstanding
+                    .iter()
+                    .position(|(op, call)| matches!(call, Call::Relist) && op.0 < newest);
+                if let Some(n) = late {
+                    self.resolve(n, 7)?;
+                }
+            }
+            Step::WorldExit(i, status, lost) => {
+                if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id(i)).cloned() {
+                    // 2: SIGKILLed from outside (an administrator's kill -9).
+                    let status = if *status == 2 {
+                        137
+                    } else {
+                        u32::from(*status)
+                    };
+                    self.world_exit(&id(i), pid, status, *lost)?;
+                }
+            }
+            Step::ExitReportedAgain(n) => {
+                // Only of an exit the core has recorded for that pid (or of
+                // an earlier run): a first report that lies is no fault the
+                // core could see through. Or one timed before the newest
+                // process with that pid was asked for (its pid reused): the
+                // core tells it from that process's by when its run began.
+                // Never timed in the future, nor in the life of a later
+                // process with that pid (no second source would say so).
+                let now = self.now.wall.as_unix_nanos();
+                let again_at = |exited_at: &WallTime| {
+                    (exited_at.as_unix_nanos() + REPORTED_AGAIN_LATER_NANOS).min(now)
+                };
+                let exits: Vec<ContainerdEvent> = self
+                    .past_events
+                    .iter()
+                    .filter(|e| match e {
+                        ContainerdEvent::TaskExit {
+                            container,
+                            exec_id,
+                            pid,
+                            exited_at,
+                            ..
+                        } if exec_id == container.as_str() => {
+                            let again = again_at(exited_at);
+                            let newest_asked = self
+                                .world
+                                .latest
+                                .get(&(container.clone(), *pid))
+                                .and_then(|i| self.world.instances.get(*i))
+                                .map(|inst| inst.asked_at.as_unix_nanos());
+                            let exited = exited_at.as_unix_nanos();
+                            let later_process = newest_asked.filter(|asked| *asked > exited);
+                            // (Nor after a later create was asked for: the
+                            // process it makes may reuse the pid.)
+                            let create_asked = self
+                                .world
+                                .create_asked
+                                .get(container)
+                                .map(|at| at.as_unix_nanos())
+                                .filter(|asked| *asked > exited);
+                            let honest = again > exited
+                                && later_process.is_none_or(|asked| again < asked)
+                                && create_asked.is_none_or(|asked| again < asked);
+                            let before_newest = later_process.is_some();
+                            honest
+                                && self.core.container(container).is_some_and(|v| {
+                                    v.record.pid != Some(*pid)
+                                        || before_newest
+                                        || v.record
+                                            .exit
+                                            .as_ref()
+                                            .is_some_and(|x| x.run == v.record.run)
+                                })
+                        }
+                        _ => false,
+                    })
+                    .cloned()
+                    .collect();
+                if !exits.is_empty()
+                    && let ContainerdEvent::TaskExit {
+                        container,
+                        exec_id,
+                        pid,
+                        exit_status,
+                        exited_at,
+                        oom_kills,
+                    } = exits[n.of(exits.len())].clone()
+                {
+                    self.event(ContainerdEvent::TaskExit {
+                        container,
+                        exec_id,
+                        pid,
+                        exit_status: exit_status + 1,
+                        exited_at: WallTime::from_unix_nanos(again_at(&exited_at)),
+                        oom_kills,
+                    })?;
+                }
+            }
+            Step::ReplayEvent(n) => {
+                if !self.past_events.is_empty() {
+                    let event = self.past_events[n.of(self.past_events.len())].clone();
+                    self.event(event)?;
+                }
+            }
+            Step::WorldOom(i, lost) => {
+                if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id(i)).cloned() {
+                    if let Some(inst) = self.world.instance(&id(i), pid) {
+                        inst.oom = true;
+                    }
+                    let oom = ContainerdEvent::TaskOom {
+                        container: id(i),
+                        published_at: Some(self.now.wall),
+                    };
+                    if *lost {
+                        self.lost(&oom);
+                        self.past_events.push(oom);
+                    } else {
+                        self.event(oom)?;
+                    }
+                    self.world_exit(&id(i), pid, 137, *lost)?;
+                }
+            }
+            Step::DaemonRestart => self.daemon_restart()?,
+            Step::ExecExit(i) => {
+                let exited_at = self.now.wall;
+                self.event(ContainerdEvent::TaskExit {
+                    container: id(i),
+                    exec_id: "exec1".into(),
+                    pid: 1,
+                    exit_status: 1,
+                    exited_at,
+                    oom_kills: None,
+                })?;
+            }
+            Step::Oom(i) => self.event(ContainerdEvent::TaskOom {
+                container: id(i),
+                published_at: Some(self.now.wall),
+            })?,
+            Step::ShimDies(i) => {
+                let pid = match self.world.tasks.get(&id(i)) {
+                    Some(
+                        WorldTask::Created(p) | WorldTask::Running(p) | WorldTask::Stopped(p, ..),
+                    ) => *p,
+                    None => return Ok(()),
+                };
+                self.world.delete_task(&id(i));
+                self.unseen.insert(id(i), self.last_op);
+                // Every other pid: containerd cleans the dead shim's task
+                // up and says so (TaskDelete); its exit died with the shim.
+                // The core, with no exit of that task and no call of its
+                // own to learn from, owes a relist at once.
+                if pid.is_multiple_of(2) {
+                    let owed = self.core.connection() == ConnectionState::Ready
+                        && self.world.up
+                        && !self.subscriptions.is_empty()
+                        && self.core.container(&id(i)).is_some_and(|c| {
+                            c.record.pid == Some(pid) && c.current_exit().is_none()
+                        })
+                        && !self
+                            .outstanding
+                            .iter()
+                            .any(|(_, c)| c.container_id() == Some(&id(i)));
+                    if owed && self.refresh_owed_by.is_none() {
+                        self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+                    }
+                    self.event(ContainerdEvent::TaskDelete {
+                        container: id(i),
+                        pid,
+                    })?;
+                }
+            }
+            Step::StreamBreaks => {
+                for sub in std::mem::take(&mut self.subscriptions) {
+                    self.feed(Input::Connection(ConnectionFact::StreamBroken(
+                        sub,
+                        "eof".into(),
+                    )))?;
+                }
+            }
+            Step::ContainerdDown => {
+                self.world.up = false;
+                for sub in std::mem::take(&mut self.subscriptions) {
+                    self.feed(Input::Connection(ConnectionFact::StreamBroken(
+                        sub,
+                        "transport is closing".into(),
+                    )))?;
+                }
+                self.feed(Input::Connection(ConnectionFact::Unreachable(
+                    "connection refused".into(),
+                )))?;
+            }
+            Step::ContainerdUp => {
+                self.world.up = true;
+                self.feed(Input::Connection(ConnectionFact::Connected))?;
+            }
+            Step::Advance(ms) => self.advance(Duration::from_millis(u64::from(*ms)))?,
+            Step::ProbeResult(index, outcome) => {
+                if !self.probe_results || self.probes.is_empty() {
+                    return Ok(());
+                }
+                let probe = self.probes[index.of(self.probes.len())].clone();
+                let outcome = match outcome {
+                    0..=2 => ProbeOutcome::Exited {
+                        exit_code: 0,
+                        output: "ok".into(),
+                    },
+                    3 => ProbeOutcome::Exited {
+                        exit_code: 1,
+                        output: "x".repeat(5000),
+                    },
+                    4 => ProbeOutcome::TimedOut {
+                        output: String::new(),
+                    },
+                    _ => ProbeOutcome::Failed {
+                        message: "cannot exec".into(),
+                    },
+                };
+                self.feed(Input::ProbeResult(ProbeResult {
+                    container: probe.container,
+                    run: probe.run,
+                    probe: probe.probe,
+                    outcome,
+                }))?;
+            }
+        }
+        Ok(())
+    }
+}
