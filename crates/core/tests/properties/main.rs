@@ -38,7 +38,6 @@
 mod answers;
 mod calls;
 mod chosen;
-mod doubts;
 mod edits;
 mod exits;
 mod harness;
@@ -49,6 +48,7 @@ mod network;
 mod quiescent;
 mod reconnect;
 mod regressions;
+mod relists;
 mod resolve;
 mod restarts;
 mod retries;

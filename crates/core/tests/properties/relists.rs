@@ -1,5 +1,5 @@
-//! A task in doubt (a create, or a created task's delete, whose answer was
-//! lost) is looked at by a relist as soon as one can settle it.
+//! Relists: a task in doubt (a create, or a created task's delete, whose
+//! answer was lost) is looked at by a relist as soon as one can settle it.
 
 use crate::calls::Call;
 use crate::harness::Harness;
