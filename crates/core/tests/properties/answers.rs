@@ -126,3 +126,22 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// A remove taken is done when the container is gone.
+    pub(crate) fn check_remove_answer(
+        &mut self,
+        req: &RequestId,
+        answer: &Answer,
+    ) -> Result<(), TestCaseError> {
+        if self.removes.remove(req) {
+            prop_assert!(
+                !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::NotFound),
+                "{} (a remove taken) answered {:?}",
+                req,
+                answer
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,5 +1,6 @@
 //! Record edits: renames and restart policy updates.
 
+use crate::calls::Call;
 use crate::harness::Harness;
 use crate::steps::restart_policy;
 use holdfast_core::*;
@@ -135,6 +136,75 @@ impl Harness {
                 );
             }
             _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// An update whose call failed is answered then (the user's to retry):
+    /// 503 if containerd went away, 400 for resources the runtime rejects,
+    /// 500 for any other refusal.
+    pub(crate) fn check_failed_update_answered(
+        &self,
+        input: &Input,
+        answered_call: &Option<Call>,
+        updated_then: &[(RequestId, ContainerId, Answer)],
+    ) -> Result<(), TestCaseError> {
+        if let (Input::ActionResult(_, Err(failure)), Some(Call::UpdateResources { id, .. })) =
+            (&input, &answered_call)
+        {
+            prop_assert!(
+                !self.updates.values().any(|of| of == id),
+                "an update of {} failed ({:?}), and the user's update still waits",
+                id,
+                failure.kind
+            );
+            let status = match failure.kind {
+                FailureKind::Unavailable => ErrorKind::Unavailable,
+                FailureKind::Invalid => ErrorKind::Invalid,
+                _ => ErrorKind::Internal,
+            };
+            for (req, answer) in updated_then
+                .iter()
+                .filter(|(_, of, _)| of == id)
+                .map(|(r, _, a)| (r, a))
+            {
+                prop_assert!(
+                    matches!(answer, Answer::Error(e) if e.kind == status),
+                    "{} (an update of {}) failed with {:?}, told {:?}",
+                    req,
+                    id,
+                    failure.kind,
+                    answer
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A name leads to a container shown, never to one being rolled back
+    /// (its create failed: the name is free at once); every container
+    /// shown answers to its own name, and to no other's.
+    pub(crate) fn check_names(&self) -> Result<(), TestCaseError> {
+        for r in self.records.values() {
+            if let Ok(owner) = self.core.resolve(&r.name) {
+                prop_assert!(
+                    self.core.container(&owner).is_some(),
+                    "the name {} leads to {}, which is not shown",
+                    &r.name,
+                    owner
+                );
+            }
+        }
+        // Every container shown answers to its own name, and to no other's.
+        for c in self.core.containers() {
+            prop_assert_eq!(
+                self.core.resolve(&c.record.name).ok(),
+                Some(c.record.id.clone()),
+                "the name {} does not lead to its container",
+                &c.record.name
+            );
         }
         Ok(())
     }

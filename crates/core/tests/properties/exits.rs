@@ -5,6 +5,7 @@ use crate::harness::Harness;
 use crate::world::{WorldTask, oom_count_unread};
 use holdfast_core::*;
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 impl Harness {
     /// Follows what an input tells the core, for the OOM expectation.
@@ -124,5 +125,100 @@ impl Harness {
             );
         }
         Ok(())
+    }
+}
+
+impl Harness {
+    /// A shim sends TaskOOM just before its TaskExit: an OOM followed by an
+    /// earlier run's exit was that run's (late, after an outage), so the
+    /// current run's next OOM is its first.
+    pub(crate) fn forget_oom_of_an_earlier_run(&mut self, input: &Input) {
+        if let Input::Event(ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            ..
+        }) = &input
+            && exec_id == container.as_str()
+            && let Some(c) = self.core.container(container)
+            && c.record.pid != Some(*pid)
+            && c.current_exit().is_none()
+        {
+            self.oom_announced
+                .remove(&(container.clone(), c.record.run));
+        }
+    }
+
+    /// An exit recorded for a run whose pid was known is that process's: a
+    /// listing of another pid (an earlier run's, read before this run's
+    /// create) neither ends the run nor takes its pid.
+    pub(crate) fn check_an_exit_keeps_its_pid(
+        &self,
+        input: &Input,
+        pids_before: &BTreeMap<ContainerId, (u64, Option<u32>, bool)>,
+    ) -> Result<(), TestCaseError> {
+        for c in self.core.containers() {
+            let r = c.record;
+            if let Some((run, Some(pid), false)) = pids_before.get(&r.id)
+                && *run == r.run
+                && c.current_exit().is_some()
+            {
+                prop_assert_eq!(
+                    r.pid,
+                    Some(*pid),
+                    "{} run {} ended by {:?} with another pid",
+                    &r.id,
+                    r.run,
+                    input
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// An OOM is announced once per run, and only for a run that has not
+    /// ended.
+    pub(crate) fn check_oom_announced(
+        &mut self,
+        input: &Input,
+        event: &UserEvent,
+    ) -> Result<(), TestCaseError> {
+        let view = self.core.container(&event.container);
+        let run = view.map_or(0, |v| v.record.run);
+        let ended = view.is_some_and(|v| v.record.exit.as_ref().is_some_and(|e| e.run == run));
+        prop_assert!(
+            !ended,
+            "{input:?} announced an OOM of {} run {run}, which had ended",
+            event.container
+        );
+        prop_assert!(
+            self.oom_announced.insert((event.container.clone(), run)),
+            "{input:?} announced the OOM of {} run {run} twice",
+            event.container
+        );
+        Ok(())
+    }
+
+    /// Property 2: a run's exit is recorded once and never changed; returns
+    /// the exits newly recorded for the current run.
+    pub(crate) fn note_new_exits(
+        &mut self,
+    ) -> Result<Vec<(ContainerId, Option<u32>, ExitRecord)>, TestCaseError> {
+        let mut new_exits = Vec::new();
+        for c in self.core.containers() {
+            if let Some(exit) = &c.record.exit {
+                let key = (c.record.id.clone(), exit.run);
+                match self.exits.get(&key) {
+                    Some(first) => prop_assert_eq!(first, exit, "exit of {:?} changed", key),
+                    None => {
+                        self.exits.insert(key, exit.clone());
+                        if c.current_exit().is_some() {
+                            new_exits.push((c.record.id.clone(), c.record.pid, exit.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(new_exits)
     }
 }

@@ -31,6 +31,37 @@ pub(crate) enum Ask {
 /// (run, time) when it began.
 pub(crate) type PendingWait = (ContainerId, WaitCondition, Option<(u64, WallTime)>);
 
+/// What the harness read of the core just before an input: what the checks
+/// after it compare the core's reaction with.
+pub(crate) struct Before {
+    /// Whether each container's start was wanted.
+    pub(crate) start_wanted: BTreeMap<ContainerId, bool>,
+    /// Restart counts, and whether a user's start or restart waits.
+    pub(crate) restart_counts: BTreeMap<ContainerId, (u32, bool)>,
+    /// Each run's known pid, and whether its exit is recorded.
+    pub(crate) pids: BTreeMap<ContainerId, (u64, Option<u32>, bool)>,
+    /// Whether each container's policy restart was owed, and whether its
+    /// exit was recorded.
+    pub(crate) policy_owed: BTreeMap<ContainerId, (bool, bool)>,
+    /// Connected.
+    pub(crate) ready: bool,
+    pub(crate) retry_timers: BTreeMap<ContainerId, Instant>,
+    /// Kills, pauses and unpauses not answered yet.
+    pub(crate) asks: BTreeMap<RequestId, (ContainerId, Ask)>,
+}
+
+/// What the answers among an input's actions said, for the checks after
+/// them.
+#[derive(Default)]
+pub(crate) struct Answered {
+    /// Waits answered as waited, with what they waited for.
+    pub(crate) waits: Vec<(RequestId, PendingWait)>,
+    /// Kills, pauses and unpauses answered, with their answers.
+    pub(crate) asks: Vec<(RequestId, (ContainerId, Ask), Answer)>,
+    /// Updates answered, with their answers.
+    pub(crate) updates: Vec<(RequestId, ContainerId, Answer)>,
+}
+
 pub(crate) struct Harness {
     /// Runs whose OOM was announced (a user event), per daemon.
     pub(crate) oom_announced: std::collections::BTreeSet<(ContainerId, u64)>,
@@ -269,801 +300,57 @@ impl Harness {
     /// Feeds one input and checks the per-step properties.
     pub(crate) fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
         self.event_fed(&input);
-        // A kill, a freeze or thaw, or a delete that containerd refused or
-        // whose answer was lost, or an update that found no task, while
-        // connected: the core asks for a relist (what it took for the task
-        // may be wrong).
         let answered_call = self.answering_call.take();
-        if let Input::ActionResult(_, result) = &input
-            && let Some(call) = &answered_call
-        {
-            self.note_doubt(call, result);
-        }
-        if let Input::ActionResult(_, Err(failure)) = &input
-            && let Some(call) = answered_call.clone()
-            && self.core.connection() == ConnectionState::Ready
-            && failure.kind != FailureKind::Unavailable
-        {
-            let looks = match call {
-                Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
-                Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
-                    failure.kind != FailureKind::NotFound
-                }
-                // An update of a running task that finds none: the
-                // task is gone, whatever the view says.
-                Call::UpdateResources { running: true, .. } => {
-                    failure.kind == FailureKind::NotFound
-                }
-                _ => false,
-            };
-            if looks && self.refresh_owed_by.is_none() {
-                self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
-            }
-        }
-        // (Whose signal an answered kill carried: a user's, or a stop's.)
-        let user_kill = match &input {
-            Input::ActionResult(op, _) => self.user_kill_ops.get(op).cloned(),
-            _ => None,
-        };
-        if let Input::ActionResult(op, _) = &input {
-            self.user_kill_ops.remove(op);
-        }
-        // A signal delivered: its next delivery is announced anew.
-        if let Input::ActionResult(op, result) = &input
-            && let Some(kill) = self.kill_calls.remove(op)
-            && result.is_ok()
-        {
-            self.kills_announced.remove(&kill);
-        }
-        if let Input::ActionResult(_, result) = &input
-            && let Some(id) = self.answering.take()
-        {
-            // Any failed answer counts, the world's own refusals too (a
-            // start refused because a lost one took effect); a lost answer
-            // is a failure to the core: a deadline.
-            let failures = self.failures.entry(id).or_default();
-            *failures = if result.is_err() { *failures + 1 } else { 0 };
-        }
-        let before: BTreeMap<ContainerId, bool> = self
-            .core
-            .containers()
-            .map(|c| (c.record.id.clone(), c.record.intents.start))
-            .collect();
-        // Restart counts, and whether a user's start or restart waits.
-        let counts_before: BTreeMap<ContainerId, (u32, bool)> = self
-            .core
-            .containers()
-            .map(|c| {
-                let id = &c.record.id;
-                let user_start = self
-                    .starts
-                    .iter()
-                    .any(|(r, s)| s == id && !self.answered.contains_key(r));
-                (id.clone(), (c.record.restart_count, user_start))
-            })
-            .collect();
-        // Each run's known pid, and whether its exit is recorded.
-        let pids_before: BTreeMap<ContainerId, (u64, Option<u32>, bool)> = self
-            .core
-            .containers()
-            .map(|c| {
-                let r = c.record;
-                (r.id.clone(), (r.run, r.pid, c.current_exit().is_some()))
-            })
-            .collect();
-        let owed_before: BTreeMap<ContainerId, (bool, bool)> = self
-            .core
-            .containers()
-            .map(|c| {
-                let owed = c.record.intents.policy_restart;
-                (c.record.id.clone(), (owed, c.current_exit().is_some()))
-            })
-            .collect();
-        // A shim sends TaskOOM just before its TaskExit: an OOM followed
-        // by an earlier run's exit was that run's (late, after an outage),
-        // so the current run's next OOM is its first.
-        if let Input::Event(ContainerdEvent::TaskExit {
-            container,
-            exec_id,
-            pid,
-            ..
-        }) = &input
-            && exec_id == container.as_str()
-            && let Some(c) = self.core.container(container)
-            && c.record.pid != Some(*pid)
-            && c.current_exit().is_none()
-        {
-            self.oom_announced
-                .remove(&(container.clone(), c.record.run));
-        }
-        let ready_before = self.core.connection() == ConnectionState::Ready;
-        let retry_timers_before = self.retry_timers();
+        self.note_answered_call(&input, &answered_call);
+        let user_kill = self.note_kill_answered(&input);
+        self.count_failures(&input);
+        let before = self.before_input();
+        self.forget_oom_of_an_earlier_run(&input);
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
-        // containerd's refusal of a call on a container is an answer: the
-        // connection it came over is fine, and is kept.
-        if let (Input::ActionResult(_, Err(failure)), Some(call)) = (&input, &answered_call)
-            && failure.kind != FailureKind::Unavailable
-            && call.container_id().is_some()
-            && ready_before
-        {
-            prop_assert!(
-                self.core.connection() == ConnectionState::Ready,
-                "{:?} refused ({:?}) dropped the connection",
-                call,
-                failure.kind
-            );
-        }
+        self.check_refusal_keeps_the_connection(&input, &answered_call, before.ready)?;
         // A policy restart newly owed waits out dockerd's backoff.
         if !matches!(input, Input::Restore(_)) {
-            self.check_restart_backoff(&owed_before)?;
+            self.check_restart_backoff(&before.policy_owed)?;
         }
         self.forget_removed();
-        // An exit recorded for a run whose pid was known is that process's:
-        // a listing of another pid (an earlier run's, read before this run's
-        // create) neither ends the run nor takes its pid.
-        for c in self.core.containers() {
-            let r = c.record;
-            if let Some((run, Some(pid), false)) = pids_before.get(&r.id)
-                && *run == r.run
-                && c.current_exit().is_some()
-            {
-                prop_assert_eq!(
-                    r.pid,
-                    Some(*pid),
-                    "{} run {} ended by {:?} with another pid",
-                    &r.id,
-                    r.run,
-                    input
-                );
-            }
-        }
-        // `RestartCount` counts the policy's restarts only: none comes
-        // while a user's start or restart is still being carried out.
-        for c in self.core.containers() {
-            if let Some(&(count, user_start)) = counts_before.get(&c.record.id) {
-                prop_assert!(
-                    !(user_start && c.record.restart_count > count),
-                    "{:?}: {}'s restart count rose while a user's start was under way",
-                    input,
-                    c.record.id
-                );
-            }
-        }
-        for c in self.core.containers() {
-            let was_wanted = before.get(&c.record.id).copied().unwrap_or(false);
-            // A restart asks for a start of its own, even while an
-            // earlier start is still wanted.
-            let restart = matches!(&input, Input::Command(_, Command::Restart { id, .. })
-                if *id == c.record.id && c.record.intents.start);
-            let ledger = self.start_ledger.entry(c.record.id.clone()).or_default();
-            ledger.0 += u64::from(c.record.intents.start && (!was_wanted || restart));
-        }
-        let mut waited = Vec::new();
-        let mut asked_then = Vec::new();
-        let mut updated_then = Vec::new();
-        let asks_before = self.asks.clone();
+        self.check_an_exit_keeps_its_pid(&input, &before.pids)?;
+        self.check_restart_count(&input, &before.restart_counts)?;
+        self.count_starts_asked(&input, &before.start_wanted);
         // HF_TRACE=1: every input and what it produced, to read a failure.
         if std::env::var_os("HF_TRACE").is_some() {
             eprintln!("IN  {:?} @{:?}\n    -> {:?}", input, self.now.at, actions);
         }
+        let mut answered = Answered::default();
         for action in &actions {
-            if let Some((op, call)) = Call::of(action) {
-                let (op, call) = (&op, &call);
-                {
-                    self.last_op = self.last_op.max(op.0);
-                    // Once our SIGKILL is on its way a 137 may be ours.
-                    if let Call::Kill {
-                        id,
-                        signal: Signal::SIGKILL,
-                        ..
-                    } = call
-                    {
-                        self.kill_deadline.remove(id);
-                        if let Some(inst) = self.world.current(id) {
-                            inst.sigkilled = true;
-                        }
-                    }
-                    // (To the container's newest task, even one gone
-                    // meanwhile: the core cannot know it was.)
-                    if let Call::StartTask { id } = call {
-                        self.last_start_op.insert(id.clone(), op.0);
-                    }
-                    if let Call::StartTask { id } = call
-                        && let Some(i) = self
-                            .world
-                            .latest
-                            .iter()
-                            .filter(|((c, _), _)| c == id)
-                            .map(|(_, i)| *i)
-                            .max()
-                    {
-                        self.world.instances[i].start_sent = true;
-                    }
-                    self.check_kept_down(&input, call)?;
-                    if let Call::CreateTask { id } = call {
-                        self.world.create_asked.insert(id.clone(), self.now.wall);
-                    }
-                    // Every signal sent was announced (a `kill` event, as
-                    // dockerd's), once per delivery, retries included.
-                    if let Call::Kill { id, signal, .. } = call {
-                        prop_assert!(
-                            self.kills_announced.contains(&(id.clone(), *signal)),
-                            "{:?} sent {:?} to {} with no kill event",
-                            input,
-                            signal,
-                            id
-                        );
-                        self.kill_calls.insert(*op, (id.clone(), *signal));
-                    }
-                    if matches!(call, Call::Relist) {
-                        self.look_again_by = None;
-                        self.refresh_owed_by = None;
-                        self.newest_relist = op.0;
-                        self.relist_snapshots.insert(*op, self.world.tasks.clone());
-                    }
-                    // The core sends a user's kill before any stop signal.
-                    if let Call::Kill { id, signal, .. } = call
-                        && self
-                            .core
-                            .container(id)
-                            .is_some_and(|c| c.record.intents.kills.first() == Some(signal))
-                    {
-                        self.user_kill_ops.insert(*op, (id.clone(), *signal));
-                    }
-                    self.outstanding.push((*op, call.clone()));
-                    self.check_escalation(*op, call)?;
-                }
-                continue;
-            }
-            match action {
-                Action::Call { .. } | Action::Network { .. } => {}
-                Action::RunProbe(probe) => {
-                    // Only a running, current run is probed.
-                    let view = self.core.container(&probe.container);
-                    let health = self.core.health(&probe.container);
-                    prop_assert!(
-                        view.is_some_and(|v| v.status == Status::Running
-                            && !v.paused
-                            && v.record.run == probe.run)
-                            && health.is_some_and(|h| h.run == probe.run && !h.ended),
-                        "{input:?} asked for {probe:?} of a run that is not probed"
-                    );
-                    prop_assert!(
-                        self.core.connection() == ConnectionState::Ready,
-                        "{input:?} asked for {probe:?} while containerd is not ready"
-                    );
-                    self.probes.push(probe.clone());
-                }
-                // An OOM is announced once per run, and only for a run
-                // that has not ended.
-                Action::Publish(event) if event.kind == UserEventKind::Oom => {
-                    let view = self.core.container(&event.container);
-                    let run = view.map_or(0, |v| v.record.run);
-                    let ended =
-                        view.is_some_and(|v| v.record.exit.as_ref().is_some_and(|e| e.run == run));
-                    prop_assert!(
-                        !ended,
-                        "{input:?} announced an OOM of {} run {run}, which had ended",
-                        event.container
-                    );
-                    prop_assert!(
-                        self.oom_announced.insert((event.container.clone(), run)),
-                        "{input:?} announced the OOM of {} run {run} twice",
-                        event.container
-                    );
-                }
-                Action::Publish(event) => {
-                    match event.kind {
-                        UserEventKind::Kill { signal } => {
-                            self.kills_announced
-                                .insert((event.container.clone(), signal));
-                        }
-                        // A `start` event is announced once per run.
-                        UserEventKind::Start => {
-                            let run = self
-                                .core
-                                .container(&event.container)
-                                .map_or(0, |v| v.record.run);
-                            prop_assert!(
-                                self.starts_announced.insert((event.container.clone(), run)),
-                                "{input:?} announced the start of {} run {run} twice",
-                                event.container
-                            );
-                        }
-                        // A `restart` event is a user's restart taking
-                        // effect, never a plain start.
-                        UserEventKind::Restart => {
-                            let restarting = self.restarts.iter().any(|r| {
-                                self.starts.get(r) == Some(&event.container)
-                                    && !self.answered.contains_key(r)
-                            });
-                            prop_assert!(
-                                restarting,
-                                "{:?} published a restart of {} with no restart asked",
-                                input,
-                                event.container
-                            );
-                        }
-                        _ => {}
-                    }
-                }
-                Action::Persist(rec) => {
-                    self.records.insert(rec.id.clone(), rec.clone());
-                }
-                Action::Unpersist(id) => {
-                    self.records.remove(id);
-                }
-                Action::Answer(req, answer) => {
-                    // A wait ends with what it waited for (the removal, an
-                    // exit: its code), never an error, but for a client that
-                    // went away or a container unknown when asked.
-                    if self.waits.contains_key(req)
-                        && let Answer::Error(e) = answer
-                    {
-                        let asked_now = matches!(&input, Input::Command(r, _) if r == req);
-                        prop_assert!(
-                            e.kind == ErrorKind::Cancelled
-                                || e.kind == ErrorKind::NotFound && asked_now,
-                            "{} (a wait) answered {:?}",
-                            req,
-                            answer
-                        );
-                    }
-                    if *answer == Answer::Done
-                        && let Some(connect) = self.connects.get(req)
-                    {
-                        self.connected.insert(*req, connect.clone());
-                    }
-                    // A connect taken is refused later (a conflict) only
-                    // for a disconnect of that network asked after it.
-                    if let Some((cid, net)) = self.connects.get(req)
-                        && let Answer::Error(e) = answer
-                        && e.kind == ErrorKind::Conflict
-                        && !matches!(&input, Input::Command(r, _) if r == req)
-                        && !matches!(answered_call, Some(Call::EndpointSetup { .. }))
-                    {
-                        prop_assert!(
-                            self.disconnects
-                                .iter()
-                                .any(|(r, i, n)| r > req && i == cid && n == net),
-                            "{} (a connect of {} to {}) refused with no disconnect: {}",
-                            req,
-                            cid,
-                            net,
-                            e.message
-                        );
-                    }
-                    // A remove taken is done when the container is gone.
-                    if self.removes.remove(req) {
-                        prop_assert!(
-                            !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::NotFound),
-                            "{} (a remove taken) answered {:?}",
-                            req,
-                            answer
-                        );
-                    }
-                    if let Some(wait) = self.waits.remove(req)
-                        && matches!(answer, Answer::Waited { .. })
-                    {
-                        waited.push((*req, wait));
-                    }
-                    if let Some(ask) = self.asks.remove(req) {
-                        // Past its bound, an unpause is still carried out.
-                        if let (Ask::Unpause, Answer::Error(e)) = (&ask.1, answer)
-                            && e.message.contains("carried out when possible")
-                        {
-                            self.unpause_standing.insert(ask.0.clone());
-                        }
-                        asked_then.push((*req, ask, answer.clone()));
-                    }
-                    if let Some(of) = self.updates.remove(req) {
-                        updated_then.push((*req, of, answer.clone()));
-                    }
-                    prop_assert!(
-                        self.answered.insert(*req, self.now.at).is_none(),
-                        "{req} answered twice"
-                    );
-                    // A start or restart said done was sent to the task
-                    // its run ended or runs on (an attempt whose answer was
-                    // lost counts: the core cannot know it failed), never
-                    // one that no start reached.
-                    if *answer == Answer::Done
-                        && let Some(id) = self.starts.get(req)
-                        && let Some(pid) = self.core.container(id).and_then(|c| c.record.pid)
-                        && let Some(inst) = self.world.instance(id, pid)
-                    {
-                        prop_assert!(
-                            inst.start_sent,
-                            "{} (a start of {}) said done, but no start was sent to pid {}",
-                            req,
-                            id,
-                            pid
-                        );
-                    }
-                    // A restart said done sent a start of its own: one
-                    // on its way when it was asked was an earlier start's.
-                    if *answer == Answer::Done
-                        && self.restarts.contains(req)
-                        && let Some(id) = self.starts.get(req)
-                    {
-                        let asked = self.start_asked_at_op.get(req).copied().unwrap_or(0);
-                        let sent = self.last_start_op.get(id).copied();
-                        prop_assert!(
-                            sent.is_some_and(|op| op > asked),
-                            "{} (a restart of {}) said done with no start sent since it was asked (op {}; newest start {:?})",
-                            req,
-                            id,
-                            asked,
-                            sent
-                        );
-                    }
-                    self.check_start_refusal(*req, answer)?;
-                    // "containerd is unreachable" is never said while connected.
-                    prop_assert!(
-                        !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Unavailable)
-                            || self.core.connection() != ConnectionState::Ready,
-                        "{req} answered {answer:?} while connected"
-                    );
-                }
-            }
+            self.follow_action(&input, &answered_call, action, &mut answered)?;
         }
-        // A user's pause or unpause whose call failed is answered then: it
-        // is not retried (it may have taken effect; a relist finds out).
-        if let (Input::ActionResult(_, Err(_)), Some(Call::Pause { id } | Call::Resume { id })) =
-            (&input, &answered_call)
-        {
-            let ask = if matches!(answered_call, Some(Call::Pause { .. })) {
-                Ask::Pause
-            } else {
-                Ask::Unpause
-            };
-            prop_assert!(
-                !self.asks.values().any(|(i, a)| i == id && *a == ask),
-                "{:?} of {} failed, and the user's {:?} still waits",
-                answered_call,
-                id,
-                ask
-            );
-            // Told why: containerd gone (503, it may have taken effect),
-            // or refused (500), in words that name what was asked.
-            if let Input::ActionResult(_, Err(failure)) = &input {
-                let (verb, not) = match ask {
-                    Ask::Pause => ("pause", Some("unpause")),
-                    _ => ("unpause", None),
-                };
-                for (req, _, answer) in asked_then
-                    .iter()
-                    .filter(|(_, (of, a), _)| of == id && *a == ask)
-                {
-                    let Answer::Error(e) = answer else {
-                        continue;
-                    };
-                    prop_assert!(
-                        (e.kind == ErrorKind::Unavailable)
-                            == (failure.kind == FailureKind::Unavailable)
-                            && e.message.contains(verb)
-                            && not.is_none_or(|n| !e.message.contains(n)),
-                        "{} ({:?} of {}) failed with {:?}, told {:?}",
-                        req,
-                        ask,
-                        id,
-                        failure.kind,
-                        e
-                    );
-                }
-            }
-        }
-        // An update whose call failed is answered then (the user's to
-        // retry): 503 if containerd went away, 400 for resources the
-        // runtime rejects, 500 for any other refusal.
-        if let (Input::ActionResult(_, Err(failure)), Some(Call::UpdateResources { id, .. })) =
-            (&input, &answered_call)
-        {
-            prop_assert!(
-                !self.updates.values().any(|of| of == id),
-                "an update of {} failed ({:?}), and the user's update still waits",
-                id,
-                failure.kind
-            );
-            let status = match failure.kind {
-                FailureKind::Unavailable => ErrorKind::Unavailable,
-                FailureKind::Invalid => ErrorKind::Invalid,
-                _ => ErrorKind::Internal,
-            };
-            for (req, answer) in updated_then
-                .iter()
-                .filter(|(_, of, _)| of == id)
-                .map(|(r, _, a)| (r, a))
-            {
-                prop_assert!(
-                    matches!(answer, Answer::Error(e) if e.kind == status),
-                    "{} (an update of {}) failed with {:?}, told {:?}",
-                    req,
-                    id,
-                    failure.kind,
-                    answer
-                );
-            }
-        }
+        self.check_failed_pause_answered(&input, &answered_call, &answered.asks)?;
+        self.check_failed_update_answered(&input, &answered_call, &answered.updates)?;
         if let (Input::ActionResult(_, result), Some(call)) = (&input, &answered_call) {
             let start_wanted = call
                 .container_id()
-                .is_some_and(|id| before.get(id).copied().unwrap_or(false));
-            self.check_retries(call, result, user_kill.is_some(), start_wanted, &asked_then)?;
+                .is_some_and(|id| before.start_wanted.get(id).copied().unwrap_or(false));
+            self.check_retries(
+                call,
+                result,
+                user_kill.is_some(),
+                start_wanted,
+                &answered.asks,
+            )?;
         }
-        self.check_retry_backoff(&retry_timers_before)?;
-        // Property 1: every call that can end or start a process is backed
-        // by an intent a user (or a policy, after a recorded exit) made, never
-        // by the input at hand; a connection fact or a failed call can at
-        // most let an already recorded intent proceed.
-        for call in Call::all(&actions) {
-            let view = call.container_id().and_then(|id| self.core.container(id));
-            let justified = match (&call, view) {
-                // The signal, too, is one asked for: a kill's, the stop's
-                // own, or SIGKILL for a stop or a forced remove.
-                (Call::Kill { signal, .. }, Some(c)) => {
-                    let i = &c.record.intents;
-                    i.kills.contains(signal)
-                        || i.stop.is_some_and(|s| s.signal == *signal)
-                        || *signal == Signal::SIGKILL && (i.stop.is_some() || i.remove)
-                }
-                (Call::CreateTask { .. } | Call::StartTask { .. }, Some(c)) => {
-                    c.record.intents.start
-                }
-                (Call::DeleteTask { .. }, Some(c)) => {
-                    c.current_exit().is_some()
-                        || matches!(c.task, TaskState::Created { .. }) && !c.record.intents.start
-                }
-                (Call::DeleteContainer { .. }, Some(c)) => c.record.intents.remove,
-                // A freeze only for a user's pause; a thaw for an unpause,
-                // or so that a stop, a "stay down" kill or a remove lands.
-                (Call::Pause { id }, Some(_)) => self.pauses_asked.contains(&(id.clone(), true)),
-                (Call::UpdateResources { id, running, .. }, Some(c)) => {
-                    self.updates_asked.contains(id)
-                        && *running == matches!(c.task, TaskState::Running { .. })
-                }
-                (Call::Resume { id }, Some(c)) => {
-                    let i = &c.record.intents;
-                    let unpause_waits = asks_before
-                        .values()
-                        .chain(self.asks.values())
-                        .any(|(of, a)| of == id && *a == Ask::Unpause);
-                    unpause_waits
-                        || self.unpause_standing.contains(id)
-                        || i.stop.is_some()
-                        || i.remove
-                        || self.world.stay_down_frozen.contains(id)
-                }
-                (Call::NetworkSetup { own_interface, .. }, Some(c)) => {
-                    c.record.intents.start
-                        && c.task == TaskState::Absent
-                        && *own_interface != c.record.own_disconnected
-                }
-                // A release: only with no task that could be using it.
-                (Call::NetworkTeardown { .. }, Some(c)) => c.task == TaskState::Absent,
-                // An endpoint the user wants: before a start, or while
-                // the task is up (a hot connect).
-                (Call::EndpointSetup { endpoint, .. }, Some(c)) => {
-                    let wanted = c
-                        .record
-                        .endpoints
-                        .iter()
-                        .any(|e| e.slot == endpoint.slot && e.wanted);
-                    wanted
-                        && c.record.network == NetworkState::Attached
-                        && (c.record.intents.start || c.task != TaskState::Absent)
-                }
-                // Released: disconnected, in doubt, or its task gone.
-                (Call::EndpointTeardown { endpoint, .. }, Some(c)) => {
-                    let e = c.record.endpoints.iter().find(|e| e.slot == endpoint.slot);
-                    c.task == TaskState::Absent
-                        || e.is_some_and(|e| !e.wanted || e.state == NetworkState::Attaching)
-                }
-                // Invisible: a discarded create being rolled back.
-                (Call::DeleteContainer { .. }, None) => true,
-                (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
-                (_, None) => false,
-            };
-            prop_assert!(
-                justified,
-                "{input:?} issued {call:?} with no intent behind it"
-            );
-            // SIGKILL goes to every process of the container (one outside
-            // its init's pid namespace, as with a shared one, would outlive
-            // it); any other signal to its init process only, as `docker
-            // kill -s` and `docker stop` deliver it (an exec'd process is
-            // not sent the stop signal).
-            if let Call::Kill { signal, all, .. } = &call {
-                prop_assert_eq!(
-                    *all,
-                    *signal == Signal::SIGKILL,
-                    "{:?} issued {:?}: the wrong processes signalled",
-                    input,
-                    call
-                );
-            }
-            // A thaw goes only to a container shown paused (or being
-            // removed, which shows as removing whatever its task is): one
-            // of a task that is not frozen is refused, and retried, and
-            // holds up what should follow (a stop's SIGKILL).
-            if let (Call::Resume { .. }, Some(c)) = (&call, view) {
-                prop_assert!(
-                    c.paused || c.status == Status::Removing,
-                    "{:?} issued {:?} to a container not paused ({:?})",
-                    input,
-                    call,
-                    c.status
-                );
-            }
-            // No second task: a task create goes out only when containerd
-            // has none for the container (one a lost create may have made
-            // is looked for first), and a container delete only when its
-            // task is gone (containerd would refuse it, and the core would
-            // have mistaken what it has).
-            if let Call::CreateTask { id } | Call::DeleteContainer { id } = &call {
-                prop_assert!(
-                    !self.world.tasks.contains_key(id),
-                    "{:?} issued {:?} while containerd has {:?}",
-                    input,
-                    call,
-                    self.world.tasks.get(id)
-                );
-            }
-            // A task is created with every network its container was
-            // connected to while stopped already made: dockerd connects
-            // them before it starts, so that a refusal refuses the start
-            // (and the process finds its interfaces from the first).
-            if let (Call::CreateTask { id }, Some(c)) = (&call, view) {
-                for e in c.record.endpoints.iter().filter(|e| e.wanted) {
-                    prop_assert!(
-                        self.world.endpoints.contains(&(id.clone(), e.slot)),
-                        "{:?} issued {:?} before {} endpoint eth{} ({}) was made",
-                        input,
-                        call,
-                        id,
-                        e.slot,
-                        e.network
-                    );
-                }
-            }
-            // dockerd's baseline: a run after a connect back to its own
-            // network has its own `eth0` there, its ports published, as a
-            // run of the container as created (not one more endpoint).
-            if let Call::CreateTask { id } = &call {
-                prop_assert!(
-                    !self.connected_back.contains(id) || self.world.own_eth0.contains(id),
-                    "{:?} issued {:?}: {} was connected back to its own network, and its run has no eth0 of its own (no published ports)",
-                    input,
-                    call,
-                    id
-                );
-            }
-            if matches!(
-                input,
-                Input::Connection(
-                    ConnectionFact::StreamBroken(..) | ConnectionFact::Unreachable(_)
-                )
-            ) {
-                prop_assert!(false, "{input:?} issued {call:?}");
-            }
-        }
-        // A start or restart still waiting for its answer is one the core
-        // still means to make, or one sent that may yet take effect: a
-        // start dropped (by a stop, a removal, a give-up) is answered then,
-        // not left to a bound that would say it is still to come.
-        for (req, id) in &self.starts {
-            if self.answered.contains_key(req) {
-                continue;
-            }
-            if let Some(c) = self.core.container(id) {
-                prop_assert!(
-                    c.record.intents.start || c.record.start_sent,
-                    "{} (a start of {}) waits for a start nobody means to make, after {:?}",
-                    req,
-                    id,
-                    input
-                );
-                // Nor one whose run the view shows running: that start
-                // took effect, and is answered done then.
-                prop_assert!(
-                    !(c.record.start_sent && matches!(c.task, TaskState::Running { .. })),
-                    "{} (a start of {}) waits, its run shown running, after {:?}",
-                    req,
-                    id,
-                    input
-                );
-            }
-        }
-        // A run's task only moves forward (created, running, stopped): a
-        // listing older than what the core has learned since must not take
-        // it back.
-        for c in self.core.containers() {
-            let rank = match c.task {
-                TaskState::Created { .. } => 1,
-                TaskState::Running { .. } => 2,
-                TaskState::Stopped => 3,
-                TaskState::Absent | TaskState::Unknown => continue,
-            };
-            let run = (c.record.id.clone(), c.record.run, c.record.pid);
-            let seen = self.task_progress.entry(run).or_insert(rank);
-            prop_assert!(
-                rank >= *seen,
-                "{} went back to {:?} in run {} after {:?}",
-                c.record.id,
-                c.task,
-                c.record.run,
-                input
-            );
-            *seen = rank;
-        }
-        // Property 2.
-        let mut new_exits = Vec::new();
-        for c in self.core.containers() {
-            if let Some(exit) = &c.record.exit {
-                let key = (c.record.id.clone(), exit.run);
-                match self.exits.get(&key) {
-                    Some(first) => prop_assert_eq!(first, exit, "exit of {:?} changed", key),
-                    None => {
-                        self.exits.insert(key, exit.clone());
-                        if c.current_exit().is_some() {
-                            new_exits.push((c.record.id.clone(), c.record.pid, exit.clone()));
-                        }
-                    }
-                }
-            }
-        }
+        self.check_retry_backoff(&before.retry_timers)?;
+        self.check_calls_justified(&input, &actions, &before.asks)?;
+        self.check_waiting_starts_still_meant(&input)?;
+        self.check_task_progress(&input)?;
+        let new_exits = self.note_new_exits()?;
         for (id, pid, exit) in &new_exits {
             self.check_exit_is_the_truth(id, *pid, exit)?;
         }
-        self.check_run_end_answers(&new_exits, &asks_before, &asked_then)?;
+        self.check_run_end_answers(&new_exits, &before.asks, &answered.asks)?;
         self.check_quiescent()?;
-        // A wait is answered only when what it waits for is true.
-        for (req, (id, condition, exit_then)) in waited {
-            let view = self.core.container(&id);
-            let exit_now = view
-                .as_ref()
-                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
-            let met = match condition {
-                WaitCondition::Removed => view.is_none(),
-                WaitCondition::NextExit => view.is_none() || exit_now != exit_then,
-                // (At a run's end also while restarting, as dockerd; at
-                // any other moment, only once the container is down.)
-                WaitCondition::NotRunning => view.is_none_or(|c| {
-                    c.status != Status::Running
-                        && (c.status != Status::Restarting || !matches!(&input, Input::Command(..)))
-                }),
-            };
-            prop_assert!(
-                met,
-                "{} (a wait {:?} of {}) answered, but it is not so: {:?}",
-                req,
-                condition,
-                id,
-                view.map(|c| c.status)
-            );
-        }
-        // A name leads to a container shown, never to one being rolled
-        // back (its create failed: the name is free at once).
-        for r in self.records.values() {
-            if let Ok(owner) = self.core.resolve(&r.name) {
-                prop_assert!(
-                    self.core.container(&owner).is_some(),
-                    "the name {} leads to {}, which is not shown",
-                    &r.name,
-                    owner
-                );
-            }
-        }
-        // Every container shown answers to its own name, and to no other's.
-        for c in self.core.containers() {
-            prop_assert_eq!(
-                self.core.resolve(&c.record.name).ok(),
-                Some(c.record.id.clone()),
-                "the name {} does not lead to its container",
-                &c.record.name
-            );
-        }
+        self.check_waits_met(&input, answered.waits)?;
+        self.check_names()?;
         self.check_network()?;
         self.check_taken_requests_stand()?;
         for c in self.core.containers() {
@@ -1074,6 +361,181 @@ impl Harness {
         Ok(())
     }
 
+    /// What the checks after an input compare the core's reaction with.
+    fn before_input(&self) -> Before {
+        Before {
+            start_wanted: self
+                .core
+                .containers()
+                .map(|c| (c.record.id.clone(), c.record.intents.start))
+                .collect(),
+            restart_counts: self
+                .core
+                .containers()
+                .map(|c| {
+                    let id = &c.record.id;
+                    let user_start = self
+                        .starts
+                        .iter()
+                        .any(|(r, s)| s == id && !self.answered.contains_key(r));
+                    (id.clone(), (c.record.restart_count, user_start))
+                })
+                .collect(),
+            pids: self
+                .core
+                .containers()
+                .map(|c| {
+                    let r = c.record;
+                    (r.id.clone(), (r.run, r.pid, c.current_exit().is_some()))
+                })
+                .collect(),
+            policy_owed: self
+                .core
+                .containers()
+                .map(|c| {
+                    let owed = c.record.intents.policy_restart;
+                    (c.record.id.clone(), (owed, c.current_exit().is_some()))
+                })
+                .collect(),
+            ready: self.core.connection() == ConnectionState::Ready,
+            retry_timers: self.retry_timers(),
+            asks: self.asks.clone(),
+        }
+    }
+
+    /// Follows one of the core's actions, and checks what it says.
+    fn follow_action(
+        &mut self,
+        input: &Input,
+        answered_call: &Option<Call>,
+        action: &Action,
+        answered: &mut Answered,
+    ) -> Result<(), TestCaseError> {
+        if let Some((op, call)) = Call::of(action) {
+            return self.follow_call(input, &op, &call);
+        }
+        match action {
+            Action::Call { .. } | Action::Network { .. } => {}
+            Action::RunProbe(probe) => self.check_probe_asked(input, probe)?,
+            Action::Publish(event) if event.kind == UserEventKind::Oom => {
+                self.check_oom_announced(input, event)?;
+            }
+            Action::Publish(event) => match event.kind {
+                UserEventKind::Kill { signal } => {
+                    self.kills_announced
+                        .insert((event.container.clone(), signal));
+                }
+                UserEventKind::Start => self.check_start_announced_once(input, event)?,
+                UserEventKind::Restart => self.check_restart_announced(input, event)?,
+                _ => {}
+            },
+            Action::Persist(rec) => {
+                self.records.insert(rec.id.clone(), rec.clone());
+            }
+            Action::Unpersist(id) => {
+                self.records.remove(id);
+            }
+            Action::Answer(req, answer) => {
+                self.follow_answer(input, answered_call, req, answer, answered)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Follows a call the core issued: who owns it, what it may make the
+    /// world do.
+    fn follow_call(&mut self, input: &Input, op: &OpId, call: &Call) -> Result<(), TestCaseError> {
+        self.last_op = self.last_op.max(op.0);
+        // Once our SIGKILL is on its way a 137 may be ours.
+        if let Call::Kill {
+            id,
+            signal: Signal::SIGKILL,
+            ..
+        } = call
+        {
+            self.kill_deadline.remove(id);
+            if let Some(inst) = self.world.current(id) {
+                inst.sigkilled = true;
+            }
+        }
+        // (To the container's newest task, even one gone
+        // meanwhile: the core cannot know it was.)
+        if let Call::StartTask { id } = call {
+            self.last_start_op.insert(id.clone(), op.0);
+        }
+        if let Call::StartTask { id } = call
+            && let Some(i) = self
+                .world
+                .latest
+                .iter()
+                .filter(|((c, _), _)| c == id)
+                .map(|(_, i)| *i)
+                .max()
+        {
+            self.world.instances[i].start_sent = true;
+        }
+        self.check_kept_down(input, call)?;
+        if let Call::CreateTask { id } = call {
+            self.world.create_asked.insert(id.clone(), self.now.wall);
+        }
+        self.check_kill_announced(input, op, call)?;
+        if matches!(call, Call::Relist) {
+            self.look_again_by = None;
+            self.refresh_owed_by = None;
+            self.newest_relist = op.0;
+            self.relist_snapshots.insert(*op, self.world.tasks.clone());
+        }
+        // The core sends a user's kill before any stop signal.
+        if let Call::Kill { id, signal, .. } = call
+            && self
+                .core
+                .container(id)
+                .is_some_and(|c| c.record.intents.kills.first() == Some(signal))
+        {
+            self.user_kill_ops.insert(*op, (id.clone(), *signal));
+        }
+        self.outstanding.push((*op, call.clone()));
+        self.check_escalation(*op, call)?;
+        Ok(())
+    }
+
+    /// Follows an answer to a request, and checks what it says.
+    fn follow_answer(
+        &mut self,
+        input: &Input,
+        answered_call: &Option<Call>,
+        req: &RequestId,
+        answer: &Answer,
+        answered: &mut Answered,
+    ) -> Result<(), TestCaseError> {
+        self.check_wait_answer(input, req, answer)?;
+        self.follow_connect_answer(input, answered_call, req, answer)?;
+        self.check_remove_answer(req, answer)?;
+        if let Some(wait) = self.waits.remove(req)
+            && matches!(answer, Answer::Waited { .. })
+        {
+            answered.waits.push((*req, wait));
+        }
+        if let Some(ask) = self.asks.remove(req) {
+            // Past its bound, an unpause is still carried out.
+            if let (Ask::Unpause, Answer::Error(e)) = (&ask.1, answer)
+                && e.message.contains("carried out when possible")
+            {
+                self.unpause_standing.insert(ask.0.clone());
+            }
+            answered.asks.push((*req, ask, answer.clone()));
+        }
+        if let Some(of) = self.updates.remove(req) {
+            answered.updates.push((*req, of, answer.clone()));
+        }
+        prop_assert!(
+            self.answered.insert(*req, self.now.at).is_none(),
+            "{req} answered twice"
+        );
+        self.check_start_said_done(req, answer)?;
+        self.check_start_refusal(*req, answer)?;
+        self.check_unavailable_only_when_away(req, answer)
+    }
     /// A container made again under the same id starts afresh: its runs
     /// count from the first again.
     pub(crate) fn forget_removed(&mut self) {

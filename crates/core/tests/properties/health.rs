@@ -95,3 +95,28 @@ pub(crate) fn probe_results_change_nothing_else(
     prop_assert_eq!(not_health(&with.trace), not_health(&without.trace));
     Ok(())
 }
+
+impl Harness {
+    /// Only a running, current run is probed, and only while connected.
+    pub(crate) fn check_probe_asked(
+        &mut self,
+        input: &Input,
+        probe: &Probe,
+    ) -> Result<(), TestCaseError> {
+        let view = self.core.container(&probe.container);
+        let health = self.core.health(&probe.container);
+        prop_assert!(
+            view.is_some_and(|v| v.status == Status::Running
+                && !v.paused
+                && v.record.run == probe.run)
+                && health.is_some_and(|h| h.run == probe.run && !h.ended),
+            "{input:?} asked for {probe:?} of a run that is not probed"
+        );
+        prop_assert!(
+            self.core.connection() == ConnectionState::Ready,
+            "{input:?} asked for {probe:?} while containerd is not ready"
+        );
+        self.probes.push(probe.clone());
+        Ok(())
+    }
+}

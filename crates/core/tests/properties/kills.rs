@@ -120,3 +120,46 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// A kill's answer: whose signal it carried (a user's, or a stop's),
+    /// and, delivered, its next delivery is announced anew.
+    pub(crate) fn note_kill_answered(&mut self, input: &Input) -> Option<(ContainerId, Signal)> {
+        let user_kill = match &input {
+            Input::ActionResult(op, _) => self.user_kill_ops.get(op).cloned(),
+            _ => None,
+        };
+        if let Input::ActionResult(op, _) = &input {
+            self.user_kill_ops.remove(op);
+        }
+        // A signal delivered: its next delivery is announced anew.
+        if let Input::ActionResult(op, result) = &input
+            && let Some(kill) = self.kill_calls.remove(op)
+            && result.is_ok()
+        {
+            self.kills_announced.remove(&kill);
+        }
+        user_kill
+    }
+
+    /// Every signal sent was announced (a `kill` event, as dockerd's), once
+    /// per delivery, retries included.
+    pub(crate) fn check_kill_announced(
+        &mut self,
+        input: &Input,
+        op: &OpId,
+        call: &Call,
+    ) -> Result<(), TestCaseError> {
+        if let Call::Kill { id, signal, .. } = call {
+            prop_assert!(
+                self.kills_announced.contains(&(id.clone(), *signal)),
+                "{:?} sent {:?} to {} with no kill event",
+                input,
+                signal,
+                id
+            );
+            self.kill_calls.insert(*op, (id.clone(), *signal));
+        }
+        Ok(())
+    }
+}

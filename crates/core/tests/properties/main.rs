@@ -38,13 +38,16 @@
 mod answers;
 mod calls;
 mod chosen;
+mod connection;
 mod edits;
 mod exits;
 mod harness;
 mod healed;
 mod health;
+mod intents;
 mod kills;
 mod network;
+mod pause;
 mod quiescent;
 mod reconnect;
 mod regressions;
@@ -57,6 +60,7 @@ mod steps;
 mod stops;
 #[path = "../support/mod.rs"]
 mod support;
+mod waits;
 mod world;
 
 use harness::Harness;

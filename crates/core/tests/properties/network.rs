@@ -309,3 +309,42 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// A connect said done is followed (it must stand); a connect taken is
+    /// refused later (a conflict) only for a disconnect of that network
+    /// asked after it.
+    pub(crate) fn follow_connect_answer(
+        &mut self,
+        input: &Input,
+        answered_call: &Option<Call>,
+        req: &RequestId,
+        answer: &Answer,
+    ) -> Result<(), TestCaseError> {
+        if *answer == Answer::Done
+            && let Some(connect) = self.connects.get(req)
+        {
+            self.connected.insert(*req, connect.clone());
+        }
+        // A connect taken is refused later (a conflict) only
+        // for a disconnect of that network asked after it.
+        if let Some((cid, net)) = self.connects.get(req)
+            && let Answer::Error(e) = answer
+            && e.kind == ErrorKind::Conflict
+            && !matches!(&input, Input::Command(r, _) if r == req)
+            && !matches!(answered_call, Some(Call::EndpointSetup { .. }))
+        {
+            prop_assert!(
+                self.disconnects
+                    .iter()
+                    .any(|(r, i, n)| r > req && i == cid && n == net),
+                "{} (a connect of {} to {}) refused with no disconnect: {}",
+                req,
+                cid,
+                net,
+                e.message
+            );
+        }
+        Ok(())
+    }
+}

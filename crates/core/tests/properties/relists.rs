@@ -97,3 +97,65 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// A kill, a freeze or thaw, or a delete that containerd refused or
+    /// whose answer was lost, or an update that found no task, while
+    /// connected: the core asks for a relist (what it took for the task
+    /// may be wrong). A create or a created task's delete whose answer was
+    /// lost leaves the task in doubt.
+    pub(crate) fn note_answered_call(&mut self, input: &Input, answered_call: &Option<Call>) {
+        if let Input::ActionResult(_, result) = &input
+            && let Some(call) = &answered_call
+        {
+            self.note_doubt(call, result);
+        }
+        if let Input::ActionResult(_, Err(failure)) = &input
+            && let Some(call) = answered_call.clone()
+            && self.core.connection() == ConnectionState::Ready
+            && failure.kind != FailureKind::Unavailable
+        {
+            let looks = match call {
+                Call::Kill { .. } | Call::Pause { .. } | Call::Resume { .. } => true,
+                Call::DeleteTask { .. } | Call::DeleteContainer { .. } => {
+                    failure.kind != FailureKind::NotFound
+                }
+                // An update of a running task that finds none: the
+                // task is gone, whatever the view says.
+                Call::UpdateResources { running: true, .. } => {
+                    failure.kind == FailureKind::NotFound
+                }
+                _ => false,
+            };
+            if looks && self.refresh_owed_by.is_none() {
+                self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+            }
+        }
+    }
+
+    /// A run's task only moves forward (created, running, stopped): a
+    /// listing older than what the core has learned since must not take
+    /// it back.
+    pub(crate) fn check_task_progress(&mut self, input: &Input) -> Result<(), TestCaseError> {
+        for c in self.core.containers() {
+            let rank = match c.task {
+                TaskState::Created { .. } => 1,
+                TaskState::Running { .. } => 2,
+                TaskState::Stopped => 3,
+                TaskState::Absent | TaskState::Unknown => continue,
+            };
+            let run = (c.record.id.clone(), c.record.run, c.record.pid);
+            let seen = self.task_progress.entry(run).or_insert(rank);
+            prop_assert!(
+                rank >= *seen,
+                "{} went back to {:?} in run {} after {:?}",
+                c.record.id,
+                c.task,
+                c.record.run,
+                input
+            );
+            *seen = rank;
+        }
+        Ok(())
+    }
+}

@@ -46,3 +46,44 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// `RestartCount` counts the policy's restarts only: none comes while a
+    /// user's start or restart is still being carried out.
+    pub(crate) fn check_restart_count(
+        &self,
+        input: &Input,
+        counts_before: &BTreeMap<ContainerId, (u32, bool)>,
+    ) -> Result<(), TestCaseError> {
+        for c in self.core.containers() {
+            if let Some(&(count, user_start)) = counts_before.get(&c.record.id) {
+                prop_assert!(
+                    !(user_start && c.record.restart_count > count),
+                    "{:?}: {}'s restart count rose while a user's start was under way",
+                    input,
+                    c.record.id
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A `restart` event is a user's restart taking effect, never a plain
+    /// start.
+    pub(crate) fn check_restart_announced(
+        &self,
+        input: &Input,
+        event: &UserEvent,
+    ) -> Result<(), TestCaseError> {
+        let restarting = self.restarts.iter().any(|r| {
+            self.starts.get(r) == Some(&event.container) && !self.answered.contains_key(r)
+        });
+        prop_assert!(
+            restarting,
+            "{:?} published a restart of {} with no restart asked",
+            input,
+            event.container
+        );
+        Ok(())
+    }
+}

@@ -141,3 +141,17 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// Counts a container's failed answers in a row: any failed answer
+    /// counts, the world's own refusals too (a start refused because a lost
+    /// one took effect); a lost answer is a failure to the core: a deadline.
+    pub(crate) fn count_failures(&mut self, input: &Input) {
+        if let Input::ActionResult(_, result) = &input
+            && let Some(id) = self.answering.take()
+        {
+            let failures = self.failures.entry(id).or_default();
+            *failures = if result.is_err() { *failures + 1 } else { 0 };
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! A connection fact is taken for no more than it is: containerd's refusal
+//! keeps the connection, and "unreachable" is said only when it is so.
+
+use crate::calls::Call;
+use crate::harness::Harness;
+use holdfast_core::*;
+use proptest::prelude::*;
+
+impl Harness {
+    /// containerd's refusal of a call on a container is an answer: the
+    /// connection it came over is fine, and is kept.
+    pub(crate) fn check_refusal_keeps_the_connection(
+        &self,
+        input: &Input,
+        answered_call: &Option<Call>,
+        ready_before: bool,
+    ) -> Result<(), TestCaseError> {
+        if let (Input::ActionResult(_, Err(failure)), Some(call)) = (&input, &answered_call)
+            && failure.kind != FailureKind::Unavailable
+            && call.container_id().is_some()
+            && ready_before
+        {
+            prop_assert!(
+                self.core.connection() == ConnectionState::Ready,
+                "{:?} refused ({:?}) dropped the connection",
+                call,
+                failure.kind
+            );
+        }
+        Ok(())
+    }
+
+    /// "containerd is unreachable" is never said while connected.
+    pub(crate) fn check_unavailable_only_when_away(
+        &self,
+        req: &RequestId,
+        answer: &Answer,
+    ) -> Result<(), TestCaseError> {
+        prop_assert!(
+            !matches!(answer, Answer::Error(e) if e.kind == ErrorKind::Unavailable)
+                || self.core.connection() != ConnectionState::Ready,
+            "{req} answered {answer:?} while connected"
+        );
+        Ok(())
+    }
+}
