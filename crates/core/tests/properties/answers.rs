@@ -1,6 +1,7 @@
 //! What a request was answered, and what it was taken for.
 
 use crate::harness::{Ask, Harness};
+use crate::steps::id;
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -142,6 +143,76 @@ impl Harness {
                 answer
             );
         }
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// `docker rm`: refused without force for a running or restarting
+    /// container, never refused with force (but while it is created).
+    pub(crate) fn remove(&mut self, i: &usize, force: &bool) -> Result<(), TestCaseError> {
+        let running = self
+            .core
+            .container(&id(i))
+            .is_some_and(|c| c.status == Status::Running && !c.record.intents.remove);
+        let creating = self
+            .core
+            .container(&id(i))
+            .is_some_and(|c| c.record.presence == Presence::Creating);
+        // Waiting out a restart backoff: refused without force, as
+        // dockerd refuses to remove a restarting container.
+        let restarting = self
+            .core
+            .container(&id(i))
+            .is_some_and(|c| c.record.intents.policy_restart);
+        // A removal under way takes any `rm` (answered when done).
+        let removing = self
+            .core
+            .container(&id(i))
+            .is_some_and(|c| c.record.intents.remove);
+        // Nothing runs, nothing is about to: `rm` goes ahead.
+        let idle = self.core.container(&id(i)).is_some_and(|c| {
+            matches!(c.status, Status::Exited | Status::Created)
+                && matches!(c.task, TaskState::Absent | TaskState::Stopped)
+                && !c.record.intents.policy_restart
+                && c.record.presence != Presence::Creating
+        });
+        let paused = self.core.container(&id(i)).is_some_and(|c| c.paused);
+        let shown = self.core.container(&id(i)).is_some();
+        let req = self.command(Command::Remove {
+            id: id(i),
+            force: *force,
+        })?;
+        if shown && self.answer_of(req).is_none() {
+            self.removes.insert(req);
+        }
+        // dockerd's refusal of a plain `rm` of a paused container
+        // says so (unpause it first).
+        if paused
+            && !*force
+            && let Some(Answer::Error(e)) = self.answer_of(req)
+        {
+            prop_assert!(e.message.contains("paused"), "{}: {}", req, e.message);
+        }
+        // `rm` of a running container is refused; `rm -f` never is
+        // (but while the create is still on its way).
+        let conflict = self.trace.iter().rev().any(|a| {
+            matches!(a, Action::Answer(r, Answer::Error(e)) if *r == req && e.kind == ErrorKind::Conflict)
+        });
+        prop_assert!(
+            if *force {
+                !conflict || creating
+            } else {
+                (conflict || !running && !restarting) && !(conflict && (idle || removing))
+            },
+            "remove (force {}) of {} (running {}, restarting {}, idle {}): conflict {}",
+            force,
+            id(i),
+            running,
+            restarting,
+            idle,
+            conflict
+        );
         Ok(())
     }
 }

@@ -44,3 +44,38 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// Every event stream breaks.
+    pub(crate) fn stream_breaks(&mut self) -> Result<(), TestCaseError> {
+        for sub in std::mem::take(&mut self.subscriptions) {
+            self.feed(Input::Connection(ConnectionFact::StreamBroken(
+                sub,
+                "eof".into(),
+            )))?;
+        }
+        Ok(())
+    }
+
+    /// containerd goes away: its streams break, it is unreachable.
+    pub(crate) fn containerd_down(&mut self) -> Result<(), TestCaseError> {
+        self.world.up = false;
+        for sub in std::mem::take(&mut self.subscriptions) {
+            self.feed(Input::Connection(ConnectionFact::StreamBroken(
+                sub,
+                "transport is closing".into(),
+            )))?;
+        }
+        self.feed(Input::Connection(ConnectionFact::Unreachable(
+            "connection refused".into(),
+        )))?;
+        Ok(())
+    }
+
+    /// containerd is back.
+    pub(crate) fn containerd_up(&mut self) -> Result<(), TestCaseError> {
+        self.world.up = true;
+        self.feed(Input::Connection(ConnectionFact::Connected))?;
+        Ok(())
+    }
+}

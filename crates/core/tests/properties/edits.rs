@@ -2,6 +2,7 @@
 
 use crate::calls::Call;
 use crate::harness::Harness;
+use crate::steps::id;
 use crate::steps::restart_policy;
 use holdfast_core::*;
 use proptest::prelude::*;
@@ -205,6 +206,53 @@ impl Harness {
                 "the name {} does not lead to its container",
                 &c.record.name
             );
+        }
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// A record edit, half of them of a container waiting out a restart
+    /// backoff, if there is one: a window too short to hit by chance, where
+    /// an update must keep or drop that restart.
+    pub(crate) fn edit_chosen(&mut self, i: &usize, arg: &u8) -> Result<(), TestCaseError> {
+        // Half the edits go to a container waiting out a restart
+        // backoff, if there is one: a window too short to hit by
+        // chance, where an update must keep or drop that restart.
+        let waiting = self
+            .core
+            .containers()
+            .find(|c| c.record.intents.policy_restart)
+            .map(|c| c.record.id.clone());
+        let target = waiting.filter(|_| arg & 0x80 != 0).unwrap_or(id(i));
+        self.edit(&target, arg & 0x7f)?;
+        Ok(())
+    }
+
+    /// `docker update --memory`: refused at once, it records nothing.
+    pub(crate) fn update_memory(&mut self, i: &usize, mib: &u8) -> Result<(), TestCaseError> {
+        self.updates_asked.insert(id(i));
+        let before = self.core.container(&id(i)).map(|c| c.record.config.clone());
+        // (Known before it is fed: a refusal answers it at once.)
+        let req = RequestId(self.next_req + 1);
+        self.updates.insert(req, id(i));
+        let req2 = self.command(Command::UpdateResources {
+            id: id(i),
+            update: ResourceUpdate {
+                memory_limit_bytes: Some(u64::from(*mib) << 20),
+                ..Default::default()
+            },
+        })?;
+        prop_assert_eq!(req, req2);
+        // Refused at once, it records nothing.
+        let refused = self
+            .trace
+            .iter()
+            .rev()
+            .any(|a| matches!(a, Action::Answer(r, Answer::Error(_)) if *r == req));
+        if refused {
+            let after = self.core.container(&id(i)).map(|c| c.record.config.clone());
+            prop_assert_eq!(before, after, "a refused update changed the record");
         }
         Ok(())
     }

@@ -2,10 +2,14 @@
 //! and is the world's exit of that run's process.
 
 use crate::harness::Harness;
+use crate::steps::Pick;
 use crate::world::{WorldTask, oom_count_unread};
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+
+/// How much later than the first an exit reported again says it was.
+pub(crate) const REPORTED_AGAIN_LATER_NANOS: i64 = 1_000_000;
 
 impl Harness {
     /// Follows what an input tells the core, for the OOM expectation.
@@ -220,5 +224,89 @@ impl Harness {
             }
         }
         Ok(new_exits)
+    }
+}
+
+impl Harness {
+    /// An exit already recorded is reported again, differently (another
+    /// status and a later time for the same pid, as a second source gives).
+    pub(crate) fn exit_reported_again(&mut self, n: &Pick) -> Result<(), TestCaseError> {
+        // Only of an exit the core has recorded for that pid (or of
+        // an earlier run): a first report that lies is no fault the
+        // core could see through. Or one timed before the newest
+        // process with that pid was asked for (its pid reused): the
+        // core tells it from that process's by when its run began.
+        // Never timed in the future, nor in the life of a later
+        // process with that pid (no second source would say so).
+        let now = self.now.wall.as_unix_nanos();
+        let again_at = |exited_at: &WallTime| {
+            (exited_at.as_unix_nanos() + REPORTED_AGAIN_LATER_NANOS).min(now)
+        };
+        let exits: Vec<ContainerdEvent> = self
+            .past_events
+            .iter()
+            .filter(|e| match e {
+                ContainerdEvent::TaskExit {
+                    container,
+                    exec_id,
+                    pid,
+                    exited_at,
+                    ..
+                } if exec_id == container.as_str() => {
+                    let again = again_at(exited_at);
+                    let newest_asked = self
+                        .world
+                        .latest
+                        .get(&(container.clone(), *pid))
+                        .and_then(|i| self.world.instances.get(*i))
+                        .map(|inst| inst.asked_at.as_unix_nanos());
+                    let exited = exited_at.as_unix_nanos();
+                    let later_process = newest_asked.filter(|asked| *asked > exited);
+                    // (Nor after a later create was asked for: the
+                    // process it makes may reuse the pid.)
+                    let create_asked = self
+                        .world
+                        .create_asked
+                        .get(container)
+                        .map(|at| at.as_unix_nanos())
+                        .filter(|asked| *asked > exited);
+                    let honest = again > exited
+                        && later_process.is_none_or(|asked| again < asked)
+                        && create_asked.is_none_or(|asked| again < asked);
+                    let before_newest = later_process.is_some();
+                    honest
+                        && self.core.container(container).is_some_and(|v| {
+                            v.record.pid != Some(*pid)
+                                || before_newest
+                                || v.record
+                                    .exit
+                                    .as_ref()
+                                    .is_some_and(|x| x.run == v.record.run)
+                        })
+                }
+                _ => false,
+            })
+            .cloned()
+            .collect();
+        if !exits.is_empty()
+            && let ContainerdEvent::TaskExit {
+                container,
+                exec_id,
+                pid,
+                exit_status,
+                exited_at,
+                oom_kills,
+            } = exits[n.of(exits.len())].clone()
+        {
+            self.event(ContainerdEvent::TaskExit {
+                container,
+                exec_id,
+                pid,
+                exit_status: exit_status + 1,
+                exited_at: WallTime::from_unix_nanos(again_at(&exited_at)),
+                oom_kills,
+            })?;
+        }
+        Ok(())
     }
 }

@@ -3,8 +3,8 @@
 
 use crate::calls::Call;
 use crate::health::health_consistent;
-use crate::steps::{IDS, Step, enabled, health_check, restart_policy, stop_signal};
-use crate::support::{self, cid};
+use crate::steps::{Step, enabled, health_check, id, restart_policy, stop_signal};
+use crate::support;
 use crate::world::{World, WorldTask};
 use holdfast_core::*;
 use proptest::prelude::*;
@@ -15,9 +15,6 @@ use std::time::Duration;
 /// taken to loop: far more than three containers' work (and their relists)
 /// needs, even after 160 steps.
 pub(crate) const CALLS_HEALED_MAX: u32 = 5_000;
-
-/// How much later than the first an exit reported again says it was.
-pub(crate) const REPORTED_AGAIN_LATER_NANOS: i64 = 1_000_000;
 
 /// What a kill, pause or unpause asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -976,287 +973,19 @@ impl Harness {
         // Clocks move: no two things happen in the same nanosecond (an
         // exit is later than the exit of the run before it).
         self.set_time(self.now.at + Duration::from_micros(1));
-        let id = |i: &usize| cid(IDS[*i]);
         match step {
-            Step::Create(i, policy, signals) => {
-                let config = ContainerConfig {
-                    restart_policy: restart_policy(*policy),
-                    // `--rm` (the API takes it with no restart policy only).
-                    auto_remove: *policy == 0 && signals & 0x10 != 0,
-                    // The default bridge, a user network (the same
-                    // step), none or the host's (the policy's bit 2),
-                    // another's namespace (no step).
-                    network: match i % 4 {
-                        0 | 2 => NetworkMode::Bridge,
-                        1 if policy & 4 != 0 => NetworkMode::Host,
-                        1 => NetworkMode::None,
-                        _ => NetworkMode::Container,
-                    },
-                    network_name: (i % 4 == 2).then(|| "app".to_owned()),
-                    network_container: (i % 4 == 3).then(|| holdfast_core::SharedNetwork {
-                        id: "donor".into(),
-                        pid: 1,
-                    }),
-                    stop_signal: stop_signal(*signals),
-                    image_stop_signal: stop_signal(*signals >> 2),
-                    healthcheck: health_check(*signals),
-                    ..Default::default()
-                };
-                if self.core.container(&id(i)).is_none() {
-                    self.configs.insert(id(i), config.clone());
-                    // The model reuses ids (the daemon never does): a new
-                    // container of a removed one's id starts its runs anew.
-                    self.exits.retain(|(cid, _), _| *cid != id(i));
-                    self.connected_back.remove(&id(i));
-                }
-                self.command(Command::Create {
-                    id: id(i),
-                    name: format!("n{i}"),
-                    config: config.into(),
-                })?;
-            }
+            Step::Create(i, policy, signals) => self.create(i, policy, signals)?,
             Step::Start(i) => {
                 self.command(Command::Start { id: id(i) })?;
             }
-            Step::Cancel(n) => {
-                let Some(req) = (!self.waits.is_empty())
-                    .then(|| self.waits.keys().nth(n.of(self.waits.len())).copied())
-                    .flatten()
-                else {
-                    return Ok(());
-                };
-                self.feed(Input::Cancel(req))?;
-                let answer = self.answer_of(req);
-                prop_assert!(
-                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Cancelled),
-                    "{} cancelled, answered {:?}",
-                    req,
-                    answer
-                );
-            }
-            Step::Edit(i, arg) => {
-                // Half the edits go to a container waiting out a restart
-                // backoff, if there is one: a window too short to hit by
-                // chance, where an update must keep or drop that restart.
-                let waiting = self
-                    .core
-                    .containers()
-                    .find(|c| c.record.intents.policy_restart)
-                    .map(|c| c.record.id.clone());
-                let target = waiting.filter(|_| arg & 0x80 != 0).unwrap_or(id(i));
-                self.edit(&target, arg & 0x7f)?
-            }
-            Step::Update(i, mib) => {
-                self.updates_asked.insert(id(i));
-                let before = self.core.container(&id(i)).map(|c| c.record.config.clone());
-                // (Known before it is fed: a refusal answers it at once.)
-                let req = RequestId(self.next_req + 1);
-                self.updates.insert(req, id(i));
-                let req2 = self.command(Command::UpdateResources {
-                    id: id(i),
-                    update: ResourceUpdate {
-                        memory_limit_bytes: Some(u64::from(*mib) << 20),
-                        ..Default::default()
-                    },
-                })?;
-                prop_assert_eq!(req, req2);
-                // Refused at once, it records nothing.
-                let refused = self
-                    .trace
-                    .iter()
-                    .rev()
-                    .any(|a| matches!(a, Action::Answer(r, Answer::Error(_)) if *r == req));
-                if refused {
-                    let after = self.core.container(&id(i)).map(|c| c.record.config.clone());
-                    prop_assert_eq!(before, after, "a refused update changed the record");
-                }
-            }
-            Step::Network(i, arg) => {
-                let connect = arg % 2 == 0;
-                // (The daemon refuses a connect to `host` before the core.)
-                let network = match arg / 2 % 4 {
-                    2 => self
-                        .configs
-                        .get(&id(i))
-                        .and_then(|c| c.network_name.clone())
-                        .unwrap_or_else(|| "bridge".to_owned()),
-                    3 if !connect => "host".to_owned(),
-                    // (Chosen cases reach more networks with higher bits.)
-                    n => format!("side{}", u16::from(n % 2) + 2 * u16::from(arg / 8)),
-                };
-                let expected = self.network_expected(&id(i), &network, connect);
-                let back = connect && self.connects_back(&id(i), &network);
-                let command = if connect {
-                    Command::Connect {
-                        id: id(i),
-                        network: network.clone(),
-                        aliases: Vec::new(),
-                        ip: None,
-                    }
-                } else {
-                    Command::Disconnect {
-                        id: id(i),
-                        network: network.clone(),
-                    }
-                };
-                if !connect {
-                    // (Known before it is fed: it may settle a connect.)
-                    let req = RequestId(self.next_req + 1);
-                    self.disconnects.push((req, id(i), network.clone()));
-                    self.connected_back.remove(&id(i));
-                }
-                let req = self.command(command)?;
-                if connect {
-                    self.connects.insert(req, (id(i), network.clone()));
-                }
-                self.check_network_answer(req, &id(i), &network, connect, expected)?;
-                if back {
-                    self.check_connected_back(req, &id(i), &network)?;
-                    self.connected_back.insert(id(i));
-                }
-            }
-            Step::Pause(i, freeze) => {
-                self.pauses_asked.insert((id(i), *freeze));
-                // dockerd's refusals (each a conflict): not running (or on
-                // its way down, or a start pending), restarting, already in
-                // that state, a pause while a stop is under way.
-                let refused = self.core.container(&id(i)).map(|c| {
-                    let running = matches!(c.task, TaskState::Running { .. })
-                        && c.current_exit().is_none()
-                        && c.status == Status::Running;
-                    let i = &c.record.intents;
-                    !running
-                        || i.remove
-                        || i.start
-                        || *freeze == c.paused
-                        || *freeze && i.stop.is_some()
-                });
-                let command = if *freeze {
-                    Command::Pause { id: id(i) }
-                } else {
-                    Command::Unpause { id: id(i) }
-                };
-                let req = self.command(command)?;
-                let answer = self.answer_of(req);
-                let conflict =
-                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict);
-                // Else only one already in progress is refused, and only
-                // an outage keeps it from being taken.
-                let in_progress = matches!(&answer, Some(Answer::Error(e))
-                    if e.kind == ErrorKind::Conflict && e.message.contains("in progress"));
-                let ready = self.core.connection() == ConnectionState::Ready;
-                let unavailable =
-                    matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Unavailable);
-                prop_assert!(
-                    match refused {
-                        Some(true) => conflict,
-                        Some(false) =>
-                            in_progress || if ready { answer.is_none() } else { unavailable },
-                        None => true,
-                    },
-                    "{} pause {} of {}: {:?} (refusal due: {:?})",
-                    req,
-                    freeze,
-                    id(i),
-                    answer,
-                    refused
-                );
-            }
-            Step::OutsidePause(i, freeze) => {
-                let id = id(i);
-                if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id) {
-                    let pid = *pid;
-                    let frozen = self.world.paused.get(&id) == Some(&pid);
-                    if frozen != *freeze {
-                        if *freeze {
-                            if self.world.stay_down_sent.contains(&(id.clone(), pid)) {
-                                self.world.stay_down_frozen.insert(id.clone());
-                            }
-                            self.world.paused.insert(id.clone(), pid);
-                            self.event(ContainerdEvent::TaskPaused { container: id })?;
-                        } else {
-                            self.world.paused.remove(&id);
-                            self.event(ContainerdEvent::TaskResumed {
-                                container: id.clone(),
-                            })?;
-                            // A SIGKILL held by a v1 freezer lands now.
-                            if self.world.kill_on_thaw.remove(&id) == Some(pid) {
-                                self.world_exit(&id, pid, 137, false)?;
-                            }
-                        }
-                    }
-                }
-            }
-            Step::Stop(i, timeout, signal) => {
-                let timeout = timeout.map(|t| Duration::from_secs(u64::from(t)));
-                let signal = signal.and_then(stop_signal);
-                let stopping = self
-                    .core
-                    .container(&id(i))
-                    .is_some_and(|c| c.record.intents.stop.is_some());
-                let start_pending = self
-                    .core
-                    .container(&id(i))
-                    .is_some_and(|c| c.record.intents.start || c.record.intents.policy_restart);
-                let grace = self.core.container(&id(i)).map(|c| {
-                    c.record
-                        .intents
-                        .stop
-                        .map(|s| s.grace)
-                        .unwrap_or(Duration::MAX)
-                });
-                let req = self.command(Command::Stop {
-                    id: id(i),
-                    timeout,
-                    signal,
-                })?;
-                if let Some(deadline) = self.kill_deadline.get_mut(&id(i)) {
-                    let own = self.configs.get(&id(i)).and_then(|c| c.stop_timeout);
-                    let grace = timeout.or(own).unwrap_or(Duration::from_secs(10));
-                    *deadline = (*deadline).min(self.now.at + grace);
-                }
-                // Answered at once, a stop says whether it changed anything:
-                // done when it cancelled a start to come, else not modified.
-                let answer = self.trace.iter().rev().find_map(|a| match a {
-                    Action::Answer(r, answer) if *r == req => Some(answer.clone()),
-                    _ => None,
-                });
-                if let Some(answer @ (Answer::Done | Answer::NotModified)) = &answer
-                    && !stopping
-                {
-                    let cancelled = *answer == Answer::Done;
-                    prop_assert_eq!(cancelled, start_pending, "stop answered {:?}", answer);
-                }
-                // The signal by precedence: request > container > image > SIGTERM.
-                if !stopping
-                    && let Some(stop) = self
-                        .core
-                        .container(&id(i))
-                        .and_then(|c| c.record.intents.stop)
-                {
-                    let config = self.configs.get(&id(i));
-                    let expected = signal
-                        .or(config.and_then(|c| c.stop_signal))
-                        .or(config.and_then(|c| c.image_stop_signal))
-                        .unwrap_or(Signal::SIGTERM);
-                    prop_assert_eq!(stop.signal, expected, "stop signal of {}", id(i));
-                }
-                if !self.answered.contains_key(&req) {
-                    let grace = timeout
-                        .unwrap_or(Duration::from_secs(10))
-                        .min(grace.unwrap_or(Duration::MAX));
-                    self.stop_bounds
-                        .insert(req, self.now.at + grace + self.slack);
-                }
-            }
-            Step::Kill(i, sigkill) => {
-                let signal = if *sigkill {
-                    Signal::SIGKILL
-                } else {
-                    Signal::try_from(1).map_err(|e| TestCaseError::fail(e.to_string()))?
-                };
-                self.kill_checked(&id(i), signal)?;
-            }
+            Step::Cancel(n) => self.cancel_wait(n)?,
+            Step::Edit(i, arg) => self.edit_chosen(i, arg)?,
+            Step::Update(i, mib) => self.update_memory(i, mib)?,
+            Step::Network(i, arg) => self.connect_or_disconnect(i, arg)?,
+            Step::Pause(i, freeze) => self.pause_or_unpause(i, freeze)?,
+            Step::OutsidePause(i, freeze) => self.freeze_from_outside(i, freeze)?,
+            Step::Stop(i, timeout, signal) => self.stop(i, timeout, signal)?,
+            Step::Kill(i, sigkill) => self.kill(i, sigkill)?,
             Step::Restart(i) => {
                 self.command(Command::Restart {
                     id: id(i),
@@ -1264,70 +993,7 @@ impl Harness {
                     signal: None,
                 })?;
             }
-            Step::Remove(i, force) => {
-                let running = self
-                    .core
-                    .container(&id(i))
-                    .is_some_and(|c| c.status == Status::Running && !c.record.intents.remove);
-                let creating = self
-                    .core
-                    .container(&id(i))
-                    .is_some_and(|c| c.record.presence == Presence::Creating);
-                // Waiting out a restart backoff: refused without force, as
-                // dockerd refuses to remove a restarting container.
-                let restarting = self
-                    .core
-                    .container(&id(i))
-                    .is_some_and(|c| c.record.intents.policy_restart);
-                // A removal under way takes any `rm` (answered when done).
-                let removing = self
-                    .core
-                    .container(&id(i))
-                    .is_some_and(|c| c.record.intents.remove);
-                // Nothing runs, nothing is about to: `rm` goes ahead.
-                let idle = self.core.container(&id(i)).is_some_and(|c| {
-                    matches!(c.status, Status::Exited | Status::Created)
-                        && matches!(c.task, TaskState::Absent | TaskState::Stopped)
-                        && !c.record.intents.policy_restart
-                        && c.record.presence != Presence::Creating
-                });
-                let paused = self.core.container(&id(i)).is_some_and(|c| c.paused);
-                let shown = self.core.container(&id(i)).is_some();
-                let req = self.command(Command::Remove {
-                    id: id(i),
-                    force: *force,
-                })?;
-                if shown && self.answer_of(req).is_none() {
-                    self.removes.insert(req);
-                }
-                // dockerd's refusal of a plain `rm` of a paused container
-                // says so (unpause it first).
-                if paused
-                    && !*force
-                    && let Some(Answer::Error(e)) = self.answer_of(req)
-                {
-                    prop_assert!(e.message.contains("paused"), "{}: {}", req, e.message);
-                }
-                // `rm` of a running container is refused; `rm -f` never is
-                // (but while the create is still on its way).
-                let conflict = self.trace.iter().rev().any(|a| {
-                    matches!(a, Action::Answer(r, Answer::Error(e)) if *r == req && e.kind == ErrorKind::Conflict)
-                });
-                prop_assert!(
-                    if *force {
-                        !conflict || creating
-                    } else {
-                        (conflict || !running && !restarting) && !(conflict && (idle || removing))
-                    },
-                    "remove (force {}) of {} (running {}, restarting {}, idle {}): conflict {}",
-                    force,
-                    id(i),
-                    running,
-                    restarting,
-                    idle,
-                    conflict
-                );
-            }
+            Step::Remove(i, force) => self.remove(i, force)?,
             Step::Wait(i, condition) => {
                 let condition = [
                     WaitCondition::NotRunning,
@@ -1340,232 +1006,70 @@ impl Harness {
                 })?;
             }
             Step::Resolve(n, failure) => self.resolve(*n, *failure)?,
-            Step::LateRelist => {
-                let newest = self.newest_relist;
-                let late = self
-                    .outstanding
-                    .iter()
-                    .position(|(op, call)| matches!(call, Call::Relist) && op.0 < newest);
-                if let Some(n) = late {
-                    self.resolve(n, 7)?;
-                }
-            }
-            Step::WorldExit(i, status, lost) => {
-                if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id(i)).cloned() {
-                    // 2: SIGKILLed from outside (an administrator's kill -9).
-                    let status = if *status == 2 {
-                        137
-                    } else {
-                        u32::from(*status)
-                    };
-                    self.world_exit(&id(i), pid, status, *lost)?;
-                }
-            }
-            Step::ExitReportedAgain(n) => {
-                // Only of an exit the core has recorded for that pid (or of
-                // an earlier run): a first report that lies is no fault the
-                // core could see through. Or one timed before the newest
-                // process with that pid was asked for (its pid reused): the
-                // core tells it from that process's by when its run began.
-                // Never timed in the future, nor in the life of a later
-                // process with that pid (no second source would say so).
-                let now = self.now.wall.as_unix_nanos();
-                let again_at = |exited_at: &WallTime| {
-                    (exited_at.as_unix_nanos() + REPORTED_AGAIN_LATER_NANOS).min(now)
-                };
-                let exits: Vec<ContainerdEvent> = self
-                    .past_events
-                    .iter()
-                    .filter(|e| match e {
-                        ContainerdEvent::TaskExit {
-                            container,
-                            exec_id,
-                            pid,
-                            exited_at,
-                            ..
-                        } if exec_id == container.as_str() => {
-                            let again = again_at(exited_at);
-                            let newest_asked = self
-                                .world
-                                .latest
-                                .get(&(container.clone(), *pid))
-                                .and_then(|i| self.world.instances.get(*i))
-                                .map(|inst| inst.asked_at.as_unix_nanos());
-                            let exited = exited_at.as_unix_nanos();
-                            let later_process = newest_asked.filter(|asked| *asked > exited);
-                            // (Nor after a later create was asked for: the
-                            // process it makes may reuse the pid.)
-                            let create_asked = self
-                                .world
-                                .create_asked
-                                .get(container)
-                                .map(|at| at.as_unix_nanos())
-                                .filter(|asked| *asked > exited);
-                            let honest = again > exited
-                                && later_process.is_none_or(|asked| again < asked)
-                                && create_asked.is_none_or(|asked| again < asked);
-                            let before_newest = later_process.is_some();
-                            honest
-                                && self.core.container(container).is_some_and(|v| {
-                                    v.record.pid != Some(*pid)
-                                        || before_newest
-                                        || v.record
-                                            .exit
-                                            .as_ref()
-                                            .is_some_and(|x| x.run == v.record.run)
-                                })
-                        }
-                        _ => false,
-                    })
-                    .cloned()
-                    .collect();
-                if !exits.is_empty()
-                    && let ContainerdEvent::TaskExit {
-                        container,
-                        exec_id,
-                        pid,
-                        exit_status,
-                        exited_at,
-                        oom_kills,
-                    } = exits[n.of(exits.len())].clone()
-                {
-                    self.event(ContainerdEvent::TaskExit {
-                        container,
-                        exec_id,
-                        pid,
-                        exit_status: exit_status + 1,
-                        exited_at: WallTime::from_unix_nanos(again_at(&exited_at)),
-                        oom_kills,
-                    })?;
-                }
-            }
-            Step::ReplayEvent(n) => {
-                if !self.past_events.is_empty() {
-                    let event = self.past_events[n.of(self.past_events.len())].clone();
-                    self.event(event)?;
-                }
-            }
-            Step::WorldOom(i, lost) => {
-                if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id(i)).cloned() {
-                    if let Some(inst) = self.world.instance(&id(i), pid) {
-                        inst.oom = true;
-                    }
-                    let oom = ContainerdEvent::TaskOom {
-                        container: id(i),
-                        published_at: Some(self.now.wall),
-                    };
-                    if *lost {
-                        self.lost(&oom);
-                        self.past_events.push(oom);
-                    } else {
-                        self.event(oom)?;
-                    }
-                    self.world_exit(&id(i), pid, 137, *lost)?;
-                }
-            }
+            Step::LateRelist => self.late_relist()?,
+            Step::WorldExit(i, status, lost) => self.exit_on_its_own(i, status, lost)?,
+            Step::ExitReportedAgain(n) => self.exit_reported_again(n)?,
+            Step::ReplayEvent(n) => self.replay_event(n)?,
+            Step::WorldOom(i, lost) => self.oom_kill(i, lost)?,
             Step::DaemonRestart => self.daemon_restart()?,
-            Step::ExecExit(i) => {
-                let exited_at = self.now.wall;
-                self.event(ContainerdEvent::TaskExit {
-                    container: id(i),
-                    exec_id: "exec1".into(),
-                    pid: 1,
-                    exit_status: 1,
-                    exited_at,
-                    oom_kills: None,
-                })?;
-            }
+            Step::ExecExit(i) => self.exec_exit(i)?,
             Step::Oom(i) => self.event(ContainerdEvent::TaskOom {
                 container: id(i),
                 published_at: Some(self.now.wall),
             })?,
-            Step::ShimDies(i) => {
-                let pid = match self.world.tasks.get(&id(i)) {
-                    Some(
-                        WorldTask::Created(p) | WorldTask::Running(p) | WorldTask::Stopped(p, ..),
-                    ) => *p,
-                    None => return Ok(()),
-                };
-                self.world.delete_task(&id(i));
-                self.unseen.insert(id(i), self.last_op);
-                // Every other pid: containerd cleans the dead shim's task
-                // up and says so (TaskDelete); its exit died with the shim.
-                // The core, with no exit of that task and no call of its
-                // own to learn from, owes a relist at once.
-                if pid.is_multiple_of(2) {
-                    let owed = self.core.connection() == ConnectionState::Ready
-                        && self.world.up
-                        && !self.subscriptions.is_empty()
-                        && self.core.container(&id(i)).is_some_and(|c| {
-                            c.record.pid == Some(pid) && c.current_exit().is_none()
-                        })
-                        && !self
-                            .outstanding
-                            .iter()
-                            .any(|(_, c)| c.container_id() == Some(&id(i)));
-                    if owed && self.refresh_owed_by.is_none() {
-                        self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
-                    }
-                    self.event(ContainerdEvent::TaskDelete {
-                        container: id(i),
-                        pid,
-                    })?;
-                }
-            }
-            Step::StreamBreaks => {
-                for sub in std::mem::take(&mut self.subscriptions) {
-                    self.feed(Input::Connection(ConnectionFact::StreamBroken(
-                        sub,
-                        "eof".into(),
-                    )))?;
-                }
-            }
-            Step::ContainerdDown => {
-                self.world.up = false;
-                for sub in std::mem::take(&mut self.subscriptions) {
-                    self.feed(Input::Connection(ConnectionFact::StreamBroken(
-                        sub,
-                        "transport is closing".into(),
-                    )))?;
-                }
-                self.feed(Input::Connection(ConnectionFact::Unreachable(
-                    "connection refused".into(),
-                )))?;
-            }
-            Step::ContainerdUp => {
-                self.world.up = true;
-                self.feed(Input::Connection(ConnectionFact::Connected))?;
-            }
+            Step::ShimDies(i) => self.shim_dies(i)?,
+            Step::StreamBreaks => self.stream_breaks()?,
+            Step::ContainerdDown => self.containerd_down()?,
+            Step::ContainerdUp => self.containerd_up()?,
             Step::Advance(ms) => self.advance(Duration::from_millis(u64::from(*ms)))?,
-            Step::ProbeResult(index, outcome) => {
-                if !self.probe_results || self.probes.is_empty() {
-                    return Ok(());
-                }
-                let probe = self.probes[index.of(self.probes.len())].clone();
-                let outcome = match outcome {
-                    0..=2 => ProbeOutcome::Exited {
-                        exit_code: 0,
-                        output: "ok".into(),
-                    },
-                    3 => ProbeOutcome::Exited {
-                        exit_code: 1,
-                        output: "x".repeat(5000),
-                    },
-                    4 => ProbeOutcome::TimedOut {
-                        output: String::new(),
-                    },
-                    _ => ProbeOutcome::Failed {
-                        message: "cannot exec".into(),
-                    },
-                };
-                self.feed(Input::ProbeResult(ProbeResult {
-                    container: probe.container,
-                    run: probe.run,
-                    probe: probe.probe,
-                    outcome,
-                }))?;
-            }
+            Step::ProbeResult(index, outcome) => self.probe_result(index, outcome)?,
         }
+        Ok(())
+    }
+
+    /// `docker create` of the step's container, with the configuration its
+    /// arguments draw.
+    pub(crate) fn create(
+        &mut self,
+        i: &usize,
+        policy: &u8,
+        signals: &u8,
+    ) -> Result<(), TestCaseError> {
+        let config = ContainerConfig {
+            restart_policy: restart_policy(*policy),
+            // `--rm` (the API takes it with no restart policy only).
+            auto_remove: *policy == 0 && signals & 0x10 != 0,
+            // The default bridge, a user network (the same
+            // step), none or the host's (the policy's bit 2),
+            // another's namespace (no step).
+            network: match i % 4 {
+                0 | 2 => NetworkMode::Bridge,
+                1 if policy & 4 != 0 => NetworkMode::Host,
+                1 => NetworkMode::None,
+                _ => NetworkMode::Container,
+            },
+            network_name: (i % 4 == 2).then(|| "app".to_owned()),
+            network_container: (i % 4 == 3).then(|| holdfast_core::SharedNetwork {
+                id: "donor".into(),
+                pid: 1,
+            }),
+            stop_signal: stop_signal(*signals),
+            image_stop_signal: stop_signal(*signals >> 2),
+            healthcheck: health_check(*signals),
+            ..Default::default()
+        };
+        if self.core.container(&id(i)).is_none() {
+            self.configs.insert(id(i), config.clone());
+            // The model reuses ids (the daemon never does): a new
+            // container of a removed one's id starts its runs anew.
+            self.exits.retain(|(cid, _), _| *cid != id(i));
+            self.connected_back.remove(&id(i));
+        }
+        self.command(Command::Create {
+            id: id(i),
+            name: format!("n{i}"),
+            config: config.into(),
+        })?;
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! Health checks only observe, as dockerd decides them.
 
 use crate::harness::Harness;
+use crate::steps::Pick;
 use crate::steps::Step;
 use holdfast_core::*;
 use proptest::prelude::*;
@@ -117,6 +118,40 @@ impl Harness {
             "{input:?} asked for {probe:?} while containerd is not ready"
         );
         self.probes.push(probe.clone());
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// A health probe reports back: the n-th asked for (again, for an
+    /// earlier one), passed, failed, timed out or could not run.
+    pub(crate) fn probe_result(&mut self, index: &Pick, outcome: &u8) -> Result<(), TestCaseError> {
+        if !self.probe_results || self.probes.is_empty() {
+            return Ok(());
+        }
+        let probe = self.probes[index.of(self.probes.len())].clone();
+        let outcome = match outcome {
+            0..=2 => ProbeOutcome::Exited {
+                exit_code: 0,
+                output: "ok".into(),
+            },
+            3 => ProbeOutcome::Exited {
+                exit_code: 1,
+                output: "x".repeat(5000),
+            },
+            4 => ProbeOutcome::TimedOut {
+                output: String::new(),
+            },
+            _ => ProbeOutcome::Failed {
+                message: "cannot exec".into(),
+            },
+        };
+        self.feed(Input::ProbeResult(ProbeResult {
+            container: probe.container,
+            run: probe.run,
+            probe: probe.probe,
+            outcome,
+        }))?;
         Ok(())
     }
 }

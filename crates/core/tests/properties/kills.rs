@@ -2,6 +2,7 @@
 
 use crate::calls::Call;
 use crate::harness::Harness;
+use crate::steps::id;
 use holdfast_core::*;
 use proptest::prelude::*;
 
@@ -160,6 +161,19 @@ impl Harness {
             );
             self.kill_calls.insert(*op, (id.clone(), *signal));
         }
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// `docker kill` with SIGKILL or SIGHUP.
+    pub(crate) fn kill(&mut self, i: &usize, sigkill: &bool) -> Result<(), TestCaseError> {
+        let signal = if *sigkill {
+            Signal::SIGKILL
+        } else {
+            Signal::try_from(1).map_err(|e| TestCaseError::fail(e.to_string()))?
+        };
+        self.kill_checked(&id(i), signal)?;
         Ok(())
     }
 }

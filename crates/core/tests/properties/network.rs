@@ -2,6 +2,7 @@
 
 use crate::calls::Call;
 use crate::harness::Harness;
+use crate::steps::id;
 use holdfast_core::*;
 use proptest::prelude::*;
 
@@ -344,6 +345,60 @@ impl Harness {
                 net,
                 e.message
             );
+        }
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// `docker network connect` or `disconnect`, answered as dockerd's rules
+    /// say.
+    pub(crate) fn connect_or_disconnect(
+        &mut self,
+        i: &usize,
+        arg: &u8,
+    ) -> Result<(), TestCaseError> {
+        let connect = arg.is_multiple_of(2);
+        // (The daemon refuses a connect to `host` before the core.)
+        let network = match arg / 2 % 4 {
+            2 => self
+                .configs
+                .get(&id(i))
+                .and_then(|c| c.network_name.clone())
+                .unwrap_or_else(|| "bridge".to_owned()),
+            3 if !connect => "host".to_owned(),
+            // (Chosen cases reach more networks with higher bits.)
+            n => format!("side{}", u16::from(n % 2) + 2 * u16::from(arg / 8)),
+        };
+        let expected = self.network_expected(&id(i), &network, connect);
+        let back = connect && self.connects_back(&id(i), &network);
+        let command = if connect {
+            Command::Connect {
+                id: id(i),
+                network: network.clone(),
+                aliases: Vec::new(),
+                ip: None,
+            }
+        } else {
+            Command::Disconnect {
+                id: id(i),
+                network: network.clone(),
+            }
+        };
+        if !connect {
+            // (Known before it is fed: it may settle a connect.)
+            let req = RequestId(self.next_req + 1);
+            self.disconnects.push((req, id(i), network.clone()));
+            self.connected_back.remove(&id(i));
+        }
+        let req = self.command(command)?;
+        if connect {
+            self.connects.insert(req, (id(i), network.clone()));
+        }
+        self.check_network_answer(req, &id(i), &network, connect, expected)?;
+        if back {
+            self.check_connected_back(req, &id(i), &network)?;
+            self.connected_back.insert(id(i));
         }
         Ok(())
     }

@@ -2,6 +2,8 @@
 
 use crate::calls::Call;
 use crate::harness::{Ask, Harness};
+use crate::steps::id;
+use crate::world::WorldTask;
 use holdfast_core::*;
 use proptest::prelude::*;
 
@@ -57,6 +59,89 @@ impl Harness {
                         failure.kind,
                         e
                     );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// `docker pause` or `unpause`, refused as dockerd refuses them.
+    pub(crate) fn pause_or_unpause(
+        &mut self,
+        i: &usize,
+        freeze: &bool,
+    ) -> Result<(), TestCaseError> {
+        self.pauses_asked.insert((id(i), *freeze));
+        // dockerd's refusals (each a conflict): not running (or on
+        // its way down, or a start pending), restarting, already in
+        // that state, a pause while a stop is under way.
+        let refused = self.core.container(&id(i)).map(|c| {
+            let running = matches!(c.task, TaskState::Running { .. })
+                && c.current_exit().is_none()
+                && c.status == Status::Running;
+            let i = &c.record.intents;
+            !running || i.remove || i.start || *freeze == c.paused || *freeze && i.stop.is_some()
+        });
+        let command = if *freeze {
+            Command::Pause { id: id(i) }
+        } else {
+            Command::Unpause { id: id(i) }
+        };
+        let req = self.command(command)?;
+        let answer = self.answer_of(req);
+        let conflict = matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict);
+        // Else only one already in progress is refused, and only
+        // an outage keeps it from being taken.
+        let in_progress = matches!(&answer, Some(Answer::Error(e))
+            if e.kind == ErrorKind::Conflict && e.message.contains("in progress"));
+        let ready = self.core.connection() == ConnectionState::Ready;
+        let unavailable =
+            matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Unavailable);
+        prop_assert!(
+            match refused {
+                Some(true) => conflict,
+                Some(false) => in_progress || if ready { answer.is_none() } else { unavailable },
+                None => true,
+            },
+            "{} pause {} of {}: {:?} (refusal due: {:?})",
+            req,
+            freeze,
+            id(i),
+            answer,
+            refused
+        );
+        Ok(())
+    }
+
+    /// Someone else freezes or thaws the running task (`ctr tasks pause`):
+    /// containerd's event tells the core.
+    pub(crate) fn freeze_from_outside(
+        &mut self,
+        i: &usize,
+        freeze: &bool,
+    ) -> Result<(), TestCaseError> {
+        let id = id(i);
+        if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id) {
+            let pid = *pid;
+            let frozen = self.world.paused.get(&id) == Some(&pid);
+            if frozen != *freeze {
+                if *freeze {
+                    if self.world.stay_down_sent.contains(&(id.clone(), pid)) {
+                        self.world.stay_down_frozen.insert(id.clone());
+                    }
+                    self.world.paused.insert(id.clone(), pid);
+                    self.event(ContainerdEvent::TaskPaused { container: id })?;
+                } else {
+                    self.world.paused.remove(&id);
+                    self.event(ContainerdEvent::TaskResumed {
+                        container: id.clone(),
+                    })?;
+                    // A SIGKILL held by a v1 freezer lands now.
+                    if self.world.kill_on_thaw.remove(&id) == Some(pid) {
+                        self.world_exit(&id, pid, 137, false)?;
+                    }
                 }
             }
         }

@@ -676,3 +676,19 @@ impl Harness {
         self.feed(Input::ActionResult(op, result))
     }
 }
+
+impl Harness {
+    /// The oldest relist of a connection given up answers late, with the
+    /// tasks as they were when it was asked for.
+    pub(crate) fn late_relist(&mut self) -> Result<(), TestCaseError> {
+        let newest = self.newest_relist;
+        let late = self
+            .outstanding
+            .iter()
+            .position(|(op, call)| matches!(call, Call::Relist) && op.0 < newest);
+        if let Some(n) = late {
+            self.resolve(n, 7)?;
+        }
+        Ok(())
+    }
+}

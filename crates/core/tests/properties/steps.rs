@@ -1,11 +1,17 @@
 //! What a case is made of: the steps a strategy draws (commands, the
 //! world's answers and faults, time), and the configurations they create.
 
+use crate::support::cid;
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::time::Duration;
 
 pub(crate) const IDS: [&str; 3] = ["c0", "c1", "c2"];
+
+/// The id of the container a step's index names.
+pub(crate) fn id(i: &usize) -> ContainerId {
+    cid(IDS[*i])
+}
 
 /// One of the earlier ones (events, waits, probes), as a fraction of
 /// their number: what proptest's `sample::Index` is, drawn the same way

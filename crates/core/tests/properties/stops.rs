@@ -2,8 +2,10 @@
 
 use crate::calls::Call;
 use crate::harness::Harness;
+use crate::steps::{id, stop_signal};
 use holdfast_core::*;
 use proptest::prelude::*;
+use std::time::Duration;
 
 impl Harness {
     pub(crate) fn check_escalation(&mut self, op: OpId, call: &Call) -> Result<(), TestCaseError> {
@@ -49,6 +51,80 @@ impl Harness {
                 at,
                 bound
             );
+        }
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// `docker stop`: answered at once only when it changed nothing or
+    /// cancelled a start; its signal by precedence; its answer due by grace
+    /// and slack.
+    pub(crate) fn stop(
+        &mut self,
+        i: &usize,
+        timeout: &Option<u8>,
+        signal: &Option<u8>,
+    ) -> Result<(), TestCaseError> {
+        let timeout = timeout.map(|t| Duration::from_secs(u64::from(t)));
+        let signal = signal.and_then(stop_signal);
+        let stopping = self
+            .core
+            .container(&id(i))
+            .is_some_and(|c| c.record.intents.stop.is_some());
+        let start_pending = self
+            .core
+            .container(&id(i))
+            .is_some_and(|c| c.record.intents.start || c.record.intents.policy_restart);
+        let grace = self.core.container(&id(i)).map(|c| {
+            c.record
+                .intents
+                .stop
+                .map(|s| s.grace)
+                .unwrap_or(Duration::MAX)
+        });
+        let req = self.command(Command::Stop {
+            id: id(i),
+            timeout,
+            signal,
+        })?;
+        if let Some(deadline) = self.kill_deadline.get_mut(&id(i)) {
+            let own = self.configs.get(&id(i)).and_then(|c| c.stop_timeout);
+            let grace = timeout.or(own).unwrap_or(Duration::from_secs(10));
+            *deadline = (*deadline).min(self.now.at + grace);
+        }
+        // Answered at once, a stop says whether it changed anything:
+        // done when it cancelled a start to come, else not modified.
+        let answer = self.trace.iter().rev().find_map(|a| match a {
+            Action::Answer(r, answer) if *r == req => Some(answer.clone()),
+            _ => None,
+        });
+        if let Some(answer @ (Answer::Done | Answer::NotModified)) = &answer
+            && !stopping
+        {
+            let cancelled = *answer == Answer::Done;
+            prop_assert_eq!(cancelled, start_pending, "stop answered {:?}", answer);
+        }
+        // The signal by precedence: request > container > image > SIGTERM.
+        if !stopping
+            && let Some(stop) = self
+                .core
+                .container(&id(i))
+                .and_then(|c| c.record.intents.stop)
+        {
+            let config = self.configs.get(&id(i));
+            let expected = signal
+                .or(config.and_then(|c| c.stop_signal))
+                .or(config.and_then(|c| c.image_stop_signal))
+                .unwrap_or(Signal::SIGTERM);
+            prop_assert_eq!(stop.signal, expected, "stop signal of {}", id(i));
+        }
+        if !self.answered.contains_key(&req) {
+            let grace = timeout
+                .unwrap_or(Duration::from_secs(10))
+                .min(grace.unwrap_or(Duration::MAX));
+            self.stop_bounds
+                .insert(req, self.now.at + grace + self.slack);
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! `docker wait`: answered with what it waited for, only when it is so.
 
 use crate::harness::{Harness, PendingWait};
+use crate::steps::Pick;
 use holdfast_core::*;
 use proptest::prelude::*;
 
@@ -58,6 +59,28 @@ impl Harness {
                 view.map(|c| c.status)
             );
         }
+        Ok(())
+    }
+}
+
+impl Harness {
+    /// The client of the n-th pending wait goes away: the wait is answered
+    /// cancelled.
+    pub(crate) fn cancel_wait(&mut self, n: &Pick) -> Result<(), TestCaseError> {
+        let Some(req) = (!self.waits.is_empty())
+            .then(|| self.waits.keys().nth(n.of(self.waits.len())).copied())
+            .flatten()
+        else {
+            return Ok(());
+        };
+        self.feed(Input::Cancel(req))?;
+        let answer = self.answer_of(req);
+        prop_assert!(
+            matches!(&answer, Some(Answer::Error(e)) if e.kind == ErrorKind::Cancelled),
+            "{} cancelled, answered {:?}",
+            req,
+            answer
+        );
         Ok(())
     }
 }

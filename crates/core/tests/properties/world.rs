@@ -2,9 +2,11 @@
 //! them, and the truth of every process it ran.
 
 use crate::harness::Harness;
+use crate::steps::{Pick, id};
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum WorldTask {
@@ -195,5 +197,106 @@ impl Harness {
         } else {
             self.event(event)
         }
+    }
+}
+
+impl Harness {
+    /// A running task exits on its own; its event may be lost.
+    pub(crate) fn exit_on_its_own(
+        &mut self,
+        i: &usize,
+        status: &u8,
+        lost: &bool,
+    ) -> Result<(), TestCaseError> {
+        if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id(i)).cloned() {
+            // 2: SIGKILLed from outside (an administrator's kill -9).
+            let status = if *status == 2 {
+                137
+            } else {
+                u32::from(*status)
+            };
+            self.world_exit(&id(i), pid, status, *lost)?;
+        }
+        Ok(())
+    }
+
+    /// Any earlier event is delivered again.
+    pub(crate) fn replay_event(&mut self, n: &Pick) -> Result<(), TestCaseError> {
+        if !self.past_events.is_empty() {
+            let event = self.past_events[n.of(self.past_events.len())].clone();
+            self.event(event)?;
+        }
+        Ok(())
+    }
+
+    /// The OOM killer kills a running task: TaskOom, then its exit (137);
+    /// both events may be lost.
+    pub(crate) fn oom_kill(&mut self, i: &usize, lost: &bool) -> Result<(), TestCaseError> {
+        if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id(i)).cloned() {
+            if let Some(inst) = self.world.instance(&id(i), pid) {
+                inst.oom = true;
+            }
+            let oom = ContainerdEvent::TaskOom {
+                container: id(i),
+                published_at: Some(self.now.wall),
+            };
+            if *lost {
+                self.lost(&oom);
+                self.past_events.push(oom);
+            } else {
+                self.event(oom)?;
+            }
+            self.world_exit(&id(i), pid, 137, *lost)?;
+        }
+        Ok(())
+    }
+
+    /// An exec in the container exits.
+    pub(crate) fn exec_exit(&mut self, i: &usize) -> Result<(), TestCaseError> {
+        let exited_at = self.now.wall;
+        self.event(ContainerdEvent::TaskExit {
+            container: id(i),
+            exec_id: "exec1".into(),
+            pid: 1,
+            exit_status: 1,
+            exited_at,
+            oom_kills: None,
+        })?;
+        Ok(())
+    }
+
+    /// The task's shim dies: containerd loses the task.
+    pub(crate) fn shim_dies(&mut self, i: &usize) -> Result<(), TestCaseError> {
+        let pid = match self.world.tasks.get(&id(i)) {
+            Some(WorldTask::Created(p) | WorldTask::Running(p) | WorldTask::Stopped(p, ..)) => *p,
+            None => return Ok(()),
+        };
+        self.world.delete_task(&id(i));
+        self.unseen.insert(id(i), self.last_op);
+        // Every other pid: containerd cleans the dead shim's task
+        // up and says so (TaskDelete); its exit died with the shim.
+        // The core, with no exit of that task and no call of its
+        // own to learn from, owes a relist at once.
+        if pid.is_multiple_of(2) {
+            let owed = self.core.connection() == ConnectionState::Ready
+                && self.world.up
+                && !self.subscriptions.is_empty()
+                && self
+                    .core
+                    .container(&id(i))
+                    .is_some_and(|c| c.record.pid == Some(pid) && c.current_exit().is_none())
+                && !self
+                    .outstanding
+                    .iter()
+                    .any(|(_, c)| c.container_id() == Some(&id(i)));
+            if owed && self.refresh_owed_by.is_none() {
+                self.refresh_owed_by = Some(self.now.at + Duration::from_secs(2));
+            }
+            self.event(ContainerdEvent::TaskDelete {
+                container: id(i),
+                pid,
+            })?;
+        }
+        Ok(())
     }
 }
