@@ -216,3 +216,17 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// No request is lost: once healed, everything but a wait is answered.
+    pub(crate) fn check_requests_answered(&self) -> Result<(), TestCaseError> {
+        for req in &self.must_answer {
+            prop_assert!(
+                self.answered.contains_key(req),
+                "{} was never answered",
+                req
+            );
+        }
+        Ok(())
+    }
+}

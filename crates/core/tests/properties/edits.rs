@@ -2,8 +2,7 @@
 
 use crate::calls::Call;
 use crate::harness::Harness;
-use crate::steps::id;
-use crate::steps::restart_policy;
+use crate::steps::{id, restart_policy};
 use holdfast_core::*;
 use proptest::prelude::*;
 

@@ -637,84 +637,11 @@ impl Harness {
             self.set_time(at);
             self.feed(Input::Timeout)?;
         }
-        // SIGKILL comes when the grace period ends: no later than the
-        // shortest grace a stop asked for (counted as the core counts it).
-        let ready = self.core.connection() == ConnectionState::Ready;
-        for (id, deadline) in &self.kill_deadline {
-            let view = self.core.container(id);
-            let stopping = view.is_some_and(|c| {
-                c.record.intents.stop.is_some()
-                    && c.record.intents.kills.is_empty()
-                    && c.current_exit().is_none()
-            });
-            let busy = self
-                .outstanding
-                .iter()
-                .any(|(_, c)| c.container_id() == Some(id));
-            prop_assert!(
-                *deadline > target || !ready || !stopping || busy,
-                "{} not killed at the end of its grace period ({:?}), now {:?}",
-                id,
-                deadline,
-                target
-            );
-        }
+        self.check_killed_at_grace_end(target)?;
         self.set_time(target);
-        self.check_doubts_looked_at()?;
-        if let Some(by) = self.look_again_by
-            && self.now.at > by
-            && self.core.connection() == ConnectionState::Ready
-        {
-            prop_assert!(
-                false,
-                "a relist with a placeholder was not followed by another by {by:?}"
-            );
-        }
-        let relist_in_flight = self
-            .outstanding
-            .iter()
-            .any(|(_, c)| matches!(c, Call::Relist));
-        if let Some(by) = self.refresh_owed_by
-            && self.now.at > by
-            && !relist_in_flight
-            && self.core.connection() == ConnectionState::Ready
-        {
-            prop_assert!(
-                false,
-                "a relist owed (a call refused or unanswered, a task deleted unseen) did not come by {by:?}"
-            );
-        }
-        // Property 4, checked as time passes.
-        for (req, bound) in &self.stop_bounds {
-            if *bound < self.now.at {
-                let at = self.answered.get(req);
-                prop_assert!(
-                    at.is_some_and(|at| at <= bound),
-                    "stop {req} not answered by {bound:?}"
-                );
-            }
-        }
-        let ready = self.core.connection() == ConnectionState::Ready;
-        for (req, asked) in &self.starts_asked {
-            let waited = self.now.at.saturating_since(*asked);
-            if self.answered.contains_key(req) || waited <= self.config.request_answer_bound {
-                continue;
-            }
-            let wanted = self.starts.get(req).is_some_and(|id| {
-                self.core
-                    .container(id)
-                    .is_some_and(|c| c.record.intents.start)
-            });
-            prop_assert!(
-                ready && wanted && waited <= self.config.start_answer_bound,
-                "start {} unanswered after {:?} (connected: {}, still wanted: {})",
-                req,
-                waited,
-                ready,
-                wanted
-            );
-        }
-        Ok(())
+        self.check_relists_owed_came()?;
+        self.check_stops_answered_by_their_bound()?;
+        self.check_starts_answered_in_time()
     }
 
     pub(crate) fn set_time(&mut self, at: Instant) {
@@ -829,8 +756,14 @@ impl Harness {
         for step in steps.iter().filter(|s| enabled(s, swarm)) {
             self.step(step)?;
         }
-        // Heal, let every call complete and every timer pass (but the
-        // periodic relist, which is always armed while connected).
+        self.heal()?;
+        self.check_healed()
+    }
+
+    /// Heals the world: containerd is back and connected; every call is
+    /// answered and every timer passes (but the periodic relist, which is
+    /// always armed while connected).
+    fn heal(&mut self) -> Result<(), TestCaseError> {
         self.world.up = true;
         self.feed(Input::Connection(ConnectionFact::Connected))?;
         for _ in 0..200 {
@@ -855,118 +788,7 @@ impl Harness {
                 Some(_) => self.advance(Duration::from_secs(30))?,
             }
         }
-        prop_assert_eq!(self.core.calls_in_flight(), 0);
-        prop_assert!(self.unseen.is_empty(), "never relisted: {:?}", self.unseen);
-        self.check_quiescent()?;
-        // Nothing is left behind: the same containers on both sides, and no
-        // stopped task kept in containerd.
-        let shown: Vec<&ContainerId> = self.core.containers().map(|c| &c.record.id).collect();
-        let mut shown = shown.into_iter().cloned().collect::<Vec<_>>();
-        shown.sort();
-        let kept: Vec<ContainerId> = self.world.containers.keys().cloned().collect();
-        prop_assert_eq!(&shown, &kept, "holdfast shows, containerd has");
-        // A removal asked for is carried out once the world heals, in any
-        // state the container was in: none is left being removed. So is a
-        // start (a user's, a restart's, a policy's): none is left wanted.
-        for c in self.core.containers() {
-            prop_assert!(
-                !c.record.intents.remove,
-                "{} is still being removed in a healed world ({:?})",
-                c.record.id,
-                c.task
-            );
-            prop_assert!(
-                !c.record.intents.start && !c.record.intents.policy_restart,
-                "{} still waits to be started in a healed world ({:?}, {:?})",
-                c.record.id,
-                c.task,
-                c.record.intents
-            );
-        }
-        // Every SIGKILL that went out has taken effect: none waits on a
-        // frozen task that the core left frozen (a v1 freezer holds it).
-        prop_assert!(
-            self.world.kill_on_thaw.is_empty(),
-            "SIGKILLed tasks left frozen, never thawed: {:?}",
-            self.world.kill_on_thaw
-        );
-        for id in &self.world.attached {
-            prop_assert!(
-                self.world.tasks.contains_key(id),
-                "{} is still attached with no task: an allocation left behind",
-                id
-            );
-        }
-        for (id, slot) in &self.world.endpoints {
-            prop_assert!(
-                self.world.tasks.contains_key(id),
-                "{} endpoint eth{} is left with no task: an allocation left behind",
-                id,
-                slot
-            );
-        }
-        self.check_healed_own_eth0_and_kept_down()?;
-        // A connect asked for is carried out: every wanted endpoint of a
-        // running container is made, every unwanted one released.
-        for c in self.core.containers() {
-            let running = matches!(c.task, TaskState::Running { .. });
-            for e in &c.record.endpoints {
-                let made = self
-                    .world
-                    .endpoints
-                    .contains(&(c.record.id.clone(), e.slot));
-                prop_assert!(
-                    e.wanted && (made || !running),
-                    "{} endpoint {:?} in a healed world (running: {})",
-                    c.record.id,
-                    e,
-                    running
-                );
-            }
-        }
-        for (id, task) in &self.world.tasks {
-            prop_assert!(
-                !matches!(task, WorldTask::Stopped(..)),
-                "a stopped task of {} is left: {:?}",
-                id,
-                task
-            );
-        }
-        // No request is lost: everything but a wait is answered by now.
-        for req in &self.must_answer {
-            prop_assert!(
-                self.answered.contains_key(req),
-                "{} was never answered",
-                req
-            );
-        }
-        // A wait whose condition has come true is answered: the container
-        // is gone, it exited since, or nothing runs nor is about to.
-        for (req, (id, condition, exit_then)) in &self.waits {
-            let view = self.core.container(id);
-            let exit_now = view
-                .as_ref()
-                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
-            let met = match condition {
-                WaitCondition::Removed => view.is_none(),
-                WaitCondition::NextExit => view.is_none() || exit_now != *exit_then,
-                WaitCondition::NotRunning => view.is_none_or(|c| {
-                    matches!(c.status, Status::Exited | Status::Created)
-                        && !c.record.intents.start
-                        && !c.record.intents.policy_restart
-                }),
-            };
-            prop_assert!(
-                !met,
-                "{} (a wait {:?} of {}) never answered, although it is so: {:?}",
-                req,
-                condition,
-                id,
-                view.map(|c| c.status)
-            );
-        }
-        // Healed, the engine works: a new container is created and started.
-        self.probe_healed()
+        Ok(())
     }
 
     pub(crate) fn step(&mut self, step: &Step) -> Result<(), TestCaseError> {

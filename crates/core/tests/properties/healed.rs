@@ -2,6 +2,7 @@
 
 use crate::harness::Harness;
 use crate::support::cid;
+use crate::world::WorldTask;
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::time::Duration;
@@ -130,5 +131,83 @@ impl Harness {
         })?;
         self.settle()?;
         Ok(req)
+    }
+}
+
+impl Harness {
+    /// Property 6, once the world healed: nothing unseen, nothing in
+    /// flight, nothing left behind, every request answered, and the engine
+    /// works.
+    pub(crate) fn check_healed(&mut self) -> Result<(), TestCaseError> {
+        prop_assert_eq!(self.core.calls_in_flight(), 0);
+        prop_assert!(self.unseen.is_empty(), "never relisted: {:?}", self.unseen);
+        self.check_quiescent()?;
+        self.check_same_containers_on_both_sides()?;
+        self.check_no_intent_left()?;
+        self.check_no_sigkill_left_frozen()?;
+        self.check_no_allocation_left()?;
+        self.check_healed_own_eth0_and_kept_down()?;
+        self.check_wanted_endpoints_made()?;
+        self.check_no_stopped_task_left()?;
+        self.check_requests_answered()?;
+        self.check_met_waits_answered()?;
+        // Healed, the engine works: a new container is created and started.
+        self.probe_healed()
+    }
+
+    /// Nothing is left behind: the same containers on both sides.
+    fn check_same_containers_on_both_sides(&self) -> Result<(), TestCaseError> {
+        let shown: Vec<&ContainerId> = self.core.containers().map(|c| &c.record.id).collect();
+        let mut shown = shown.into_iter().cloned().collect::<Vec<_>>();
+        shown.sort();
+        let kept: Vec<ContainerId> = self.world.containers.keys().cloned().collect();
+        prop_assert_eq!(&shown, &kept, "holdfast shows, containerd has");
+        Ok(())
+    }
+
+    /// A removal asked for is carried out once the world heals, in any
+    /// state the container was in: none is left being removed. So is a
+    /// start (a user's, a restart's, a policy's): none is left wanted.
+    fn check_no_intent_left(&self) -> Result<(), TestCaseError> {
+        for c in self.core.containers() {
+            prop_assert!(
+                !c.record.intents.remove,
+                "{} is still being removed in a healed world ({:?})",
+                c.record.id,
+                c.task
+            );
+            prop_assert!(
+                !c.record.intents.start && !c.record.intents.policy_restart,
+                "{} still waits to be started in a healed world ({:?}, {:?})",
+                c.record.id,
+                c.task,
+                c.record.intents
+            );
+        }
+        Ok(())
+    }
+
+    /// Every SIGKILL that went out has taken effect: none waits on a
+    /// frozen task that the core left frozen (a v1 freezer holds it).
+    fn check_no_sigkill_left_frozen(&self) -> Result<(), TestCaseError> {
+        prop_assert!(
+            self.world.kill_on_thaw.is_empty(),
+            "SIGKILLed tasks left frozen, never thawed: {:?}",
+            self.world.kill_on_thaw
+        );
+        Ok(())
+    }
+
+    /// No stopped task is kept in containerd.
+    fn check_no_stopped_task_left(&self) -> Result<(), TestCaseError> {
+        for (id, task) in &self.world.tasks {
+            prop_assert!(
+                !matches!(task, WorldTask::Stopped(..)),
+                "a stopped task of {} is left: {:?}",
+                id,
+                task
+            );
+        }
+        Ok(())
     }
 }

@@ -1,8 +1,7 @@
 //! Health checks only observe, as dockerd decides them.
 
 use crate::harness::Harness;
-use crate::steps::Pick;
-use crate::steps::Step;
+use crate::steps::{Pick, Step};
 use holdfast_core::*;
 use proptest::prelude::*;
 

@@ -403,3 +403,49 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// Once healed, no attachment or endpoint is left without a task: no
+    /// allocation left behind.
+    pub(crate) fn check_no_allocation_left(&self) -> Result<(), TestCaseError> {
+        for id in &self.world.attached {
+            prop_assert!(
+                self.world.tasks.contains_key(id),
+                "{} is still attached with no task: an allocation left behind",
+                id
+            );
+        }
+        for (id, slot) in &self.world.endpoints {
+            prop_assert!(
+                self.world.tasks.contains_key(id),
+                "{} endpoint eth{} is left with no task: an allocation left behind",
+                id,
+                slot
+            );
+        }
+        Ok(())
+    }
+
+    /// Once healed, a connect asked for is carried out: every wanted
+    /// endpoint of a running container is made, every unwanted one
+    /// released.
+    pub(crate) fn check_wanted_endpoints_made(&self) -> Result<(), TestCaseError> {
+        for c in self.core.containers() {
+            let running = matches!(c.task, TaskState::Running { .. });
+            for e in &c.record.endpoints {
+                let made = self
+                    .world
+                    .endpoints
+                    .contains(&(c.record.id.clone(), e.slot));
+                prop_assert!(
+                    e.wanted && (made || !running),
+                    "{} endpoint {:?} in a healed world (running: {})",
+                    c.record.id,
+                    e,
+                    running
+                );
+            }
+        }
+        Ok(())
+    }
+}

@@ -159,3 +159,36 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// A relist owed came by its bound: one that can settle a doubt, one
+    /// after a placeholder, and one after a call refused or unanswered (or
+    /// a task deleted unseen).
+    pub(crate) fn check_relists_owed_came(&self) -> Result<(), TestCaseError> {
+        self.check_doubts_looked_at()?;
+        if let Some(by) = self.look_again_by
+            && self.now.at > by
+            && self.core.connection() == ConnectionState::Ready
+        {
+            prop_assert!(
+                false,
+                "a relist with a placeholder was not followed by another by {by:?}"
+            );
+        }
+        let relist_in_flight = self
+            .outstanding
+            .iter()
+            .any(|(_, c)| matches!(c, Call::Relist));
+        if let Some(by) = self.refresh_owed_by
+            && self.now.at > by
+            && !relist_in_flight
+            && self.core.connection() == ConnectionState::Ready
+        {
+            prop_assert!(
+                false,
+                "a relist owed (a call refused or unanswered, a task deleted unseen) did not come by {by:?}"
+            );
+        }
+        Ok(())
+    }
+}

@@ -180,3 +180,32 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// Property 4, checked as time passes: a start is answered within the
+    /// answer bound, or later only while connected and the start still
+    /// wanted, and never past its final bound.
+    pub(crate) fn check_starts_answered_in_time(&self) -> Result<(), TestCaseError> {
+        let ready = self.core.connection() == ConnectionState::Ready;
+        for (req, asked) in &self.starts_asked {
+            let waited = self.now.at.saturating_since(*asked);
+            if self.answered.contains_key(req) || waited <= self.config.request_answer_bound {
+                continue;
+            }
+            let wanted = self.starts.get(req).is_some_and(|id| {
+                self.core
+                    .container(id)
+                    .is_some_and(|c| c.record.intents.start)
+            });
+            prop_assert!(
+                ready && wanted && waited <= self.config.start_answer_bound,
+                "start {} unanswered after {:?} (connected: {}, still wanted: {})",
+                req,
+                waited,
+                ready,
+                wanted
+            );
+        }
+        Ok(())
+    }
+}

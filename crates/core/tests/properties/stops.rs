@@ -129,3 +129,46 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// SIGKILL comes when the grace period ends: no later than the
+    /// shortest grace a stop asked for (counted as the core counts it).
+    pub(crate) fn check_killed_at_grace_end(&self, target: Instant) -> Result<(), TestCaseError> {
+        let ready = self.core.connection() == ConnectionState::Ready;
+        for (id, deadline) in &self.kill_deadline {
+            let view = self.core.container(id);
+            let stopping = view.is_some_and(|c| {
+                c.record.intents.stop.is_some()
+                    && c.record.intents.kills.is_empty()
+                    && c.current_exit().is_none()
+            });
+            let busy = self
+                .outstanding
+                .iter()
+                .any(|(_, c)| c.container_id() == Some(id));
+            prop_assert!(
+                *deadline > target || !ready || !stopping || busy,
+                "{} not killed at the end of its grace period ({:?}), now {:?}",
+                id,
+                deadline,
+                target
+            );
+        }
+        Ok(())
+    }
+
+    /// Property 4, checked as time passes: every stop is answered by its
+    /// bound.
+    pub(crate) fn check_stops_answered_by_their_bound(&self) -> Result<(), TestCaseError> {
+        for (req, bound) in &self.stop_bounds {
+            if *bound < self.now.at {
+                let at = self.answered.get(req);
+                prop_assert!(
+                    at.is_some_and(|at| at <= bound),
+                    "stop {req} not answered by {bound:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+}

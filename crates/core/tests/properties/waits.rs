@@ -84,3 +84,35 @@ impl Harness {
         Ok(())
     }
 }
+
+impl Harness {
+    /// Once healed, a wait whose condition has come true is answered: the
+    /// container is gone, it exited since, or nothing runs nor is about
+    /// to.
+    pub(crate) fn check_met_waits_answered(&self) -> Result<(), TestCaseError> {
+        for (req, (id, condition, exit_then)) in &self.waits {
+            let view = self.core.container(id);
+            let exit_now = view
+                .as_ref()
+                .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
+            let met = match condition {
+                WaitCondition::Removed => view.is_none(),
+                WaitCondition::NextExit => view.is_none() || exit_now != *exit_then,
+                WaitCondition::NotRunning => view.is_none_or(|c| {
+                    matches!(c.status, Status::Exited | Status::Created)
+                        && !c.record.intents.start
+                        && !c.record.intents.policy_restart
+                }),
+            };
+            prop_assert!(
+                !met,
+                "{} (a wait {:?} of {}) never answered, although it is so: {:?}",
+                req,
+                condition,
+                id,
+                view.map(|c| c.status)
+            );
+        }
+        Ok(())
+    }
+}
