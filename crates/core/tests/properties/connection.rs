@@ -59,7 +59,7 @@ impl Harness {
 
     /// containerd goes away: its streams break, it is unreachable.
     pub(crate) fn containerd_down(&mut self) -> Result<(), TestCaseError> {
-        self.world.up = false;
+        self.world.containerd.up = false;
         for sub in std::mem::take(&mut self.subscriptions) {
             self.feed(Input::Connection(ConnectionFact::StreamBroken(
                 sub,
@@ -74,7 +74,7 @@ impl Harness {
 
     /// containerd is back.
     pub(crate) fn containerd_up(&mut self) -> Result<(), TestCaseError> {
-        self.world.up = true;
+        self.world.containerd.up = true;
         self.feed(Input::Connection(ConnectionFact::Connected))?;
         Ok(())
     }

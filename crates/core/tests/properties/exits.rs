@@ -3,8 +3,8 @@
 
 use crate::harness::Harness;
 use crate::steps::Pick;
-use crate::world::{WorldTask, oom_count_unread};
 use holdfast_core::*;
+use holdfast_sim::model::oom_count_readable;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -22,8 +22,8 @@ impl Harness {
                 container,
                 published_at,
             }) => {
-                if let Some(inst) = self.world.current(container) {
-                    if inst.oom {
+                if let Some(inst) = self.world.current_mut(container) {
+                    if inst.oom_struck {
                         inst.oom_in_order = true;
                     }
                     // Published before the previous process ended: an
@@ -39,8 +39,8 @@ impl Harness {
                 pid,
                 ..
             }) if exec_id == container.as_str() => {
-                if let Some(inst) = self.world.current(container)
-                    && inst.pid != *pid
+                if self.world.task_pid(container).is_some_and(|p| p != *pid)
+                    && let Some(inst) = self.world.current_mut(container)
                 {
                     inst.oom_in_order = false;
                 }
@@ -62,12 +62,13 @@ impl Harness {
             prop_assert!(false, "{} has an exit with no pid: {:?}", id, exit);
             return Ok(());
         };
-        let live = matches!(self.world.tasks.get(id), Some(WorldTask::Running(p) | WorldTask::Created(p)) if *p == pid);
-        let Some(inst) = self.world.instance(id, pid).cloned() else {
+        let live = self.world.containerd.live_pid(id) == Some(pid);
+        let (Some(truth), Some(seen)) = (self.world.truth(id, pid), self.world.seen_of(id, pid))
+        else {
             prop_assert!(false, "{} has an exit for pid {}, never its", id, pid);
             return Ok(());
         };
-        match inst.exit {
+        match self.world.exit_of(id, pid) {
             Some(status) if exit.error.is_none() => prop_assert_eq!(
                 i64::from(status),
                 i64::from(exit.exit_code),
@@ -81,7 +82,7 @@ impl Harness {
             // delete's answer lost, it may be gone: a start sent to it
             // could only end in such an exit, of a run that never began).
             None => prop_assert!(
-                exit.error.is_some() && !live && !inst.deleted_unstarted,
+                exit.error.is_some() && !live && !self.world.deleted_unstarted(id, pid),
                 "{} has an exit that never happened: {:?}",
                 id,
                 exit
@@ -89,7 +90,7 @@ impl Harness {
         }
         // A run that ran has a start time (`docker inspect`'s StartedAt,
         // and its `start` event), however its start's answer went.
-        if inst.ran && exit.error.is_none() {
+        if truth.started && exit.error.is_none() {
             let started = self.core.container(id).and_then(|c| c.record.started_at);
             prop_assert!(
                 started.is_some(),
@@ -102,14 +103,14 @@ impl Harness {
         // (Excused only where the core cannot know better: no cgroup count,
         // and an OOM event that may have been this process's.)
         prop_assert!(
-            !exit.oom_killed || inst.oom || oom_count_unread(pid) && inst.oom_event_in_run,
+            !exit.oom_killed || truth.oom || !oom_count_readable(pid) && seen.oom_event_in_run,
             "{} recorded an OOM kill that never happened: {:?}",
             id,
             exit
         );
         // An OOM kill whose cgroup count came with the exit is recorded as
         // one, whatever the order of the events and whoever sent SIGKILL.
-        if inst.oom && !oom_count_unread(pid) && exit.error.is_none() {
+        if truth.oom && oom_count_readable(pid) && exit.error.is_none() {
             prop_assert!(
                 exit.oom_killed,
                 "{} pid {} was OOM-killed, the count of its cgroup said so, and the exit says otherwise: {:?}",
@@ -119,7 +120,7 @@ impl Harness {
             );
         }
         // Without the count: an OOM kill whose event came in order.
-        if inst.oom && inst.oom_in_order && !inst.sigkilled && exit.error.is_none() {
+        if truth.oom && seen.oom_in_order && !seen.sigkilled && exit.error.is_none() {
             prop_assert!(
                 exit.oom_killed,
                 "{} pid {} was OOM-killed, its OOM event came in order, and the exit says otherwise: {:?}",
@@ -256,10 +257,8 @@ impl Harness {
                     let again = again_at(exited_at);
                     let newest_asked = self
                         .world
-                        .latest
-                        .get(&(container.clone(), *pid))
-                        .and_then(|i| self.world.instances.get(*i))
-                        .map(|inst| inst.asked_at.as_unix_nanos());
+                        .seen_of(container, *pid)
+                        .map(|seen| seen.asked_at.as_unix_nanos());
                     let exited = exited_at.as_unix_nanos();
                     let later_process = newest_asked.filter(|asked| *asked > exited);
                     // (Nor after a later create was asked for: the

@@ -5,7 +5,7 @@ use crate::calls::Call;
 use crate::health::health_consistent;
 use crate::steps::{Step, enabled, health_check, id, restart_policy, stop_signal};
 use crate::support;
-use crate::world::{World, WorldTask};
+use crate::world::World;
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -100,7 +100,7 @@ pub(crate) struct Harness {
     /// and whether one of those attempts may have taken effect.
     pub(crate) streaks: BTreeMap<ContainerId, (String, u32, bool)>,
     /// The world's tasks when each relist was asked for.
-    pub(crate) relist_snapshots: BTreeMap<OpId, BTreeMap<ContainerId, WorldTask>>,
+    pub(crate) relist_snapshots: BTreeMap<OpId, Vec<TaskInfo>>,
     /// The container whose call is being answered.
     pub(crate) answering: Option<ContainerId>,
     /// The call being answered.
@@ -227,12 +227,7 @@ impl Harness {
             core: Core::new(config.clone(), 9, now),
             config,
             now,
-            world: World {
-                up: true,
-                next_pid: 100,
-                frozen_holds_kill,
-                ..World::default()
-            },
+            world: World::new(frozen_holds_kill),
             outstanding: Vec::new(),
             subscriptions: Default::default(),
             past_events: Vec::new(),
@@ -451,7 +446,7 @@ impl Harness {
         } = call
         {
             self.kill_deadline.remove(id);
-            if let Some(inst) = self.world.current(id) {
+            if let Some(inst) = self.world.current_mut(id) {
                 inst.sigkilled = true;
             }
         }
@@ -461,15 +456,13 @@ impl Harness {
             self.last_start_op.insert(id.clone(), op.0);
         }
         if let Call::StartTask { id } = call
-            && let Some(i) = self
+            && let Some(pid) = self
                 .world
-                .latest
-                .iter()
-                .filter(|((c, _), _)| c == id)
-                .map(|(_, i)| *i)
-                .max()
+                .task_pid(id)
+                .or_else(|| self.world.containerd.last_deleted.get(id).copied())
+            && let Some(seen) = self.world.seen_mut(id, pid)
         {
-            self.world.instances[i].start_sent = true;
+            seen.start_sent = true;
         }
         self.check_kept_down(input, call)?;
         if let Call::CreateTask { id } = call {
@@ -480,7 +473,8 @@ impl Harness {
             self.look_again_by = None;
             self.refresh_owed_by = None;
             self.newest_relist = op.0;
-            self.relist_snapshots.insert(*op, self.world.tasks.clone());
+            let listing = self.world.containerd.relist();
+            self.relist_snapshots.insert(*op, listing);
         }
         // The core sends a user's kill before any stop signal.
         if let Call::Kill { id, signal, .. } = call
@@ -743,8 +737,8 @@ impl Harness {
             *mark = 0;
         }
         // What the core knew of OOM events was in memory only.
-        for inst in &mut self.world.instances {
-            inst.oom_in_order = false;
+        for seen in self.world.seen.values_mut() {
+            seen.oom_in_order = false;
         }
         let records = self.records.values().cloned().collect();
         self.feed(Input::Restore(records))
@@ -764,7 +758,7 @@ impl Harness {
     /// answered and every timer passes (but the periodic relist, which is
     /// always armed while connected).
     fn heal(&mut self) -> Result<(), TestCaseError> {
-        self.world.up = true;
+        self.world.containerd.up = true;
         self.feed(Input::Connection(ConnectionFact::Connected))?;
         for _ in 0..200 {
             self.resolve_all()?;

@@ -2,7 +2,6 @@
 
 use crate::harness::Harness;
 use crate::support::cid;
-use crate::world::WorldTask;
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::time::Duration;
@@ -38,13 +37,13 @@ impl Harness {
         let pause = self.command(Command::Pause { id: id.clone() })?;
         self.settle()?;
         prop_assert!(
-            self.world.paused.contains_key(&id),
+            self.world.frozen_pid(&id).is_some(),
             "the probe is not frozen"
         );
         let unpause = self.command(Command::Unpause { id: id.clone() })?;
         self.settle()?;
         prop_assert!(
-            !self.world.paused.contains_key(&id),
+            self.world.frozen_pid(&id).is_none(),
             "the probe is still frozen"
         );
         let update = self.update_memory_settled(&id, 64 << 20)?;
@@ -160,7 +159,7 @@ impl Harness {
         let shown: Vec<&ContainerId> = self.core.containers().map(|c| &c.record.id).collect();
         let mut shown = shown.into_iter().cloned().collect::<Vec<_>>();
         shown.sort();
-        let kept: Vec<ContainerId> = self.world.containers.keys().cloned().collect();
+        let kept: Vec<ContainerId> = self.world.containerd.containers.iter().cloned().collect();
         prop_assert_eq!(&shown, &kept, "holdfast shows, containerd has");
         Ok(())
     }
@@ -191,21 +190,23 @@ impl Harness {
     /// frozen task that the core left frozen (a v1 freezer holds it).
     fn check_no_sigkill_left_frozen(&self) -> Result<(), TestCaseError> {
         prop_assert!(
-            self.world.kill_on_thaw.is_empty(),
+            self.world.held_kills().is_empty(),
             "SIGKILLed tasks left frozen, never thawed: {:?}",
-            self.world.kill_on_thaw
+            self.world.held_kills()
         );
         Ok(())
     }
 
     /// No stopped task is kept in containerd.
     fn check_no_stopped_task_left(&self) -> Result<(), TestCaseError> {
-        for (id, task) in &self.world.tasks {
+        for (id, task) in &self.world.containerd.tasks {
             prop_assert!(
-                !matches!(task, WorldTask::Stopped(..)),
-                "a stopped task of {} is left: {:?}",
+                task.status != TaskStatus::Stopped,
+                "a stopped task of {} is left: pid {}, exited {:?} at {:?}",
                 id,
-                task
+                task.pid,
+                task.exit_status,
+                task.exited_at
             );
         }
         Ok(())

@@ -126,11 +126,15 @@ impl Harness {
             // have mistaken what it has).
             if let Call::CreateTask { id } | Call::DeleteContainer { id } = &call {
                 prop_assert!(
-                    !self.world.tasks.contains_key(id),
+                    !self.world.containerd.tasks.contains_key(id),
                     "{:?} issued {:?} while containerd has {:?}",
                     input,
                     call,
-                    self.world.tasks.get(id)
+                    self.world
+                        .containerd
+                        .tasks
+                        .get(id)
+                        .map(|t| (t.pid, t.status))
                 );
             }
             // A task is created with every network its container was
@@ -140,7 +144,7 @@ impl Harness {
             if let (Call::CreateTask { id }, Some(c)) = (&call, view) {
                 for e in c.record.endpoints.iter().filter(|e| e.wanted) {
                     prop_assert!(
-                        self.world.endpoints.contains(&(id.clone(), e.slot)),
+                        self.world.network.endpoints.contains(&(id.clone(), e.slot)),
                         "{:?} issued {:?} before {} endpoint eth{} ({}) was made",
                         input,
                         call,
@@ -155,7 +159,7 @@ impl Harness {
             // run of the container as created (not one more endpoint).
             if let Call::CreateTask { id } = &call {
                 prop_assert!(
-                    !self.connected_back.contains(id) || self.world.own_eth0.contains(id),
+                    !self.connected_back.contains(id) || self.world.network.own_eth0.contains(id),
                     "{:?} issued {:?}: {} was connected back to its own network, and its run has no eth0 of its own (no published ports)",
                     input,
                     call,

@@ -20,7 +20,7 @@ pub(crate) enum NetExpect {
 impl Harness {
     /// Property 7, after every input: the attachments and their owners.
     pub(crate) fn check_network(&self) -> Result<(), TestCaseError> {
-        for id in &self.world.attached {
+        for id in &self.world.network.attached {
             prop_assert!(
                 self.records
                     .get(id)
@@ -30,18 +30,18 @@ impl Harness {
                 self.records.get(id).map(|r| r.network)
             );
         }
-        for id in self.world.tasks.keys() {
+        for id in self.world.containerd.tasks.keys() {
             let bridged = self
                 .records
                 .get(id)
                 .is_some_and(|r| r.config.network.needs_attachment());
             prop_assert!(
-                !bridged || self.world.attached.contains(id),
+                !bridged || self.world.network.attached.contains(id),
                 "{} has a task on the bridge network without its attachment",
                 id
             );
         }
-        for (id, slot) in &self.world.endpoints {
+        for (id, slot) in &self.world.network.endpoints {
             // An `eth0` is its own attachment's too: one in doubt is
             // released whole; one made is the container's until it is
             // disconnected from its own network, then the endpoint of
@@ -66,7 +66,7 @@ impl Harness {
             for e in &r.endpoints {
                 prop_assert!(
                     e.state != NetworkState::Attached
-                        || self.world.endpoints.contains(&(id.clone(), e.slot)),
+                        || self.world.network.endpoints.contains(&(id.clone(), e.slot)),
                     "{} endpoint eth{} recorded attached and not made",
                     id,
                     e.slot
@@ -293,7 +293,7 @@ impl Harness {
                 && !c.record.own_disconnected
             {
                 prop_assert!(
-                    self.world.endpoints.contains(&(id.clone(), 0)),
+                    self.world.network.endpoints.contains(&(id.clone(), 0)),
                     "{} runs on its own network without its eth0",
                     id
                 );
@@ -408,16 +408,16 @@ impl Harness {
     /// Once healed, no attachment or endpoint is left without a task: no
     /// allocation left behind.
     pub(crate) fn check_no_allocation_left(&self) -> Result<(), TestCaseError> {
-        for id in &self.world.attached {
+        for id in &self.world.network.attached {
             prop_assert!(
-                self.world.tasks.contains_key(id),
+                self.world.containerd.tasks.contains_key(id),
                 "{} is still attached with no task: an allocation left behind",
                 id
             );
         }
-        for (id, slot) in &self.world.endpoints {
+        for (id, slot) in &self.world.network.endpoints {
             prop_assert!(
-                self.world.tasks.contains_key(id),
+                self.world.containerd.tasks.contains_key(id),
                 "{} endpoint eth{} is left with no task: an allocation left behind",
                 id,
                 slot
@@ -435,6 +435,7 @@ impl Harness {
             for e in &c.record.endpoints {
                 let made = self
                     .world
+                    .network
                     .endpoints
                     .contains(&(c.record.id.clone(), e.slot));
                 prop_assert!(

@@ -3,7 +3,6 @@
 use crate::calls::Call;
 use crate::harness::{Ask, Harness};
 use crate::steps::id;
-use crate::world::WorldTask;
 use holdfast_core::*;
 use proptest::prelude::*;
 
@@ -123,26 +122,22 @@ impl Harness {
         freeze: &bool,
     ) -> Result<(), TestCaseError> {
         let id = id(i);
-        if let Some(WorldTask::Running(pid)) = self.world.tasks.get(&id) {
-            let pid = *pid;
-            let frozen = self.world.paused.get(&id) == Some(&pid);
+        if let Some(pid) = self.world.running_pid(&id) {
+            let frozen = self.world.frozen_pid(&id) == Some(pid);
             if frozen != *freeze {
+                let mut fx = Vec::new();
                 if *freeze {
                     if self.world.stay_down_sent.contains(&(id.clone(), pid)) {
                         self.world.stay_down_frozen.insert(id.clone());
                     }
-                    self.world.paused.insert(id.clone(), pid);
-                    self.event(ContainerdEvent::TaskPaused { container: id })?;
+                    let _ = self.world.containerd.pause(&id, &mut fx);
                 } else {
-                    self.world.paused.remove(&id);
-                    self.event(ContainerdEvent::TaskResumed {
-                        container: id.clone(),
-                    })?;
-                    // A SIGKILL held by a v1 freezer lands now.
-                    if self.world.kill_on_thaw.remove(&id) == Some(pid) {
-                        self.world_exit(&id, pid, 137, false)?;
-                    }
+                    let _ = self.world.containerd.resume(&id, &mut fx);
                 }
+                // containerd's event first; a SIGKILL held by a v1
+                // freezer lands at the thaw.
+                self.publish(&fx)?;
+                self.exits(&id, &fx)?;
             }
         }
         Ok(())

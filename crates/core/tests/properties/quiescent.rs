@@ -1,7 +1,6 @@
 //! Property 3: at every quiescent point the view matches the world.
 
 use crate::harness::Harness;
-use crate::world::WorldTask;
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::time::Duration;
@@ -61,18 +60,24 @@ impl Harness {
             if self.unseen.contains_key(id) {
                 continue;
             }
-            match self.world.tasks.get(id) {
-                Some(WorldTask::Running(pid) | WorldTask::Created(pid)) => {
+            let task = self
+                .world
+                .containerd
+                .tasks
+                .get(id)
+                .map(|t| (t.status, t.pid));
+            match task {
+                Some((status, pid)) if status != TaskStatus::Stopped => {
                     // (A container being removed shows as removing, not
                     // paused, whatever its task is.)
-                    let frozen = self.world.paused.get(id) == Some(pid);
+                    let frozen = status == TaskStatus::Paused;
                     if c.status != Status::Removing {
                         prop_assert_eq!(c.paused, frozen, "{} paused as containerd says", id);
                     }
                     // Created or started, as containerd has it.
-                    let want = match self.world.tasks.get(id) {
-                        Some(WorldTask::Created(_)) => TaskState::Created { pid: *pid },
-                        _ => TaskState::Running { pid: *pid },
+                    let want = match status {
+                        TaskStatus::Created => TaskState::Created { pid },
+                        _ => TaskState::Running { pid },
                     };
                     prop_assert!(
                         c.current_exit().is_none() && c.task == want,
@@ -83,7 +88,7 @@ impl Harness {
                         c.current_exit()
                     );
                 }
-                Some(WorldTask::Stopped(..)) => {
+                Some(_) => {
                     prop_assert!(c.status != Status::Running, "{} should not run", id);
                 }
                 // No task: none is shown, not even a created one (a view in

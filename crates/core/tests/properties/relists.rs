@@ -63,7 +63,7 @@ impl Harness {
     pub(crate) fn note_doubts_owed(&mut self) {
         let core = &self.core;
         self.doubts.retain(|id| core.container(id).is_some());
-        let ready = self.core.connection() == ConnectionState::Ready && self.world.up;
+        let ready = self.core.connection() == ConnectionState::Ready && self.world.containerd.up;
         let newest = self.newest_relist;
         let relisting = self
             .outstanding

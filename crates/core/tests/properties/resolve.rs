@@ -3,8 +3,8 @@
 
 use crate::calls::Call;
 use crate::harness::Harness;
-use crate::world::{Instance, WorldTask};
 use holdfast_core::*;
+use holdfast_sim::model::Effect;
 use proptest::prelude::*;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ impl Harness {
         let (op, call) = self.outstanding.remove(n % self.outstanding.len());
         self.answering_call = Some(call.clone());
         if let Some(id) = self.stop_signal_ops.remove(&op)
-            && self.world.up
+            && self.world.containerd.up
             && matches!(failure, 0 | 7 | 8)
         {
             let grace = self
@@ -41,7 +41,7 @@ impl Harness {
         let connection_call = matches!(call, Call::Subscribe | Call::Relist);
         self.answer_lost = failure == 9 && !connection_call;
         let kind = match failure {
-            _ if !self.world.up => Some(FailureKind::Unavailable),
+            _ if !self.world.containerd.up => Some(FailureKind::Unavailable),
             0 | 7 | 8 => None,
             9 if !connection_call => None,
             1 => Some(FailureKind::Unavailable),
@@ -59,416 +59,336 @@ impl Harness {
         };
         self.answering = call.container_id().cloned();
         if let Some(kind) = kind {
-            if kind == FailureKind::Unavailable {
-                self.subscriptions.remove(&op);
+            return self.refuse(op, &call, kind);
+        }
+        self.carry_out(op, call, n, failure)
+    }
+
+    /// The call fails with `kind`: containerd went away, the call ran out
+    /// of time, or containerd refused it.
+    fn refuse(&mut self, op: OpId, call: &Call, kind: FailureKind) -> Result<(), TestCaseError> {
+        if kind == FailureKind::Unavailable {
+            self.subscriptions.remove(&op);
+        }
+        // A start containerd refuses outright, with no attempt before it
+        // that may have taken effect, is answered at once: it is not
+        // retried as if it might have worked.
+        if let Call::CreateTask { id } | Call::StartTask { id } = call
+            && matches!(
+                kind,
+                FailureKind::Other | FailureKind::NotFound | FailureKind::Invalid
+            )
+            && self.failures.get(id).is_none_or(|n| *n == 0)
+        {
+            let id = id.clone();
+            let from = self.trace.len();
+            self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
+            for (req, c) in &self.starts {
+                prop_assert!(
+                    *c != id || self.answered.contains_key(req),
+                    "{} (a start of {}) waits although containerd refused it outright",
+                    req,
+                    id
+                );
             }
-            // A start containerd refuses outright, with no attempt before it
-            // that may have taken effect, is answered at once: it is not
-            // retried as if it might have worked.
-            if let Call::CreateTask { id } | Call::StartTask { id } = &call
-                && matches!(
-                    kind,
-                    FailureKind::Other | FailureKind::NotFound | FailureKind::Invalid
-                )
-                && self.failures.get(id).is_none_or(|n| *n == 0)
-            {
-                let id = id.clone();
-                let from = self.trace.len();
-                self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))?;
-                for (req, c) in &self.starts {
+            // With dockerd's status: a spec the runtime rejects is the
+            // user's to fix (400), anything else a server error (500).
+            let status = if kind == FailureKind::Invalid {
+                ErrorKind::Invalid
+            } else {
+                ErrorKind::Internal
+            };
+            for action in &self.trace[from..] {
+                if let Action::Answer(req, Answer::Error(e)) = action
+                    && self.starts.get(req) == Some(&id)
+                {
                     prop_assert!(
-                        *c != id || self.answered.contains_key(req),
-                        "{} (a start of {}) waits although containerd refused it outright",
+                        e.kind == status,
+                        "{} (a start of {}) refused ({:?}) told {:?}, not {:?}",
                         req,
-                        id
+                        id,
+                        kind,
+                        e.kind,
+                        status
                     );
                 }
-                // With dockerd's status: a spec the runtime rejects is the
-                // user's to fix (400), anything else a server error (500).
-                let status = if kind == FailureKind::Invalid {
-                    ErrorKind::Invalid
-                } else {
-                    ErrorKind::Internal
-                };
-                for action in &self.trace[from..] {
-                    if let Action::Answer(req, Answer::Error(e)) = action
-                        && self.starts.get(req) == Some(&id)
-                    {
-                        prop_assert!(
-                            e.kind == status,
-                            "{} (a start of {}) refused ({:?}) told {:?}, not {:?}",
-                            req,
-                            id,
-                            kind,
-                            e.kind,
-                            status
-                        );
-                    }
-                }
-                return Ok(());
             }
-            // containerd says "not found" of what a delete wanted gone only
-            // when it is gone (deleted by an attempt whose answer was lost).
-            if kind == FailureKind::NotFound {
-                match &call {
-                    Call::DeleteContainer { id } if !self.world.tasks.contains_key(id) => {
-                        self.world.containers.remove(id);
-                    }
-                    Call::DeleteTask { id }
-                        if !matches!(self.world.tasks.get(id), Some(WorldTask::Running(_))) =>
-                    {
-                        self.world.delete_by_call(id);
-                    }
-                    _ => {}
-                }
-            }
-            return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
+            return Ok(());
         }
-        let freeze = matches!(call, Call::Pause { .. });
+        // containerd says "not found" of what a delete wanted gone only
+        // when it is gone (deleted by an attempt whose answer was lost):
+        // the delete took effect, where containerd lets it (not while the
+        // container has a task, nor of a running task).
+        if kind == FailureKind::NotFound {
+            match call {
+                Call::DeleteContainer { id } => {
+                    let _ = self.world.containerd.delete_container(id);
+                }
+                Call::DeleteTask { id } => {
+                    let _ = self.world.containerd.delete_task(id, &mut Vec::new());
+                }
+                _ => {}
+            }
+        }
+        self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))))
+    }
+
+    /// containerd carries the call out; its answer may yet be lost.
+    fn carry_out(
+        &mut self,
+        op: OpId,
+        call: Call,
+        n: usize,
+        failure: u8,
+    ) -> Result<(), TestCaseError> {
         let done = match call {
             Call::Subscribe => {
                 self.subscriptions.insert(op);
                 return self.feed(Input::Connection(ConnectionFact::StreamLive(op)));
             }
-            Call::Relist => {
-                // The relist's call is open until its end.
-                self.relisting = true;
-                self.feed(Input::Relist(op, RelistPart::Begin))?;
-                // containerd reads its tasks at some moment after the call:
-                // now, or (7) as early as when it was asked for, so that
-                // what happened since (an exit the core has seen, a call
-                // it made) is not in it.
-                let snapshot = self.relist_snapshots.remove(&op);
-                let read = match snapshot {
-                    Some(tasks) if failure == 7 => tasks,
-                    _ => self.world.tasks.clone(),
-                };
-                let tasks: Vec<TaskInfo> = read
-                    .iter()
-                    .map(|(id, t)| {
-                        let (pid, status, exit_status, exited_at) = match *t {
-                            WorldTask::Created(pid) => (pid, TaskStatus::Created, 0, None),
-                            WorldTask::Running(pid) if self.world.paused.get(id) == Some(&pid) => {
-                                (pid, TaskStatus::Paused, 0, None)
-                            }
-                            WorldTask::Running(pid) => (pid, TaskStatus::Running, 0, None),
-                            WorldTask::Stopped(pid, s, at) => {
-                                (pid, TaskStatus::Stopped, s, Some(at))
-                            }
-                        };
-                        TaskInfo {
-                            container: id.clone(),
-                            pid,
-                            status,
-                            exit_status,
-                            exited_at,
-                            oom_kills: (status == TaskStatus::Stopped)
-                                .then(|| self.world.oom_kills(id, pid))
-                                .flatten(),
-                        }
-                    })
-                    .collect();
-                // A shim that does not answer: its task is listed as a
-                // placeholder (status unknown, pid 0), which proves nothing.
-                let placeholder = (failure == 8 && !tasks.is_empty())
-                    .then(|| tasks[n % tasks.len()].container.clone());
-                for mut task in tasks {
-                    if placeholder.as_ref() == Some(&task.container) {
-                        // Status unknown; the pid is 0 or still the real one.
-                        if n.is_multiple_of(2) {
-                            task.pid = 0;
-                        }
-                        task.status = TaskStatus::Unknown;
-                        task.exit_status = 0;
-                        task.exited_at = None;
-                    }
-                    self.feed(Input::Relist(op, RelistPart::Task(task)))?;
-                }
-                // What was unseen before this relist was asked for is seen
-                // now (checked after the end, with the relist applied).
-                self.unseen
-                    .retain(|id, mark| *mark >= op.0 || placeholder.as_ref() == Some(id));
-                if let Some(id) = &placeholder {
-                    self.unseen.insert(id.clone(), op.0);
-                }
-                self.relisting = false;
-                self.settle_doubts(op, placeholder.as_ref());
-                self.feed(Input::Relist(op, RelistPart::End))?;
-                // What a relist could not see is looked at again soon, not
-                // only at the next periodic relist.
-                let asked_again = self
-                    .outstanding
-                    .iter()
-                    .any(|(o, c)| matches!(c, Call::Relist) && *o > op);
-                // (Only of the core's newest relist: an older one's end is
-                // of a connection given up, and proves nothing to it.)
-                if placeholder.is_some()
-                    && !asked_again
-                    && op.0 >= self.newest_relist
-                    && self.core.connection() == ConnectionState::Ready
-                {
-                    self.look_again_by = Some(self.now.at + Duration::from_secs(2));
-                }
-                return Ok(());
-            }
-            Call::CreateContainer { id, .. } => {
-                if self.world.containers.insert(id, ()).is_some() {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::AlreadyExists, "exists")),
-                    ));
-                }
-                Done::Ok
-            }
-            Call::CreateTask { id } => {
-                if self.world.tasks.contains_key(&id) {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::AlreadyExists, "exists")),
-                    ));
-                }
-                // The kernel may hand the new task a pid this container's
-                // earlier, deleted task had.
-                let reused = self
-                    .world
-                    .deleted_pids
-                    .get(&id)
-                    .and_then(|p| p.last().copied())
-                    .filter(|pid| matches!(failure, 8 | 9) && !self.world.tasks.values().any(|t| matches!(t, WorldTask::Created(p) | WorldTask::Running(p) | WorldTask::Stopped(p, ..) if p == pid)));
-                let pid = reused.unwrap_or_else(|| {
-                    self.world.next_pid += 1;
-                    self.world.next_pid
-                });
-                self.world
-                    .latest
-                    .insert((id.clone(), pid), self.world.instances.len());
-                let after = self.world.last_exit.get(&id).copied();
-                let asked_at = self
-                    .world
-                    .create_asked
-                    .get(&id)
-                    .copied()
-                    .unwrap_or(self.now.wall);
-                self.world.tasks.insert(id, WorldTask::Created(pid));
-                self.world.instances.push(Instance {
-                    pid,
-                    exit: None,
-                    oom: false,
-                    oom_in_order: false,
-                    sigkilled: false,
-                    after,
-                    oom_event_in_run: false,
-                    start_sent: false,
-                    asked_at,
-                    deleted_unstarted: false,
-                    ran: false,
-                });
-                Done::TaskCreated { pid }
-            }
-            Call::StartTask { id } => match self.world.tasks.get_mut(&id) {
-                Some(t @ WorldTask::Created(_)) => {
-                    let WorldTask::Created(pid) = *t else {
-                        unreachable!()
-                    };
-                    *t = WorldTask::Running(pid);
-                    if let Some(inst) = self.world.instance(&id, pid) {
-                        inst.ran = true;
-                    }
-                    let ledger = self.start_ledger.entry(id.clone()).or_default();
-                    ledger.1 += 1;
-                    prop_assert!(
-                        ledger.1 <= ledger.0,
-                        "{} started (pid {}) with no start asked for it ({} asked, {} started)",
-                        id,
-                        pid,
-                        ledger.0,
-                        ledger.1
-                    );
-                    self.start_reached(&id, op);
-                    // The shim publishes the start: before the answer (7),
-                    // or after it (also when the answer is lost).
-                    let event = ContainerdEvent::TaskStart {
-                        container: id.clone(),
-                        pid,
-                        published_at: Some(self.now.wall),
-                    };
-                    if failure == 7 {
-                        self.event(event)?;
-                        return self.reply(op, Done::Ok);
-                    }
-                    // With its answer lost, the event is lost too for every
-                    // other pid (a stream that broke, or an event dropped on
-                    // a live one): only a relist tells the start apart.
-                    let event_lost = self.answer_lost && pid % 2 == 0;
-                    self.reply(op, Done::Ok)?;
-                    if event_lost {
-                        self.lost(&event);
-                        self.past_events.push(event);
-                        return Ok(());
-                    }
-                    return self.event(event);
-                }
-                _ => {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::FailedPrecondition, "not created")),
-                    ));
-                }
-            },
-            Call::Kill { id, signal, .. } => {
-                // A user's "stay down" kill that reaches a frozen task: the
-                // core may thaw it now, whether or not the task dies frozen
-                // (it cannot know).
-                if let Some(WorldTask::Running(pid) | WorldTask::Created(pid)) =
-                    self.world.tasks.get(&id)
-                    && self.user_kill_ops.contains_key(&op)
-                    && self.stays_down(&id, signal)
-                {
-                    self.world.stay_down_sent.insert((id.clone(), *pid));
-                    // (Frozen, or shown so: a thaw by someone else that the
-                    // core has not yet seen makes its thaw a harmless one.)
-                    let shown_paused = self.core.container(&id).is_some_and(|c| c.paused);
-                    if self.world.paused.get(&id) == Some(pid) || shown_paused {
-                        self.world.stay_down_frozen.insert(id.clone());
-                    }
-                }
-                match self.world.tasks.get(&id).cloned() {
-                    // A frozen process dies of SIGKILL only, and under a v1
-                    // freezer only once thawed; other signals wait for a thaw
-                    // (and this world's processes forget them).
-                    Some(WorldTask::Running(pid))
-                        if self.world.paused.get(&id) == Some(&pid)
-                            && (signal != Signal::SIGKILL || self.world.frozen_holds_kill) =>
-                    {
-                        if signal == Signal::SIGKILL {
-                            if let Some(inst) = self.world.instance(&id, pid) {
-                                inst.sigkilled = true;
-                            }
-                            self.world.kill_on_thaw.insert(id, pid);
-                        }
-                        Done::Ok
-                    }
-                    Some(WorldTask::Running(pid)) | Some(WorldTask::Created(pid)) => {
-                        // Every other run is PID 1 without a handler: it ignores
-                        // SIGTERM, SIGINT and SIGQUIT (what stop signals are).
-                        let ignores_term = pid % 2 == 1;
-                        let stops = matches!(signal.number(), 2 | 3 | 15) && !ignores_term;
-                        if signal == Signal::SIGKILL || stops {
-                            if signal == Signal::SIGKILL
-                                && let Some(inst) = self.world.instance(&id, pid)
-                            {
-                                inst.sigkilled = true;
-                            }
-                            let status = 128 + signal.number();
-                            if failure == 7 {
-                                self.world_exit(&id, pid, status, false)?;
-                                return self.reply(op, Done::Ok);
-                            }
-                            self.reply(op, Done::Ok)?;
-                            return self.world_exit(&id, pid, status, false);
-                        }
-                        Done::Ok
-                    }
-                    _ => {
-                        return self.feed(Input::ActionResult(
-                            op,
-                            Err(Failure::new(FailureKind::NotFound, "no task")),
-                        ));
-                    }
-                }
-            }
-            Call::DeleteTask { id } => match self.world.tasks.get(&id) {
-                Some(WorldTask::Stopped(..)) | Some(WorldTask::Created(_)) => {
-                    self.world.delete_by_call(&id);
-                    Done::Ok
-                }
-                Some(WorldTask::Running(pid)) => {
-                    // The core deletes a task only once it knows its run
-                    // ended or it never started: one a start may have
-                    // started waits for the evidence (a relist, the start's
-                    // event), never guessed away.
+            Call::Relist => return self.answer_relist(op, n, failure),
+            Call::CreateContainer { id, .. } => self.world.containerd.create_container(&id),
+            Call::CreateTask { id } => self.create_task(&id, failure),
+            Call::StartTask { id } => return self.start_task(op, &id, failure),
+            Call::Kill { id, signal, .. } => return self.kill_task(op, &id, signal, failure),
+            Call::DeleteTask { id } => {
+                // The core deletes a task only once it knows its run
+                // ended or it never started: one a start may have
+                // started waits for the evidence (a relist, the start's
+                // event), never guessed away.
+                if let Some(pid) = self.world.running_pid(&id) {
                     prop_assert!(false, "{} deleted while running (pid {})", id, pid);
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::FailedPrecondition, "running")),
-                    ));
                 }
-                None => {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::NotFound, "no task")),
-                    ));
-                }
-            },
-            Call::UpdateResources { id, running, .. } => {
-                let task_runs = matches!(
-                    self.world.tasks.get(&id),
-                    Some(WorldTask::Running(_) | WorldTask::Created(_))
-                );
-                if !self.world.containers.contains_key(&id) || running && !task_runs {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::NotFound, "not found")),
-                    ));
-                }
-                Done::Ok
+                self.world.containerd.delete_task(&id, &mut Vec::new())
             }
-            Call::Pause { id } | Call::Resume { id } => match self.world.tasks.get(&id) {
-                Some(WorldTask::Running(pid)) => {
-                    let pid = *pid;
-                    let frozen = self.world.paused.get(&id) == Some(&pid);
-                    if frozen == freeze {
-                        return self.feed(Input::ActionResult(
-                            op,
-                            Err(Failure::new(FailureKind::FailedPrecondition, "already so")),
-                        ));
-                    }
-                    if freeze {
-                        self.world.stay_down_frozen.remove(&id);
-                        self.world.paused.insert(id, pid);
-                    } else {
-                        self.world.paused.remove(&id);
-                        if self.world.kill_on_thaw.remove(&id) == Some(pid) {
-                            self.reply(op, Done::Ok)?;
-                            return self.world_exit(&id, pid, 137, false);
-                        }
-                    }
-                    Done::Ok
+            Call::UpdateResources { id, running, .. } => {
+                self.world.containerd.update_resources(&id, running)
+            }
+            Call::Pause { id } => {
+                let frozen = self.world.containerd.pause(&id, &mut Vec::new());
+                if frozen.is_ok() {
+                    self.world.stay_down_frozen.remove(&id);
                 }
-                Some(_) => {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::FailedPrecondition, "not running")),
-                    ));
-                }
-                None => {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::NotFound, "no task")),
-                    ));
-                }
-            },
+                frozen
+            }
+            Call::Resume { id } => return self.resume_task(op, &id),
             Call::NetworkSetup { .. }
             | Call::NetworkTeardown { .. }
             | Call::EndpointSetup { .. }
-            | Call::EndpointTeardown { .. } => Done::Ok,
-            Call::DeleteContainer { id } => {
-                if self.world.tasks.contains_key(&id) {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::FailedPrecondition, "has task")),
-                    ));
-                }
-                if self.world.containers.remove(&id).is_none() {
-                    return self.feed(Input::ActionResult(
-                        op,
-                        Err(Failure::new(FailureKind::NotFound, "none")),
-                    ));
-                }
-                Done::Ok
-            }
+            | Call::EndpointTeardown { .. } => Ok(Done::Ok),
+            Call::DeleteContainer { id } => self.world.containerd.delete_container(&id),
         };
-        self.reply(op, done)
+        match done {
+            Ok(done) => self.reply(op, done),
+            Err(refusal) => self.feed(Input::ActionResult(op, Err(refusal))),
+        }
+    }
+
+    /// containerd lists its tasks. It reads them at some moment after the
+    /// call: now, or (7) as early as when it was asked for, so that what
+    /// happened since (an exit the core has seen, a call it made) is not
+    /// in it.
+    fn answer_relist(&mut self, op: OpId, n: usize, failure: u8) -> Result<(), TestCaseError> {
+        // The relist's call is open until its end.
+        self.relisting = true;
+        self.feed(Input::Relist(op, RelistPart::Begin))?;
+        // containerd reads its tasks at some moment after the call:
+        // now, or (7) as early as when it was asked for, so that
+        // what happened since (an exit the core has seen, a call
+        // it made) is not in it.
+        let snapshot = self.relist_snapshots.remove(&op);
+        let tasks = match snapshot {
+            Some(tasks) if failure == 7 => tasks,
+            _ => self.world.containerd.relist(),
+        };
+        // A shim that does not answer: its task is listed as a
+        // placeholder (status unknown, pid 0), which proves nothing.
+        let placeholder =
+            (failure == 8 && !tasks.is_empty()).then(|| tasks[n % tasks.len()].container.clone());
+        for mut task in tasks {
+            if placeholder.as_ref() == Some(&task.container) {
+                // Status unknown; the pid is 0 or still the real one.
+                if n.is_multiple_of(2) {
+                    task.pid = 0;
+                }
+                task.status = TaskStatus::Unknown;
+                task.exit_status = 0;
+                task.exited_at = None;
+            }
+            self.feed(Input::Relist(op, RelistPart::Task(task)))?;
+        }
+        // What was unseen before this relist was asked for is seen
+        // now (checked after the end, with the relist applied).
+        self.unseen
+            .retain(|id, mark| *mark >= op.0 || placeholder.as_ref() == Some(id));
+        if let Some(id) = &placeholder {
+            self.unseen.insert(id.clone(), op.0);
+        }
+        self.relisting = false;
+        self.settle_doubts(op, placeholder.as_ref());
+        self.feed(Input::Relist(op, RelistPart::End))?;
+        // What a relist could not see is looked at again soon, not
+        // only at the next periodic relist.
+        let asked_again = self
+            .outstanding
+            .iter()
+            .any(|(o, c)| matches!(c, Call::Relist) && *o > op);
+        // (Only of the core's newest relist: an older one's end is
+        // of a connection given up, and proves nothing to it.)
+        if placeholder.is_some()
+            && !asked_again
+            && op.0 >= self.newest_relist
+            && self.core.connection() == ConnectionState::Ready
+        {
+            self.look_again_by = Some(self.now.at + Duration::from_secs(2));
+        }
+        Ok(())
+    }
+
+    /// containerd creates the task. The kernel may hand the new task a pid
+    /// this container's earlier, deleted task had (when the step also
+    /// loses the answer, or lists a placeholder: 9, 8).
+    fn create_task(&mut self, id: &ContainerId, failure: u8) -> Result<Done, Failure> {
+        let containerd = &self.world.containerd;
+        let reused = containerd.last_deleted.get(id).copied().filter(|pid| {
+            matches!(failure, 8 | 9) && !containerd.tasks.values().any(|t| t.pid == *pid)
+        });
+        let created = self
+            .world
+            .containerd
+            .create_task(id, self.now.at, reused, &mut Vec::new());
+        if let Ok(Done::TaskCreated { pid }) = created {
+            self.world.created(id, pid, self.now.wall);
+        }
+        created
+    }
+
+    /// containerd starts the task, which no start but one asked for may
+    /// do; the shim publishes the start, before the answer (7) or after it
+    /// (also when the answer is lost).
+    fn start_task(&mut self, op: OpId, id: &ContainerId, failure: u8) -> Result<(), TestCaseError> {
+        let mut fx = Vec::new();
+        if let Err(refusal) = self.world.containerd.start_task(id, &mut fx) {
+            return self.feed(Input::ActionResult(op, Err(refusal)));
+        }
+        let started = fx.iter().find_map(|effect| match effect {
+            Effect::Started { pid, .. } => Some(*pid),
+            _ => None,
+        });
+        let published = fx.into_iter().find_map(|effect| match effect {
+            Effect::Publish(event @ ContainerdEvent::TaskStart { .. }) => Some(event),
+            _ => None,
+        });
+        let (Some(pid), Some(mut event)) = (started, published) else {
+            return Err(TestCaseError::fail(format!(
+                "the model started {id} with no start to publish"
+            )));
+        };
+        self.world.started(id, pid);
+        let ledger = self.start_ledger.entry(id.clone()).or_default();
+        ledger.1 += 1;
+        prop_assert!(
+            ledger.1 <= ledger.0,
+            "{} started (pid {}) with no start asked for it ({} asked, {} started)",
+            id,
+            pid,
+            ledger.0,
+            ledger.1
+        );
+        self.start_reached(id, op);
+        // The shim publishes the start: before the answer (7),
+        // or after it (also when the answer is lost).
+        // The shim stamps the envelope when it publishes.
+        if let ContainerdEvent::TaskStart { published_at, .. } = &mut event {
+            published_at.get_or_insert(self.now.wall);
+        }
+        if failure == 7 {
+            self.event(event)?;
+            return self.reply(op, Done::Ok);
+        }
+        // With its answer lost, the event is lost too for every
+        // other pid (a stream that broke, or an event dropped on
+        // a live one): only a relist tells the start apart.
+        let event_lost = self.answer_lost && pid % 2 == 0;
+        self.reply(op, Done::Ok)?;
+        if event_lost {
+            self.lost(&event);
+            self.past_events.push(event);
+            return Ok(());
+        }
+        self.event(event)
+    }
+
+    /// containerd delivers a signal. A process that dies of it dies now,
+    /// before the answer when the step says so (7); a frozen one holds it
+    /// until it is thawed.
+    fn kill_task(
+        &mut self,
+        op: OpId,
+        id: &ContainerId,
+        signal: Signal,
+        failure: u8,
+    ) -> Result<(), TestCaseError> {
+        // A user's "stay down" kill that reaches a frozen task: the
+        // core may thaw it now, whether or not the task dies frozen
+        // (it cannot know).
+        if let Some(pid) = self.world.containerd.live_pid(id)
+            && self.user_kill_ops.contains_key(&op)
+            && self.stays_down(id, signal)
+        {
+            self.world.stay_down_sent.insert((id.clone(), pid));
+            // (Frozen, or shown so: a thaw by someone else that the
+            // core has not yet seen makes its thaw a harmless one.)
+            let shown_paused = self.core.container(id).is_some_and(|c| c.paused);
+            if self.world.frozen_pid(id) == Some(pid) || shown_paused {
+                self.world.stay_down_frozen.insert(id.clone());
+            }
+        }
+        let mut fx = Vec::new();
+        if let Err(refusal) = self
+            .world
+            .containerd
+            .kill(id, signal, Duration::ZERO, &mut fx)
+        {
+            return self.feed(Input::ActionResult(op, Err(refusal)));
+        }
+        // Once our SIGKILL reached the task, a 137 may be ours.
+        if signal == Signal::SIGKILL
+            && let Some(seen) = self.world.current_mut(id)
+        {
+            seen.sigkilled = true;
+        }
+        if failure == 7 || self.held(id, &fx) {
+            self.exits(id, &fx)?;
+            return self.reply(op, Done::Ok);
+        }
+        self.reply(op, Done::Ok)?;
+        self.exits(id, &fx)
+    }
+
+    /// Whether `id`'s frozen task holds the exits `fx` sets going.
+    fn held(&self, id: &ContainerId, fx: &[Effect]) -> bool {
+        let Some(task) = self.world.containerd.tasks.get(id) else {
+            return false;
+        };
+        fx.iter().any(|effect| {
+            matches!(*effect, Effect::Exit { status, oom, .. }
+                if self.world.containerd.holds_exit(task, status, oom))
+        })
+    }
+
+    /// containerd thaws the task: what it held (a SIGKILL under a v1
+    /// freezer) happens after the answer. (The core's own thaw's event is
+    /// not followed.)
+    fn resume_task(&mut self, op: OpId, id: &ContainerId) -> Result<(), TestCaseError> {
+        let mut fx = Vec::new();
+        match self.world.containerd.resume(id, &mut fx) {
+            Ok(done) => {
+                self.reply(op, done)?;
+                self.exits(id, &fx)
+            }
+            Err(refusal) => self.feed(Input::ActionResult(op, Err(refusal))),
+        }
     }
 
     /// A network call, carried out by the daemon's CNI side (up whatever
@@ -491,7 +411,6 @@ impl Harness {
         };
         if let Call::EndpointSetup { endpoint, .. } | Call::EndpointTeardown { endpoint, .. } = call
         {
-            let key = (id.clone(), endpoint.slot);
             let setup = matches!(call, Call::EndpointSetup { .. });
             // An address taken, a network gone, a bad address, a plugin
             // failing.
@@ -503,9 +422,10 @@ impl Harness {
                 _ => None,
             };
             if let Some(kind) = kind {
-                // A refused setup may still have made part of it.
+                // A refused setup may still have made part of it (in the
+                // namespace of the container's own attachment).
                 if failure >= 5 && setup {
-                    self.world.endpoints.insert(key);
+                    let _ = self.world.network.setup_endpoint(&id, endpoint.slot);
                 }
                 if setup {
                     let network = Some(endpoint.network.clone());
@@ -515,23 +435,21 @@ impl Harness {
             }
             if setup {
                 prop_assert!(
-                    self.world.attached.contains(&id),
+                    self.world.network.attached.contains(&id),
                     "{} endpoint eth{} set up with no namespace of its own attachment",
                     id,
                     endpoint.slot
                 );
+                let doubled = self.world.network.endpoints_doubled.len();
+                let _ = self.world.network.setup_endpoint(&id, endpoint.slot);
                 prop_assert!(
-                    self.world.endpoints.insert(key),
+                    self.world.network.endpoints_doubled.len() == doubled,
                     "{} endpoint eth{} made twice: a leaked address",
                     id,
                     endpoint.slot
                 );
             } else {
-                self.world.endpoints.remove(&key);
-                // Slot 0 takes the `eth0` its own attachment made with it.
-                if endpoint.slot == 0 {
-                    self.world.own_eth0.remove(&id);
-                }
+                let _ = self.world.network.teardown_endpoint(&id, endpoint.slot);
             }
             self.answer_lost = matches!(failure, 2 | 9);
             return self.reply(op, Done::Ok);
@@ -550,11 +468,7 @@ impl Harness {
             // A refused setup may still have made part of the attachment.
             let setup = matches!(call, Call::NetworkSetup { .. });
             if failure >= 5 && setup {
-                self.world.attached.insert(id.clone());
-                if eth0 {
-                    self.world.endpoints.insert((id.clone(), 0));
-                    self.world.own_eth0.insert(id.clone());
-                }
+                let _ = self.world.network.setup(&id, eth0);
             }
             if setup {
                 return self.feed_refusal(op, &id, None, kind);
@@ -562,23 +476,21 @@ impl Harness {
             return self.feed(Input::ActionResult(op, Err(Failure::new(kind, "injected"))));
         }
         if matches!(call, Call::NetworkSetup { .. }) {
+            let network = &mut self.world.network;
+            let (doubled, eth0_doubled) = (network.doubled.len(), network.endpoints_doubled.len());
+            let _ = network.setup(&id, eth0);
             prop_assert!(
-                self.world.attached.insert(id.clone()),
+                self.world.network.doubled.len() == doubled,
                 "{} attached twice: a leaked address",
                 id
             );
-            if eth0 {
-                prop_assert!(
-                    self.world.endpoints.insert((id.clone(), 0)),
-                    "{} eth0 made twice: a leaked address",
-                    id
-                );
-                self.world.own_eth0.insert(id.clone());
-            }
+            prop_assert!(
+                self.world.network.endpoints_doubled.len() == eth0_doubled,
+                "{} eth0 made twice: a leaked address",
+                id
+            );
         } else {
-            self.world.attached.remove(&id);
-            self.world.endpoints.remove(&(id.clone(), 0));
-            self.world.own_eth0.remove(&id);
+            let _ = self.world.network.teardown(&id);
         }
         self.answer_lost = matches!(failure, 2 | 9);
         self.reply(op, Done::Ok)

@@ -2,7 +2,6 @@
 
 use crate::calls::Call;
 use crate::harness::Harness;
-use crate::world::WorldTask;
 use holdfast_core::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -32,7 +31,7 @@ impl Harness {
         });
         // (Once its task is gone unseen, its answer and events lost, the
         // core cannot know it ever ran.)
-        let runs = matches!(self.world.tasks.get(id), Some(WorldTask::Running(_)));
+        let runs = self.world.running_pid(id).is_some();
         prop_assert!(
             !(start_under_way || runs && self.starts_reached.contains(&req)),
             "{} (a start of {}) told {:?}, but its start {}",
@@ -116,7 +115,7 @@ impl Harness {
         if *answer == Answer::Done
             && let Some(id) = self.starts.get(req)
             && let Some(pid) = self.core.container(id).and_then(|c| c.record.pid)
-            && let Some(inst) = self.world.instance(id, pid)
+            && let Some(inst) = self.world.seen_of(id, pid)
         {
             prop_assert!(
                 inst.start_sent,
