@@ -10,59 +10,72 @@ impl Harness {
     /// A rename or a policy update, and what its answer must mean: a name
     /// goes to one container only, recorded on disk before it is said done.
     pub(crate) fn edit(&mut self, id: &ContainerId, arg: u8) -> Result<(), TestCaseError> {
-        let before = self.core.container(id).map(|c| c.record.name.clone());
         if arg % 2 == 1 {
-            let policy = restart_policy(arg / 2);
-            let before = self.core.container(id).map(|c| {
-                let r = c.record;
-                let last_exit = r.exit.as_ref().map_or(0, |e| e.exit_code);
-                let wanted =
-                    policy.wants_restart(last_exit, r.restart_count, r.intents.user_stopped);
-                (r.config.auto_remove, r.intents.policy_restart && wanted)
-            });
-            let req = self.command(Command::UpdateRestartPolicy {
-                id: id.clone(),
-                policy,
-            })?;
-            match self.answer_of(req) {
-                Some(Answer::Done) => {
-                    let recorded = self.records.get(id).map(|r| r.config.restart_policy);
-                    prop_assert_eq!(recorded, Some(policy), "{} updated, not recorded", req);
-                    // A restart waiting out its backoff goes on only if the
-                    // new policy would have asked for it too.
-                    let waiting = self
-                        .core
-                        .container(id)
-                        .map(|c| c.record.intents.policy_restart);
-                    prop_assert_eq!(
-                        waiting,
-                        before.map(|b| b.1),
-                        "{} to {:?}: the waiting policy restart",
-                        req,
-                        policy
-                    );
-                    prop_assert!(
-                        !before.is_some_and(|b| b.0) || policy == RestartPolicy::No,
-                        "{} gave an auto-remove container a restart policy",
-                        req
-                    );
-                }
-                Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict => {
-                    let creating = self
-                        .core
-                        .container(id)
-                        .is_some_and(|c| c.record.presence == Presence::Creating);
-                    prop_assert!(
-                        creating || before.is_some_and(|b| b.0) && policy != RestartPolicy::No,
-                        "{} refused: {}",
-                        req,
-                        e.message
-                    );
-                }
-                _ => {}
-            }
-            return Ok(());
+            return self.update_policy(id, arg);
         }
+        self.rename(id, arg)
+    }
+
+    /// `docker update --restart`: recorded before it is said done; a
+    /// restart waiting out its backoff goes on only if the new policy
+    /// would have asked for it too; never a policy for an auto-remove
+    /// container.
+    fn update_policy(&mut self, id: &ContainerId, arg: u8) -> Result<(), TestCaseError> {
+        let policy = restart_policy(arg / 2);
+        let before = self.core.container(id).map(|c| {
+            let r = c.record;
+            let last_exit = r.exit.as_ref().map_or(0, |e| e.exit_code);
+            let wanted = policy.wants_restart(last_exit, r.restart_count, r.intents.user_stopped);
+            (r.config.auto_remove, r.intents.policy_restart && wanted)
+        });
+        let req = self.command(Command::UpdateRestartPolicy {
+            id: id.clone(),
+            policy,
+        })?;
+        match self.answer_of(req) {
+            Some(Answer::Done) => {
+                let recorded = self.records.get(id).map(|r| r.config.restart_policy);
+                prop_assert_eq!(recorded, Some(policy), "{} updated, not recorded", req);
+                // A restart waiting out its backoff goes on only if the
+                // new policy would have asked for it too.
+                let waiting = self
+                    .core
+                    .container(id)
+                    .map(|c| c.record.intents.policy_restart);
+                prop_assert_eq!(
+                    waiting,
+                    before.map(|b| b.1),
+                    "{} to {:?}: the waiting policy restart",
+                    req,
+                    policy
+                );
+                prop_assert!(
+                    !before.is_some_and(|b| b.0) || policy == RestartPolicy::No,
+                    "{} gave an auto-remove container a restart policy",
+                    req
+                );
+            }
+            Some(Answer::Error(e)) if e.kind == ErrorKind::Conflict => {
+                let creating = self
+                    .core
+                    .container(id)
+                    .is_some_and(|c| c.record.presence == Presence::Creating);
+                prop_assert!(
+                    creating || before.is_some_and(|b| b.0) && policy != RestartPolicy::No,
+                    "{} refused: {}",
+                    req,
+                    e.message
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `docker rename`: to a name Docker's rule allows, and no other
+    /// container's; the old name no longer leads to it.
+    fn rename(&mut self, id: &ContainerId, arg: u8) -> Result<(), TestCaseError> {
+        let before = self.core.container(id).map(|c| c.record.name.clone());
         // Mostly names of the model (n0 to n3), some that Docker's rule
         // refuses: too short, a bad first or later character, too long.
         let name = match arg / 2 % 12 {

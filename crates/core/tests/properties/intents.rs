@@ -22,72 +22,7 @@ impl Harness {
     ) -> Result<(), TestCaseError> {
         for call in Call::all(actions) {
             let view = call.container_id().and_then(|id| self.core.container(id));
-            let justified = match (&call, view) {
-                // The signal, too, is one asked for: a kill's, the stop's
-                // own, or SIGKILL for a stop or a forced remove.
-                (Call::Kill { signal, .. }, Some(c)) => {
-                    let i = &c.record.intents;
-                    i.kills.contains(signal)
-                        || i.stop.is_some_and(|s| s.signal == *signal)
-                        || *signal == Signal::SIGKILL && (i.stop.is_some() || i.remove)
-                }
-                (Call::CreateTask { .. } | Call::StartTask { .. }, Some(c)) => {
-                    c.record.intents.start
-                }
-                (Call::DeleteTask { .. }, Some(c)) => {
-                    c.current_exit().is_some()
-                        || matches!(c.task, TaskState::Created { .. }) && !c.record.intents.start
-                }
-                (Call::DeleteContainer { .. }, Some(c)) => c.record.intents.remove,
-                // A freeze only for a user's pause; a thaw for an unpause,
-                // or so that a stop, a "stay down" kill or a remove lands.
-                (Call::Pause { id }, Some(_)) => self.pauses_asked.contains(&(id.clone(), true)),
-                (Call::UpdateResources { id, running, .. }, Some(c)) => {
-                    self.updates_asked.contains(id)
-                        && *running == matches!(c.task, TaskState::Running { .. })
-                }
-                (Call::Resume { id }, Some(c)) => {
-                    let i = &c.record.intents;
-                    let unpause_waits = asks_before
-                        .values()
-                        .chain(self.asks.values())
-                        .any(|(of, a)| of == id && *a == Ask::Unpause);
-                    unpause_waits
-                        || self.unpause_standing.contains(id)
-                        || i.stop.is_some()
-                        || i.remove
-                        || self.world.stay_down_frozen.contains(id)
-                }
-                (Call::NetworkSetup { own_interface, .. }, Some(c)) => {
-                    c.record.intents.start
-                        && c.task == TaskState::Absent
-                        && *own_interface != c.record.own_disconnected
-                }
-                // A release: only with no task that could be using it.
-                (Call::NetworkTeardown { .. }, Some(c)) => c.task == TaskState::Absent,
-                // An endpoint the user wants: before a start, or while
-                // the task is up (a hot connect).
-                (Call::EndpointSetup { endpoint, .. }, Some(c)) => {
-                    let wanted = c
-                        .record
-                        .endpoints
-                        .iter()
-                        .any(|e| e.slot == endpoint.slot && e.wanted);
-                    wanted
-                        && c.record.network == NetworkState::Attached
-                        && (c.record.intents.start || c.task != TaskState::Absent)
-                }
-                // Released: disconnected, in doubt, or its task gone.
-                (Call::EndpointTeardown { endpoint, .. }, Some(c)) => {
-                    let e = c.record.endpoints.iter().find(|e| e.slot == endpoint.slot);
-                    c.task == TaskState::Absent
-                        || e.is_some_and(|e| !e.wanted || e.state == NetworkState::Attaching)
-                }
-                // Invisible: a discarded create being rolled back.
-                (Call::DeleteContainer { .. }, None) => true,
-                (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
-                (_, None) => false,
-            };
+            let justified = self.intent_behind(&call, view, asks_before);
             prop_assert!(
                 justified,
                 "{input:?} issued {call:?} with no intent behind it"
@@ -176,5 +111,79 @@ impl Harness {
             }
         }
         Ok(())
+    }
+
+    /// Whether a user's or policy's intent is behind `call` (`view`: its
+    /// container, if shown).
+    fn intent_behind(
+        &self,
+        call: &Call,
+        view: Option<ContainerView<'_>>,
+        asks_before: &BTreeMap<RequestId, (ContainerId, Ask)>,
+    ) -> bool {
+        match (call, view) {
+            // The signal, too, is one asked for: a kill's, the stop's
+            // own, or SIGKILL for a stop or a forced remove.
+            (Call::Kill { signal, .. }, Some(c)) => {
+                let i = &c.record.intents;
+                i.kills.contains(signal)
+                    || i.stop.is_some_and(|s| s.signal == *signal)
+                    || *signal == Signal::SIGKILL && (i.stop.is_some() || i.remove)
+            }
+            (Call::CreateTask { .. } | Call::StartTask { .. }, Some(c)) => c.record.intents.start,
+            (Call::DeleteTask { .. }, Some(c)) => {
+                c.current_exit().is_some()
+                    || matches!(c.task, TaskState::Created { .. }) && !c.record.intents.start
+            }
+            (Call::DeleteContainer { .. }, Some(c)) => c.record.intents.remove,
+            // A freeze only for a user's pause; a thaw for an unpause,
+            // or so that a stop, a "stay down" kill or a remove lands.
+            (Call::Pause { id }, Some(_)) => self.pauses_asked.contains(&(id.clone(), true)),
+            (Call::UpdateResources { id, running, .. }, Some(c)) => {
+                self.updates_asked.contains(id)
+                    && *running == matches!(c.task, TaskState::Running { .. })
+            }
+            (Call::Resume { id }, Some(c)) => {
+                let i = &c.record.intents;
+                let unpause_waits = asks_before
+                    .values()
+                    .chain(self.asks.values())
+                    .any(|(of, a)| of == id && *a == Ask::Unpause);
+                unpause_waits
+                    || self.unpause_standing.contains(id)
+                    || i.stop.is_some()
+                    || i.remove
+                    || self.world.stay_down_frozen.contains(id)
+            }
+            (Call::NetworkSetup { own_interface, .. }, Some(c)) => {
+                c.record.intents.start
+                    && c.task == TaskState::Absent
+                    && *own_interface != c.record.own_disconnected
+            }
+            // A release: only with no task that could be using it.
+            (Call::NetworkTeardown { .. }, Some(c)) => c.task == TaskState::Absent,
+            // An endpoint the user wants: before a start, or while
+            // the task is up (a hot connect).
+            (Call::EndpointSetup { endpoint, .. }, Some(c)) => {
+                let wanted = c
+                    .record
+                    .endpoints
+                    .iter()
+                    .any(|e| e.slot == endpoint.slot && e.wanted);
+                wanted
+                    && c.record.network == NetworkState::Attached
+                    && (c.record.intents.start || c.task != TaskState::Absent)
+            }
+            // Released: disconnected, in doubt, or its task gone.
+            (Call::EndpointTeardown { endpoint, .. }, Some(c)) => {
+                let e = c.record.endpoints.iter().find(|e| e.slot == endpoint.slot);
+                c.task == TaskState::Absent
+                    || e.is_some_and(|e| !e.wanted || e.state == NetworkState::Attaching)
+            }
+            // Invisible: a discarded create being rolled back.
+            (Call::DeleteContainer { .. }, None) => true,
+            (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
+            (_, None) => false,
+        }
     }
 }
