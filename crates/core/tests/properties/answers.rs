@@ -1,4 +1,6 @@
-//! What a request was answered, and what it was taken for.
+//! What a request was answered, and what it was taken for: what waited on a
+//! run is answered when it ends, a kill or a connect taken stands, a remove
+//! taken is done, and once healed every request but a wait is answered.
 
 use crate::harness::{Ask, Harness};
 use crate::steps::id;
@@ -126,9 +128,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// A remove taken is done when the container is gone.
     pub(crate) fn check_remove_answer(
         &mut self,
@@ -145,9 +145,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// `docker rm`: refused without force for a running or restarting
     /// container, never refused with force (but while it is created).
     pub(crate) fn remove(&mut self, i: &usize, force: &bool) -> Result<(), TestCaseError> {
@@ -215,9 +213,7 @@ impl Harness {
         );
         Ok(())
     }
-}
 
-impl Harness {
     /// No request is lost: once healed, everything but a wait is answered.
     pub(crate) fn check_requests_answered(&self) -> Result<(), TestCaseError> {
         for req in &self.must_answer {

@@ -43,9 +43,7 @@ impl Harness {
         );
         Ok(())
     }
-}
 
-impl Harness {
     /// Every event stream breaks.
     pub(crate) fn stream_breaks(&mut self) -> Result<(), TestCaseError> {
         for sub in std::mem::take(&mut self.subscriptions) {

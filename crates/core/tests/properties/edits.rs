@@ -1,4 +1,5 @@
-//! Record edits: renames and restart policy updates.
+//! Record edits: renames, restart policy updates and `docker update
+//! --memory`; a name leads to the container that has it, and to no other.
 
 use crate::calls::Call;
 use crate::harness::Harness;
@@ -152,9 +153,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// An update whose call failed is answered then (the user's to retry):
     /// 503 if containerd went away, 400 for resources the runtime rejects,
     /// 500 for any other refusal.
@@ -221,9 +220,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// A record edit, half of them of a container waiting out a restart
     /// backoff, if there is one: a window too short to hit by chance, where
     /// an update must keep or drop that restart.

@@ -1,5 +1,7 @@
 //! Property 2: an exit is recorded at most once per run, never changed,
-//! and is the world's exit of that run's process.
+//! and is the world's exit of that run's process (an OOM kill recorded as
+//! one when its evidence came in order, and never a false one); the
+//! world's second source, which reports an exit again.
 
 use crate::harness::Harness;
 use crate::steps::Pick;
@@ -131,9 +133,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// A shim sends TaskOOM just before its TaskExit: an OOM followed by an
     /// earlier run's exit was that run's (late, after an outage), so the
     /// current run's next OOM is its first.
@@ -226,9 +226,7 @@ impl Harness {
         }
         Ok(new_exits)
     }
-}
 
-impl Harness {
     /// An exit already recorded is reported again, differently (another
     /// status and a later time for the same pid, as a second source gives).
     pub(crate) fn exit_reported_again(&mut self, n: &Pick) -> Result<(), TestCaseError> {

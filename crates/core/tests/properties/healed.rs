@@ -1,4 +1,6 @@
-//! Property 6: once the world heals, the engine works.
+//! Property 6: once the world heals, nothing is left behind (the same
+//! containers on both sides, no intent, no stopped task, no SIGKILL held
+//! frozen) and the engine works.
 
 use crate::harness::Harness;
 use crate::support::cid;
@@ -131,9 +133,7 @@ impl Harness {
         self.settle()?;
         Ok(req)
     }
-}
 
-impl Harness {
     /// Property 6, once the world healed: nothing unseen, nothing in
     /// flight, nothing left behind, every request answered, and the engine
     /// works.

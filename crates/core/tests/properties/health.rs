@@ -1,4 +1,6 @@
-//! Health checks only observe, as dockerd decides them.
+//! Health checks, as dockerd decides them: only a running, current run is
+//! probed, and probes only observe (with every result lost, the core does
+//! what it did with them).
 
 use crate::harness::Harness;
 use crate::steps::{Pick, Step};
@@ -119,9 +121,7 @@ impl Harness {
         self.probes.push(probe.clone());
         Ok(())
     }
-}
 
-impl Harness {
     /// A health probe reports back: the n-th asked for (again, for an
     /// earlier one), passed, failed, timed out or could not run.
     pub(crate) fn probe_result(&mut self, index: &Pick, outcome: &u8) -> Result<(), TestCaseError> {

@@ -120,9 +120,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// A kill's answer: whose signal it carried (a user's, or a stop's),
     /// and, delivered, its next delivery is announced anew.
     pub(crate) fn note_kill_answered(&mut self, input: &Input) -> Option<(ContainerId, Signal)> {
@@ -163,9 +161,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// `docker kill` with SIGKILL or SIGHUP.
     pub(crate) fn kill(&mut self, i: &usize, sigkill: &bool) -> Result<(), TestCaseError> {
         let signal = if *sigkill {

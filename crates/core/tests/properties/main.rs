@@ -1,6 +1,7 @@
 //! Properties over arbitrary interleavings of commands, events (lost,
-//! duplicated, stale), disconnects, relists and failed calls, against a small
-//! model of containerd ("the world") that the harness keeps in step.
+//! duplicated, stale), disconnects, relists and failed calls, against
+//! containerd as the simulator models it ("the world"), which the harness
+//! keeps in step.
 //!
 //! The world reuses a container's pids, OOM-kills processes, honours
 //! configured stop signals (request, container, image), and holdfastd itself
@@ -34,6 +35,17 @@
 //!    recorded attached exists, none is made twice, none outlives its task
 //!    once healed, and every wanted one of a running bridge container is
 //!    made once healed.
+//!
+//! Where things are: the steps a case is made of and their strategies
+//! (`steps.rs`); the world (`world.rs`) and how it answers the core's calls
+//! (`resolve.rs`); the harness, which feeds the core one input at a time
+//! and checks every property after each (`harness.rs`); the chosen cases
+//! (`chosen.rs`). A file per property family: 1 `intents.rs`, 2
+//! `exits.rs`, 3 `quiescent.rs`, 4 `stops.rs` and `starts.rs`, 5 here (each
+//! case run twice), 6 `healed.rs` and `answers.rs`, 7 `network.rs`; and
+//! `kills.rs`, `pause.rs`, `waits.rs`, `edits.rs`, `restarts.rs`,
+//! `retries.rs`, `relists.rs`, `connection.rs`, `health.rs`,
+//! `reconnect.rs`.
 
 mod answers;
 mod calls;

@@ -309,9 +309,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// A connect said done is followed (it must stand); a connect taken is
     /// refused later (a conflict) only for a disconnect of that network
     /// asked after it.
@@ -348,9 +346,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// `docker network connect` or `disconnect`, answered as dockerd's rules
     /// say.
     pub(crate) fn connect_or_disconnect(
@@ -402,9 +398,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// Once healed, no attachment or endpoint is left without a task: no
     /// allocation left behind.
     pub(crate) fn check_no_allocation_left(&self) -> Result<(), TestCaseError> {

@@ -63,9 +63,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// `docker pause` or `unpause`, refused as dockerd refuses them.
     pub(crate) fn pause_or_unpause(
         &mut self,

@@ -1,5 +1,7 @@
 //! Relists: a task in doubt (a create, or a created task's delete, whose
-//! answer was lost) is looked at by a relist as soon as one can settle it.
+//! answer was lost) is looked at by a relist as soon as one can settle it;
+//! a relist owed (after a placeholder, a call refused or unanswered, a task
+//! deleted unseen) comes by its bound; a run's task only moves forward.
 
 use crate::calls::Call;
 use crate::harness::Harness;
@@ -96,9 +98,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// A kill, a freeze or thaw, or a delete that containerd refused or
     /// whose answer was lost, or an update that found no task, while
     /// connected: the core asks for a relist (what it took for the task
@@ -158,9 +158,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// A relist owed came by its bound: one that can settle a doubt, one
     /// after a placeholder, and one after a call refused or unanswered (or
     /// a task deleted unseen).

@@ -587,9 +587,7 @@ impl Harness {
         };
         self.feed(Input::ActionResult(op, result))
     }
-}
 
-impl Harness {
     /// The oldest relist of a connection given up answers late, with the
     /// tasks as they were when it was asked for.
     pub(crate) fn late_relist(&mut self) -> Result<(), TestCaseError> {

@@ -1,4 +1,5 @@
-//! Restart policies: dockerd's backoff.
+//! Restart policies: dockerd's backoff, `RestartCount` (the policy's
+//! restarts only), and the `restart` event (a user's restart only).
 
 use crate::harness::Harness;
 use holdfast_core::*;
@@ -45,9 +46,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// `RestartCount` counts the policy's restarts only: none comes while a
     /// user's start or restart is still being carried out.
     pub(crate) fn check_restart_count(

@@ -140,9 +140,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// Counts a container's failed answers in a row: any failed answer
     /// counts, the world's own refusals too (a start refused because a lost
     /// one took effect); a lost answer is a failure to the core: a deadline.

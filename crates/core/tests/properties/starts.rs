@@ -1,4 +1,5 @@
-//! Starts and restarts: what a start's answer says took place.
+//! Starts and restarts: what a start's answer says took place, no start
+//! without one asked for, and a start's bounds (property 4).
 
 use crate::calls::Call;
 use crate::harness::Harness;
@@ -62,9 +63,7 @@ impl Harness {
             }
         }
     }
-}
 
-impl Harness {
     /// Counts the starts asked for: the start intent turning on, and each
     /// restart (which asks for a start of its own, even while an earlier
     /// start is still wanted).
@@ -178,9 +177,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// Property 4, checked as time passes: a start is answered within the
     /// answer bound, or later only while connected and the start still
     /// wanted, and never past its final bound.

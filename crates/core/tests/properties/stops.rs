@@ -1,4 +1,5 @@
-//! Stops: SIGKILL when the grace period ends, the answer in time.
+//! Stops (property 4): the signal by precedence, SIGKILL when the grace
+//! period ends (not before, not later), the answer by its bound.
 
 use crate::calls::Call;
 use crate::harness::Harness;
@@ -54,9 +55,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// `docker stop`: answered at once only when it changed nothing or
     /// cancelled a start; its signal by precedence; its answer due by grace
     /// and slack.
@@ -128,9 +127,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// SIGKILL comes when the grace period ends: no later than the
     /// shortest grace a stop asked for (counted as the core counts it).
     pub(crate) fn check_killed_at_grace_end(&self, target: Instant) -> Result<(), TestCaseError> {

@@ -61,9 +61,7 @@ impl Harness {
         }
         Ok(())
     }
-}
 
-impl Harness {
     /// The client of the n-th pending wait goes away: the wait is answered
     /// cancelled.
     pub(crate) fn cancel_wait(&mut self, n: &Pick) -> Result<(), TestCaseError> {
@@ -83,9 +81,7 @@ impl Harness {
         );
         Ok(())
     }
-}
 
-impl Harness {
     /// Once healed, a wait whose condition has come true is answered: the
     /// container is gone, it exited since, or nothing runs nor is about
     /// to.

@@ -297,9 +297,7 @@ impl Harness {
         let pid = self.world.running_pid(id)?;
         (!self.world.containerd.holds_exit(task, status, oom)).then_some(pid)
     }
-}
 
-impl Harness {
     /// A running task exits on its own; its event may be lost.
     pub(crate) fn exit_on_its_own(
         &mut self,
