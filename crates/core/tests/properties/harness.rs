@@ -7,6 +7,7 @@ use crate::steps::{Step, enabled, health_check, id, restart_policy, stop_signal}
 use crate::support;
 use crate::world::World;
 use holdfast_core::*;
+use holdfast_sim::model::Task;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -99,8 +100,8 @@ pub(crate) struct Harness {
     /// Per container: the call refused in a row (a key), how many times,
     /// and whether one of those attempts may have taken effect.
     pub(crate) streaks: BTreeMap<ContainerId, (String, u32, bool)>,
-    /// The world's tasks when each relist was asked for.
-    pub(crate) relist_snapshots: BTreeMap<OpId, Vec<TaskInfo>>,
+    /// containerd's tasks when each relist was asked for.
+    pub(crate) relist_snapshots: BTreeMap<OpId, BTreeMap<ContainerId, Task>>,
     /// The container whose call is being answered.
     pub(crate) answering: Option<ContainerId>,
     /// The call being answered.
@@ -473,8 +474,8 @@ impl Harness {
             self.look_again_by = None;
             self.refresh_owed_by = None;
             self.newest_relist = op.0;
-            let listing = self.world.containerd.relist();
-            self.relist_snapshots.insert(*op, listing);
+            let tasks = self.world.containerd.tasks.clone();
+            self.relist_snapshots.insert(*op, tasks);
         }
         // The core sends a user's kill before any stop signal.
         if let Call::Kill { id, signal, .. } = call
