@@ -17,6 +17,9 @@ pub enum OnTerm {
     Ignore,
     /// Exits `after` the signal with `status` (a slow exit when `after` is long).
     Exit { after: Duration, status: u32 },
+    /// Dies of the signal at once, as a process with no handler for it
+    /// (and not PID 1) does: status 128 + the signal's number.
+    Dies,
 }
 
 /// How the init process of a task behaves, drawn when it starts.
@@ -92,11 +95,22 @@ pub struct Containerd {
     /// Exec processes by container and exec id: their pid, and their exit
     /// code once ended. They go with their task.
     pub execs: BTreeMap<(ContainerId, String), (u32, Option<i32>)>,
+    /// The pid of each container's most recently deleted task (deleted by
+    /// a call or with its dead shim): the pid of that container the kernel
+    /// is the likeliest to hand out again.
+    pub last_deleted: BTreeMap<ContainerId, u32>,
     last_pid: u32,
 }
 
 fn fail(kind: FailureKind, message: &str) -> Result<Done, Failure> {
     Err(Failure::new(kind, message))
+}
+
+/// Only SIGKILL (137, no OOM: a frozen process allocates nothing) ends a
+/// frozen process, and under a v1 freezer not even that; anything else
+/// happens once it is thawed.
+fn holds_exit(frozen_holds_kill: bool, task: &Task, status: u32, oom: bool) -> bool {
+    task.status == TaskStatus::Paused && (status != 137 || oom || frozen_holds_kill)
 }
 
 /// Whether the adapter can read the OOM count of `pid`'s cgroup (see
@@ -357,7 +371,12 @@ impl Containerd {
             // A frozen process gets the signal when thawed: its exit, if
             // due meanwhile, waits (see `process_exit`).
             TaskStatus::Running | TaskStatus::Paused if matches!(signal.number(), 2 | 3 | 15) => {
-                if let OnTerm::Exit { after, status } = task.behavior.on_term {
+                let exit = match task.behavior.on_term {
+                    OnTerm::Ignore => None,
+                    OnTerm::Exit { after, status } => Some((after, status)),
+                    OnTerm::Dies => Some((Duration::ZERO, 128 + signal.number())),
+                };
+                if let Some((after, status)) = exit {
                     fx.push(Effect::Exit {
                         pid,
                         after,
@@ -442,6 +461,7 @@ impl Containerd {
         }
         let pid = task.pid;
         self.tasks.remove(id);
+        self.last_deleted.insert(id.clone(), pid);
         if let Some(t) = self.truth.get_mut(&pid) {
             t.deleted = true;
         }
@@ -472,14 +492,12 @@ impl Containerd {
         oom: bool,
         wall: WallTime,
     ) -> Option<ContainerId> {
+        let frozen_holds_kill = self.frozen_holds_kill;
         let (id, task) = self.tasks.iter_mut().find(|(_, t)| t.pid == pid)?;
         if task.status == TaskStatus::Stopped {
             return None;
         }
-        // Only SIGKILL (137, no OOM: a frozen process allocates nothing)
-        // ends a frozen process, and under a v1 freezer not even that;
-        // anything else happens once it is thawed.
-        if task.status == TaskStatus::Paused && (status != 137 || oom || self.frozen_holds_kill) {
+        if holds_exit(frozen_holds_kill, task, status, oom) {
             task.frozen_exits.push((status, oom));
             return None;
         }
@@ -505,6 +523,7 @@ impl Containerd {
     ) -> Option<(u32, Vec<ContainerdEvent>)> {
         let task = self.tasks.remove(id)?;
         let pid = task.pid;
+        self.last_deleted.insert(id.clone(), pid);
         let (status, exited_at) = match task.status {
             TaskStatus::Stopped => (task.exit_status, task.exited_at.unwrap_or(wall)),
             _ => (137, wall),
@@ -535,6 +554,12 @@ impl Containerd {
         Some((pid, events))
     }
 
+    /// Whether `task` is frozen and holds this exit of its process until it
+    /// is thawed (see [`Containerd::process_exit`]).
+    pub fn holds_exit(&self, task: &Task, status: u32, oom: bool) -> bool {
+        holds_exit(self.frozen_holds_kill, task, status, oom)
+    }
+
     /// Whether the task of `id` currently runs (or is created), by pid.
     pub fn live_pid(&self, id: &ContainerId) -> Option<u32> {
         self.tasks
@@ -544,8 +569,6 @@ impl Containerd {
     }
 }
 
-/// The host's network side, as the CNI plugins keep it: one attachment
-/// (address, veth, port mappings, NAT rules) per container at most. It does
 /// The `n`th network's definition: a subnet of its own.
 fn definition_of(n: usize) -> Definition {
     let octet = u8::try_from(20 + n).unwrap_or(u8::MAX);
@@ -586,10 +609,13 @@ impl HostVolumes {
     }
 }
 
+/// The host's network side, as the CNI plugins keep it: one attachment
+/// (address, veth, port mappings, NAT rules) per container at most. It does
 /// not depend on containerd: it stays up through containerd's outages.
 #[derive(Debug, Default)]
 pub struct HostNetwork {
-    /// The user networks defined on the host, by name.
+    /// The user networks defined on the host, by name: their id and
+    /// definition.
     pub defined: BTreeMap<String, (String, Definition)>,
     pub attached: BTreeSet<ContainerId>,
     /// Setups made while an attachment of the container already existed:
@@ -597,6 +623,11 @@ pub struct HostNetwork {
     pub doubled: Vec<ContainerId>,
     /// Endpoints made (`network connect`): container and slot.
     pub endpoints: BTreeSet<(ContainerId, u8)>,
+    /// The `eth0` each container's own attachment made (slot 0 among the
+    /// endpoints), with its published ports: gone with the attachment, or
+    /// with the release of slot 0 once the container is disconnected from
+    /// its own network.
+    pub own_eth0: BTreeSet<ContainerId>,
     /// Endpoint setups made while that endpoint existed.
     pub endpoints_doubled: Vec<(ContainerId, u8)>,
 }
@@ -663,8 +694,11 @@ impl HostNetwork {
         if !self.attached.insert(id.clone()) {
             self.doubled.push(id.clone());
         }
-        if eth0 && !self.endpoints.insert((id.clone(), 0)) {
-            self.endpoints_doubled.push((id.clone(), 0));
+        if eth0 {
+            if !self.endpoints.insert((id.clone(), 0)) {
+                self.endpoints_doubled.push((id.clone(), 0));
+            }
+            self.own_eth0.insert(id.clone());
         }
         Ok(Done::Ok)
     }
@@ -673,6 +707,7 @@ impl HostNetwork {
     pub fn teardown(&mut self, id: &ContainerId) -> Result<Done, Failure> {
         self.attached.remove(id);
         self.endpoints.remove(&(id.clone(), 0));
+        self.own_eth0.remove(id);
         Ok(Done::Ok)
     }
 
@@ -692,6 +727,10 @@ impl HostNetwork {
 
     pub fn teardown_endpoint(&mut self, id: &ContainerId, slot: u8) -> Result<Done, Failure> {
         self.endpoints.remove(&(id.clone(), slot));
+        // Slot 0 takes the `eth0` its own attachment made with it.
+        if slot == 0 {
+            self.own_eth0.remove(id);
+        }
         Ok(Done::Ok)
     }
 }

@@ -2,7 +2,9 @@
 //! found once by fresh generation, or under a mutant of the core), each run
 //! through every property as a generated case is.
 
-use super::*;
+use crate::harness::Harness;
+use crate::health::probe_results_change_nothing_else;
+use crate::steps::{Pick, Step};
 
 /// Interleavings the generator reaches too rarely, run through every
 /// property all the same.

@@ -311,3 +311,140 @@ pub fn placeholder(id: &str) -> TaskInfo {
         oom_kills: None,
     }
 }
+
+pub fn created_record(d: &Driver, id: &str) -> Record {
+    d.core
+        .container(&cid(id))
+        .expect("container exists")
+        .record
+        .clone()
+}
+
+pub fn assert_no_restart_pending(d: &Driver) {
+    let next = d.core.poll_timeout();
+    assert!(
+        next.as_ref()
+            .is_none_or(|(_, k)| !matches!(k, TimerKind::RestartBackoff(_))),
+        "{next:?}"
+    );
+}
+
+/// A `--restart always` container whose process exited: restarting.
+pub fn restarting_after_exit(id: &str, pid: u32) -> Driver {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running(id, config, pid);
+    d.exit(id, pid, 1);
+    assert_eq!(
+        d.core.container(&cid(id)).map(|c| c.status),
+        Some(Status::Restarting)
+    );
+    d
+}
+
+/// A `--restart always` container whose process exited and whose task was
+/// deleted: its backoff has just passed. Returns the actions of that.
+pub fn policy_restart_due(id: &str, pid: u32) -> (Driver, Vec<Action>) {
+    let config = ContainerConfig {
+        restart_policy: RestartPolicy::Always,
+        ..Default::default()
+    };
+    let mut d = ready_with_running(id, config, pid);
+    let actions = d.exit(id, pid, 1);
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteTask { .. }));
+    d.ok(delete);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::RestartBackoff(cid(id)));
+    (d, actions)
+}
+
+/// [`policy_restart_due`], then its task created (pid `new_pid`) and its
+/// StartTask sent: returns that call's op.
+pub fn policy_start_sent(id: &str, pid: u32, new_pid: u32) -> (Driver, OpId) {
+    let (mut d, actions) = policy_restart_due(id, pid);
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: new_pid }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    (d, start)
+}
+
+pub fn ready_with_running(id: &str, config: ContainerConfig, pid: u32) -> Driver {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.run(id, config, pid);
+    d
+}
+
+/// A `--restart always` container whose first run (pid 42) exited and was
+/// deleted; the policy's CreateTask is in flight. Returns its op.
+pub fn policy_create_in_flight(d: &mut Driver) -> OpId {
+    let delete = only_call(&d.exit("c1", 42, 1), |c| {
+        matches!(c, Call::DeleteTask { .. })
+    });
+    d.ok(delete);
+    let (_, actions) = d.fire_timer();
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }))
+}
+
+pub fn bridge_config() -> std::sync::Arc<ContainerConfig> {
+    ContainerConfig {
+        network: NetworkMode::Bridge,
+        ..Default::default()
+    }
+    .into()
+}
+
+/// A bridge container created and connected; returns the start request and
+/// the op of its network setup.
+pub fn bridge_start_until_setup(d: &mut Driver) -> (RequestId, OpId) {
+    d.connect(vec![]);
+    let config = bridge_config();
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: config.clone(),
+    });
+    d.ok(only_call(&actions, |c| {
+        matches!(c, Call::CreateContainer { .. })
+    }));
+    let (req, actions) = d.command(Command::Start { id: cid("c1") });
+    // The attachment is owned by the record before it is made.
+    let setup = only_network_call(&actions, |c| matches!(c, NetworkCall::Setup { .. }));
+    let persisted_first = actions
+        .iter()
+        .position(|a| matches!(a, Action::Persist(r) if r.network == NetworkState::Attaching));
+    let call_at = actions
+        .iter()
+        .position(|a| matches!(a, Action::Network { op, .. } if *op == setup));
+    assert!(
+        persisted_first < call_at && persisted_first.is_some(),
+        "{actions:?}"
+    );
+    assert_eq!(
+        issued(&actions),
+        vec![Issued::Network(NetworkCall::Setup {
+            id: cid("c1"),
+            config,
+            own_interface: true,
+        })]
+    );
+    (req, setup)
+}
+
+/// A created container `id` whose start was asked for: its task created
+/// (pid `pid`) and its StartTask sent. Returns the start's request and op.
+pub fn start_sent(id: &str, pid: u32) -> (Driver, RequestId, OpId) {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.create(id, ContainerConfig::default());
+    let (req, actions) = d.command(Command::Start { id: cid(id) });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(op, Ok(Done::TaskCreated { pid })));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    (d, req, start)
+}

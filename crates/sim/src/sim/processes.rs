@@ -1,0 +1,185 @@
+//! The processes in the fake containerd's tasks: what a change of
+//! containerd's state sets going (events to publish, exits to schedule),
+//! and how each process behaves, drawn when it starts.
+
+use super::{Ev, Sim, wall};
+use crate::faults::FaultKind;
+use crate::model::{Behavior, Effect, OnTerm};
+use holdfast_core::{ContainerId, ContainerdEvent};
+
+impl Sim {
+    pub(super) fn effects(&mut self, fx: Vec<Effect>) {
+        for effect in fx {
+            match effect {
+                Effect::Publish(event) => self.publish(event),
+                Effect::Exit {
+                    pid,
+                    after,
+                    status,
+                    oom,
+                } => {
+                    self.schedule(self.now + after, Ev::ProcessExit { pid, status, oom });
+                }
+                Effect::Started { container, pid } => self.started(container, pid),
+            }
+        }
+    }
+
+    /// A task started: draw how its process behaves.
+    fn started(&mut self, container: ContainerId, pid: u32) {
+        let p = &self.profile;
+        let (ignore, immortal, oom, exec) = (
+            p.ignore_term_permille,
+            p.immortal_permille,
+            p.oom_permille,
+            p.exec_permille,
+        );
+        let r = &mut self.rng_world;
+        let lifetime = (!r.chance(immortal)).then(|| {
+            let after = match r.below(3) {
+                0 => r.ms(50, 2000),
+                1 => r.ms(2000, 30_000),
+                _ => r.ms(30_000, 600_000),
+            };
+            (after, r.pick(&[0, 0, 1, 2, 3, 127]))
+        });
+        let oom_after = r.chance(oom).then(|| r.ms(100, 60_000));
+        let on_term = if r.chance(ignore) {
+            OnTerm::Ignore
+        } else {
+            let after = if r.chance(700) {
+                r.ms(1, 500)
+            } else {
+                r.ms(500, 30_000)
+            };
+            OnTerm::Exit {
+                after,
+                status: r.pick(&[143, 0, 2]),
+            }
+        };
+        let execs = if r.chance(exec) {
+            u32::try_from(1 + r.below(3)).unwrap_or(1)
+        } else {
+            0
+        };
+        let behavior = Behavior {
+            lifetime,
+            oom_after,
+            on_term,
+            execs,
+        };
+        if let Some(task) = self.cd.tasks.get_mut(&container) {
+            task.behavior = behavior;
+        }
+        if let Some((after, status)) = lifetime {
+            self.schedule(
+                self.now + after,
+                Ev::ProcessExit {
+                    pid,
+                    status,
+                    oom: false,
+                },
+            );
+        }
+        if let Some(after) = oom_after {
+            self.schedule(
+                self.now + after,
+                Ev::ProcessExit {
+                    pid,
+                    status: 137,
+                    oom: true,
+                },
+            );
+        }
+        for _ in 0..execs {
+            let at = self.now + self.rng_world.ms(0, 20_000);
+            self.schedule(
+                at,
+                Ev::ExecStart {
+                    container: container.clone(),
+                    init_pid: pid,
+                },
+            );
+        }
+    }
+
+    /// The init process `pid` exits (if it still runs): its shim publishes
+    /// the exit, and an OOM kill's TaskOOM before it (or, when the fault
+    /// says so, just after).
+    pub(super) fn process_exit(&mut self, pid: u32, status: u32, oom: bool) {
+        let wall_now = wall(self.now);
+        let Some(container) = self.cd.process_exit(pid, status, oom, wall_now) else {
+            return;
+        };
+        self.world_changed_at = self.now;
+        let oom_late = oom && self.take_fault(FaultKind::OomLate);
+        // The cgroup's OOM notice races the reaper and loses, by
+        // milliseconds, when the fault says so; the shim stamps the
+        // event when it publishes it.
+        let oom_at = if oom_late {
+            self.now + self.rng_fault.ms(1, 20)
+        } else {
+            self.now
+        };
+        let oom_event = ContainerdEvent::TaskOom {
+            container: container.clone(),
+            published_at: Some(wall(oom_at)),
+        };
+        if oom && !oom_late {
+            self.shim_publish(pid, oom_event.clone(), self.now, 0);
+        }
+        let exec_id = container.as_str().to_owned();
+        let event = ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            exit_status: status,
+            exited_at: wall_now,
+            oom_kills: self.cd.oom_kills(pid),
+        };
+        self.shim_publish(pid, event, self.now, 0);
+        if oom_late {
+            self.schedule(
+                oom_at,
+                Ev::ShimPublish {
+                    pid,
+                    event: oom_event,
+                    exited: oom_at,
+                    attempt: 0,
+                },
+            );
+        }
+    }
+
+    /// An exec starts in the container whose init process is `init_pid`, if
+    /// that process still runs; it exits a while later.
+    pub(super) fn exec_start(&mut self, container: ContainerId, init_pid: u32) {
+        if self.cd.live_pid(&container) == Some(init_pid) {
+            let pid = self.cd.new_pid();
+            let at = self.now + self.rng_world.ms(10, 3000);
+            let status = self.rng_world.pick(&[0, 1, 137]);
+            self.schedule(
+                at,
+                Ev::ExecExit {
+                    container,
+                    pid,
+                    status,
+                },
+            );
+        }
+    }
+
+    /// An exec exits: its TaskExit names the exec, not the init process.
+    pub(super) fn exec_exit(&mut self, container: ContainerId, pid: u32, status: u32) {
+        let exec_id = format!("exec-{pid}");
+        let exited_at = wall(self.now);
+        self.publish(ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            exit_status: status,
+            exited_at,
+            oom_kills: None,
+        });
+    }
+}

@@ -1,0 +1,327 @@
+//! The user workload: random `docker` commands (or a script's), by target
+//! index, turned into the core's commands.
+
+use super::{Sim, SimFailure};
+use crate::check::UserKind;
+use holdfast_core::{
+    Command, ContainerConfig, ContainerId, HealthConfig, Input, NetworkMode, RequestId,
+    RestartPolicy, Signal, WaitCondition,
+};
+use std::time::Duration;
+
+/// A user command, by target index (taken modulo the containers created so
+/// far), as both the random users and the fuzz decoder produce them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserOp {
+    Create {
+        policy: u8,
+        auto_remove: bool,
+        stop_timeout_s: Option<u8>,
+        stop_signal: u8,
+    },
+    Start(u8),
+    Stop(u8, Option<u8>),
+    Kill(u8, u8),
+    Restart(u8),
+    Remove(u8, bool),
+    Wait(u8, u8),
+    /// A record edit: a rename (even argument) or a restart policy update.
+    Edit(u8, u8),
+    /// `docker pause` (true) or `docker unpause` (false).
+    Pause(u8, bool),
+}
+
+impl Sim {
+    pub(super) fn random_user_op(&mut self) -> UserOp {
+        let r = &mut self.rng_user;
+        let target = u8::try_from(r.below(256)).unwrap_or(0);
+        let live = self.core.as_ref().map_or(0, |c| c.containers().count());
+        let roll = r.below(100);
+        if self.ids.is_empty() || (roll < 15 && live < self.profile.containers_max) {
+            let stop_timeout_s = r
+                .chance(500)
+                .then(|| u8::try_from(r.below(15)).unwrap_or(0));
+            return UserOp::Create {
+                policy: u8::try_from(r.below(6)).unwrap_or(0),
+                auto_remove: r.chance(100),
+                stop_timeout_s,
+                stop_signal: u8::try_from(r.below(64)).unwrap_or(0),
+            };
+        }
+        let arg = u8::try_from(r.below(256)).unwrap_or(0);
+        match roll {
+            0..=39 => UserOp::Start(target),
+            40..=54 => UserOp::Stop(target, r.chance(500).then_some(arg % 20)),
+            55..=64 => UserOp::Kill(target, arg),
+            65..=74 => UserOp::Restart(target),
+            75..=84 => UserOp::Remove(target, r.chance(500)),
+            85..=89 => UserOp::Pause(target, arg % 3 != 0),
+            95..=99 => UserOp::Edit(target, arg),
+            _ => UserOp::Wait(target, arg),
+        }
+    }
+
+    fn target(&self, index: u8) -> Option<ContainerId> {
+        if self.ids.is_empty() {
+            return None;
+        }
+        // Prefer recent containers: most old ones are gone.
+        let recent = self.ids.len().min(8);
+        let i = self.ids.len() - recent + usize::from(index) % recent;
+        self.ids.get(i).cloned()
+    }
+
+    pub(super) fn user(&mut self, op: UserOp) -> Result<(), SimFailure> {
+        if self.core.is_none() {
+            // holdfastd is down: the API socket refuses the user.
+            return Ok(());
+        }
+        let command = match op {
+            UserOp::Create {
+                policy,
+                auto_remove,
+                stop_timeout_s,
+                stop_signal,
+            } => {
+                self.next_container += 1;
+                let n = self.next_container;
+                let id: ContainerId = match format!("c{n}").parse() {
+                    Ok(id) => id,
+                    Err(_) => return Ok(()),
+                };
+                self.ids.push(id.clone());
+                let restart_policy = policy_of(policy);
+                // The container's own stop signal (low three bits) and the
+                // image's (next three): none, or one of those real images
+                // and users pick (SIGINT, SIGQUIT for nginx, SIGKILL, ...).
+                const SIGNALS: [Option<u32>; 8] = [
+                    None,
+                    None,
+                    Some(2),
+                    Some(3),
+                    Some(15),
+                    Some(9),
+                    Some(10),
+                    Some(1),
+                ];
+                let signal = |n: Option<u32>| n.and_then(|n| Signal::try_from(n).ok());
+                // Every other container is on a bridge network (the
+                // default or a user-defined one: the same network step);
+                // of the others, half share another's namespace (no step
+                // of their own, as `none`). Chosen by index, not by the
+                // seed's stream: the seeds' runs stay as they were.
+                let (network, network_name, network_container) = match n % 4 {
+                    0 => (NetworkMode::Bridge, None, None),
+                    2 => (NetworkMode::Bridge, Some("app".to_owned()), None),
+                    1 => (NetworkMode::None, None, None),
+                    _ => (
+                        NetworkMode::Container,
+                        None,
+                        Some(holdfast_core::SharedNetwork {
+                            id: "donor".into(),
+                            pid: 1,
+                        }),
+                    ),
+                };
+                let config = ContainerConfig {
+                    image: "busybox".into(),
+                    network,
+                    network_name,
+                    network_container,
+                    stop_timeout: stop_timeout_s.map(|s| Duration::from_secs(u64::from(s % 16))),
+                    stop_signal: signal(SIGNALS[usize::from(stop_signal % 8)]),
+                    image_stop_signal: signal(SIGNALS[usize::from((stop_signal >> 3) % 8)]),
+                    restart_policy,
+                    auto_remove,
+                    healthcheck: health_of(n),
+                    ..ContainerConfig::default()
+                };
+                Command::Create {
+                    id,
+                    name: format!("name{n}"),
+                    config: config.into(),
+                }
+            }
+            UserOp::Start(t) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                Command::Start { id }
+            }
+            UserOp::Stop(t, secs) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                Command::Stop {
+                    id,
+                    timeout: secs.map(|s| Duration::from_secs(u64::from(s % 20))),
+                    signal: None,
+                }
+            }
+            UserOp::Kill(t, s) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                let number = [9, 9, 15, 10, 1][usize::from(s) % 5];
+                let Ok(signal) = Signal::try_from(number) else {
+                    return Ok(());
+                };
+                Command::Kill { id, signal }
+            }
+            UserOp::Restart(t) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                Command::Restart {
+                    id,
+                    timeout: Some(Duration::from_secs(2)),
+                    signal: None,
+                }
+            }
+            UserOp::Remove(t, force) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                Command::Remove {
+                    id,
+                    force,
+                    volumes: false,
+                }
+            }
+            UserOp::Edit(t, arg) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                if arg % 4 == 3 {
+                    Command::UpdateResources {
+                        id,
+                        update: holdfast_core::ResourceUpdate {
+                            memory_limit_bytes: Some(u64::from(arg) << 20),
+                            ..Default::default()
+                        },
+                    }
+                } else if arg % 8 == 5 {
+                    // One of two more networks, or the one it was created
+                    // on, made and released.
+                    let own = self
+                        .core
+                        .as_ref()
+                        .and_then(|core| core.container(&id))
+                        .and_then(|c| c.record.config.network_name.clone())
+                        .unwrap_or_else(|| "bridge".to_owned());
+                    let network = match arg / 8 % 3 {
+                        2 => own,
+                        n => format!("side{n}"),
+                    };
+                    if arg / 16 % 2 == 0 {
+                        Command::Connect {
+                            id,
+                            network,
+                            aliases: Vec::new(),
+                            ip: None,
+                        }
+                    } else {
+                        Command::Disconnect { id, network }
+                    }
+                } else if arg % 2 == 0 {
+                    // Often another container's name: a conflict.
+                    Command::Rename {
+                        id,
+                        name: format!("name{}", arg / 2 % 32),
+                    }
+                } else {
+                    Command::UpdateRestartPolicy {
+                        id,
+                        policy: policy_of(arg / 2),
+                    }
+                }
+            }
+            UserOp::Pause(t, freeze) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                if freeze {
+                    Command::Pause { id }
+                } else {
+                    Command::Unpause { id }
+                }
+            }
+            UserOp::Wait(t, c) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                let condition = [
+                    WaitCondition::NotRunning,
+                    WaitCondition::NextExit,
+                    WaitCondition::Removed,
+                ][usize::from(c) % 3];
+                Command::Wait { id, condition }
+            }
+        };
+        self.next_req += 1;
+        let req = RequestId(self.next_req);
+        let is_wait = matches!(command, Command::Wait { .. });
+        self.checker.command(req, &command, self.now);
+        self.feed(Input::Command(req, command))?;
+        // `docker run -d` drops its wait once the container started.
+        if is_wait && self.rng_world.chance(300) {
+            self.feed(Input::Cancel(req))?;
+        }
+        Ok(())
+    }
+}
+
+/// Every third container has a health check, with its settings spread by
+/// its number (drawing nothing from the seed's streams).
+fn health_of(n: u64) -> Option<HealthConfig> {
+    n.is_multiple_of(3).then(|| HealthConfig {
+        test: vec!["CMD".into(), "true".into()],
+        interval: Some(Duration::from_secs(5 + n % 7)),
+        timeout: Some(Duration::from_secs(1 + n % 3)),
+        start_period: n.is_multiple_of(2).then(|| Duration::from_secs(8)),
+        start_interval: Some(Duration::from_secs(2)),
+        retries: Some(u32::try_from(n % 4).unwrap_or(0)),
+    })
+}
+
+/// The restart policies users pick, `no` the most often.
+fn policy_of(n: u8) -> RestartPolicy {
+    match n % 6 {
+        0 | 1 => RestartPolicy::No,
+        2 => RestartPolicy::Always,
+        3 => RestartPolicy::UnlessStopped,
+        4 => RestartPolicy::OnFailure { max_retries: 3 },
+        _ => RestartPolicy::OnFailure { max_retries: 0 },
+    }
+}
+
+pub(crate) fn user_kind(command: &Command) -> UserKind {
+    match command {
+        Command::Create { .. } => UserKind::Create,
+        Command::Start { .. } => UserKind::Start,
+        Command::Stop { .. } => UserKind::Stop,
+        Command::Kill { .. } => UserKind::Kill,
+        Command::Restart { .. } => UserKind::Restart,
+        Command::Remove { .. } => UserKind::Remove,
+        Command::Wait { condition, .. } => UserKind::Wait(*condition),
+        Command::Rename { .. }
+        | Command::UpdateRestartPolicy { .. }
+        | Command::UpdateResources { .. }
+        | Command::Connect { .. }
+        | Command::Disconnect { .. } => UserKind::Edit,
+        Command::Pause { .. } => UserKind::Pause,
+        Command::Unpause { .. } => UserKind::Unpause,
+        Command::CreateExec { .. } | Command::StartExec { .. } | Command::Resize { .. } => {
+            UserKind::Exec
+        }
+        Command::ReadChanges { .. }
+        | Command::MountRootfs { .. }
+        | Command::UnmountRootfs { .. } => UserKind::Snapshot,
+        Command::CreateNetwork { .. }
+        | Command::RemoveNetwork { .. }
+        | Command::PruneNetworks { .. } => UserKind::Edit,
+        Command::CreateVolume { .. }
+        | Command::RemoveVolume { .. }
+        | Command::PruneVolumes { .. } => UserKind::Volume,
+    }
+}
