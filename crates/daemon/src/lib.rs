@@ -16,21 +16,13 @@
 #![recursion_limit = "256"]
 
 pub mod api;
-pub mod archive;
-pub mod engine;
-pub mod events;
-pub mod execs;
 pub mod fuzz;
-pub mod health;
-pub mod logs;
-pub mod network;
-pub mod seed_image;
 pub mod settings;
-pub mod stats;
-pub mod stdio;
-pub mod store;
-pub mod supervisor;
-pub mod volumes;
+
+pub use holdfast_engine::{
+    archive, engine, events, execs, health, logs, network, seed_image, stats, stdio, store,
+    supervisor, volumes,
+};
 
 use holdfast_adapter_containerd::{Adapter, AdapterConfig};
 use holdfast_core::CoreConfig;

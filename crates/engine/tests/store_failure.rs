@@ -9,9 +9,9 @@ use holdfast_adapter_containerd::{Adapter, AdapterConfig};
 use holdfast_core::{
     Answer, Command, ContainerConfig, CoreConfig, ErrorKind, Intents, Presence, Record, WallTime,
 };
-use holdfast_daemon::engine::{Engine, EngineParts};
-use holdfast_daemon::events::EventLog;
-use holdfast_daemon::store::Store;
+use holdfast_engine::engine::{Engine, EngineParts};
+use holdfast_engine::events::EventLog;
+use holdfast_engine::store::Store;
 use std::path::Path;
 use std::process::Command as Process;
 use std::sync::Arc;
@@ -111,8 +111,8 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
         store: Store::open(&store_path).expect("reopen store"),
         adapter,
         // No container here is on a bridge network: nothing is set up.
-        network: holdfast_daemon::network::Network::new(
-            holdfast_daemon::network::NetworkSettings {
+        network: holdfast_engine::network::Network::new(
+            holdfast_engine::network::NetworkSettings {
                 bridge: "hf-unused".into(),
                 subnet: Some("10.255.255.0/24".into()),
                 plugin_dir: work.path().join("no-plugins"),
@@ -215,7 +215,7 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
     );
 }
 
-async fn v_failures(handle: &holdfast_daemon::engine::EngineHandle) -> u64 {
+async fn v_failures(handle: &holdfast_engine::engine::EngineHandle) -> u64 {
     handle
         .read(|v| v.facts.store_failures)
         .await
