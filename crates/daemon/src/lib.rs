@@ -13,11 +13,9 @@
 //!   that holdfastd itself writes when the shim runs it as `binary://` logger.
 //! - [`events`]: `docker events` history and live feed.
 
-#![recursion_limit = "256"]
-
-pub mod api;
-pub mod fuzz;
 pub mod settings;
+
+pub use holdfast_api_docker as api;
 
 pub use holdfast_engine::{
     archive, engine, events, execs, health, logs, network, seed_image, stats, stdio, store,
@@ -52,8 +50,8 @@ pub enum DaemonError {
         "another holdfastd (pid {pid}) uses {path}; stop it or pass other --exec-root/--pidfile"
     )]
     AlreadyRunning { pid: i32, path: PathBuf },
-    #[error("the API socket {path} is in use by a running server")]
-    SocketInUse { path: PathBuf },
+    #[error(transparent)]
+    Api(#[from] api::BindError),
 }
 
 fn io_err<'a>(
@@ -167,7 +165,8 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         events,
         execs: Arc::default(),
         volumes: Arc::new(volumes::Volumes::new(settings.data_root.join("volumes"))),
-        settings: Arc::new(settings.clone()),
+        data_root: settings.data_root.clone(),
+        exec_root: settings.exec_root.clone(),
         supervisor,
     };
     api::serve(listener, state, shutdown_signal()).await;

@@ -96,7 +96,7 @@ fn parse_unix(text: &str) -> Option<WallTime> {
 
 /// `YYYY-MM-DDTHH:MM:SS[.frac]Z`, as the log records carry it.
 pub fn parse_rfc3339(text: &str) -> Option<WallTime> {
-    crate::logs::parse_rfc3339_nanos(text).map(WallTime::from_unix_nanos)
+    holdfast_engine::logs::parse_rfc3339_nanos(text).map(WallTime::from_unix_nanos)
 }
 
 #[cfg(test)]

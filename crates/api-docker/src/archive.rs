@@ -1,13 +1,12 @@
 //! `docker cp`: `GET`, `HEAD` and `PUT /containers/{id}/archive?path=..`.
 //! The tar work happens in a helper chrooted into the container (see
-//! [`crate::archive`]); here the container's root is found (a running
+//! [`holdfast_engine::archive`]); here the container's root is found (a running
 //! container's through its init, a stopped one's snapshot mounted for the
 //! length of the request) and the streams are wired to HTTP.
 
 use super::containers::snapshot;
 use super::params::Params;
 use super::{ApiError, ApiState};
-use crate::archive::{self, ArchiveError, Op, PathStat};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -15,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use futures_util::StreamExt as _;
 use holdfast_core::{ContainerId, Status, TaskState};
+use holdfast_engine::archive::{self, ArchiveError, Op, PathStat};
 use nix::mount::{MntFlags, MsFlags};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,11 +80,7 @@ pub(super) async fn mounted_root(state: &ApiState, id: &ContainerId) -> Result<R
         return Err(ApiError::internal(format!("container {id} has no rootfs")));
     }
     let n = NEXT_MOUNT.fetch_add(1, Ordering::Relaxed);
-    let dir = state
-        .settings
-        .exec_root
-        .join("cp")
-        .join(format!("{id}-{n}"));
+    let dir = state.exec_root.join("cp").join(format!("{id}-{n}"));
     std::fs::create_dir_all(&dir)
         .map_err(|e| ApiError::internal(format!("{}: {e}", dir.display())))?;
     let root = Root::Mounted(dir.clone());

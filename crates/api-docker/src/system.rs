@@ -3,8 +3,6 @@
 use super::params::Params;
 use super::render;
 use super::{API_VERSION, ApiError, ApiState, MIN_API_VERSION};
-use crate::engine::wall_now;
-use crate::events::EventMessage;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -12,6 +10,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use holdfast_core::{ConnectionState, Status, WallTime};
+use holdfast_engine::engine::wall_now;
+use holdfast_engine::events::EventMessage;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -115,7 +115,7 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
         ],
         ["Store write failures", facts.store_failures.to_string()],
     ]);
-    let s = &state.settings;
+    let s = &state;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_default();

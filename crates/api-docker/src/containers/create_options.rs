@@ -474,7 +474,7 @@ pub(super) fn volume_mounts(
     for m in volumes {
         absolute_target("HostConfig.Mounts", &m.target)?;
         if !m.source.is_empty() {
-            crate::volumes::validate_name(&m.source)
+            holdfast_engine::volumes::validate_name(&m.source)
                 .map_err(|e| bad(format!("invalid HostConfig.Mounts: {e}")))?;
         }
         if m.bind_options.is_some() || m.tmpfs_options.is_some() {

@@ -6,8 +6,6 @@ mod create_options;
 use super::params::{Filters, Params};
 use super::render;
 use super::{ApiError, ApiState};
-use crate::engine::wall_now;
-use crate::network::Attachment;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -17,6 +15,8 @@ use holdfast_core::{
     Answer, BindMount, Command, ContainerConfig, ContainerId, LogDriver, NamespaceMode, Namespaces,
     NetworkMode, PortBinding, Record, RestartPolicy, Signal, Status, TaskState, WaitCondition,
 };
+use holdfast_engine::engine::wall_now;
+use holdfast_engine::network::Attachment;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -881,9 +881,10 @@ fn parse_bind(bind: &str) -> Result<BindMount, ApiError> {
         }
     };
     // Not a host path: a named volume, created on first use.
-    let volume = crate::volumes::volume_of_source(source);
+    let volume = holdfast_engine::volumes::volume_of_source(source);
     if let Some(name) = volume {
-        crate::volumes::validate_name(name).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        holdfast_engine::volumes::validate_name(name)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
     } else if !source.starts_with('/') {
         return Err(ApiError::bad_request(format!(
             "invalid volume specification: '{bind}'"
@@ -1678,7 +1679,7 @@ fn config_volumes_json(c: &ContainerConfig) -> Value {
         .filter(|m| {
             m.volume
                 .as_deref()
-                .is_some_and(crate::volumes::is_anonymous_name)
+                .is_some_and(holdfast_engine::volumes::is_anonymous_name)
         })
         .map(|m| (m.destination.clone(), json!({})))
         .collect();
@@ -1727,7 +1728,7 @@ fn host_config_json(c: &ContainerConfig) -> Value {
             let mode = if m.read_only { ":ro" } else { "" };
             match &m.volume {
                 None => Some(format!("{}:{}{mode}", m.source, m.destination)),
-                Some(v) if crate::volumes::is_anonymous_name(v) => None,
+                Some(v) if holdfast_engine::volumes::is_anonymous_name(v) => None,
                 Some(v) => Some(format!("{v}:{}{mode}", m.destination)),
             }
         }).collect::<Vec<_>>(),
@@ -2104,7 +2105,7 @@ fn endpoints_json(state: &ApiState, r: &Record) -> Vec<(String, Value)> {
                 .then(|| state.network.attachment_of(&r.id, e.slot))
                 .flatten();
             let att = att.as_ref();
-            let user = e.network != crate::network::DEFAULT_NAME;
+            let user = e.network != holdfast_engine::network::DEFAULT_NAME;
             let network_id = att
                 .and_then(|a| a.network.as_ref())
                 .map(|n| n.id.clone())
@@ -2385,7 +2386,7 @@ mod tests {
 
     #[test]
     fn the_clis_create_body_decodes() {
-        let body = include_bytes!("../../tests/data/create-run-d.json");
+        let body = include_bytes!("../tests/data/create-run-d.json");
         let (config, warnings) = decode_create(body).expect("decodes");
         assert_eq!(config.image, "busybox");
         assert_eq!(

@@ -1,21 +1,21 @@
 //! `logs` and `attach`: both read the json-file log that the logger (this
 //! binary, run by the shim) writes, so output reaches them live and keeps
 //! being recorded while holdfastd is down. Input goes the other way, into
-//! the stdin FIFO the shim reads (see [`crate::stdio`]). Exec sessions are
+//! the stdin FIFO the shim reads (see [`holdfast_engine::stdio`]). Exec sessions are
 //! the same hijacked stream ([`session`]) over the exec's own log.
 
 use super::containers::snapshot;
 use super::params::Params;
 use super::render;
 use super::{ApiError, ApiState};
-use crate::logs::{self, LogOptions, Stopped};
-use crate::stdio::{self, DetachKeys, Escape, InputEnd};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use holdfast_core::{ContainerId, Status};
+use holdfast_engine::logs::{self, LogOptions, Stopped};
+use holdfast_engine::stdio::{self, DetachKeys, Escape, InputEnd};
 use std::future::Future;
 use std::pin::Pin;
 use tokio::io::AsyncWriteExt as _;

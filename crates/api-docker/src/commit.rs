@@ -74,7 +74,7 @@ pub async fn commit(
         })?;
     let dir = tempfile::Builder::new()
         .prefix("commit-")
-        .tempdir_in(&state.settings.data_root)
+        .tempdir_in(&state.data_root)
         .map_err(|e| ApiError::internal(format!("cannot make room for the layer: {e}")))?;
     let layer = dir.path().join("layer.tar");
     let out = layer.clone();
@@ -115,7 +115,7 @@ pub async fn commit(
         comment: p.str("comment").unwrap_or_default().to_owned(),
         // As dockerd: the container's command is what made the layer.
         created_by: config.cmd.clone().unwrap_or_default().join(" "),
-        created: super::render::time(crate::engine::wall_now()),
+        created: super::render::time(holdfast_engine::engine::wall_now()),
     };
     let image_id = state
         .adapter

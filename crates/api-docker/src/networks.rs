@@ -1,5 +1,5 @@
 //! `docker network`: the predefined `bridge`, `host` and `none`, and
-//! user-defined bridge networks (crate::network). A network that any
+//! user-defined bridge networks (holdfast_engine::network). A network that any
 //! container's record names (running or not) is in use: it cannot be
 //! removed or pruned. `connect` and `disconnect` are commands into the
 //! core (it decides when an endpoint is made and released); this file only
@@ -7,13 +7,13 @@
 
 use super::params::{Filters, Params};
 use super::{ApiError, ApiState};
-use crate::network::{DefError, NetworkDef, NetworkRequest};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{ContainerId, NetworkMode};
+use holdfast_engine::network::{DefError, NetworkDef, NetworkRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -390,7 +390,10 @@ fn parse_create(body: &[u8], created: String) -> Result<NetworkRequest, ApiError
 
 /// `POST /networks/create`
 pub async fn create(State(state): State<ApiState>, body: Bytes) -> Result<Response, ApiError> {
-    let req = parse_create(&body, super::render::time(crate::engine::wall_now()))?;
+    let req = parse_create(
+        &body,
+        super::render::time(holdfast_engine::engine::wall_now()),
+    )?;
     let network = state.network.clone();
     let def = tokio::task::spawn_blocking(move || network.create(req))
         .await

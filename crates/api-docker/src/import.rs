@@ -36,7 +36,7 @@ pub async fn import(
     };
     let dir = tempfile::Builder::new()
         .prefix("import-")
-        .tempdir_in(&state.settings.data_root)
+        .tempdir_in(&state.data_root)
         .map_err(|e| ApiError::internal(format!("cannot make room for the upload: {e}")))?;
     let upload = dir.path().join("upload");
     let total = store_upload(&mut data, &upload).await?;
@@ -56,7 +56,7 @@ pub async fn import(
         author: String::new(),
         comment: message,
         created_by: "holdfast import".to_owned(),
-        created: super::render::time(crate::engine::wall_now()),
+        created: super::render::time(holdfast_engine::engine::wall_now()),
     };
     let id = state
         .adapter

@@ -5,7 +5,6 @@
 
 use super::params::Params;
 use super::{ApiError, ApiState};
-use crate::events::EventMessage;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -15,6 +14,7 @@ use futures_util::StreamExt as _;
 use holdfast_adapter_containerd::{
     AdapterError, HistoryEntry, RegistryFailure, ResolvedImage, normalize_reference,
 };
+use holdfast_engine::events::EventMessage;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use tokio::io::AsyncWriteExt as _;
@@ -121,7 +121,7 @@ pub(super) fn publish(state: &ApiState, action: &str, id: &str, name: &str) {
         actor_id: id.to_owned(),
         from: None,
         attributes: [("name".to_owned(), name.to_owned())].into(),
-        time_nanos: crate::engine::wall_now().as_unix_nanos(),
+        time_nanos: holdfast_engine::engine::wall_now().as_unix_nanos(),
     });
 }
 
@@ -284,7 +284,7 @@ async fn save(state: &ApiState, references: &[String]) -> Result<Response, ApiEr
     }
     let dir = tempfile::Builder::new()
         .prefix("save-")
-        .tempdir_in(&state.settings.data_root)
+        .tempdir_in(&state.data_root)
         .map_err(|e| ApiError::internal(format!("cannot make room for the archive: {e}")))?;
     let work = dir.path().join("work");
     std::fs::create_dir(&work)
@@ -518,7 +518,7 @@ pub async fn load(
     let quiet = p.bool("quiet");
     let dir = tempfile::Builder::new()
         .prefix("load-")
-        .tempdir_in(&state.settings.data_root)
+        .tempdir_in(&state.data_root)
         .map_err(|e| ApiError::internal(format!("cannot make room for the upload: {e}")))?;
     let path = dir.path().join("image.tar");
     let total = store_upload(&mut body.into_data_stream(), &path).await?;

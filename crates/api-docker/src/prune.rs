@@ -4,11 +4,11 @@
 
 use super::params::Params;
 use super::{ApiError, ApiState};
-use crate::engine::wall_now;
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{Answer, Command, ContainerId, Status, WallTime};
+use holdfast_engine::engine::wall_now;
 use serde_json::json;
 use std::collections::BTreeMap;
 

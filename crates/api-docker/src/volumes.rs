@@ -7,8 +7,6 @@
 use super::archive::mounted_root;
 use super::params::Params;
 use super::{ApiError, ApiState};
-use crate::archive::{self, Op};
-use crate::volumes::{ANONYMOUS_LABEL, Volume, VolumeError};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -16,6 +14,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdfast_adapter_containerd::ImageConfig;
 use holdfast_core::{BindMount, ContainerConfig, ContainerId};
+use holdfast_engine::archive::{self, Op};
+use holdfast_engine::volumes::{ANONYMOUS_LABEL, Volume, VolumeError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,7 +31,7 @@ impl From<VolumeError> for ApiError {
 }
 
 fn now() -> String {
-    super::render::time(crate::engine::wall_now())
+    super::render::time(holdfast_engine::engine::wall_now())
 }
 
 /// A volume's data directories still to be filled from the image.

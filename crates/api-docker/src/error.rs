@@ -71,8 +71,8 @@ impl From<holdfast_adapter_containerd::AdapterError> for ApiError {
     }
 }
 
-impl From<crate::engine::EngineGone> for ApiError {
-    fn from(e: crate::engine::EngineGone) -> ApiError {
+impl From<holdfast_engine::engine::EngineGone> for ApiError {
+    fn from(e: holdfast_engine::engine::EngineGone) -> ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
     }
 }

@@ -7,7 +7,7 @@
 //! and `ok` seeds must be accepted, `bad` ones refused (`any` and files the
 //! fuzzer added, which have hash names, may go either way).
 
-use holdfast_daemon::fuzz::{Decoder, fuzz_api_request};
+use holdfast_api_docker::fuzz::{Decoder, fuzz_api_request};
 use std::path::{Path, PathBuf};
 
 fn corpus() -> Vec<PathBuf> {
@@ -77,7 +77,7 @@ fn the_real_cli_body_decodes() {
     let Some((b'c', json)) = body.split_first() else {
         panic!("the seed starts with c");
     };
-    let (config, warnings) = holdfast_daemon::api::decode_create(json).expect("decodes");
+    let (config, warnings) = holdfast_api_docker::decode_create(json).expect("decodes");
     assert_eq!(config.image, "busybox");
     assert_eq!(
         config.cmd,

@@ -20,7 +20,7 @@
 //! Text inputs are taken as the HTTP layer hands them over: bytes that are
 //! not UTF-8 become U+FFFD.
 
-use crate::api::{
+use crate::{
     ApiError, Filters, decode_create, decode_exec_create, decode_pull, decode_push, decode_query,
     parse_client_time,
 };
@@ -174,7 +174,8 @@ fn check_config(input: &str, c: &ContainerConfig) {
         let source_ok = match &m.volume {
             None => m.source.starts_with('/') && !m.source.contains(':'),
             Some(v) => {
-                m.source.is_empty() && (v.is_empty() || crate::volumes::validate_name(v).is_ok())
+                m.source.is_empty()
+                    && (v.is_empty() || holdfast_engine::volumes::validate_name(v).is_ok())
             }
         };
         !source_ok

@@ -1,17 +1,17 @@
 //! What a running container's processes are and use: `docker top` (the
 //! host's `ps`, filtered to the container's pids, as dockerd does) and
-//! `docker stats` (its cgroup, see [`crate::stats`]).
+//! `docker stats` (its cgroup, see [`holdfast_engine::stats`]).
 
 use super::containers::snapshot;
 use super::params::Params;
 use super::render;
 use super::{ApiError, ApiState};
-use crate::stats::{self, Sample};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{ContainerId, Status, TaskState};
+use holdfast_engine::stats::{self, Sample};
 use serde_json::json;
 use std::time::Duration;
 
@@ -122,7 +122,7 @@ pub async fn stats(
         let proc_stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
         Some((
             stats::sample(&cgroup, &proc_stat),
-            render::time(crate::engine::wall_now()),
+            render::time(holdfast_engine::engine::wall_now()),
         ))
     };
     let render_one = {

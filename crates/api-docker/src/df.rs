@@ -6,9 +6,9 @@
 use super::containers::{Snapshot, attachment, list_json};
 use super::images::{familiar, local_images};
 use super::{ApiError, ApiState};
-use crate::engine::wall_now;
 use axum::Json;
 use axum::extract::State;
+use holdfast_engine::engine::wall_now;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;

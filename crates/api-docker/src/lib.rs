@@ -6,6 +6,8 @@
 //! [`MIN_API_VERSION`] to [`API_VERSION`]; newer or older prefixes are
 //! refused with dockerd's message.
 
+#![recursion_limit = "256"]
+
 mod archive;
 mod changes;
 mod commit;
@@ -15,6 +17,7 @@ mod dockerfile;
 mod edit;
 mod error;
 mod exec;
+pub mod fuzz;
 mod health;
 mod images;
 mod import;
@@ -37,10 +40,6 @@ pub use pull::{PullRequest, decode_pull, decode_registry_auth};
 pub use push::{PushRequest, decode_push};
 pub use render::parse_client_time;
 
-use crate::engine::EngineHandle;
-use crate::events::EventLog;
-use crate::settings::Settings;
-use crate::supervisor::Supervisor;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::StatusCode;
@@ -48,9 +47,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use holdfast_adapter_containerd::Adapter;
+use holdfast_engine::engine::EngineHandle;
+use holdfast_engine::events::EventLog;
+use holdfast_engine::supervisor::Supervisor;
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,11 +68,14 @@ const JSON_BODY_MAX_BYTES: usize = 1 << 20;
 pub struct ApiState {
     pub engine: EngineHandle,
     pub adapter: Adapter,
-    pub network: crate::network::Network,
+    pub network: holdfast_engine::network::Network,
     pub events: Arc<EventLog>,
-    pub execs: Arc<crate::execs::Execs>,
-    pub volumes: Arc<crate::volumes::Volumes>,
-    pub settings: Arc<Settings>,
+    pub execs: Arc<holdfast_engine::execs::Execs>,
+    pub volumes: Arc<holdfast_engine::volumes::Volumes>,
+    /// Where temporary files of image uploads, saves and commits go.
+    pub data_root: PathBuf,
+    /// Where a stopped container's snapshot is mounted for `docker cp`.
+    pub exec_root: PathBuf,
     pub supervisor: Option<Arc<Supervisor>>,
 }
 
@@ -274,23 +279,45 @@ fn check_version(version: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Why the API socket could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the API socket {path} is in use by a running server")]
+    SocketInUse { path: PathBuf },
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BindError + 'a {
+    move |source| BindError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
 /// Binds the API socket: mode 0660, group `docker` when that group exists.
 /// A stale socket file (no server behind it) is replaced.
-pub fn bind(path: &Path) -> Result<tokio::net::UnixListener, crate::DaemonError> {
+pub fn bind(path: &Path) -> Result<tokio::net::UnixListener, BindError> {
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(crate::DaemonError::SocketInUse {
+            return Err(BindError::SocketInUse {
                 path: path.to_owned(),
             });
         }
-        std::fs::remove_file(path).map_err(crate::io_err("remove stale socket", path))?;
+        std::fs::remove_file(path).map_err(io_err("remove stale socket", path))?;
     }
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(crate::io_err("create", dir))?;
+        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
     }
-    let listener = tokio::net::UnixListener::bind(path).map_err(crate::io_err("bind", path))?;
+    let listener = tokio::net::UnixListener::bind(path).map_err(io_err("bind", path))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-        .map_err(crate::io_err("chmod", path))?;
+        .map_err(io_err("chmod", path))?;
     if let Some(gid) = docker_group() {
         let _ = std::os::unix::fs::chown(path, None, Some(gid));
     }
