@@ -1,30 +1,12 @@
-//! # holdfast-daemon
-//!
-//! `holdfastd`: the runtime around the pure core.
-//!
-//! - [`engine`]: the one task that owns the core and reads the clock; API
-//!   handlers reach it through an [`engine::EngineHandle`].
-//! - [`api`]: the Docker Engine API on a unix socket, a file per endpoint
-//!   family; handlers only parse, call the engine (or the adapter, for
-//!   images) and render.
-//! - [`store`]: records on disk (redb), written before the calls that need them.
-//! - [`supervisor`]: the embedded containerd (the default).
-//! - [`logs`]: `docker logs` and attach output, read from the json-file log
-//!   that holdfastd itself writes when the shim runs it as `binary://` logger.
-//! - [`events`]: `docker events` history and live feed.
+//! What holdfastd is made of, wired together: the store, the embedded
+//! containerd (unless an external one is named), the adapter, the network,
+//! the engine that owns the core, and the Docker API served over its handle.
 
-pub mod settings;
-
-pub use holdfast_api_docker as api;
-
-pub use holdfast_engine::{
-    archive, engine, events, execs, health, logs, network, seed_image, stats, stdio, store,
-    supervisor, volumes,
-};
-
+use crate::settings::Settings;
 use holdfast_adapter_containerd::{Adapter, AdapterConfig};
+use holdfast_api_docker as api;
 use holdfast_core::CoreConfig;
-use settings::Settings;
+use holdfast_engine::{engine, events, network, seed_image, store, supervisor, volumes};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

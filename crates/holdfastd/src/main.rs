@@ -1,7 +1,10 @@
-//! `holdfastd`: parses flags and wires the parts together (see `lib.rs`).
+//! `holdfastd`: parses flags and wires the parts together (see `wiring.rs`).
+
+mod settings;
+mod wiring;
 
 use clap::Parser as _;
-use holdfast_daemon::settings::{Flags, Settings};
+use settings::{Flags, Settings};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -17,8 +20,8 @@ fn main() -> ExitCode {
         };
     }
     // `docker cp` runs this binary as a helper chrooted into a container.
-    if holdfast_daemon::archive::is_archive_invocation() {
-        return ExitCode::from(holdfast_daemon::archive::run_helper());
+    if holdfast_engine::archive::is_archive_invocation() {
+        return ExitCode::from(holdfast_engine::archive::run_helper());
     }
     let flags = Flags::parse();
     let settings = match Settings::resolve(flags) {
@@ -28,7 +31,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    holdfast_daemon::init_tracing(&settings.log_level);
+    wiring::init_tracing(&settings.log_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -39,7 +42,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(holdfast_daemon::run(settings)) {
+    match runtime.block_on(wiring::run(settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "holdfastd stopped");
