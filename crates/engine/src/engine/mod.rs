@@ -15,18 +15,22 @@
 //! answered 500, and a fresh core is rebuilt from what is on disk plus a
 //! relist, exactly as after a restart of holdfastd.
 
+mod handle;
+
+pub use handle::{EngineGone, EngineHandle};
+
 use crate::events::{EventLog, EventMessage};
 use crate::store::{Store, StoreError};
+use handle::Request;
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{
-    Action, Answer, Command, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input,
-    Instant, NetworkCall, Now, Record, RelistPart, RequestError, RequestId, UserEvent,
-    UserEventKind, WallTime,
+    Action, Answer, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input, Instant,
+    NetworkCall, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind,
+    WallTime,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -57,129 +61,6 @@ pub struct Facts {
 pub struct View<'a> {
     pub core: &'a Core,
     pub facts: &'a Facts,
-}
-
-type ReadFn = Box<dyn FnOnce(&View<'_>) + Send>;
-
-enum Request {
-    Command {
-        req: RequestId,
-        command: Command,
-        reply: oneshot::Sender<Answer>,
-    },
-    Cancel(RequestId),
-    Read(ReadFn),
-    /// Ask containerd whether it answers (see [`EngineHandle::probe_containerd`]).
-    ProbeContainerd,
-    Shutdown,
-}
-
-/// The engine went away (holdfastd is shutting down).
-#[derive(Debug, thiserror::Error)]
-#[error("holdfastd is shutting down")]
-pub struct EngineGone;
-
-/// How API handlers reach the engine. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct EngineHandle {
-    tx: mpsc::UnboundedSender<Request>,
-    next_req: Arc<AtomicU64>,
-}
-
-impl std::fmt::Debug for Request {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Request::Command { req, command, .. } => write!(f, "Command({req}, {command:?})"),
-            Request::Cancel(req) => write!(f, "Cancel({req})"),
-            Request::Read(_) => f.write_str("Read"),
-            Request::ProbeContainerd => f.write_str("ProbeContainerd"),
-            Request::Shutdown => f.write_str("Shutdown"),
-        }
-    }
-}
-
-impl EngineHandle {
-    /// Sends a command and waits for its answer. If the caller stops waiting
-    /// (the client hung up), the request is cancelled: a wait is dropped, any
-    /// other command goes on, because what it asked for was recorded.
-    pub async fn command(&self, command: Command) -> Answer {
-        let req = RequestId(self.next_req.fetch_add(1, Ordering::Relaxed) + 1);
-        let (reply, answer) = oneshot::channel();
-        let mut guard = CancelOnDrop {
-            tx: self.tx.clone(),
-            req: Some(req),
-        };
-        if self
-            .tx
-            .send(Request::Command {
-                req,
-                command,
-                reply,
-            })
-            .is_err()
-        {
-            guard.req = None;
-            return gone_answer();
-        }
-        let answer = answer.await.unwrap_or_else(|_| gone_answer());
-        guard.req = None;
-        answer
-    }
-
-    /// Runs `read` against the core inside the loop and returns its result.
-    pub async fn read<T: Send + 'static>(
-        &self,
-        read: impl FnOnce(&View<'_>) -> T + Send + 'static,
-    ) -> Result<T, EngineGone> {
-        let (reply, result) = oneshot::channel();
-        let f: ReadFn = Box::new(move |view| {
-            let _ = reply.send(read(view));
-        });
-        self.tx.send(Request::Read(f)).map_err(|_| EngineGone)?;
-        result.await.map_err(|_| EngineGone)
-    }
-
-    /// Resolves a name, full id or unique id prefix.
-    pub async fn resolve(&self, reference: &str) -> Result<ContainerId, RequestError> {
-        let reference = reference.to_owned();
-        self.read(move |v| v.core.resolve(&reference))
-            .await
-            .map_err(|e| RequestError::new(ErrorKind::Unavailable, e.to_string()))?
-    }
-
-    /// containerd may serve again (the supervisor restarted it and its
-    /// socket accepts): one call finds out, and if it answers the core
-    /// learns so at once (`ConnectionFact::Connected`) instead of at its
-    /// next reconnect attempt.
-    pub fn probe_containerd(&self) {
-        let _ = self.tx.send(Request::ProbeContainerd);
-    }
-
-    /// Asks the loop to stop after the input it is handling.
-    pub fn shutdown(&self) {
-        let _ = self.tx.send(Request::Shutdown);
-    }
-}
-
-fn gone_answer() -> Answer {
-    Answer::Error(RequestError::new(
-        ErrorKind::Unavailable,
-        "holdfastd is shutting down; what was recorded will be carried out when it is back",
-    ))
-}
-
-/// Cancels a request whose caller stopped waiting before the answer came.
-struct CancelOnDrop {
-    tx: mpsc::UnboundedSender<Request>,
-    req: Option<RequestId>,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(req) = self.req.take() {
-            let _ = self.tx.send(Request::Cancel(req));
-        }
-    }
 }
 
 /// What a container's events say about it besides its id.
@@ -281,10 +162,7 @@ impl Engine {
             engine.remember(rec);
         }
         engine.feed(Input::Restore(records));
-        let handle = EngineHandle {
-            tx,
-            next_req: Arc::new(AtomicU64::new(0)),
-        };
+        let handle = EngineHandle::new(tx);
         Ok((engine, handle))
     }
 
