@@ -69,9 +69,9 @@ pub(super) async fn resolve(state: &ApiState, reference: &str) -> Result<Contain
     Ok(state.engine.resolve(reference).await?)
 }
 
-/// Runs a lifecycle command and maps its answer: done 204, nothing to do 304.
-async fn lifecycle(state: &ApiState, command: Command) -> Result<Response, ApiError> {
-    match state.engine.command(command).await {
+/// A lifecycle command's answer: done 204, nothing to do 304.
+fn lifecycle(answer: Answer) -> Result<Response, ApiError> {
+    match answer {
         Answer::Done => Ok(StatusCode::NO_CONTENT.into_response()),
         Answer::NotModified => Ok(StatusCode::NOT_MODIFIED.into_response()),
         Answer::Waited { .. } => Ok(StatusCode::NO_CONTENT.into_response()),
@@ -83,8 +83,8 @@ pub async fn start(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
 ) -> Result<Response, ApiError> {
-    let id = resolve(&state, &reference).await?;
-    lifecycle(&state, Command::Start { id }).await
+    let start = |id| Command::Start { id };
+    lifecycle(state.engine.container_command(&reference, start).await)
 }
 
 /// `POST /containers/{id}/pause`: 204 once containerd froze it.
@@ -92,8 +92,8 @@ pub async fn pause(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
 ) -> Result<Response, ApiError> {
-    let id = resolve(&state, &reference).await?;
-    lifecycle(&state, Command::Pause { id }).await
+    let pause = |id| Command::Pause { id };
+    lifecycle(state.engine.container_command(&reference, pause).await)
 }
 
 /// `POST /containers/{id}/unpause`: 204 once containerd thawed it.
@@ -101,8 +101,8 @@ pub async fn unpause(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
 ) -> Result<Response, ApiError> {
-    let id = resolve(&state, &reference).await?;
-    lifecycle(&state, Command::Unpause { id }).await
+    let unpause = |id| Command::Unpause { id };
+    lifecycle(state.engine.container_command(&reference, unpause).await)
 }
 
 /// `t` (seconds; negative: wait for ever) and `signal`, shared by stop and restart.
@@ -132,13 +132,12 @@ pub async fn stop(
     query: RawQuery,
 ) -> Result<Response, ApiError> {
     let (timeout, signal) = stop_options(&Params::parse(&query))?;
-    let id = resolve(&state, &reference).await?;
-    let stop = Command::Stop {
+    let stop = move |id| Command::Stop {
         id,
         timeout,
         signal,
     };
-    lifecycle(&state, stop).await
+    lifecycle(state.engine.container_command(&reference, stop).await)
 }
 
 pub async fn restart(
@@ -147,13 +146,12 @@ pub async fn restart(
     query: RawQuery,
 ) -> Result<Response, ApiError> {
     let (timeout, signal) = stop_options(&Params::parse(&query))?;
-    let id = resolve(&state, &reference).await?;
-    let restart = Command::Restart {
+    let restart = move |id| Command::Restart {
         id,
         timeout,
         signal,
     };
-    lifecycle(&state, restart).await
+    lifecycle(state.engine.container_command(&reference, restart).await)
 }
 
 pub async fn kill(
@@ -166,8 +164,8 @@ pub async fn kill(
         Some(s) => parse_signal(s)?,
         None => Signal::SIGKILL,
     };
-    let id = resolve(&state, &reference).await?;
-    lifecycle(&state, Command::Kill { id, signal }).await
+    let kill = move |id| Command::Kill { id, signal };
+    lifecycle(state.engine.container_command(&reference, kill).await)
 }
 
 pub async fn remove(
@@ -193,14 +191,11 @@ pub async fn remove(
     } else {
         Vec::new()
     };
-    let response = lifecycle(
-        &state,
-        Command::Remove {
-            id,
-            force: p.bool("force"),
-        },
-    )
-    .await?;
+    let remove = Command::Remove {
+        id,
+        force: p.bool("force"),
+    };
+    let response = lifecycle(state.engine.command(remove).await)?;
     super::volumes::remove_anonymous(&state, &mounts).await?;
     Ok(response)
 }
@@ -221,13 +216,16 @@ pub async fn wait(
             )));
         }
     };
-    let id = resolve(&state, &reference).await?;
     // dockerd sends the headers at once and the result when the condition
     // is met: the CLI starts the container only after the headers came.
     // If the client goes away, the body is dropped and the wait cancelled.
-    let engine = state.engine.clone();
+    let wait = move |id| Command::Wait { id, condition };
+    let waiting = state
+        .engine
+        .container_command_accepted(&reference, wait)
+        .await?;
     let body = futures_util::stream::once(async move {
-        let result = match engine.command(Command::Wait { id, condition }).await {
+        let result = match waiting.answer().await {
             Answer::Waited { exit_code, error } => json!({
                 "StatusCode": exit_code,
                 "Error": error.map(|m| json!({ "Message": m })),

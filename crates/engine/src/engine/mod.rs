@@ -17,7 +17,7 @@
 
 mod handle;
 
-pub use handle::{EngineGone, EngineHandle};
+pub use handle::{EngineGone, EngineHandle, PendingAnswer};
 
 use crate::events::{EventLog, EventMessage};
 use crate::store::{Store, StoreError};
@@ -214,6 +214,23 @@ impl Engine {
                 self.replies.insert(req, reply);
                 self.feed(Input::Command(req, command));
             }
+            Request::ContainerCommand {
+                req,
+                reference,
+                make,
+                accepted,
+                reply,
+            } => match self.core.resolve(&reference) {
+                Err(e) => {
+                    let _ = accepted.send(Err(e));
+                }
+                Ok(id) => {
+                    let command = make(id.clone());
+                    let _ = accepted.send(Ok(id));
+                    self.replies.insert(req, reply);
+                    self.feed(Input::Command(req, command));
+                }
+            },
             Request::Cancel(req) => {
                 if self.replies.remove(&req).is_some() {
                     self.feed(Input::Cancel(req));
