@@ -2384,7 +2384,7 @@ mod tests {
 
     #[test]
     fn the_clis_create_body_decodes() {
-        let body = include_bytes!("../tests/data/create-run-d.json");
+        let body = include_bytes!("../../tests/data/create-run-d.json");
         let (config, warnings) = decode_create(body).expect("decodes");
         assert_eq!(config.image, "busybox");
         assert_eq!(
