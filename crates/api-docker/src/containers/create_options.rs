@@ -4,7 +4,7 @@
 //! fuzzed with the rest of create parsing.
 
 use super::super::ApiError;
-use super::parse_size;
+use super::create_body::parse_size;
 use holdfast_core::{
     CgroupnsMode, DeviceMapping, LogDriver, MountSpec, NamespaceMode, NetworkMode, Privileges,
     Resources, Ulimit,
