@@ -2,7 +2,7 @@
 //! holdfast cannot honour is refused by name, never ignored. Pure, so it
 //! is unit-tested and fuzzed.
 
-use super::create_options;
+use super::create_options::{self, parse_size};
 use super::lifecycle::parse_signal;
 use super::network_mode_name;
 use crate::ApiError;
@@ -557,22 +557,6 @@ fn log_limits(log: Option<&LogConfigBody>) -> Result<(Option<u64>, Option<u32>),
         },
     };
     Ok((size, files))
-}
-
-/// go-units' `RAMInBytes`: a number with an optional k, m, g, t (binary) suffix.
-pub(super) fn parse_size(s: &str) -> Option<u64> {
-    let lower = s.to_ascii_lowercase();
-    let trimmed = lower.strip_suffix('b').unwrap_or(&lower);
-    let (digits, shift) = match trimmed.chars().last()? {
-        'k' => (&trimmed[..trimmed.len() - 1], 10),
-        'm' => (&trimmed[..trimmed.len() - 1], 20),
-        'g' => (&trimmed[..trimmed.len() - 1], 30),
-        't' => (&trimmed[..trimmed.len() - 1], 40),
-        _ => (trimmed, 0),
-    };
-    let n: u64 = digits.trim().parse().ok()?;
-    let size = n.checked_mul(1u64 << shift)?;
-    (size > 0).then_some(size)
 }
 
 pub(crate) fn restart_policy(p: RestartPolicyBody) -> Result<RestartPolicy, ApiError> {

@@ -4,7 +4,6 @@
 //! fuzzed with the rest of create parsing.
 
 use super::super::ApiError;
-use super::create_body::parse_size;
 use holdfast_core::{
     CgroupnsMode, DeviceMapping, LogDriver, MountSpec, NamespaceMode, NetworkMode, Privileges,
     Resources, Ulimit,
@@ -631,4 +630,20 @@ pub(super) fn log_driver(kind: Option<&str>) -> Result<LogDriver, ApiError> {
             "HostConfig.LogConfig.Type {other:?} is not supported by holdfast (json-file, local and none are)"
         ))),
     }
+}
+
+/// go-units' `RAMInBytes`: a number with an optional k, m, g, t (binary) suffix.
+pub(super) fn parse_size(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let trimmed = lower.strip_suffix('b').unwrap_or(&lower);
+    let (digits, shift) = match trimmed.chars().last()? {
+        'k' => (&trimmed[..trimmed.len() - 1], 10),
+        'm' => (&trimmed[..trimmed.len() - 1], 20),
+        'g' => (&trimmed[..trimmed.len() - 1], 30),
+        't' => (&trimmed[..trimmed.len() - 1], 40),
+        _ => (trimmed, 0),
+    };
+    let n: u64 = digits.trim().parse().ok()?;
+    let size = n.checked_mul(1u64 << shift)?;
+    (size > 0).then_some(size)
 }
