@@ -9,18 +9,7 @@ pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 /// Go's `time.RFC3339Nano` in UTC: trailing zeros of the fraction dropped
 /// (the logger writes all nine digits; dockerd's API does not).
 pub fn time(t: WallTime) -> String {
-    let full = holdfast_adapter_containerd::logger::rfc3339_nanos(t.as_unix_nanos());
-    match full.strip_suffix('Z').and_then(|s| s.split_once('.')) {
-        Some((whole, fraction)) => {
-            let fraction = fraction.trim_end_matches('0');
-            if fraction.is_empty() {
-                format!("{whole}Z")
-            } else {
-                format!("{whole}.{fraction}Z")
-            }
-        }
-        None => full,
-    }
+    holdfast_rfc3339::format_nanos_go(t.as_unix_nanos())
 }
 
 /// An optional time, or Go's zero time.
@@ -96,7 +85,8 @@ fn parse_unix(text: &str) -> Option<WallTime> {
 
 /// `YYYY-MM-DDTHH:MM:SS[.frac]Z`, as the log records carry it.
 pub fn parse_rfc3339(text: &str) -> Option<WallTime> {
-    holdfast_engine::logs::parse_rfc3339_nanos(text).map(WallTime::from_unix_nanos)
+    let nanos = holdfast_rfc3339::parse_nanos(text)?;
+    i64::try_from(nanos).ok().map(WallTime::from_unix_nanos)
 }
 
 #[cfg(test)]

@@ -233,9 +233,7 @@ fn stat(path: &Path) -> Result<PathStat, Report> {
             .map_or_else(|| "/".to_owned(), |n| n.to_string_lossy().into_owned()),
         size: i64::try_from(meta.size()).unwrap_or(i64::MAX),
         mode,
-        mtime: holdfast_adapter_containerd::logger::rfc3339_nanos(
-            meta.mtime().saturating_mul(1_000_000_000),
-        ),
+        mtime: holdfast_rfc3339::format_nanos(meta.mtime().saturating_mul(1_000_000_000)),
         link_target,
     })
 }

@@ -18,7 +18,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
-use holdfast_adapter_containerd::logger::{rfc3339_nanos, rotated_path};
+use holdfast_adapter_containerd::logger::rotated_path;
+use holdfast_rfc3339::format_nanos as rfc3339_nanos;
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -118,87 +119,6 @@ pub fn stdout_frame(payload: &[u8]) -> Bytes {
     frame.freeze()
 }
 
-/// Unix nanoseconds of an RFC 3339 time (`2024-01-02T03:04:05.123456789Z`,
-/// any number of fraction digits, `Z` or a `±HH:MM` offset).
-pub fn parse_rfc3339_nanos(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    let num = |from: usize, to: usize| -> Option<i64> {
-        let digits = b.get(from..to)?;
-        digits.iter().try_fold(0i64, |acc, d| {
-            d.is_ascii_digit().then(|| acc * 10 + i64::from(d - b'0'))
-        })
-    };
-    let sep = |at: usize, ok: &[u8]| b.get(at).is_some_and(|c| ok.contains(c));
-    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
-        return None;
-    }
-    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-    let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
-    if !(1..=12).contains(&month)
-        || day < 1
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 59
-    {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos = 0i64;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while let Some(d) = b.get(i).filter(|d| d.is_ascii_digit()) {
-            if i - start < 9 {
-                nanos = nanos * 10 + i64::from(d - b'0');
-            }
-            i += 1;
-        }
-        let digits = i - start;
-        if digits == 0 {
-            return None;
-        }
-        for _ in digits..9 {
-            nanos *= 10;
-        }
-    }
-    let offset = match b.get(i) {
-        Some(b'Z' | b'z') if b.len() == i + 1 => 0,
-        Some(sign @ (b'+' | b'-')) if b.len() == i + 6 && sep(i + 3, b":") => {
-            let (h, m) = (num(i + 1, i + 3)?, num(i + 4, i + 6)?);
-            if h > 23 || m > 59 {
-                return None;
-            }
-            let off = h * 3600 + m * 60;
-            if *sign == b'-' { -off } else { off }
-        }
-        _ => return None,
-    };
-    let secs =
-        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 (Howard Hinnant's days-from-civil).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 fn now_nanos() -> i64 {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -263,7 +183,7 @@ impl Filter {
             "stderr" if self.stderr => STDERR,
             _ => return Verdict::Skip,
         };
-        let time = parse_rfc3339_nanos(&record.time);
+        let time = holdfast_rfc3339::parse_nanos(&record.time).and_then(|t| i64::try_from(t).ok());
         if let Some(since) = self.since
             && time.is_none_or(|t| t < since)
         {
@@ -882,59 +802,6 @@ mod tests {
             .await
             .expect("the stream ends in time");
         assert!(next.is_none(), "unexpected frame {next:?}");
-    }
-
-    #[test]
-    fn parses_rfc3339() {
-        assert_eq!(parse_rfc3339_nanos("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339_nanos("2024-01-02T03:04:05.123456789Z"),
-            Some(BASE)
-        );
-        assert_eq!(
-            parse_rfc3339_nanos("2024-01-02T03:04:05.1234Z"),
-            Some(BASE - 56_789)
-        );
-        assert_eq!(
-            parse_rfc3339_nanos("2024-01-02T04:04:05.123456789+01:00"),
-            Some(BASE)
-        );
-        assert_eq!(
-            parse_rfc3339_nanos("2024-01-02T02:34:05.123456789-00:30"),
-            Some(BASE)
-        );
-        assert_eq!(
-            parse_rfc3339_nanos("1969-12-31T23:59:59.999999999Z"),
-            Some(-1)
-        );
-        assert_eq!(
-            parse_rfc3339_nanos("2000-02-29T00:00:00.0000000001Z"),
-            Some(951_782_400_000_000_000)
-        );
-        for bad in [
-            "",
-            "2024-01-02",
-            "2024-01-02T03:04:05",
-            "2024-01-02T03:04:05.Z",
-            "2024-13-02T03:04:05Z",
-            "2023-02-29T03:04:05Z",
-            "2024-01-02T24:04:05Z",
-            "2024-01-02T03:04:05Zx",
-            "2024-01-02T03:04:05+0100",
-            "2024-01-0aT03:04:05Z",
-            "２024-01-02T03:04:05Z",
-        ] {
-            assert_eq!(parse_rfc3339_nanos(bad), None, "{bad}");
-        }
-        for t in [
-            0,
-            BASE,
-            -1,
-            1_700_000_000_000_000_005,
-            4_102_444_800_999_999_999,
-        ] {
-            assert_eq!(parse_rfc3339_nanos(&rfc3339_nanos(t)), Some(t));
-        }
     }
 
     #[tokio::test]
