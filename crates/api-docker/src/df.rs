@@ -102,20 +102,19 @@ pub async fn system_df(State(state): State<ApiState>) -> Result<Json<Value>, Api
         rendered.push(j);
     }
 
-    let used = super::volumes::users(&state).await?;
     let mut volumes = Vec::new();
-    for v in state.volumes.list()? {
-        let dir = state.volumes.data_dir(&v.name);
+    for v in state.engine.volumes().list().await? {
+        let dir = v.mountpoint.clone();
         let size = tokio::task::spawn_blocking(move || dir_size(&dir))
             .await
             .map_err(|e| ApiError::internal(format!("measuring volume: {e}")))?;
-        let mut j = super::volumes::render(&state, &v);
+        let mut j = super::volumes::render(&v);
         if let Some(o) = j.as_object_mut() {
             o.insert(
                 "UsageData".to_owned(),
                 json!({
                     "Size": size,
-                    "RefCount": used.get(&v.name).map_or(0, Vec::len),
+                    "RefCount": v.users.len(),
                 }),
             );
         }

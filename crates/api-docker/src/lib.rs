@@ -71,7 +71,6 @@ pub struct ApiState {
     pub network: holdfast_engine::network::Network,
     pub events: Arc<EventLog>,
     pub execs: Arc<holdfast_engine::execs::Execs>,
-    pub volumes: Arc<holdfast_engine::volumes::Volumes>,
     /// Where temporary files of image uploads, saves and commits go.
     pub data_root: PathBuf,
     /// Where a stopped container's snapshot is mounted for `docker cp`.

@@ -13,12 +13,14 @@
 //!   the core decides about networks, volumes, execs and health probes.
 
 pub mod archive;
+pub mod backend;
 pub mod engine;
 pub mod events;
 pub mod execs;
 pub mod health;
 pub mod logs;
 pub mod network;
+pub mod rootfs;
 pub mod seed_image;
 pub mod stats;
 pub mod stdio;

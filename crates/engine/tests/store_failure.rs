@@ -122,6 +122,8 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
         )
         .expect("network"),
         events: Arc::new(EventLog::default()),
+        volumes: holdfast_engine::volumes::Volumes::new(work.path().join("volumes")),
+        mount_dir: work.path().join("cp"),
     })
     .expect("engine");
     let engine = tokio::spawn(engine.run());

@@ -112,6 +112,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         ..CoreConfig::default()
     };
     let seed = u64::from(std::process::id()) ^ engine::wall_now().as_unix_nanos() as u64;
+    let supervisor = supervisor.map(Arc::new);
     let (engine, handle) = engine::Engine::new(engine::EngineParts {
         core_config,
         seed,
@@ -119,9 +120,10 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         adapter: adapter.clone(),
         network: network.clone(),
         events: Arc::clone(&events),
+        volumes: volumes::Volumes::new(settings.data_root.join("volumes")),
+        mount_dir: settings.exec_root.join("cp"),
     })?;
     let engine_task = tokio::spawn(engine.run());
-    let supervisor = supervisor.map(Arc::new);
     if let Some(sup) = &supervisor {
         tokio::spawn(report_containerd_restarts(
             Arc::downgrade(sup),
@@ -146,7 +148,6 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         network,
         events,
         execs: Arc::default(),
-        volumes: Arc::new(volumes::Volumes::new(settings.data_root.join("volumes"))),
         data_root: settings.data_root.clone(),
         exec_root: settings.exec_root.clone(),
         supervisor,

@@ -144,11 +144,12 @@ pub async fn create(
         config.healthcheck.take(),
         crate::health::from_image(image.config.healthcheck.as_ref()),
     );
-    let mut to_fill = Some(crate::volumes::resolve_mounts(
-        &state,
-        &mut config,
-        &image.config,
-    )?);
+    let mut to_fill = Some(
+        state
+            .engine
+            .volumes()
+            .resolve_mounts(&mut config, &image.config)?,
+    );
     let config = Arc::new(config);
     let given_name = p.str("name").filter(|n| !n.is_empty());
     // A generated name that happens to be taken is drawn again.
@@ -169,7 +170,7 @@ pub async fn create(
         match answer {
             Answer::Done => {
                 let fill = to_fill.take().unwrap_or_default();
-                if let Err(e) = crate::volumes::fill_from_image(&state, &id, fill).await {
+                if let Err(e) = state.engine.volumes().fill_from_image(&id, fill).await {
                     // Not half-created: the container goes again.
                     let _ = state
                         .engine
@@ -178,7 +179,7 @@ pub async fn create(
                             force: true,
                         })
                         .await;
-                    return Err(e);
+                    return Err(e.into());
                 }
                 return Ok((
                     StatusCode::CREATED,

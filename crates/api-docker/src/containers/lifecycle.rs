@@ -140,7 +140,7 @@ pub async fn remove(
         force: p.bool("force"),
     };
     let response = lifecycle(state.engine.command(remove).await)?;
-    crate::volumes::remove_anonymous(&state, &mounts).await?;
+    state.engine.volumes().remove_anonymous(&mounts).await?;
     Ok(response)
 }
 

@@ -4,6 +4,7 @@
 //! read a copy that can drift.
 
 use super::View;
+use crate::backend::Services;
 use holdfast_core::{Answer, Command, ContainerId, ErrorKind, RequestError, RequestId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +53,8 @@ impl From<EngineGone> for RequestError {
 pub struct EngineHandle {
     tx: mpsc::UnboundedSender<Request>,
     next_req: Arc<AtomicU64>,
+    /// What the backends use besides the loop.
+    pub(crate) services: Arc<Services>,
 }
 
 impl std::fmt::Debug for Request {
@@ -70,10 +73,11 @@ impl std::fmt::Debug for Request {
 }
 
 impl EngineHandle {
-    pub(super) fn new(tx: mpsc::UnboundedSender<Request>) -> EngineHandle {
+    pub(super) fn new(tx: mpsc::UnboundedSender<Request>, services: Services) -> EngineHandle {
         EngineHandle {
             tx,
             next_req: Arc::new(AtomicU64::new(0)),
+            services: Arc::new(services),
         }
     }
 

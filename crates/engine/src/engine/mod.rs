@@ -19,6 +19,7 @@ mod handle;
 
 pub use handle::{EngineGone, EngineHandle, PendingAnswer};
 
+use crate::backend::Services;
 use crate::events::{EventLog, EventMessage};
 use crate::store::{Store, StoreError};
 use handle::Request;
@@ -80,6 +81,10 @@ pub struct EngineParts {
     pub adapter: Adapter,
     pub network: crate::network::Network,
     pub events: Arc<EventLog>,
+    /// The local volumes.
+    pub volumes: crate::volumes::Volumes,
+    /// Where a stopped container's snapshot is mounted for one request.
+    pub mount_dir: PathBuf,
 }
 
 /// The loop's state. See the module docs.
@@ -135,6 +140,11 @@ impl Engine {
         let (sink, inputs) = mpsc::unbounded_channel();
         let (tx, requests) = mpsc::unbounded_channel();
         let core = Core::new(parts.core_config.clone(), parts.seed, now);
+        let services = Services {
+            adapter: parts.adapter.clone(),
+            volumes: parts.volumes,
+            mount_dir: parts.mount_dir,
+        };
         let mut engine = Engine {
             core,
             core_config: parts.core_config,
@@ -162,7 +172,7 @@ impl Engine {
             engine.remember(rec);
         }
         engine.feed(Input::Restore(records));
-        let handle = EngineHandle::new(tx);
+        let handle = EngineHandle::new(tx, services);
         Ok((engine, handle))
     }
 

@@ -1,0 +1,62 @@
+//! What each API family asks of the engine, a file per family, in the shape
+//! of moby's `api/server/router/*/backend.go`: the narrow interface that
+//! family's handlers need, so that a handler only parses, makes one call
+//! and renders what it gets. A backend is reached through the engine's
+//! handle ([`EngineHandle::containers`], [`EngineHandle::volumes`], ...).
+//!
+//! A backend refuses or fails with the core's [`RequestError`] kinds (what
+//! was invalid, not found, in conflict, unavailable, ...), so that an API
+//! maps every answer onto its statuses in one place.
+//!
+//! [`RequestError`]: holdfast_core::RequestError
+
+pub mod volumes;
+
+use crate::engine::EngineHandle;
+use crate::volumes::Volumes as VolumeStore;
+use holdfast_adapter_containerd::Adapter;
+use holdfast_core::{ErrorKind, FailureKind, RequestError};
+use std::path::PathBuf;
+
+/// What the backends work with besides the loop, shared by every clone of
+/// the handle.
+#[derive(Debug)]
+pub(crate) struct Services {
+    pub(crate) adapter: Adapter,
+    pub(crate) volumes: VolumeStore,
+    /// Where a stopped container's snapshot is mounted for the length of
+    /// one request (`docker cp`, a volume's fill).
+    pub(crate) mount_dir: PathBuf,
+}
+
+/// A direct adapter call's failure (exec, resize, a snapshot's mounts), by
+/// what containerd said.
+pub(crate) fn adapter_failure(e: holdfast_adapter_containerd::AdapterError) -> RequestError {
+    let kind = match e.kind() {
+        FailureKind::NotFound => ErrorKind::NotFound,
+        FailureKind::Invalid => ErrorKind::Invalid,
+        FailureKind::AlreadyExists | FailureKind::FailedPrecondition => ErrorKind::Conflict,
+        FailureKind::Unavailable | FailureKind::Deadline => ErrorKind::Unavailable,
+        FailureKind::Other => ErrorKind::Internal,
+    };
+    RequestError::new(kind, e.to_string())
+}
+
+impl From<crate::archive::ArchiveError> for RequestError {
+    fn from(e: crate::archive::ArchiveError) -> RequestError {
+        use crate::archive::ArchiveError;
+        let (kind, message) = match e {
+            ArchiveError::NotFound(m) => (ErrorKind::NotFound, m),
+            ArchiveError::Invalid(m) => (ErrorKind::Invalid, m),
+            ArchiveError::Failed(m) => (ErrorKind::Internal, m),
+        };
+        RequestError::new(kind, message)
+    }
+}
+
+impl EngineHandle {
+    /// `docker volume` and the volumes of `docker run -v`.
+    pub fn volumes(&self) -> volumes::Volumes<'_> {
+        volumes::Volumes::new(self)
+    }
+}
