@@ -1,9 +1,8 @@
 //! `docker network`: the predefined `bridge`, `host` and `none`, and
-//! user-defined bridge networks (holdfast_engine::network). A network that any
-//! container's record names (running or not) is in use: it cannot be
-//! removed or pruned. `connect` and `disconnect` are commands into the
-//! core (it decides when an endpoint is made and released); this file only
-//! resolves the network and the container and checks the request.
+//! user-defined bridge networks. This file parses and checks the requests
+//! and renders the networks; the engine's networks backend finds them,
+//! refuses to remove one in use, and sends `connect` and `disconnect` to
+//! the core (which decides when an endpoint is made and released).
 
 use super::params::{Filters, Params};
 use super::{ApiError, ApiState};
@@ -12,173 +11,42 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use holdfast_core::{ContainerId, NetworkMode};
-use holdfast_engine::network::{DefError, NetworkDef, NetworkRequest};
+use holdfast_core::Answer;
+use holdfast_engine::backend::networks::{Listed, NetworkDetails};
+use holdfast_engine::network::NetworkRequest;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-impl From<DefError> for ApiError {
-    fn from(e: DefError) -> ApiError {
-        match e {
-            DefError::Invalid(m) => ApiError::bad_request(m),
-            DefError::Conflict(m) => ApiError::conflict(m),
-            DefError::Other(m) => ApiError::internal(m),
-        }
-    }
-}
-
-/// A network as the API shows it: a bridge network, or `host` / `none`.
-#[derive(Clone, Debug)]
-enum Shown {
-    Bridge(NetworkDef),
-    /// `host` or `none`.
-    Builtin(&'static str),
-}
-
-impl Shown {
-    fn name(&self) -> &str {
-        match self {
-            Shown::Bridge(d) => &d.name,
-            Shown::Builtin(n) => n,
-        }
-    }
-
-    fn id(&self) -> String {
-        match self {
-            Shown::Bridge(d) => d.id.clone(),
-            Shown::Builtin(n) => builtin_id(n),
-        }
-    }
-}
-
-/// A fixed id for `host` and `none`.
-fn builtin_id(name: &str) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(format!("holdfast network {name}")))
-}
-
-fn all_networks(state: &ApiState) -> Vec<Shown> {
-    let mut out: Vec<Shown> = state
-        .network
-        .networks()
-        .into_iter()
-        .map(Shown::Bridge)
-        .collect();
-    out.push(Shown::Builtin("host"));
-    out.push(Shown::Builtin("none"));
-    out
-}
-
-/// By name, full id or unique id prefix.
-fn find(state: &ApiState, reference: &str) -> Result<Shown, ApiError> {
-    let all = all_networks(state);
-    if let Some(n) = all
-        .iter()
-        .find(|n| n.name() == reference || n.id() == reference)
-    {
-        return Ok(n.clone());
-    }
-    let mut by_prefix = all
-        .iter()
-        .filter(|n| !reference.is_empty() && n.id().starts_with(reference));
-    match (by_prefix.next(), by_prefix.next()) {
-        (Some(n), None) => Ok(n.clone()),
-        (Some(_), Some(_)) => Err(ApiError::bad_request(format!(
-            "network {reference} is ambiguous: more than one network's id starts with it"
-        ))),
-        _ => Err(ApiError::not_found(format!(
-            "network {reference} not found"
-        ))),
-    }
-}
-
-/// A container on a network: the network's name, its id and name, whether
-/// it runs, and the slot of its interface there (0: its own network's).
-type User = (String, ContainerId, String, bool, u8);
-
-/// The networks each container is on (by name: its own network's, then
-/// those it was connected to), with its name: every container, running or
-/// not. An endpoint still being released counts: the network is in use.
-async fn users(state: &ApiState) -> Result<Vec<User>, ApiError> {
-    let default = state.network.default_network().map(|d| d.name);
-    state
-        .engine
-        .read(move |v| {
-            v.core
-                .containers()
-                .flat_map(|c| {
-                    let cfg = &c.record.config;
-                    let own = match cfg.network {
-                        // Disconnected from it: on it no more.
-                        NetworkMode::Bridge if c.record.own_disconnected => None,
-                        NetworkMode::Bridge => cfg.network_name.clone().or(default.clone()),
-                        NetworkMode::Host => Some("host".to_owned()),
-                        NetworkMode::None => Some("none".to_owned()),
-                        NetworkMode::Container => None,
-                    };
-                    let running = c.status == holdfast_core::Status::Running;
-                    let (id, name) = (&c.record.id, &c.record.name);
-                    let endpoints = c
-                        .record
-                        .endpoints
-                        .iter()
-                        .map(|e| (e.network.clone(), e.slot));
-                    own.map(|n| (n, 0))
-                        .into_iter()
-                        .chain(endpoints)
-                        .map(|(net, slot)| (net, id.clone(), name.clone(), running, slot))
-                        .collect::<Vec<User>>()
-                })
-                .collect()
-        })
-        .await
-        .map_err(ApiError::from)
-}
-
-fn render(state: &ApiState, n: &Shown, users: &[User]) -> Value {
+fn render(details: &NetworkDetails) -> Value {
+    let n = &details.network;
     let (driver, ipam, labels, created) = match n {
-        Shown::Bridge(d) => (
+        Listed::Bridge(d) => (
             "bridge",
             json!([{"Subnet": d.subnet, "Gateway": d.gateway.to_string()}]),
             json!(d.labels),
             d.created.clone(),
         ),
-        Shown::Builtin("host") => ("host", json!([]), json!({}), String::new()),
-        Shown::Builtin(_) => ("null", json!([]), json!({}), String::new()),
+        Listed::Builtin("host") => ("host", json!([]), json!({}), String::new()),
+        Listed::Builtin(_) => ("null", json!([]), json!({}), String::new()),
     };
-    // The containers attached now (dockerd's endpoints); on host and none,
-    // those running there.
-    let mut containers = serde_json::Map::new();
-    for (_, id, name, running, slot) in users.iter().filter(|(net, ..)| net == n.name()) {
-        let att = state.network.attachment_of(id, *slot).filter(
-            |a| matches!(n, Shown::Bridge(d) if a.network.as_ref().is_some_and(|x| x.id == d.id)),
-        );
-        let shown = match n {
-            Shown::Bridge(_) => att.is_some(),
-            Shown::Builtin(_) => *running,
-        };
-        if !shown {
-            continue;
-        }
-        let ip = att
-            .as_ref()
-            .and_then(|a| a.ip.map(|ip| format!("{ip}/{}", a.prefix_len)))
-            .unwrap_or_default();
-        containers.insert(
-            id.to_string(),
-            json!({
-                "Name": name,
-                "EndpointID": att.as_ref().map(|a| a.endpoint_id.clone()).unwrap_or_default(),
-                "MacAddress": att.as_ref().and_then(|a| a.mac.clone()).unwrap_or_default(),
-                "IPv4Address": ip,
+    let containers: serde_json::Map<String, Value> = details
+        .attached
+        .iter()
+        .map(|m| {
+            let shown = json!({
+                "Name": m.name,
+                "EndpointID": m.endpoint_id,
+                "MacAddress": m.mac.clone().unwrap_or_default(),
+                "IPv4Address": m.ipv4,
                 "IPv6Address": "",
-            }),
-        );
-    }
+            });
+            (m.id.to_string(), shown)
+        })
+        .collect();
     let options = match n {
-        Shown::Bridge(d) => json!({"com.docker.network.bridge.name": d.bridge}),
-        Shown::Builtin(_) => json!({}),
+        Listed::Bridge(d) => json!({"com.docker.network.bridge.name": d.bridge}),
+        Listed::Builtin(_) => json!({}),
     };
     json!({
         "Name": n.name(),
@@ -199,10 +67,10 @@ fn render(state: &ApiState, n: &Shown, users: &[User]) -> Value {
     })
 }
 
-fn labels_of(n: &Shown) -> BTreeMap<String, String> {
+fn labels_of(n: &Listed) -> BTreeMap<String, String> {
     match n {
-        Shown::Bridge(d) => d.labels.clone(),
-        Shown::Builtin(_) => BTreeMap::new(),
+        Listed::Bridge(d) => d.labels.clone(),
+        Listed::Builtin(_) => BTreeMap::new(),
     }
 }
 
@@ -213,12 +81,12 @@ fn label_matches(labels: &BTreeMap<String, String>, l: &str) -> bool {
     }
 }
 
-fn keep(n: &Shown, f: &Filters, used: bool) -> bool {
-    let custom = matches!(n, Shown::Bridge(d) if d.user_defined());
+fn keep(n: &Listed, f: &Filters, used: bool) -> bool {
+    let custom = matches!(n, Listed::Bridge(d) if d.user_defined());
     let driver = match n {
-        Shown::Bridge(_) => "bridge",
-        Shown::Builtin("host") => "host",
-        Shown::Builtin(_) => "null",
+        Listed::Bridge(_) => "bridge",
+        Listed::Builtin("host") => "host",
+        Listed::Builtin(_) => "null",
     };
     let labels = labels_of(n);
     f.any("name", |v| n.name().contains(v))
@@ -236,11 +104,14 @@ fn keep(n: &Shown, f: &Filters, used: bool) -> bool {
 pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
     let filters = Params::parse(&query).filters()?;
     filters.only(&["name", "id", "driver", "scope", "type", "label", "dangling"])?;
-    let users = users(&state).await?;
-    let out: Vec<Value> = all_networks(&state)
+    let out: Vec<Value> = state
+        .engine
+        .networks()
+        .list()
+        .await?
         .iter()
-        .filter(|n| keep(n, &filters, users.iter().any(|u| u.0 == n.name())))
-        .map(|n| render(&state, n, &users))
+        .filter(|n| keep(&n.network, &filters, n.used))
+        .map(render)
         .collect();
     Ok(Json(out).into_response())
 }
@@ -250,9 +121,8 @@ pub async fn inspect(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
 ) -> Result<Response, ApiError> {
-    let n = find(&state, &reference)?;
-    let users = users(&state).await?;
-    Ok(Json(render(&state, &n, &users)).into_response())
+    let n = state.engine.networks().inspect(&reference).await?;
+    Ok(Json(render(&n)).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -300,7 +170,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Checks a create body: what holdfast cannot honour is refused by name.
-fn parse_create(body: &[u8], created: String) -> Result<NetworkRequest, ApiError> {
+fn parse_create(body: &[u8]) -> Result<NetworkRequest, ApiError> {
     let b: CreateBody = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON in the request body: {e}")))?;
     let name = b.name.unwrap_or_default();
@@ -384,20 +254,14 @@ fn parse_create(body: &[u8], created: String) -> Result<NetworkRequest, ApiError
         subnet,
         gateway,
         labels: b.labels.unwrap_or_default(),
-        created,
+        ..NetworkRequest::default()
     })
 }
 
 /// `POST /networks/create`
 pub async fn create(State(state): State<ApiState>, body: Bytes) -> Result<Response, ApiError> {
-    let req = parse_create(
-        &body,
-        super::render::time(holdfast_engine::engine::wall_now()),
-    )?;
-    let network = state.network.clone();
-    let def = tokio::task::spawn_blocking(move || network.create(req))
-        .await
-        .map_err(|e| ApiError::internal(format!("network create: {e}")))??;
+    let req = parse_create(&body)?;
+    let def = state.engine.networks().create(req).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({ "Id": def.id, "Warning": "" })),
@@ -405,41 +269,12 @@ pub async fn create(State(state): State<ApiState>, body: Bytes) -> Result<Respon
         .into_response())
 }
 
-/// Removes a user network no container names.
-async fn remove_def(state: &ApiState, def: NetworkDef, users: &[User]) -> Result<(), ApiError> {
-    if let Some((_, id, ..)) = users.iter().find(|(net, ..)| *net == def.name) {
-        return Err(ApiError::conflict(format!(
-            "error while removing network: network {} id {} has active endpoints (container {id} is on it)",
-            def.name, def.id
-        )));
-    }
-    let network = state.network.clone();
-    tokio::task::spawn_blocking(move || network.remove(&def))
-        .await
-        .map_err(|e| ApiError::internal(format!("network remove: {e}")))??;
-    Ok(())
-}
-
 /// `DELETE /networks/{id}`
 pub async fn remove(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
 ) -> Result<Response, ApiError> {
-    let def = match find(&state, &reference)? {
-        Shown::Bridge(d) if d.user_defined() => d,
-        n => {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "{} is a pre-defined network and cannot be removed",
-                    n.name()
-                ),
-            ));
-        }
-    };
-    let _alone = state.network.registry().write().await;
-    let users = users(&state).await?;
-    remove_def(&state, def, &users).await?;
+    state.engine.networks().remove(&reference).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -452,29 +287,20 @@ pub async fn prune(State(state): State<ApiState>, query: RawQuery) -> Result<Res
             "network prune --filter until is not supported by holdfast yet",
         ));
     }
-    let _alone = state.network.registry().write().await;
-    let users = users(&state).await?;
-    let mut deleted = Vec::new();
-    for def in state.network.user_networks() {
-        let wanted = filters
-            .get("label")
-            .iter()
-            .all(|l| label_matches(&def.labels, l))
-            && !filters
-                .get("label!")
+    let deleted = state
+        .engine
+        .networks()
+        .prune(|def| {
+            filters
+                .get("label")
                 .iter()
-                .any(|l| label_matches(&def.labels, l));
-        if !wanted || users.iter().any(|(net, ..)| *net == def.name) {
-            continue;
-        }
-        let name = def.name.clone();
-        match remove_def(&state, def, &users).await {
-            Ok(()) => deleted.push(name),
-            // An attachment still on it (a release not done yet): kept.
-            Err(e) if e.status == StatusCode::CONFLICT => {}
-            Err(e) => return Err(e),
-        }
-    }
+                .all(|l| label_matches(&def.labels, l))
+                && !filters
+                    .get("label!")
+                    .iter()
+                    .any(|l| label_matches(&def.labels, l))
+        })
+        .await?;
     Ok(Json(json!({ "NetworksDeleted": deleted })).into_response())
 }
 
@@ -518,14 +344,6 @@ fn parse_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
 }
 
-/// The core's answer as dockerd's: 200 with no body when done.
-async fn command(state: &ApiState, command: holdfast_core::Command) -> Result<Response, ApiError> {
-    match state.engine.command(command).await {
-        holdfast_core::Answer::Error(e) => Err(e.into()),
-        _ => Ok(StatusCode::OK.into_response()),
-    }
-}
-
 /// `POST /networks/{id}/connect`: `docker network connect [--alias A]
 /// [--ip IP] NET CTR`. Made at the next start, or at once while it runs
 /// (answered once made).
@@ -535,19 +353,6 @@ pub async fn connect(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: ConnectBody = parse_body(&body)?;
-    let def = match find(&state, &reference)? {
-        Shown::Bridge(d) => d,
-        Shown::Builtin("host") => {
-            return Err(ApiError::bad_request(
-                "container cannot be disconnected from host network or connected to host network",
-            ));
-        }
-        Shown::Builtin(_) => {
-            return Err(ApiError::bad_request(
-                "container cannot be connected to multiple networks with one of the networks in private (none) mode",
-            ));
-        }
-    };
     let endpoint = b.endpoint_config.unwrap_or_default();
     let ipam = endpoint.ipam_config.unwrap_or_default();
     if ipam.ipv6_address.as_ref().is_some_and(|a| !a.is_empty())
@@ -565,30 +370,12 @@ pub async fn connect(
         .filter(|a| !a.is_empty())
         .collect();
     let ip = ipam.ipv4_address.filter(|a| !a.is_empty());
-    if !def.user_defined() && (ip.is_some() || !aliases.is_empty()) {
-        return Err(ApiError::bad_request(
-            "user specified IP address and network-scoped aliases are supported on user defined networks only",
-        ));
-    }
-    if let Some(ip) = &ip
-        && !ip.parse().is_ok_and(|ip| def.may_give(ip))
-    {
-        return Err(ApiError::bad_request(format!(
-            "Invalid address {ip}: It does not belong to any of this network's subnets ({} on {}, gateway {})",
-            def.subnet, def.name, def.gateway
-        )));
-    }
-    let id = super::containers::resolve(&state, &b.container).await?;
-    // Held until the core has recorded it: a removal of the network
-    // checks its users after, or before.
-    let _shared = state.network.registry().read().await;
-    let connect = holdfast_core::Command::Connect {
-        id,
-        network: def.name,
-        aliases,
-        ip,
-    };
-    command(&state, connect).await
+    let answer = state
+        .engine
+        .networks()
+        .connect(&reference, &b.container, aliases, ip)
+        .await;
+    done(answer)
 }
 
 /// `POST /networks/{id}/disconnect`: `docker network disconnect [-f] NET
@@ -599,13 +386,20 @@ pub async fn disconnect(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: DisconnectBody = parse_body(&body)?;
-    let network = match find(&state, &reference) {
-        Ok(n) => n.name().to_owned(),
-        Err(_) if b.force => reference,
-        Err(e) => return Err(e),
-    };
-    let id = super::containers::resolve(&state, &b.container).await?;
-    command(&state, holdfast_core::Command::Disconnect { id, network }).await
+    let answer = state
+        .engine
+        .networks()
+        .disconnect(&reference, &b.container, b.force)
+        .await;
+    done(answer)
+}
+
+/// The core's answer as dockerd's: 200 with no body when done.
+fn done(answer: Answer) -> Result<Response, ApiError> {
+    match answer {
+        Answer::Error(e) => Err(e.into()),
+        _ => Ok(StatusCode::OK.into_response()),
+    }
 }
 
 #[cfg(test)]
@@ -616,7 +410,6 @@ mod tests {
     fn create_bodies_are_checked() {
         let ok = parse_create(
             br#"{"Name":"app","IPAM":{"Config":[{"Subnet":"10.5.0.0/24","Gateway":"10.5.0.1"}]},"Labels":{"a":"b"}}"#,
-            String::new(),
         )
         .expect("valid");
         assert_eq!(ok.name, "app");
@@ -633,7 +426,7 @@ mod tests {
             (br#"{"Name":"a","IPAM":{"Config":[{"Subnet":"10.1.0.0/24"},{"Subnet":"10.2.0.0/24"}]}}"#, "more than one"),
             (br#"not json"#, "invalid JSON"),
         ] {
-            let e = parse_create(body, String::new()).expect_err("refused");
+            let e = parse_create(body).expect_err("refused");
             assert_eq!(e.status, StatusCode::BAD_REQUEST);
             assert!(e.message.contains(says), "{says}: {}", e.message);
         }

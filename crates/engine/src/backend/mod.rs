@@ -10,9 +10,11 @@
 //!
 //! [`RequestError`]: holdfast_core::RequestError
 
+pub mod networks;
 pub mod volumes;
 
 use crate::engine::EngineHandle;
+use crate::network::Network;
 use crate::volumes::Volumes as VolumeStore;
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{ErrorKind, FailureKind, RequestError};
@@ -23,6 +25,7 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub(crate) struct Services {
     pub(crate) adapter: Adapter,
+    pub(crate) network: Network,
     pub(crate) volumes: VolumeStore,
     /// Where a stopped container's snapshot is mounted for the length of
     /// one request (`docker cp`, a volume's fill).
@@ -55,6 +58,11 @@ impl From<crate::archive::ArchiveError> for RequestError {
 }
 
 impl EngineHandle {
+    /// `docker network`.
+    pub fn networks(&self) -> networks::Networks<'_> {
+        networks::Networks::new(self)
+    }
+
     /// `docker volume` and the volumes of `docker run -v`.
     pub fn volumes(&self) -> volumes::Volumes<'_> {
         volumes::Volumes::new(self)

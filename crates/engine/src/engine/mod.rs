@@ -142,6 +142,7 @@ impl Engine {
         let core = Core::new(parts.core_config.clone(), parts.seed, now);
         let services = Services {
             adapter: parts.adapter.clone(),
+            network: parts.network.clone(),
             volumes: parts.volumes,
             mount_dir: parts.mount_dir,
         };
