@@ -24,7 +24,7 @@ pub async fn commit(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let p = Params::parse(&query);
-    let changes = super::dockerfile::changes_of(query.0.as_deref());
+    let changes = super::params::changes_of(query.0.as_deref());
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
@@ -56,7 +56,7 @@ pub async fn commit(
         .map_err(|e| super::images::image_error(&config.image, e))?;
     let mut image_config = image_config(config, &base);
     let base_env = base.config.env.clone().unwrap_or_default();
-    super::dockerfile::apply(&changes, &base_env, &mut image_config)?;
+    holdfast_engine::dockerfile::apply(&changes, &base_env, &mut image_config)?;
     let mounts = state
         .adapter
         .rootfs_mounts(&id)
@@ -163,7 +163,7 @@ fn image_config(c: &ContainerConfig, base: &ResolvedImage) -> Map<String, Value>
     if c.healthcheck.is_some() {
         out.insert(
             "Healthcheck".into(),
-            super::health::config_json(c.healthcheck.as_ref()),
+            holdfast_engine::health_config::config_json(c.healthcheck.as_ref()),
         );
     }
     out

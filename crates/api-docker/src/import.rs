@@ -21,7 +21,7 @@ pub async fn import(
 ) -> Result<Response, ApiError> {
     let checked = check(p).and_then(|named| {
         let mut config = serde_json::Map::new();
-        super::dockerfile::apply(&super::dockerfile::changes_of(query), &[], &mut config)?;
+        holdfast_engine::dockerfile::apply(&super::params::changes_of(query), &[], &mut config)?;
         Ok((named, config))
     });
     let mut data = body.into_data_stream();

@@ -13,7 +13,6 @@ mod changes;
 mod commit;
 mod containers;
 mod df;
-mod dockerfile;
 mod edit;
 mod error;
 mod exec;

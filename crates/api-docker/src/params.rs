@@ -118,9 +118,26 @@ impl Filters {
     }
 }
 
+/// Every `changes` value of a raw query string, in order (`--change` of
+/// `docker commit` and `docker import`).
+pub(crate) fn changes_of(query: Option<&str>) -> Vec<String> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .filter(|(k, v)| k == "changes" && !v.trim().is_empty())
+        .map(|(_, v)| v.into_owned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_are_every_changes_value_in_order() {
+        assert_eq!(
+            changes_of(Some("changes=CMD+%5B%22sh%22%5D&changes=ENV+A%3D1&repo=x")),
+            ["CMD [\"sh\"]", "ENV A=1"]
+        );
+    }
 
     #[test]
     fn booleans_follow_dockerd() {

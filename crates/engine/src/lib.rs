@@ -14,10 +14,12 @@
 
 pub mod archive;
 pub mod backend;
+pub mod dockerfile;
 pub mod engine;
 pub mod events;
 pub mod execs;
 pub mod health;
+pub mod health_config;
 pub mod logs;
 pub mod network;
 pub mod rootfs;

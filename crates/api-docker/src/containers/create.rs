@@ -140,9 +140,9 @@ pub async fn create(
         .as_deref()
         .filter(|s| !s.is_empty())
         .and_then(|s| s.parse().ok());
-    config.healthcheck = crate::health::merge(
+    config.healthcheck = holdfast_engine::health_config::merge(
         config.healthcheck.take(),
-        crate::health::from_image(image.config.healthcheck.as_ref()),
+        holdfast_engine::health_config::from_image(image.config.healthcheck.as_ref()),
     );
     let mut to_fill = Some(
         state

@@ -177,7 +177,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
         .ok_or_else(|| ApiError::bad_request("no image given: config.Image is required"))?;
     let mut hc = b.host_config.unwrap_or_default();
     refuse_unsupported(&hc)?;
-    let healthcheck = crate::health::decode(b.healthcheck.as_ref())?;
+    let healthcheck = holdfast_engine::health_config::decode(b.healthcheck.as_ref())?;
     let mut warnings = Vec::new();
 
     let network_defaulted = matches!(hc.network_mode.as_deref(), None | Some("" | "default"));

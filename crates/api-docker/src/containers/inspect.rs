@@ -390,7 +390,7 @@ fn inspect_json(
             "Labels": c.labels,
             "StopSignal": c.stop_signal.or(c.image_stop_signal).map(|s| s.to_string()),
             "StopTimeout": c.stop_timeout.map(|t| t.as_secs()),
-            "Healthcheck": crate::health::config_json(c.healthcheck.as_ref()),
+            "Healthcheck": holdfast_engine::health_config::config_json(c.healthcheck.as_ref()),
         },
         "NetworkSettings": network_settings_json(c, net_name, att, !s.record.own_disconnected),
         // holdfast's own truth: whether this view was confirmed by a relist

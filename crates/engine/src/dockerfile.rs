@@ -1,32 +1,25 @@
 //! `--change` of `docker commit` and `docker import`: the Dockerfile
 //! instructions that set image config (CMD, ENTRYPOINT, ENV, WORKDIR, USER,
 //! LABEL, EXPOSE, STOPSIGNAL), applied over the new image's config. Others
-//! are refused by name.
+//! are refused by name. Here, beside the images they make: a commit applies
+//! them over its base image's config.
 
-use super::ApiError;
+use holdfast_core::{ErrorKind, RequestError};
 use serde_json::{Map, Value, json};
-
-/// Every `changes` value of a raw query string, in order.
-pub(super) fn changes_of(query: Option<&str>) -> Vec<String> {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes())
-        .filter(|(k, v)| k == "changes" && !v.trim().is_empty())
-        .map(|(_, v)| v.into_owned())
-        .collect()
-}
 
 /// Applies `changes` to `config` (the image config's `config` section, as
 /// keys set over the base image's); `base_env` is what ENV adds to.
-pub(super) fn apply(
+pub fn apply(
     changes: &[String],
     base_env: &[String],
     config: &mut Map<String, Value>,
-) -> Result<(), ApiError> {
+) -> Result<(), RequestError> {
     for change in changes {
         let change = change.trim();
         let (word, rest) = change
             .split_once(char::is_whitespace)
             .map_or((change, ""), |(w, r)| (w, r.trim()));
-        let bad = |why: &str| ApiError::bad_request(format!("--change {change:?}: {why}"));
+        let bad = |why: &str| invalid(format!("--change {change:?}: {why}"));
         match word.to_ascii_uppercase().as_str() {
             "CMD" => {
                 config.insert("Cmd".into(), json!(command(rest).map_err(|e| bad(&e))?));
@@ -88,13 +81,17 @@ pub(super) fn apply(
             "STOPSIGNAL" => return Err(bad("not a signal")),
             "USER" | "EXPOSE" => return Err(bad("a value is needed")),
             other => {
-                return Err(ApiError::bad_request(format!(
+                return Err(invalid(format!(
                     "--change {other} is not supported by holdfast yet (CMD, ENTRYPOINT, ENV, WORKDIR, USER, LABEL, EXPOSE and STOPSIGNAL are)"
                 )));
             }
         }
     }
     Ok(())
+}
+
+fn invalid(message: String) -> RequestError {
+    RequestError::new(ErrorKind::Invalid, message)
 }
 
 /// The JSON form (`["a","b"]`) or the shell form (`a b`, run by /bin/sh -c).
@@ -163,7 +160,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn applied(changes: &[&str]) -> Result<Value, ApiError> {
+    fn applied(changes: &[&str]) -> Result<Value, RequestError> {
         let mut config = Map::new();
         let changes: Vec<String> = changes.iter().map(|s| (*s).to_owned()).collect();
         apply(&changes, &["PATH=/bin".to_owned()], &mut config)?;
@@ -197,10 +194,6 @@ mod tests {
                 "StopSignal": "SIGQUIT",
             })
         );
-        assert_eq!(
-            changes_of(Some("changes=CMD+%5B%22sh%22%5D&changes=ENV+A%3D1&repo=x")),
-            ["CMD [\"sh\"]", "ENV A=1"]
-        );
     }
 
     #[test]
@@ -219,7 +212,7 @@ mod tests {
             ("ENV", "a key and a value"),
         ] {
             let e = applied(&[change]).expect_err(change);
-            assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
+            assert_eq!(e.kind, ErrorKind::Invalid);
             assert!(e.message.contains(needle), "{change}: {}", e.message);
         }
     }
