@@ -19,12 +19,9 @@ mod exec;
 pub mod fuzz;
 mod health;
 mod images;
-mod import;
 mod networks;
 mod params;
 mod prune;
-mod pull;
-mod push;
 mod render;
 mod resources;
 mod streams;
@@ -34,9 +31,8 @@ mod volumes;
 pub use containers::decode_create;
 pub use error::ApiError;
 pub use exec::decode_exec_create;
+pub use images::{PullRequest, PushRequest, decode_pull, decode_push, decode_registry_auth};
 pub use params::{Filters, decode_query};
-pub use pull::{PullRequest, decode_pull, decode_registry_auth};
-pub use push::{PushRequest, decode_push};
 pub use render::parse_client_time;
 
 use axum::Router;
@@ -133,8 +129,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/networks/{id}/connect", post(networks::connect))
         .route("/networks/{id}/disconnect", post(networks::disconnect))
         .route("/images/json", get(images::list))
-        .route("/images/create", post(pull::create))
-        .route("/auth", post(pull::login))
+        .route("/images/create", post(images::create))
+        .route("/auth", post(images::login))
         .route(
             "/images/{*rest}",
             get(images::by_name_get)

@@ -6,9 +6,9 @@
 //! exist, or refused credentials, is an HTTP error as from dockerd; a
 //! failure after that comes in the stream as `{"errorDetail":..,"error":..}`.
 
-use super::images::{familiar, image_error, publish};
-use super::params::Params;
-use super::{ApiError, ApiState};
+use super::{familiar, image_error, publish};
+use crate::params::Params;
+use crate::{ApiError, ApiState};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};

@@ -1,9 +1,9 @@
 //! `docker import`: a filesystem tarball (plain or gzip) uploaded with the
 //! request becomes an image of that one layer, with an empty config.
 
-use super::images::{new_image_name, store_upload};
-use super::params::Params;
-use super::{ApiError, ApiState};
+use super::{new_image_name, store_upload};
+use crate::params::Params;
+use crate::{ApiError, ApiState};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
@@ -21,7 +21,7 @@ pub async fn import(
 ) -> Result<Response, ApiError> {
     let checked = check(p).and_then(|named| {
         let mut config = serde_json::Map::new();
-        holdfast_engine::dockerfile::apply(&super::params::changes_of(query), &[], &mut config)?;
+        holdfast_engine::dockerfile::apply(&crate::params::changes_of(query), &[], &mut config)?;
         Ok((named, config))
     });
     let mut data = body.into_data_stream();
@@ -56,14 +56,14 @@ pub async fn import(
         author: String::new(),
         comment: message,
         created_by: "holdfast import".to_owned(),
-        created: super::render::time(holdfast_engine::engine::wall_now()),
+        created: crate::render::time(holdfast_engine::engine::wall_now()),
     };
     let id = state
         .adapter
         .create_image(new)
         .await
-        .map_err(|e| super::images::image_error(&name, e))?;
-    super::images::publish(state, "import", &id, &super::images::familiar(&name));
+        .map_err(|e| super::image_error(&name, e))?;
+    super::publish(state, "import", &id, &super::familiar(&name));
     let mut line = json!({ "status": id }).to_string();
     line.push_str("\r\n");
     let mut r = Response::new(Body::from(Bytes::from(line)));

@@ -3,8 +3,15 @@
 //! (no lifecycle decision is involved), and ask the engine only which
 //! containers use an image.
 
-use super::params::Params;
-use super::{ApiError, ApiState};
+mod import;
+mod pull;
+mod push;
+
+pub use pull::{PullRequest, create, decode_pull, decode_registry_auth, login};
+pub use push::{PushRequest, decode_push};
+
+use crate::params::Params;
+use crate::{ApiError, ApiState};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -156,7 +163,7 @@ fn inspect_json(i: &LocalImage) -> Value {
         "RepoDigests": [],
         "Parent": "",
         "Comment": "",
-        "Created": super::render::ZERO_TIME,
+        "Created": crate::render::ZERO_TIME,
         "Container": "",
         "DockerVersion": "",
         "Author": "",
@@ -175,7 +182,7 @@ fn inspect_json(i: &LocalImage) -> Value {
         "VirtualSize": i.size,
         "GraphDriver": { "Name": "overlayfs", "Data": null },
         "RootFS": { "Type": "layers", "Layers": i.resolved.diff_ids },
-        "Metadata": { "LastTagTime": super::render::ZERO_TIME },
+        "Metadata": { "LastTagTime": crate::render::ZERO_TIME },
     })
 }
 
@@ -244,7 +251,7 @@ fn history_json(
                 .next()
                 .ok_or("too many non-empty layers in History section")?
         };
-        let created = super::render::parse_rfc3339(&step.created)
+        let created = crate::render::parse_rfc3339(&step.created)
             .map_or(0, |t| t.as_unix_nanos().div_euclid(1_000_000_000));
         items.push(json!({
             "Id": "<missing>",
@@ -363,7 +370,7 @@ pub async fn by_name_post(
         return Ok(StatusCode::CREATED.into_response());
     }
     if let Some(name) = rest.strip_suffix("/push") {
-        return super::push::push(state, name, &headers, &query).await;
+        return push::push(state, name, &headers, &query).await;
     }
     Err(ApiError::not_found(format!(
         "page not found: /images/{rest}"

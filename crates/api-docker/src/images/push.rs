@@ -6,12 +6,12 @@
 //! a failure after that (the registry unreachable, credentials refused)
 //! comes in the stream as `{"errorDetail":..,"error":..}`.
 
-use super::images::{familiar, image_error, publish};
-use super::params::Params;
 use super::pull::{
     check_reference, decode_registry_auth, error_line, json_stream, line, progress_bar,
 };
-use super::{ApiError, ApiState};
+use super::{familiar, image_error, publish};
+use crate::params::Params;
+use crate::{ApiError, ApiState};
 use axum::body::{Body, Bytes};
 use axum::extract::RawQuery;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
