@@ -4,10 +4,10 @@
 //! here decides anything.
 
 use super::containers::{Snapshot, attachment, list_json};
-use super::images::{familiar, local_images};
 use super::{ApiError, ApiState};
 use axum::Json;
 use axum::extract::State;
+use holdfast_engine::backend::images::familiar;
 use holdfast_engine::engine::wall_now;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -63,12 +63,9 @@ pub async fn system_df(State(state): State<ApiState>) -> Result<Json<Value>, Api
 
     let mut layers_size = 0i64;
     let mut images = Vec::new();
-    for i in local_images(&state).await? {
-        let size = state
-            .adapter
-            .image_unpacked_size(&i.resolved.diff_ids)
-            .await
-            .map_err(|e| super::images::image_error("", e))?;
+    let images_backend = state.engine.images();
+    for i in images_backend.list().await? {
+        let size = images_backend.unpacked_size(&i).await?;
         layers_size = layers_size.saturating_add(size);
         let id = i.resolved.config_digest.clone();
         images.push(json!({

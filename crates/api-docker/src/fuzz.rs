@@ -24,8 +24,8 @@ use crate::{
     ApiError, Filters, decode_create, decode_exec_create, decode_pull, decode_push, decode_query,
     parse_client_time,
 };
-use holdfast_adapter_containerd::{PullAuth, normalize_reference, pull_target};
 use holdfast_core::{ContainerConfig, RestartPolicy};
+use holdfast_engine::backend::images::{PullAuth, normalize_reference, pull_target};
 
 /// Which decoder an input went to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -91,42 +91,7 @@ pub async fn images(State(state): State<ApiState>, query: RawQuery) -> Result<Re
             }
         };
     }
-    let mut deleted = Vec::new();
-    let mut reclaimed = 0i64;
-    if !dangling_only {
-        let used: std::collections::BTreeSet<String> = state
-            .engine
-            .read(|v| {
-                v.core
-                    .containers()
-                    .filter_map(|c| c.record.config.image_id.clone())
-                    .collect()
-            })
-            .await?;
-        for image in super::images::local_images(&state).await? {
-            let id = image.resolved.config_digest.clone();
-            if used.contains(&id) {
-                continue;
-            }
-            let size = state
-                .adapter
-                .image_unpacked_size(&image.resolved.diff_ids)
-                .await
-                .unwrap_or(0);
-            for name in &image.names {
-                state
-                    .adapter
-                    .delete_image(name)
-                    .await
-                    .map_err(|e| super::images::image_error(name, e))?;
-                let familiar = super::images::familiar(name);
-                super::images::publish(&state, "untag", &id, &familiar);
-                deleted.push(json!({ "Untagged": familiar }));
-            }
-            super::images::publish(&state, "delete", &id, &super::images::short_id(&id));
-            deleted.push(json!({ "Deleted": id }));
-            reclaimed = reclaimed.saturating_add(size);
-        }
-    }
+    let (removed, reclaimed) = state.engine.images().prune(dangling_only).await?;
+    let deleted: Vec<_> = removed.iter().map(super::images::removed_json).collect();
     Ok(Json(json!({ "ImagesDeleted": deleted, "SpaceReclaimed": reclaimed })).into_response())
 }

@@ -121,6 +121,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         network: network.clone(),
         events: Arc::clone(&events),
         volumes: volumes::Volumes::new(settings.data_root.join("volumes")),
+        scratch_dir: settings.data_root.clone(),
         mount_dir: settings.exec_root.join("cp"),
     })?;
     let engine_task = tokio::spawn(engine.run());

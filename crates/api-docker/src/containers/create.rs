@@ -106,11 +106,7 @@ pub async fn create(
     // network gone (and refuses).
     let _networks = state.network.registry().read().await;
     resolve_network(&state, &mut config).await?;
-    let image = state
-        .adapter
-        .resolve_image(&config.image)
-        .await
-        .map_err(|e| crate::images::image_error(&config.image, e))?;
+    let image = state.engine.images().resolve(&config.image).await?;
     config.image_id = Some(image.config_digest.clone());
     merge_image_defaults(&mut config, &image.config);
     config.env = merged_env(

@@ -1,14 +1,17 @@
-//! `/images/...`: load, list, inspect, tag, remove (pulls are in `pull.rs`). Images live in
-//! containerd's image store; these handlers talk to the adapter directly
-//! (no lifecycle decision is involved), and ask the engine only which
-//! containers use an image.
+//! `/images/...`: list, inspect, history, tag, remove, save and load; pulls,
+//! pushes and imports in a file each, with what they share in `shared.rs`.
+//! Images live in containerd's image store; the engine's images backend
+//! reaches it.
 
 mod import;
 mod pull;
 mod push;
+mod shared;
 
-pub use pull::{PullRequest, create, decode_pull, decode_registry_auth, login};
+pub use pull::{PullRequest, create, decode_pull, login};
 pub use push::{PushRequest, decode_push};
+pub use shared::decode_registry_auth;
+pub(crate) use shared::new_image_name;
 
 use crate::params::Params;
 use crate::{ApiError, ApiState};
@@ -17,123 +20,11 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt as _;
-use holdfast_adapter_containerd::{
-    AdapterError, HistoryEntry, RegistryFailure, ResolvedImage, normalize_reference,
-};
-use holdfast_engine::events::EventMessage;
+use holdfast_engine::backend::images::{HistoryEntry, LocalImage, Removed, familiar};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use tokio::io::AsyncWriteExt as _;
-
-/// Maps an adapter error about an image onto the API's answer.
-pub(super) fn image_error(reference: &str, e: AdapterError) -> ApiError {
-    match e {
-        AdapterError::ImageNotFound(_) => ApiError::not_found(format!(
-            "No such image: {}",
-            familiar(&normalize_reference(reference))
-        )),
-        AdapterError::Image(m) | AdapterError::Invalid(m) => ApiError::bad_request(m),
-        AdapterError::Registry { kind, message } => match kind {
-            RegistryFailure::NotFound => ApiError::not_found(message),
-            RegistryFailure::Invalid => ApiError::bad_request(message),
-            RegistryFailure::Failed => ApiError::internal(message),
-        },
-        e if e.is_unreachable() || e.kind() == holdfast_core::FailureKind::Deadline => {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("containerd is unreachable or not answering: {e}"),
-            )
-        }
-        e => ApiError::internal(e.to_string()),
-    }
-}
-
-/// `docker.io/library/busybox:latest` as Docker shows it: `busybox:latest`.
-pub(super) fn familiar(name: &str) -> String {
-    name.strip_prefix("docker.io/library/")
-        .or_else(|| name.strip_prefix("docker.io/"))
-        .unwrap_or(name)
-        .to_owned()
-}
-
-/// One image id with every name it has.
-#[derive(Debug)]
-pub(super) struct LocalImage {
-    pub(super) names: Vec<String>,
-    pub(super) resolved: ResolvedImage,
-    pub(super) size: i64,
-}
-
-pub(super) async fn local_images(state: &ApiState) -> Result<Vec<LocalImage>, ApiError> {
-    let summaries = state
-        .adapter
-        .list_images()
-        .await
-        .map_err(|e| image_error("", e))?;
-    let mut by_id: BTreeMap<String, LocalImage> = BTreeMap::new();
-    for s in summaries {
-        // An image whose content is incomplete is skipped, not fatal.
-        let Ok(resolved) = state.adapter.resolve_image(&s.name).await else {
-            tracing::debug!(image = %s.name, "image cannot be resolved; not listed");
-            continue;
-        };
-        let entry = by_id
-            .entry(resolved.config_digest.clone())
-            .or_insert_with(|| LocalImage {
-                names: Vec::new(),
-                resolved,
-                size: s.target_size,
-            });
-        entry.names.push(s.name);
-    }
-    Ok(by_id.into_values().collect())
-}
-
-/// Finds an image by name, full id (`sha256:...`) or unique id prefix.
-async fn find_image(state: &ApiState, reference: &str) -> Result<LocalImage, ApiError> {
-    let not_found = || ApiError::not_found(format!("No such image: {reference}"));
-    if reference.is_empty() {
-        return Err(not_found());
-    }
-    let images = local_images(state).await?;
-    let name = normalize_reference(reference);
-    let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
-    let by_id = hex.len() >= 4 && hex.bytes().all(|b| b.is_ascii_hexdigit());
-    let mut found = None;
-    for image in images {
-        if image.names.contains(&name) {
-            return Ok(image);
-        }
-        if by_id
-            && image
-                .resolved
-                .config_digest
-                .strip_prefix("sha256:")
-                .is_some_and(|h| h.starts_with(hex))
-        {
-            if found.is_some() {
-                return Err(not_found());
-            }
-            found = Some(image);
-        }
-    }
-    found.ok_or_else(not_found)
-}
-
-pub(super) fn publish(state: &ApiState, action: &str, id: &str, name: &str) {
-    state.events.publish(EventMessage {
-        kind: "image",
-        action: action.to_owned(),
-        actor_id: id.to_owned(),
-        from: None,
-        attributes: [("name".to_owned(), name.to_owned())].into(),
-        time_nanos: holdfast_engine::engine::wall_now().as_unix_nanos(),
-    });
-}
 
 pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
-    let images = local_images(&state).await?;
+    let images = state.engine.images().list().await?;
     Ok(Json(Value::Array(
         images
             .iter()
@@ -193,7 +84,7 @@ pub async fn by_name_get(
     query: RawQuery,
 ) -> Result<Response, ApiError> {
     if let Some(name) = rest.strip_suffix("/json") {
-        let image = find_image(&state, name).await?;
+        let image = state.engine.images().find(name).await?;
         return Ok(Json(inspect_json(&image)).into_response());
     }
     if rest == "get" {
@@ -208,12 +99,7 @@ pub async fn by_name_get(
         return save(&state, &[name.to_owned()]).await;
     }
     if let Some(name) = rest.strip_suffix("/history") {
-        let image = find_image(&state, name).await?;
-        let sizes = state
-            .adapter
-            .layer_sizes(&image.resolved.diff_ids)
-            .await
-            .map_err(|e| image_error(name, e))?;
+        let (image, sizes) = state.engine.images().history(name).await?;
         let mut tags: Vec<String> = image.names.iter().map(|n| familiar(n)).collect();
         tags.sort();
         let items = history_json(
@@ -275,57 +161,7 @@ fn history_json(
 /// `docker save`: the images as a docker-archive, each under the name it
 /// was asked by (every name it has when asked by id).
 async fn save(state: &ApiState, references: &[String]) -> Result<Response, ApiError> {
-    if references.is_empty() {
-        return Err(ApiError::bad_request("no image to save: give names"));
-    }
-    let mut found = Vec::new();
-    for reference in references {
-        let image = find_image(state, reference).await?;
-        let name = normalize_reference(reference);
-        let tags: Vec<String> = if image.names.contains(&name) {
-            vec![familiar(&name)]
-        } else {
-            image.names.iter().map(|n| familiar(n)).collect()
-        };
-        found.push((image, tags));
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("save-")
-        .tempdir_in(&state.data_root)
-        .map_err(|e| ApiError::internal(format!("cannot make room for the archive: {e}")))?;
-    let work = dir.path().join("work");
-    std::fs::create_dir(&work)
-        .map_err(|e| ApiError::internal(format!("cannot make room for the archive: {e}")))?;
-    let out = dir.path().join("images.tar");
-    let saved: Vec<holdfast_adapter_containerd::SavedImage<'_>> = found
-        .iter()
-        .map(|(image, tags)| holdfast_adapter_containerd::SavedImage {
-            image: &image.resolved,
-            tags: tags.clone(),
-        })
-        .collect();
-    state
-        .adapter
-        .save_images(&saved, &work, &out)
-        .await
-        .map_err(|e| image_error(&references.join(" "), e))?;
-    let file = tokio::fs::File::open(&out)
-        .await
-        .map_err(|e| ApiError::internal(format!("reading the archive: {e}")))?;
-    // The temporary directory goes once the archive was sent.
-    let chunks = futures_util::stream::unfold(Some((file, dir)), |state| async move {
-        use tokio::io::AsyncReadExt as _;
-        let (mut file, dir) = state?;
-        let mut buf = vec![0u8; 256 * 1024];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(bytes::Bytes::from(buf)), Some((file, dir))))
-            }
-            Err(e) => Some((Err(e), None)),
-        }
-    });
+    let chunks = state.engine.images().save(references).await?;
     let mut r = Body::from_stream(chunks).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -350,23 +186,7 @@ pub async fn by_name_post(
         let tag = p.str("tag").filter(|t| !t.is_empty()).unwrap_or("latest");
         let new_reference = format!("{repo}:{tag}");
         validate_reference(&new_reference)?;
-        let image = find_image(&state, name).await?;
-        let source = image
-            .names
-            .first()
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(format!("No such image: {name}")))?;
-        let tagged = state
-            .adapter
-            .tag_image(&source, &new_reference)
-            .await
-            .map_err(|e| image_error(name, e))?;
-        publish(
-            &state,
-            "tag",
-            &image.resolved.config_digest,
-            &familiar(&tagged),
-        );
+        state.engine.images().tag(name, &new_reference).await?;
         return Ok(StatusCode::CREATED.into_response());
     }
     if let Some(name) = rest.strip_suffix("/push") {
@@ -413,105 +233,20 @@ pub async fn remove(
     query: RawQuery,
 ) -> Result<Response, ApiError> {
     let p = Params::parse(&query);
-    let force = p.bool("force");
-    let image = find_image(&state, &reference).await?;
-    let id = image.resolved.config_digest.clone();
-    let name = normalize_reference(&reference);
-    let by_name = image.names.contains(&name);
-    let doomed: Vec<String> = if by_name {
-        vec![name]
-    } else {
-        image.names.clone()
-    };
-    let last_name_goes = doomed.len() == image.names.len();
-    if !by_name && image.names.len() > 1 && !force {
-        return Err(ApiError::conflict(format!(
-            "conflict: unable to delete {} (must be forced) - image is referenced in multiple repositories",
-            short_id(&id)
-        )));
-    }
-    if last_name_goes && !force {
-        let wanted = id.clone();
-        let user = state
-            .engine
-            .read(move |v| {
-                v.core
-                    .containers()
-                    .find(|c| c.record.config.image_id.as_deref() == Some(wanted.as_str()))
-                    .map(|c| c.record.id.to_string())
-            })
-            .await?;
-        if let Some(container) = user {
-            return Err(ApiError::conflict(format!(
-                "conflict: unable to remove repository reference \"{reference}\" (must force) - container {} is using its referenced image {}",
-                &container[..container.len().min(12)],
-                short_id(&id)
-            )));
-        }
-    }
-    let mut out = Vec::new();
-    for n in &doomed {
-        state
-            .adapter
-            .delete_image(n)
-            .await
-            .map_err(|e| image_error(n, e))?;
-        publish(&state, "untag", &id, &familiar(n));
-        out.push(json!({ "Untagged": familiar(n) }));
-    }
-    if last_name_goes {
-        publish(&state, "delete", &id, &familiar(&doomed.join(",")));
-        out.push(json!({ "Deleted": id }));
-    }
-    Ok(Json(Value::Array(out)).into_response())
+    let removed = state
+        .engine
+        .images()
+        .remove(&reference, p.bool("force"))
+        .await?;
+    Ok(Json(Value::Array(removed.iter().map(removed_json).collect())).into_response())
 }
 
-pub(super) fn short_id(id: &str) -> String {
-    id.strip_prefix("sha256:")
-        .unwrap_or(id)
-        .chars()
-        .take(12)
-        .collect()
-}
-
-/// Streams a request body to `path`; returns how many bytes it held.
-pub(super) async fn store_upload(
-    body: &mut axum::body::BodyDataStream,
-    path: &std::path::Path,
-) -> Result<u64, ApiError> {
-    let stored = |e: std::io::Error| ApiError::internal(format!("cannot store the upload: {e}"));
-    let mut file = tokio::fs::File::create(path).await.map_err(stored)?;
-    let mut total: u64 = 0;
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the upload: {e}")))?;
-        total += chunk.len() as u64;
-        file.write_all(&chunk).await.map_err(stored)?;
+/// One step of a removal as dockerd lists it.
+pub(crate) fn removed_json(removed: &Removed) -> Value {
+    match removed {
+        Removed::Untagged(name) => json!({ "Untagged": name }),
+        Removed::Deleted(id) => json!({ "Deleted": id }),
     }
-    file.flush().await.map_err(stored)?;
-    Ok(total)
-}
-
-/// The image name a commit or an import writes: `repo` and `tag` from the
-/// query, normalized (`what` names the operation in the refusal).
-pub(super) fn new_image_name(p: &Params, what: &str) -> Result<String, ApiError> {
-    let repo = p.str("repo").filter(|r| !r.is_empty()).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "holdfast needs a repository name for {what} (untagged images are not supported yet)"
-        ))
-    })?;
-    let name = match p.str("tag").filter(|t| !t.is_empty()) {
-        Some(tag) => format!("{repo}:{tag}"),
-        None => repo.to_owned(),
-    };
-    if name
-        .chars()
-        .any(|c| c.is_ascii_uppercase() || c.is_whitespace())
-    {
-        return Err(ApiError::bad_request(format!(
-            "invalid reference format: repository name ({name}) must be lowercase"
-        )));
-    }
-    Ok(normalize_reference(&name))
 }
 
 /// `POST /images/load`: the tarball (docker-archive or OCI layout) is
@@ -523,34 +258,14 @@ pub async fn load(
 ) -> Result<Response, ApiError> {
     let p = Params::parse(&query);
     let quiet = p.bool("quiet");
-    let dir = tempfile::Builder::new()
-        .prefix("load-")
-        .tempdir_in(&state.data_root)
-        .map_err(|e| ApiError::internal(format!("cannot make room for the upload: {e}")))?;
-    let path = dir.path().join("image.tar");
-    let total = store_upload(&mut body.into_data_stream(), &path).await?;
-    if total == 0 {
-        return Err(ApiError::bad_request(
-            "no image tarball in the request body",
-        ));
-    }
-    let imported = state
-        .adapter
-        .import_image(&path)
-        .await
-        .map_err(|e| image_error("", e))?;
+    let loaded = state.engine.images().load(body.into_data_stream()).await?;
     let mut lines = String::new();
-    for i in &imported {
-        let id = match state.adapter.resolve_image(&i.name).await {
-            Ok(r) => r.config_digest,
-            Err(_) => i.target_digest.clone(),
-        };
-        publish(&state, "load", &id, &familiar(&i.name));
-        let msg = json!({ "stream": format!("Loaded image: {}\n", familiar(&i.name)) });
+    for name in &loaded {
+        let msg = json!({ "stream": format!("Loaded image: {name}\n") });
         lines.push_str(&msg.to_string());
         lines.push('\n');
     }
-    if imported.is_empty() && !quiet {
+    if loaded.is_empty() && !quiet {
         lines.push_str(&json!({ "stream": "No image was named in the tarball\n" }).to_string());
         lines.push('\n');
     }
@@ -565,16 +280,6 @@ pub async fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn familiar_names() {
-        assert_eq!(
-            familiar("docker.io/library/busybox:latest"),
-            "busybox:latest"
-        );
-        assert_eq!(familiar("docker.io/me/app:1"), "me/app:1");
-        assert_eq!(familiar("localhost:5000/app:1"), "localhost:5000/app:1");
-    }
 
     #[test]
     fn history_reads_as_dockerd_shows_it() {

@@ -6,18 +6,18 @@
 //! a failure after that (the registry unreachable, credentials refused)
 //! comes in the stream as `{"errorDetail":..,"error":..}`.
 
-use super::pull::{
+use super::shared::{
     check_reference, decode_registry_auth, error_line, json_stream, line, progress_bar,
 };
-use super::{familiar, image_error, publish};
 use crate::params::Params;
 use crate::{ApiError, ApiState};
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::RawQuery;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::Response;
-use holdfast_adapter_containerd::{
-    AdapterError, PullAuth, PushProgress, PushStatus, PushedImage, normalize_reference,
+use futures_util::StreamExt as _;
+use holdfast_engine::backend::images::{
+    PullAuth, PushEvent, PushProgress, PushStatus, PushedImage,
 };
 use serde_json::{Value, json};
 
@@ -128,130 +128,32 @@ pub async fn push(
         auth,
         all_tags,
     } = request;
-    let references = if all_tags {
-        let tagged = local_tags(&state, &reference).await?;
-        if tagged.is_empty() {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "An image does not exist locally with the tag: {}",
-                    familiar(&repository_of(&normalize_reference(&reference)))
-                ),
-            ));
-        }
-        tagged
-    } else {
-        match state.adapter.resolve_image(&reference).await {
-            Ok(_) => {}
-            Err(AdapterError::ImageNotFound(_)) => {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    format!("An image does not exist locally with the tag: {reference}"),
-                ));
+    let events = state
+        .engine
+        .images()
+        .push(reference, auth, all_tags)
+        .await?;
+    // One repository line for every tag, as dockerd writes it.
+    let mut announced = false;
+    let lines = events.flat_map(move |event| {
+        let messages = match event {
+            PushEvent::Progress(PushProgress::Repository(_)) if announced => Vec::new(),
+            PushEvent::Progress(p) => {
+                announced |= matches!(p, PushProgress::Repository(_));
+                vec![line(&progress_message(&p))]
             }
-            Err(e) => return Err(image_error(&reference, e)),
-        }
-        vec![normalize_reference(&reference)]
-    };
-    tracing::info!(%reference, tags = references.len(), "push");
-    let (out_tx, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<Pushing>();
-    let adapter = state.adapter.clone();
-    // Its own task: a client that goes away does not cut a push in half.
-    let task = tokio::spawn(async move {
-        for pushing in &references {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PushProgress>();
-            let forward_tx = out_tx.clone();
-            let forward = tokio::spawn(async move {
-                while let Some(p) = rx.recv().await {
-                    let _ = forward_tx.send(Pushing::Progress(p));
-                }
-            });
-            let pushed = adapter.push_image(pushing, &auth, &tx).await;
-            drop(tx);
-            // This tag's progress is all out before its digest line.
-            let _ = forward.await;
-            let _ = out_tx.send(Pushing::Pushed(pushed?));
-        }
-        Ok::<(), AdapterError>(())
+            PushEvent::Pushed { image, .. } => finished(&image).iter().map(line).collect(),
+            PushEvent::Failed(message) => vec![error_line(&message)],
+        };
+        futures_util::stream::iter(messages.into_iter().map(Ok::<_, std::convert::Infallible>))
     });
-    let (body_tx, body_rx) =
-        tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(64);
-    let shown_repository = familiar(&repository_of(&normalize_reference(&reference)));
-    tokio::spawn(async move {
-        let mut announced = false;
-        while let Some(out) = out_rx.recv().await {
-            let messages = match out {
-                // One repository line for every tag, as dockerd writes it.
-                Pushing::Progress(PushProgress::Repository(_)) if announced => continue,
-                Pushing::Progress(p) => {
-                    announced |= matches!(p, PushProgress::Repository(_));
-                    vec![progress_message(&p)]
-                }
-                Pushing::Pushed(pushed) => {
-                    let shown = format!("{shown_repository}:{}", pushed.tag);
-                    publish(&state, "push", &shown, &shown);
-                    finished(&pushed).to_vec()
-                }
-            };
-            for message in messages {
-                // A client that went away stops hearing, not the push.
-                let _ = body_tx.send(Ok(line(&message))).await;
-            }
-        }
-        match task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::info!(%reference, error = %e, "push failed");
-                let _ = body_tx.send(Ok(error_line(&e.to_string()))).await;
-            }
-            Err(e) => {
-                let _ = body_tx
-                    .send(Ok(error_line(&format!("the push failed: {e}"))))
-                    .await;
-            }
-        }
-    });
-    Ok(json_stream(Body::from_stream(
-        tokio_stream::wrappers::ReceiverStream::new(body_rx),
-    )))
-}
-
-/// What the pushing task tells the response as it goes.
-enum Pushing {
-    Progress(PushProgress),
-    Pushed(PushedImage),
-}
-
-/// `registry/path` of a normalized `registry/path:tag` (or `@digest`).
-fn repository_of(name: &str) -> String {
-    let name = name.split_once('@').map_or(name, |(n, _)| n);
-    match name.rsplit_once(':') {
-        Some((repo, tag)) if !tag.contains('/') => repo.to_owned(),
-        _ => name.to_owned(),
-    }
-}
-
-/// The local images tagged in the repository `repository` names, as
-/// normalized names, sorted (dockerd pushes them in that order).
-async fn local_tags(state: &ApiState, repository: &str) -> Result<Vec<String>, ApiError> {
-    let wanted = repository_of(&normalize_reference(repository));
-    let mut names: Vec<String> = state
-        .adapter
-        .list_images()
-        .await
-        .map_err(|e| image_error(repository, e))?
-        .into_iter()
-        .map(|i| i.name)
-        .filter(|n| !n.contains('@') && repository_of(n) == wanted && n.len() > wanted.len())
-        .collect();
-    names.sort();
-    names.dedup();
-    Ok(names)
+    Ok(json_stream(Body::from_stream(lines)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
 
     #[test]
     fn push_requests_decode_like_dockerd() {
@@ -264,14 +166,6 @@ mod tests {
         assert!(all.all_tags);
         assert_eq!(all.reference, "localhost:5000/mine");
         assert!(!r.all_tags);
-        assert_eq!(
-            repository_of("localhost:5000/mine:1"),
-            "localhost:5000/mine"
-        );
-        assert_eq!(
-            repository_of("docker.io/library/busybox:latest"),
-            "docker.io/library/busybox"
-        );
         for (name, query) in [
             ("", "tag=1"),
             ("Mine", "tag=1"),

@@ -10,15 +10,19 @@
 //!
 //! [`RequestError`]: holdfast_core::RequestError
 
+pub mod containers;
+pub mod images;
 pub mod networks;
 pub mod volumes;
 
 use crate::engine::EngineHandle;
+use crate::events::EventLog;
 use crate::network::Network;
 use crate::volumes::Volumes as VolumeStore;
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{ErrorKind, FailureKind, RequestError};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What the backends work with besides the loop, shared by every clone of
 /// the handle.
@@ -26,7 +30,11 @@ use std::path::PathBuf;
 pub(crate) struct Services {
     pub(crate) adapter: Adapter,
     pub(crate) network: Network,
+    pub(crate) events: Arc<EventLog>,
     pub(crate) volumes: VolumeStore,
+    /// Where uploads, saves and layers are staged: on the data root,
+    /// beside the image content they become.
+    pub(crate) scratch_dir: PathBuf,
     /// Where a stopped container's snapshot is mounted for the length of
     /// one request (`docker cp`, a volume's fill).
     pub(crate) mount_dir: PathBuf,
@@ -58,6 +66,16 @@ impl From<crate::archive::ArchiveError> for RequestError {
 }
 
 impl EngineHandle {
+    /// `docker container ...`: what is not a command for the core alone.
+    pub fn containers(&self) -> containers::Containers<'_> {
+        containers::Containers::new(self)
+    }
+
+    /// `docker image ...`, `pull`, `push`, `login`, `commit`.
+    pub fn images(&self) -> images::Images<'_> {
+        images::Images::new(self)
+    }
+
     /// `docker network`.
     pub fn networks(&self) -> networks::Networks<'_> {
         networks::Networks::new(self)

@@ -83,6 +83,8 @@ pub struct EngineParts {
     pub events: Arc<EventLog>,
     /// The local volumes.
     pub volumes: crate::volumes::Volumes,
+    /// Where uploads, saves and layers are staged (the data root).
+    pub scratch_dir: PathBuf,
     /// Where a stopped container's snapshot is mounted for one request.
     pub mount_dir: PathBuf,
 }
@@ -143,7 +145,9 @@ impl Engine {
         let services = Services {
             adapter: parts.adapter.clone(),
             network: parts.network.clone(),
+            events: Arc::clone(&parts.events),
             volumes: parts.volumes,
+            scratch_dir: parts.scratch_dir,
             mount_dir: parts.mount_dir,
         };
         let mut engine = Engine {
