@@ -1,25 +1,19 @@
 //! `docker exec`: create, start (detached, or a hijacked session like
-//! attach), inspect and resize. The process runs through the adapter; its
-//! output goes through the logger into a log file of its own, read back as
-//! attach reads a container's; its end is recorded by [`execs::watch_exit`].
+//! attach), inspect and resize, over the engine's execs backend.
 
-use super::containers::snapshot;
 use super::params::Params;
-use super::streams::{Input, OnClose, RAW_STREAM, session, switching_protocols, wants_upgrade};
+use super::streams::{RAW_STREAM, switching_protocols, wants_upgrade};
 use super::{ApiError, ApiState};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use holdfast_adapter_containerd::ExecRequest;
-use holdfast_core::Status;
-use holdfast_engine::execs::{self, Exec, ExecSpec, ExecState};
-use holdfast_engine::logs::{self, LogOptions};
-use holdfast_engine::stdio::{self, DetachKeys, Escape};
+use holdfast_engine::backend::execs::ExecStarted;
+use holdfast_engine::execs::{ExecSpec, ExecState};
+use holdfast_engine::stdio::{self, DetachKeys};
 use serde::Deserialize;
 use serde_json::json;
-use std::sync::Arc;
 
 /// The body of `POST /containers/{id}/exec`.
 #[derive(Debug, Default, Deserialize)]
@@ -80,16 +74,6 @@ pub fn decode_exec_create(body: &[u8]) -> Result<ExecSpec, ApiError> {
     })
 }
 
-fn not_running(container: &str) -> ApiError {
-    ApiError::conflict(format!("Container {container} is not running"))
-}
-
-fn paused(container: &str) -> ApiError {
-    ApiError::conflict(format!(
-        "Container {container} is paused, unpause the container before exec"
-    ))
-}
-
 /// `POST /containers/{id}/exec`
 pub async fn create(
     State(state): State<ApiState>,
@@ -97,31 +81,8 @@ pub async fn create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let spec = decode_exec_create(&body)?;
-    let id = state.engine.resolve(&reference).await?;
-    let s = snapshot(&state, id.clone()).await?;
-    if s.status != Status::Running {
-        return Err(not_running(id.as_str()));
-    }
-    if s.paused {
-        return Err(paused(id.as_str()));
-    }
-    let exec_id = new_exec_id()?;
-    state.execs.insert(exec_id.clone(), id, spec);
+    let exec_id = state.engine.execs().create(&reference, spec).await?;
     Ok((StatusCode::CREATED, Json(json!({ "Id": exec_id }))).into_response())
-}
-
-fn new_exec_id() -> Result<String, ApiError> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| ApiError::internal(format!("no randomness for an exec id: {e}")))?;
-    Ok(hex::encode(bytes))
-}
-
-fn lookup(state: &ApiState, exec_id: &str) -> Result<Arc<Exec>, ApiError> {
-    state
-        .execs
-        .get(exec_id)
-        .ok_or_else(|| ApiError::not_found(format!("No such exec instance: {exec_id}")))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -145,146 +106,27 @@ pub async fn start(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON in the request body: {e}")))?
     };
-    let exec = lookup(&state, &exec_id)?;
-    let container = exec.container.clone();
-    let s = snapshot(&state, container.clone()).await?;
-    if s.status != Status::Running {
-        return Err(not_running(container.as_str()));
-    }
-    if s.paused {
-        return Err(paused(container.as_str()));
-    }
-    if !exec.begin() {
-        return Err(ApiError::conflict(format!(
-            "Exec command {exec_id} has already run or is running"
-        )));
-    }
-    let spec = &exec.spec;
-    let attached = !start.detach;
-    let log = state.adapter.exec_log_path(&container, &exec_id);
-    // Everything that must not miss the process is set up before it starts:
-    // the exit watch, the output reader and our end of its stdin.
-    let live = state.events.subscribe().1;
-    let output = (attached && (spec.attach_stdout || spec.attach_stderr)).then(|| {
-        let options = LogOptions {
-            stdout: spec.attach_stdout,
-            stderr: spec.attach_stderr,
-            follow: true,
-            raw: spec.tty,
-            ..LogOptions::default()
-        };
-        logs::frames(log.clone(), options, Box::pin(exec.exited()))
-    });
-    let with_stdin = attached && spec.attach_stdin;
-    let input = if with_stdin {
-        let path = state.adapter.exec_stdin_path(&container, &exec_id);
-        let writer = stdio::open_writer(&path)
-            .map_err(|e| ApiError::internal(format!("stdin of exec {exec_id}: {e}")))?;
-        let keys =
-            DetachKeys::from_param(spec.detach_keys.as_deref()).map_err(ApiError::bad_request)?;
-        Some(Input {
-            writer,
-            escape: spec.tty.then(|| Escape::new(keys)),
-            on_close: if spec.tty {
-                OnClose::EndSession
-            } else {
-                // The session begins once the exec has started: the shim
-                // has its end of the FIFO already.
-                let adapter = state.adapter.clone();
-                let (container, exec_id) = (container.clone(), exec_id.clone());
-                OnClose::CloseStdin {
-                    ready: Box::pin(async {}),
-                    close: Box::pin(async move {
-                        if let Err(e) = adapter.close_stdin(&container, &exec_id).await {
-                            tracing::debug!(exec = %exec_id, error = %e, "close stdin");
-                        }
-                    }),
-                }
-            },
-        })
-    } else {
-        None
-    };
-    let request = ExecRequest {
-        exec_id: exec_id.clone(),
-        args: spec.cmd.clone(),
-        env: spec.env.clone(),
-        working_dir: spec.working_dir.clone(),
-        user: spec.user.clone(),
-        log_file: Some(log.clone()),
-        tty: spec.tty,
-        stdin: with_stdin,
-    };
     let upgrade = hyper::upgrade::on(&mut req);
     let hijack = wants_upgrade(&req);
-    let started = state.adapter.exec(&container, &request).await;
-    let cleanup = {
-        let stdin = state.adapter.exec_stdin_path(&container, &exec_id);
-        move || {
-            let _ = std::fs::remove_file(&log);
-            let _ = std::fs::remove_file(&stdin);
-        }
-    };
-    match started {
-        Ok(pid) => {
-            exec.set(ExecState::Running { pid });
-            tokio::spawn(execs::watch_exit(
-                state.adapter.clone(),
-                Arc::clone(&exec),
-                live,
-            ));
-        }
-        Err(e) => {
-            // As dockerd: a process that could not be started is exit 126,
-            // and an attached client reads why in its stream.
-            exec.set(ExecState::Exited { code: Some(126) });
-            cleanup();
-            let message = format!("exec failed: {e}");
-            tracing::debug!(exec = %exec_id, %message);
-            if !(attached && hijack) {
-                return Err(ApiError {
-                    message,
-                    ..ApiError::from(e)
-                });
-            }
-            let tty = spec.tty;
+    let started = state
+        .engine
+        .execs()
+        .start(&exec_id, start.detach, hijack)
+        .await?;
+    let session = match started {
+        ExecStarted::Detached => return Ok(StatusCode::OK.into_response()),
+        ExecStarted::FailedInStream(told) => {
             tokio::spawn(async move {
                 if let Ok(upgraded) = upgrade.await {
-                    let text = format!("{message}\r\n");
-                    // On stdout, framed unless a terminal, as dockerd writes it.
-                    let text = if tty {
-                        Bytes::from(text)
-                    } else {
-                        logs::stdout_frame(text.as_bytes())
-                    };
-                    let output = futures_util::stream::once(async move { Ok(text) });
-                    session(upgraded, output, None).await;
+                    let connection = hyper_util::rt::TokioIo::new(upgraded);
+                    stdio::session(connection, told, None).await;
                 }
             });
             return Ok(switching_protocols());
         }
-    }
-    if !attached {
-        let exited = exec.exited();
-        tokio::spawn(async move {
-            exited.await;
-            cleanup();
-        });
-        return Ok(StatusCode::OK.into_response());
-    }
-    let output = match output {
-        Some(frames) => futures_util::StreamExt::boxed(frames),
-        None => futures_util::StreamExt::boxed(futures_util::stream::empty()),
+        ExecStarted::Attached(session) => session,
     };
-    // A session with no output still lasts as long as the process.
-    let exited = exec.exited();
-    let output = futures_util::StreamExt::chain(
-        output,
-        futures_util::stream::once(async move {
-            exited.await;
-            Ok(Bytes::new())
-        }),
-    );
+    let (output, input, cleanup) = session.into_parts();
     if !hijack {
         let mut r = Body::from_stream(output).into_response();
         r.headers_mut()
@@ -293,7 +135,10 @@ pub async fn start(
     }
     tokio::spawn(async move {
         match upgrade.await {
-            Ok(upgraded) => session(upgraded, output, input).await,
+            Ok(upgraded) => {
+                let connection = hyper_util::rt::TokioIo::new(upgraded);
+                stdio::session(connection, output, input).await;
+            }
             Err(e) => tracing::debug!(error = %e, "exec upgrade failed"),
         }
         cleanup();
@@ -306,7 +151,7 @@ pub async fn inspect(
     State(state): State<ApiState>,
     Path(exec_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let exec = lookup(&state, &exec_id)?;
+    let exec = state.engine.execs().inspect(&exec_id)?;
     let spec = &exec.spec;
     let (running, exit_code, pid) = match exec.state() {
         ExecState::Created => (false, None, 0),
@@ -346,17 +191,7 @@ pub async fn resize(
     query: RawQuery,
 ) -> Result<Response, ApiError> {
     let (height, width) = size(&Params::parse(&query))?;
-    let exec = lookup(&state, &exec_id)?;
-    if !matches!(exec.state(), ExecState::Running { .. }) {
-        return Err(ApiError::conflict(format!("Exec {exec_id} is not running")));
-    }
-    if exec.spec.tty {
-        state
-            .adapter
-            .resize_terminal(&exec.container, &exec_id, width, height)
-            .await
-            .map_err(ApiError::from)?;
-    }
+    state.engine.execs().resize(&exec_id, height, width).await?;
     Ok(StatusCode::OK.into_response())
 }
 

@@ -12,14 +12,9 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt as _;
 use holdfast_core::{ContainerId, Status};
 use holdfast_engine::logs::{self, LogOptions, Stopped};
-use holdfast_engine::stdio::{self, DetachKeys, Escape, InputEnd};
-use std::future::Future;
-use std::pin::Pin;
-use tokio::io::AsyncWriteExt as _;
-use tokio::net::unix::pipe;
+use holdfast_engine::stdio::{self, DetachKeys, Escape, Input, OnClose};
 
 pub(super) const RAW_STREAM: &str = "application/vnd.docker.raw-stream";
 const MULTIPLEXED_STREAM: &str = "application/vnd.docker.multiplexed-stream";
@@ -139,77 +134,6 @@ async fn task_exists(state: &ApiState, id: &ContainerId) -> Result<Stopped, ApiE
     }))
 }
 
-/// A session's input: the client's bytes into a stdin FIFO.
-pub(super) struct Input {
-    pub writer: pipe::Sender,
-    /// The detach sequence, watched for on a terminal only (as dockerd).
-    pub escape: Option<Escape>,
-    pub on_close: OnClose,
-}
-
-/// What the end of the client's input means.
-pub(super) enum OnClose {
-    /// A terminal: the session ends; the process's stdin stays open.
-    EndSession,
-    /// Output goes on; the process's stdin stays open for later attaches.
-    KeepStdin,
-    /// Output goes on, and the process's stdin ends: `close` is run after
-    /// `ready` (the shim has the FIFO; what was written is not lost) and
-    /// after our writer is dropped.
-    CloseStdin {
-        ready: Stopped,
-        close: Pin<Box<dyn Future<Output = ()> + Send>>,
-    },
-}
-
-/// A hijacked session: `output` to the client until it ends, `input` from
-/// the client meanwhile. Detaching ends the session at once; so does the
-/// end of a terminal's input.
-pub(super) async fn session(
-    upgraded: hyper::upgrade::Upgraded,
-    output: impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send,
-    input: Option<Input>,
-) {
-    let io = hyper_util::rt::TokioIo::new(upgraded);
-    let (reader, mut writer) = tokio::io::split(io);
-    let output = async move {
-        let mut output = std::pin::pin!(output);
-        while let Some(chunk) = output.next().await {
-            let Ok(chunk) = chunk else { break };
-            if writer.write_all(&chunk).await.is_err() {
-                return;
-            }
-        }
-        let _ = writer.flush().await;
-        let _ = writer.shutdown().await;
-    };
-    let mut output = std::pin::pin!(output);
-    let Some(mut input) = input else {
-        output.await;
-        return;
-    };
-    let end = tokio::select! {
-        () = &mut output => return,
-        end = stdio::pump(reader, &mut input.writer, input.escape.take()) => end,
-    };
-    match (end, input.on_close) {
-        (InputEnd::Detached, _) | (InputEnd::Closed, OnClose::EndSession) => {}
-        (_, OnClose::CloseStdin { ready, close }) => {
-            let writer = input.writer;
-            tokio::spawn(async move {
-                ready.await;
-                drop(writer);
-                close.await;
-            });
-            output.await;
-        }
-        (_, OnClose::EndSession | OnClose::KeepStdin) => {
-            drop(input.writer);
-            output.await;
-        }
-    }
-}
-
 /// The response that switches the connection to the raw stream.
 pub(super) fn switching_protocols() -> Response {
     let mut r = StatusCode::SWITCHING_PROTOCOLS.into_response();
@@ -292,7 +216,10 @@ pub async fn attach(
     }
     tokio::spawn(async move {
         match upgrade.await {
-            Ok(upgraded) => session(upgraded, frames, input).await,
+            Ok(upgraded) => {
+                let connection = hyper_util::rt::TokioIo::new(upgraded);
+                stdio::session(connection, frames, input).await;
+            }
             Err(e) => tracing::debug!(error = %e, "attach upgrade failed"),
         }
     });

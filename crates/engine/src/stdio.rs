@@ -7,9 +7,14 @@
 //! its client's input ends and the container is `StdinOnce` (`docker run
 //! -i`) or it is a non-terminal exec (`docker exec -i`), as dockerd does.
 
+use crate::logs::Stopped;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt as _};
+use std::future::Future;
 use std::io;
 use std::path::Path;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use std::pin::Pin;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::unix::pipe;
 
 /// Opens a writer on the FIFO at `path`, creating it if needed. Read-write,
@@ -142,6 +147,95 @@ pub async fn pump(
         }
         if detached {
             return InputEnd::Detached;
+        }
+    }
+}
+
+/// A session's input: the client's bytes into a stdin FIFO.
+pub struct Input {
+    pub writer: pipe::Sender,
+    /// The detach sequence, watched for on a terminal only (as dockerd).
+    pub escape: Option<Escape>,
+    pub on_close: OnClose,
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Input")
+            .field("escape", &self.escape)
+            .field("on_close", &self.on_close)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the end of the client's input means.
+pub enum OnClose {
+    /// A terminal: the session ends; the process's stdin stays open.
+    EndSession,
+    /// Output goes on; the process's stdin stays open for later attaches.
+    KeepStdin,
+    /// Output goes on, and the process's stdin ends: `close` is run after
+    /// `ready` (the shim has the FIFO; what was written is not lost) and
+    /// after our writer is dropped.
+    CloseStdin {
+        ready: Stopped,
+        close: Pin<Box<dyn Future<Output = ()> + Send>>,
+    },
+}
+
+impl std::fmt::Debug for OnClose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OnClose::EndSession => "EndSession",
+            OnClose::KeepStdin => "KeepStdin",
+            OnClose::CloseStdin { .. } => "CloseStdin",
+        })
+    }
+}
+
+/// A session on a connection the client hijacked: `output` to the client
+/// until it ends, `input` from the client meanwhile. Detaching ends the
+/// session at once; so does the end of a terminal's input.
+pub async fn session(
+    connection: impl AsyncRead + AsyncWrite,
+    output: impl Stream<Item = io::Result<Bytes>> + Send,
+    input: Option<Input>,
+) {
+    let (reader, mut writer) = tokio::io::split(connection);
+    let output = async move {
+        let mut output = std::pin::pin!(output);
+        while let Some(chunk) = output.next().await {
+            let Ok(chunk) = chunk else { break };
+            if writer.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = writer.flush().await;
+        let _ = writer.shutdown().await;
+    };
+    let mut output = std::pin::pin!(output);
+    let Some(mut input) = input else {
+        output.await;
+        return;
+    };
+    let end = tokio::select! {
+        () = &mut output => return,
+        end = pump(reader, &mut input.writer, input.escape.take()) => end,
+    };
+    match (end, input.on_close) {
+        (InputEnd::Detached, _) | (InputEnd::Closed, OnClose::EndSession) => {}
+        (_, OnClose::CloseStdin { ready, close }) => {
+            let writer = input.writer;
+            tokio::spawn(async move {
+                ready.await;
+                drop(writer);
+                close.await;
+            });
+            output.await;
+        }
+        (_, OnClose::EndSession | OnClose::KeepStdin) => {
+            drop(input.writer);
+            output.await;
         }
     }
 }

@@ -11,12 +11,14 @@
 //! [`RequestError`]: holdfast_core::RequestError
 
 pub mod containers;
+pub mod execs;
 pub mod images;
 pub mod networks;
 pub mod volumes;
 
 use crate::engine::EngineHandle;
 use crate::events::EventLog;
+use crate::execs::Execs as ExecStore;
 use crate::network::Network;
 use crate::volumes::Volumes as VolumeStore;
 use holdfast_adapter_containerd::Adapter;
@@ -32,6 +34,7 @@ pub(crate) struct Services {
     pub(crate) network: Network,
     pub(crate) events: Arc<EventLog>,
     pub(crate) volumes: VolumeStore,
+    pub(crate) execs: ExecStore,
     /// Where uploads, saves and layers are staged: on the data root,
     /// beside the image content they become.
     pub(crate) scratch_dir: PathBuf,
@@ -69,6 +72,11 @@ impl EngineHandle {
     /// `docker container ...`: what is not a command for the core alone.
     pub fn containers(&self) -> containers::Containers<'_> {
         containers::Containers::new(self)
+    }
+
+    /// `docker exec`.
+    pub fn execs(&self) -> execs::Execs<'_> {
+        execs::Execs::new(self)
     }
 
     /// `docker image ...`, `pull`, `push`, `login`, `commit`.

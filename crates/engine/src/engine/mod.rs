@@ -147,6 +147,7 @@ impl Engine {
             network: parts.network.clone(),
             events: Arc::clone(&parts.events),
             volumes: parts.volumes,
+            execs: crate::execs::Execs::default(),
             scratch_dir: parts.scratch_dir,
             mount_dir: parts.mount_dir,
         };

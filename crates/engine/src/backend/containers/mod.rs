@@ -2,7 +2,9 @@
 //! engine beyond a command for the core.
 
 use crate::engine::{EngineHandle, View};
-use holdfast_core::{ContainerView, ErrorKind, Health, Record, RequestError, Status, TaskState};
+use holdfast_core::{
+    ContainerId, ContainerView, ErrorKind, Health, Record, RequestError, Status, TaskState,
+};
 
 /// The containers backend: see the module docs.
 #[derive(Debug)]
@@ -74,6 +76,17 @@ impl<'a> Containers<'a> {
                     })
             })
             .await?
+    }
+
+    /// The container `id` is, as a read showed it.
+    pub(crate) async fn snapshot_of(&self, id: &ContainerId) -> Result<Snapshot, RequestError> {
+        let wanted = id.clone();
+        self.engine
+            .read(move |v| v.core.container(&wanted).map(|c| Snapshot::of(v, c)))
+            .await?
+            .ok_or_else(|| {
+                RequestError::new(ErrorKind::NotFound, format!("No such container: {id}"))
+            })
     }
 
     /// Every container, as one read showed them.
