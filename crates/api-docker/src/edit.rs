@@ -1,34 +1,22 @@
 //! Edits of a container: `docker rename`, `docker update --restart` and
 //! `docker update` of memory and CPU. All are the core's commands (it owns
-//! names, restart decisions and when containerd is asked to change a task);
-//! what else `update` can name is refused by name.
+//! names, restart decisions and when containerd is asked to change a task),
+//! sent by the engine's containers backend; what else `update` can name is
+//! refused here by name.
 
 use super::containers::{RestartPolicyBody, restart_policy};
 use super::params::Params;
+use super::state::{Done, respond};
 use super::{ApiError, ApiState};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use holdfast_core::{Answer, Command, ResourceUpdate, RestartPolicy};
+use holdfast_core::{ResourceUpdate, RestartPolicy};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-
-async fn done(
-    state: &ApiState,
-    command: Command,
-    status: StatusCode,
-) -> Result<Response, ApiError> {
-    match state.engine.command(command).await {
-        Answer::Error(e) => Err(e.into()),
-        _ if status == StatusCode::OK => {
-            Ok(Json(json!({ "Warnings": Vec::<String>::new() })).into_response())
-        }
-        _ => Ok(status.into_response()),
-    }
-}
 
 /// `POST /containers/{id}/rename?name=..`
 pub async fn rename(
@@ -42,25 +30,9 @@ pub async fn rename(
         .map(|n| n.trim_start_matches('/').to_owned())
         .filter(|n| !n.is_empty())
         .ok_or_else(|| ApiError::bad_request("Neither old nor new names may be empty"))?;
-    let id = state.engine.resolve(&reference).await?;
-    let answer = done(
-        &state,
-        Command::Rename {
-            id: id.clone(),
-            name: name.clone(),
-        },
-        StatusCode::NO_CONTENT,
-    )
-    .await?;
-    // Peers on a user network know it by its new name from now on (the
-    // rename is recorded; a failure here leaves the old name in their
-    // hosts files until its next attachment, and is logged).
-    let network = state.network.clone();
-    let renamed = tokio::task::spawn_blocking(move || network.renamed(&id, &name)).await;
-    if let Ok(Err(e)) | Err(e) = renamed.map_err(|e| e.to_string()) {
-        tracing::warn!(error = %e, "the new name is not in its peers' hosts files");
-    }
-    Ok(answer)
+    // Peers on a user network know it by its new name from now on.
+    let answer = state.engine.containers().rename(&reference, name).await;
+    respond(answer, Done::Always(StatusCode::NO_CONTENT))
 }
 
 /// The body of `POST /containers/{id}/update`.
@@ -180,33 +152,11 @@ pub async fn update(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let Update { policy, resources } = decode_update(&body)?;
-    let id = state.engine.resolve(&reference).await?;
-    let mut warnings = Vec::new();
-    if let Some(mut update) = resources {
-        // As at create: without swap accounting, memory is limited without swap.
-        if update.memory_swap_bytes.is_some_and(|s| s > 0) && !super::containers::swap_accounting()
-        {
-            update.memory_swap_bytes = Some(-1);
-            warnings.push(
-                "Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap.",
-            );
-        }
-        let command = Command::UpdateResources {
-            id: id.clone(),
-            update,
-        };
-        if let Answer::Error(e) = state.engine.command(command).await {
-            return Err(e.into());
-        }
-    }
-    if let Some(policy) = policy {
-        done(
-            &state,
-            Command::UpdateRestartPolicy { id, policy },
-            StatusCode::OK,
-        )
+    let warnings = state
+        .engine
+        .containers()
+        .update(&reference, resources, policy)
         .await?;
-    }
     Ok(Json(json!({ "Warnings": warnings })).into_response())
 }
 

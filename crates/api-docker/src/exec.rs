@@ -190,18 +190,9 @@ pub async fn resize(
     Path(exec_id): Path<String>,
     query: RawQuery,
 ) -> Result<Response, ApiError> {
-    let (height, width) = size(&Params::parse(&query))?;
+    let (height, width) = super::params::terminal_size(&Params::parse(&query))?;
     state.engine.execs().resize(&exec_id, height, width).await?;
     Ok(StatusCode::OK.into_response())
-}
-
-/// `h` and `w` of a resize, both required, as dockerd wants them.
-pub(super) fn size(p: &Params) -> Result<(u32, u32), ApiError> {
-    let get = |key: &str| {
-        p.int::<u32>(key)?
-            .ok_or_else(|| ApiError::bad_request(format!("missing parameter {key}")))
-    };
-    Ok((get("h")?, get("w")?))
 }
 
 #[cfg(test)]

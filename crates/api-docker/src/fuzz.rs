@@ -212,7 +212,7 @@ fn check_create_options(c: &ContainerConfig) -> Result<(), String> {
     let known = |n: &String| {
         n.eq_ignore_ascii_case("ALL")
             || n.eq_ignore_ascii_case("CAP_ALL")
-            || holdfast_adapter_containerd::capability_name(n).is_some()
+            || holdfast_engine::runtime_spec::capability_name(n).is_some()
     };
     if !p.cap_add.iter().chain(&p.cap_drop).all(known) {
         return Err("an unknown capability".to_owned());
@@ -291,19 +291,19 @@ fn check_create_options(c: &ContainerConfig) -> Result<(), String> {
             m.source = "/volume".to_owned();
         }
     }
-    let host = holdfast_adapter_containerd::HostFacts {
+    let host = holdfast_engine::runtime_spec::HostFacts {
         init_binary: Some("/init".into()),
         shm_source: Some("/shm".into()),
         // What the network step makes for a bridge container.
         netns_path: Some("/run/netns/x".into()),
         ..Default::default()
     };
-    let image = holdfast_adapter_containerd::ImageConfig {
+    let image = holdfast_engine::backend::images::ImageConfig {
         cmd: Some(vec!["sh".to_owned()]),
         ..Default::default()
     };
     let id: holdfast_core::ContainerId = "0123456789ab".parse().map_err(|_| "id".to_owned())?;
-    let user = holdfast_adapter_containerd::User { uid: 0, gid: 0 };
+    let user = holdfast_engine::runtime_spec::User { uid: 0, gid: 0 };
     // An empty command is refused when the spec is built (the image's
     // command is known only then); nothing else may be.
     let no_command = match (&c.cmd, &c.entrypoint) {
@@ -312,7 +312,8 @@ fn check_create_options(c: &ContainerConfig) -> Result<(), String> {
         (None, None) => false,
     };
     let spec =
-        match holdfast_adapter_containerd::build_spec(&id, "ns", &resolved, &image, &user, &host) {
+        match holdfast_engine::runtime_spec::build_spec(&id, "ns", &resolved, &image, &user, &host)
+        {
             Ok(spec) => spec,
             Err(_) if no_command => return Ok(()),
             Err(e) => return Err(format!("accepted, but no spec: {e}")),

@@ -1,6 +1,8 @@
 //! The Docker Engine API on a unix socket. The whole surface is assembled in
-//! [`router`]; each endpoint family has a file that only parses, calls the
-//! engine (or the adapter, for images) and renders.
+//! [`router`]; each endpoint family has a file (or a folder) that only
+//! parses, makes one call on the engine's handle (a command for the core,
+//! or its family's backend) and renders; `state.rs` maps every answer onto
+//! HTTP in one place.
 //!
 //! Versions: every path works unprefixed and with a `/v1.N` prefix for N from
 //! [`MIN_API_VERSION`] to [`API_VERSION`]; newer or older prefixes are
@@ -24,6 +26,7 @@ mod params;
 mod prune;
 mod render;
 mod resources;
+mod state;
 mod streams;
 mod system;
 mod volumes;
@@ -34,6 +37,7 @@ pub use exec::decode_exec_create;
 pub use images::{PullRequest, PushRequest, decode_pull, decode_push, decode_registry_auth};
 pub use params::{Filters, decode_query};
 pub use render::parse_client_time;
+pub use state::ApiState;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -41,14 +45,9 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use holdfast_adapter_containerd::Adapter;
-use holdfast_engine::engine::EngineHandle;
-use holdfast_engine::events::EventLog;
-use holdfast_engine::supervisor::Supervisor;
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The newest API version whose semantics holdfast implements for what it serves.
@@ -57,21 +56,6 @@ pub const API_VERSION: &str = "1.43";
 pub const MIN_API_VERSION: &str = "1.24";
 /// Largest JSON request body (a create body is a few KiB).
 const JSON_BODY_MAX_BYTES: usize = 1 << 20;
-
-/// What every handler may use.
-#[derive(Clone, Debug)]
-pub struct ApiState {
-    pub engine: EngineHandle,
-    pub adapter: Adapter,
-    pub network: holdfast_engine::network::Network,
-    pub events: Arc<EventLog>,
-    pub execs: Arc<holdfast_engine::execs::Execs>,
-    /// Where temporary files of image uploads, saves and commits go.
-    pub data_root: PathBuf,
-    /// Where a stopped container's snapshot is mounted for `docker cp`.
-    pub exec_root: PathBuf,
-    pub supervisor: Option<Arc<Supervisor>>,
-}
 
 /// The whole API surface at a glance.
 pub fn router(state: ApiState) -> Router {

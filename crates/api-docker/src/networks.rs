@@ -5,6 +5,7 @@
 //! the core (which decides when an endpoint is made and released).
 
 use super::params::{Filters, Params};
+use super::state::{Done, respond};
 use super::{ApiError, ApiState};
 use axum::Json;
 use axum::body::Bytes;
@@ -396,10 +397,7 @@ pub async fn disconnect(
 
 /// The core's answer as dockerd's: 200 with no body when done.
 fn done(answer: Answer) -> Result<Response, ApiError> {
-    match answer {
-        Answer::Error(e) => Err(e.into()),
-        _ => Ok(StatusCode::OK.into_response()),
-    }
+    respond(answer, Done::Always(StatusCode::OK))
 }
 
 #[cfg(test)]

@@ -127,6 +127,16 @@ pub(crate) fn changes_of(query: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// `h` and `w` of a resize (a container's or an exec's terminal), both
+/// required, as dockerd wants them.
+pub(crate) fn terminal_size(p: &Params) -> Result<(u32, u32), ApiError> {
+    let get = |key: &str| {
+        p.int::<u32>(key)?
+            .ok_or_else(|| ApiError::bad_request(format!("missing parameter {key}")))
+    };
+    Ok((get("h")?, get("w")?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

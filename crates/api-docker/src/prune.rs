@@ -1,13 +1,13 @@
-//! `docker container prune`: removes every container that is not running
-//! (created or exited), through the core's ordinary remove, so each removal
-//! is recorded and carried out like `docker rm`.
+//! `docker container prune` and `docker image prune`: the filters read
+//! here, the removals made by the engine's backends (each container through
+//! the core's ordinary remove, recorded and carried out like `docker rm`).
 
 use super::params::Params;
 use super::{ApiError, ApiState};
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use holdfast_core::{Answer, Command, ContainerId, Status, WallTime};
+use holdfast_core::WallTime;
 use holdfast_engine::engine::wall_now;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -35,40 +35,14 @@ pub async fn containers(
         filters.get("label").iter().all(has) && !filters.get("label!").iter().any(has)
     };
     let now = wall_now();
-    let stopped: Vec<(ContainerId, WallTime, BTreeMap<String, String>)> = state
+    let deleted = state
         .engine
-        .read(|v| {
-            v.core
-                .containers()
-                .filter(|c| matches!(c.status, Status::Created | Status::Exited))
-                .map(|c| {
-                    let r = &c.record;
-                    (r.id.clone(), r.created_at, r.config.labels.clone())
-                })
-                .collect()
+        .containers()
+        .prune(|s| {
+            let created = s.record.created_at;
+            labels_match(&s.record.config.labels) && until.iter().all(|u| created < *u && *u <= now)
         })
         .await?;
-    let candidates = stopped
-        .into_iter()
-        .filter(|(_, created, labels)| {
-            labels_match(labels) && until.iter().all(|u| created < u && *u <= now)
-        })
-        .map(|(id, _, _)| id);
-    let mut deleted = Vec::new();
-    for id in candidates {
-        // A container started since the read is refused by the core: skipped.
-        match state
-            .engine
-            .command(Command::Remove {
-                id: id.clone(),
-                force: false,
-            })
-            .await
-        {
-            Answer::Done => deleted.push(id.to_string()),
-            other => tracing::debug!(container = %id, answer = ?other, "not pruned"),
-        }
-    }
     Ok(Json(json!({ "ContainersDeleted": deleted, "SpaceReclaimed": 0 })).into_response())
 }
 

@@ -9,7 +9,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use holdfast_core::{ConnectionState, Status, WallTime};
+use holdfast_core::{ConnectionState, WallTime};
 use holdfast_engine::engine::wall_now;
 use holdfast_engine::events::EventMessage;
 use serde_json::{Value, json};
@@ -27,14 +27,9 @@ pub async fn ping() -> Response {
     r
 }
 
-fn kernel_version() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
-}
-
-pub async fn version() -> Json<Value> {
+pub async fn version(State(state): State<ApiState>) -> Json<Value> {
     let version = env!("CARGO_PKG_VERSION");
+    let kernel_version = state.engine.system().host().kernel_version;
     Json(json!({
         "Platform": { "Name": "holdfast" },
         "Components": [{
@@ -45,7 +40,7 @@ pub async fn version() -> Json<Value> {
                 "MinAPIVersion": MIN_API_VERSION,
                 "Os": "linux",
                 "Arch": "amd64",
-                "KernelVersion": kernel_version(),
+                "KernelVersion": kernel_version,
             },
         }],
         "Version": version,
@@ -55,40 +50,14 @@ pub async fn version() -> Json<Value> {
         "GoVersion": "",
         "Os": "linux",
         "Arch": "amd64",
-        "KernelVersion": kernel_version(),
+        "KernelVersion": kernel_version,
         "BuildTime": "",
     }))
 }
 
-fn cgroup_version() -> &'static str {
-    if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        "2"
-    } else {
-        "1"
-    }
-}
-
 pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
-    let (counts, connection, facts) = state
-        .engine
-        .read(|v| {
-            let mut counts = [0usize; 3]; // running, paused, stopped
-            for c in v.core.containers() {
-                match c.status {
-                    Status::Running if c.paused => counts[1] += 1,
-                    Status::Running | Status::Restarting => counts[0] += 1,
-                    _ => counts[2] += 1,
-                }
-            }
-            (counts, v.core.connection(), v.facts.clone())
-        })
-        .await?;
-    let images = state
-        .adapter
-        .list_images()
-        .await
-        .map(|i| i.len())
-        .unwrap_or(0);
+    let info = state.engine.system().info().await?;
+    let (connection, facts) = (info.connection, &info.facts);
     let since = |t: Option<WallTime>| t.map_or_else(|| "never".to_owned(), render::time);
     let containerd_state = match (connection, facts.unready_since) {
         (ConnectionState::Ready, _) => "connected, relisted".to_owned(),
@@ -115,27 +84,14 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
         ],
         ["Store write failures", facts.store_failures.to_string()],
     ]);
-    let s = &state;
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default();
-    let mem_total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024);
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let host = &info.host;
     Ok(Json(json!({
         "ID": "holdfast",
-        "Containers": counts[0] + counts[1] + counts[2],
-        "ContainersRunning": counts[0],
-        "ContainersPaused": counts[1],
-        "ContainersStopped": counts[2],
-        "Images": images,
+        "Containers": info.running + info.paused + info.stopped,
+        "ContainersRunning": info.running,
+        "ContainersPaused": info.paused,
+        "ContainersStopped": info.stopped,
+        "Images": info.images,
         "Driver": "overlayfs",
         "DriverStatus": [["Backing Filesystem", "containerd snapshotter"]],
         "SystemStatus": system_status,
@@ -152,17 +108,17 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
         "SystemTime": render::time(wall_now()),
         "LoggingDriver": "json-file",
         "CgroupDriver": "cgroupfs",
-        "CgroupVersion": cgroup_version(),
+        "CgroupVersion": host.cgroup_version,
         "NEventsListener": 0,
-        "KernelVersion": kernel_version(),
+        "KernelVersion": host.kernel_version,
         "OperatingSystem": "holdfast on Linux",
         "OSType": "linux",
         "Architecture": "x86_64",
         "IndexServerAddress": "https://index.docker.io/v1/",
-        "NCPU": ncpu,
-        "MemTotal": mem_total,
-        "DockerRootDir": s.data_root.to_string_lossy(),
-        "Name": host,
+        "NCPU": host.cpus,
+        "MemTotal": host.mem_total_bytes,
+        "DockerRootDir": info.data_root.to_string_lossy(),
+        "Name": host.name,
         "Labels": [
             format!("holdfast.containerd={containerd_state}"),
             format!("holdfast.last-relist={}", since(facts.last_relist_at)),
@@ -247,7 +203,7 @@ pub async fn events(State(state): State<ApiState>, query: RawQuery) -> Result<Re
         labels: f.get("label").to_vec(),
         images: f.get("image").to_vec(),
     });
-    let (past, mut live) = state.events.subscribe();
+    let (past, mut live) = state.engine.system().events();
     let in_window = move |e: &EventMessage| {
         since.is_none_or(|s| e.time_nanos >= s.as_unix_nanos())
             && until.is_none_or(|u| e.time_nanos <= u.as_unix_nanos())

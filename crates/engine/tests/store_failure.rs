@@ -123,7 +123,7 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
         .expect("network"),
         events: Arc::new(EventLog::default()),
         volumes: holdfast_engine::volumes::Volumes::new(work.path().join("volumes")),
-        scratch_dir: work.path().to_owned(),
+        data_root: work.path().to_owned(),
         mount_dir: work.path().join("cp"),
     })
     .expect("engine");

@@ -121,7 +121,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         network: network.clone(),
         events: Arc::clone(&events),
         volumes: volumes::Volumes::new(settings.data_root.join("volumes")),
-        scratch_dir: settings.data_root.clone(),
+        data_root: settings.data_root.clone(),
         mount_dir: settings.exec_root.join("cp"),
     })?;
     let engine_task = tokio::spawn(engine.run());
@@ -145,13 +145,6 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     tracing::info!(socket = %settings.socket.display(), containerd = %socket.display(), "serving");
     let state = api::ApiState {
         engine: handle.clone(),
-        adapter,
-        network,
-        events,
-        execs: Arc::default(),
-        data_root: settings.data_root.clone(),
-        exec_root: settings.exec_root.clone(),
-        supervisor,
     };
     api::serve(listener, state, shutdown_signal()).await;
     tracing::info!("API closed; stopping the engine (containers keep running)");

@@ -10,6 +10,8 @@ use holdfast_core::{
     BindMount, ContainerConfig, LogDriver, NamespaceMode, Namespaces, NetworkMode, PortBinding,
     RestartPolicy,
 };
+use holdfast_engine::backend::containers::NewContainer;
+use holdfast_engine::port_keys::{exposed_port_keys, parse_port_key, publish_exposed};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -144,26 +146,15 @@ struct LogConfigBody {
     config: Option<BTreeMap<String, String>>,
 }
 
-/// A create body as the core will record it, plus the warnings for the client.
-#[derive(Debug)]
-pub(crate) struct CreateRequest {
-    pub config: ContainerConfig,
-    pub warnings: Vec<String>,
-    /// No `CgroupnsMode` was given: the host decides the default.
-    pub cgroupns_defaulted: bool,
-    /// `-P`: the image's exposed ports are published too, once it is resolved.
-    pub publish_all: bool,
-    /// No network was named: the daemon's default (bridge, unless disabled).
-    pub network_defaulted: bool,
-}
-
 /// Decodes and checks a create body. Pure, so it is unit-tested and fuzzed.
 pub fn decode_create(body: &[u8]) -> Result<(ContainerConfig, Vec<String>), ApiError> {
     let req = parse_create(body)?;
     Ok((req.config, req.warnings))
 }
 
-pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
+/// Decodes and checks a create body into what the engine creates from (the
+/// query's name and platform left for the caller).
+pub(crate) fn parse_create(body: &[u8]) -> Result<NewContainer, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "config cannot be empty in order to create a container",
@@ -497,12 +488,14 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<CreateRequest, ApiError> {
             "the working directory '{w}' is invalid, it needs to be an absolute path"
         )));
     }
-    Ok(CreateRequest {
+    Ok(NewContainer {
         config,
         warnings,
         cgroupns_defaulted,
         publish_all,
         network_defaulted,
+        platform: None,
+        name: None,
     })
 }
 
@@ -703,47 +696,6 @@ fn port_bindings(raw: BTreeMap<String, Value>) -> Result<Vec<PortBinding>, ApiEr
     Ok(out)
 }
 
-/// `80`, `80/tcp`, `53/udp`.
-fn parse_port_key(key: &str) -> Result<(u16, String), ApiError> {
-    let (port, proto) = key.split_once('/').unwrap_or((key, "tcp"));
-    let proto = proto.to_ascii_lowercase();
-    if proto != "tcp" && proto != "udp" {
-        return Err(ApiError::bad_request(format!(
-            "invalid port {key:?}: the protocol must be tcp or udp"
-        )));
-    }
-    let port = port.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "invalid port {key:?}: a container port 1-65535 (ranges are not supported)"
-        ))
-    })?;
-    Ok((port, proto))
-}
-
-/// `-P`: every exposed port not yet published gets a chosen host port.
-pub(super) fn publish_exposed<'a>(
-    ports: &mut Vec<PortBinding>,
-    exposed: impl Iterator<Item = &'a String>,
-) -> Result<(), ApiError> {
-    for key in exposed {
-        let (container_port, protocol) = parse_port_key(key)?;
-        if ports
-            .iter()
-            .any(|p| p.container_port == container_port && p.protocol == protocol)
-        {
-            continue;
-        }
-        ports.push(PortBinding {
-            container_port,
-            protocol,
-            host_ip: String::new(),
-            host_port: 0,
-            by_publish_all: true,
-        });
-    }
-    Ok(())
-}
-
 fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
     let refuse = |option: &str| {
         Err(ApiError::bad_request(format!(
@@ -854,25 +806,6 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
         }
     }
     Ok(())
-}
-
-/// `ExposedPorts` keys as dockerd keeps them: `port/proto`, the protocol
-/// `tcp` when not given, sorted, each once.
-pub(super) fn exposed_port_keys<'a>(
-    keys: impl Iterator<Item = &'a String>,
-) -> Result<Vec<String>, ApiError> {
-    let mut out = std::collections::BTreeSet::new();
-    for key in keys {
-        let (port, proto) = key.split_once('/').unwrap_or((key.as_str(), "tcp"));
-        let proto = proto.to_ascii_lowercase();
-        if port.parse::<u16>().is_err() || !matches!(proto.as_str(), "tcp" | "udp" | "sctp") {
-            return Err(ApiError::bad_request(format!(
-                "invalid exposed port {key:?}: want PORT[/tcp|udp|sctp]"
-            )));
-        }
-        out.insert(format!("{port}/{proto}"));
-    }
-    Ok(out.into_iter().collect())
 }
 
 #[cfg(test)]
@@ -1026,7 +959,8 @@ mod tests {
     /// the core records to the typed spec runc gets (through its JSON).
     #[test]
     fn every_create_option_reaches_the_spec() {
-        use holdfast_adapter_containerd::{HostFacts, ImageConfig, User, build_spec};
+        use holdfast_engine::backend::images::ImageConfig;
+        use holdfast_engine::runtime_spec::{HostFacts, User, build_spec};
         use oci_spec::runtime::{LinuxNamespaceType, PosixRlimitType};
         let body = br#"{"Image":"busybox","Cmd":["sh"],"HostConfig":{
             "CapAdd":["CAP_NET_ADMIN"],"CapDrop":["CAP_MKNOD"],
@@ -1106,7 +1040,7 @@ mod tests {
         };
         let host = HostFacts {
             additional_gids: vec![50],
-            devices: vec![holdfast_adapter_containerd::HostDevice {
+            devices: vec![holdfast_engine::runtime_spec::HostDevice {
                 path_in_container: "/dev/lc".into(),
                 block: false,
                 major: 10,
@@ -1311,18 +1245,5 @@ mod tests {
         assert!(decode_create(bad).is_err());
         let bad = br#"{"Image":"b","HostConfig":{"LogConfig":{"Config":{"max-file":"0"}}}}"#;
         assert!(decode_create(bad).is_err());
-    }
-
-    #[test]
-    fn exposed_ports_read_as_dockerd_keeps_them() {
-        let keys = ["80".to_owned(), "53/UDP".into(), "80/tcp".into()];
-        assert_eq!(
-            exposed_port_keys(keys.iter()).expect("valid"),
-            vec!["53/udp".to_owned(), "80/tcp".into()]
-        );
-        for bad in ["x/tcp", "80/icmp", "70000"] {
-            let key = bad.to_owned();
-            assert!(exposed_port_keys(std::iter::once(&key)).is_err(), "{bad}");
-        }
     }
 }

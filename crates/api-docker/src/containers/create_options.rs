@@ -116,7 +116,7 @@ fn bad(message: impl Into<String>) -> ApiError {
 fn capabilities(option: &str, names: Option<Vec<String>>) -> Result<Vec<String>, ApiError> {
     let names = names.unwrap_or_default();
     for name in &names {
-        if upper_is_all(name) || holdfast_adapter_containerd::capability_name(name).is_some() {
+        if upper_is_all(name) || holdfast_engine::runtime_spec::capability_name(name).is_some() {
             continue;
         }
         return Err(bad(format!(

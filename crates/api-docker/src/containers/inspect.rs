@@ -1,12 +1,13 @@
 //! `GET /containers/{id}/json`: a container as dockerd shows it, from the
 //! core's record and what its network attachments gave.
 
-use super::{Snapshot, command_line, network_mode_shown, resolve, running_pid, snapshot};
+use super::{command_line, network_mode_shown};
 use crate::{ApiError, ApiState, render};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use holdfast_core::{ContainerConfig, LogDriver, NetworkMode, Record, RestartPolicy, Status};
+use holdfast_core::{ContainerConfig, LogDriver, NetworkMode, RestartPolicy, Status};
+use holdfast_engine::backend::containers::{EndpointDetails, Snapshot};
 use holdfast_engine::network::Attachment;
 use serde_json::{Value, json};
 
@@ -212,16 +213,6 @@ fn mount_points_json(c: &ContainerConfig) -> Vec<Value> {
     out
 }
 
-/// The container's attachment to the bridge network it was created on, if
-/// it has one now (once disconnected from it, its `eth0` is an endpoint's).
-pub(crate) fn attachment(state: &ApiState, s: &Snapshot) -> Option<Attachment> {
-    let attached =
-        s.record.network != holdfast_core::NetworkState::Detached && !s.record.own_disconnected;
-    attached
-        .then(|| state.network.attachment(&s.record.id))
-        .flatten()
-}
-
 /// `NetworkSettings.Ports` as dockerd shows it: `"80/tcp": [{HostIp, HostPort}]`.
 fn ports_json(att: Option<&Attachment>) -> Value {
     let mut ports = serde_json::Map::new();
@@ -346,7 +337,7 @@ fn inspect_json(
             "Restarting": s.status == Status::Restarting,
             "OOMKilled": oom,
             "Dead": false,
-            "Pid": running_pid(s),
+            "Pid": s.running_pid(),
             "ExitCode": exit_code,
             "Error": error,
             "StartedAt": render::time_or_zero(r.started_at),
@@ -429,14 +420,15 @@ pub async fn inspect(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
 ) -> Result<Response, ApiError> {
-    let id = resolve(&state, &reference).await?;
-    let s = snapshot(&state, id).await?;
-    let log_path = state.adapter.log_path(&s.record.id);
-    let att = attachment(&state, &s);
-    let net_name = state.network.name();
-    let mut out = inspect_json(&s, &log_path, net_name, att.as_ref());
+    let details = state.engine.containers().inspect(&reference).await?;
+    let mut out = inspect_json(
+        &details.snapshot,
+        &details.log_path,
+        &details.default_bridge,
+        details.attachment.as_ref(),
+    );
     if let Some(networks) = out["NetworkSettings"]["Networks"].as_object_mut() {
-        for (name, endpoint) in endpoints_json(&state, &s.record) {
+        for (name, endpoint) in endpoints_json(&details.endpoints) {
             networks.insert(name, endpoint);
         }
     }
@@ -446,21 +438,12 @@ pub async fn inspect(
 /// `NetworkSettings.Networks` of the networks it was connected to after
 /// its create (`docker network connect`): what their attachments gave, if
 /// made.
-fn endpoints_json(state: &ApiState, r: &Record) -> Vec<(String, Value)> {
-    r.endpoints
+fn endpoints_json(endpoints: &[EndpointDetails]) -> Vec<(String, Value)> {
+    endpoints
         .iter()
-        .filter(|e| e.wanted)
-        .map(|e| {
-            let att = (e.state == holdfast_core::NetworkState::Attached)
-                .then(|| state.network.attachment_of(&r.id, e.slot))
-                .flatten();
-            let att = att.as_ref();
+        .map(|d| {
+            let (e, att, network_id) = (&d.endpoint, d.attachment.as_ref(), &d.network_id);
             let user = e.network != holdfast_engine::network::DEFAULT_NAME;
-            let network_id = att
-                .and_then(|a| a.network.as_ref())
-                .map(|n| n.id.clone())
-                .or_else(|| state.network.find(&e.network).map(|d| d.id))
-                .unwrap_or_default();
             let shown = json!({
                 "IPAMConfig": e.ip.as_ref().map(|ip| json!({"IPv4Address": ip})),
                 "Links": null,

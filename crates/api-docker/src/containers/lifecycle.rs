@@ -1,26 +1,22 @@
 //! The lifecycle of a container: start, stop, restart, kill, pause,
-//! unpause, wait, remove and resize. Each is one command to the core for
-//! the container a reference names; its answer is the response.
+//! unpause, wait, remove and resize. Each is one command (or one call of
+//! the containers backend) for the container a reference names; its answer
+//! is the response.
 
-use super::{resolve, snapshot};
 use crate::params::Params;
+use crate::state::{Done, respond};
 use crate::{ApiError, ApiState};
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use holdfast_core::{Answer, Command, Signal, Status, WaitCondition};
+use holdfast_core::{Answer, Command, Signal, WaitCondition};
 use serde_json::json;
 use std::time::Duration;
 
 /// A lifecycle command's answer: done 204, nothing to do 304.
 fn lifecycle(answer: Answer) -> Result<Response, ApiError> {
-    match answer {
-        Answer::Done => Ok(StatusCode::NO_CONTENT.into_response()),
-        Answer::NotModified => Ok(StatusCode::NOT_MODIFIED.into_response()),
-        Answer::Waited { .. } => Ok(StatusCode::NO_CONTENT.into_response()),
-        Answer::Error(e) => Err(e.into()),
-    }
+    respond(answer, Done::NoContentOrNotModified)
 }
 
 pub async fn start(
@@ -123,25 +119,13 @@ pub async fn remove(
             "links are not supported by holdfast",
         ));
     }
-    let id = resolve(&state, &reference).await?;
     // `-v`: its anonymous volumes go with it, once it is gone.
-    let mounts = if p.bool("v") {
-        snapshot(&state, id.clone())
-            .await?
-            .record
-            .config
-            .mounts
-            .clone()
-    } else {
-        Vec::new()
-    };
-    let remove = Command::Remove {
-        id,
-        force: p.bool("force"),
-    };
-    let response = lifecycle(state.engine.command(remove).await)?;
-    state.engine.volumes().remove_anonymous(&mounts).await?;
-    Ok(response)
+    let answer = state
+        .engine
+        .containers()
+        .remove(&reference, p.bool("force"), p.bool("v"))
+        .await;
+    lifecycle(answer)
 }
 
 pub async fn wait(
@@ -195,20 +179,12 @@ pub async fn resize(
     Path(reference): Path<String>,
     query: RawQuery,
 ) -> Result<Response, ApiError> {
-    let (height, width) = crate::exec::size(&Params::parse(&query))?;
-    let id = resolve(&state, &reference).await?;
-    let s = snapshot(&state, id.clone()).await?;
-    if s.status != Status::Running {
-        return Err(ApiError::conflict(format!("Container {id} is not running")));
-    }
-    // Without a terminal there is nothing to resize; accepted as dockerd does.
-    if s.record.config.tty {
-        state
-            .adapter
-            .resize_terminal(&id, "", width, height)
-            .await
-            .map_err(ApiError::from)?;
-    }
+    let (height, width) = crate::params::terminal_size(&Params::parse(&query))?;
+    state
+        .engine
+        .containers()
+        .resize(&reference, height, width)
+        .await?;
     Ok(StatusCode::OK.into_response())
 }
 

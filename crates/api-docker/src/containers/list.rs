@@ -1,14 +1,14 @@
 //! `GET /containers/json` (`docker ps`): the containers with their status
 //! as dockerd words it, filtered as dockerd filters them.
 
-use super::inspect::attachment;
-use super::{Snapshot, command_line, network_mode_shown};
+use super::{command_line, network_mode_shown};
 use crate::params::{Filters, Params};
 use crate::{ApiError, ApiState, render};
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{ContainerId, NetworkMode, Status};
+use holdfast_engine::backend::containers::Snapshot;
 use holdfast_engine::engine::wall_now;
 use holdfast_engine::network::Attachment;
 use serde_json::{Value, json};
@@ -213,22 +213,8 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
     }
     let all = p.bool("all");
     let limit: Option<i64> = p.int("limit")?;
-    let mut containers = state
-        .engine
-        .read(|v| {
-            v.core
-                .containers()
-                .map(|c| Snapshot {
-                    record: c.record.clone(),
-                    status: c.status,
-                    task: c.task,
-                    confirmed: c.confirmed,
-                    paused: c.paused,
-                    health: v.core.health(&c.record.id).cloned(),
-                })
-                .collect::<Vec<_>>()
-        })
-        .await?;
+    let backend = state.engine.containers();
+    let mut containers = backend.snapshots().await?;
     containers.sort_by(|a, b| {
         b.record
             .created_at
@@ -255,7 +241,7 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
         if !matches_filters(s, &filters, &all_ids)? {
             continue;
         }
-        out.push(list_json(s, now, attachment(&state, s).as_ref()));
+        out.push(list_json(s, now, backend.attachment(s).as_ref()));
         if let Some(l) = limit
             && l > 0
             && out.len() as i64 >= l

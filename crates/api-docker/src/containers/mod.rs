@@ -1,5 +1,6 @@
 //! `/containers/...`: create, list, inspect, the lifecycle commands, wait and
-//! remove, a file each. Translation only: every decision is the core's.
+//! remove, a file each. Translation only: the core decides, through the
+//! engine's handle and its containers backend.
 
 mod create;
 mod create_body;
@@ -9,10 +10,8 @@ mod lifecycle;
 mod list;
 
 pub use create::create;
-pub(crate) use create::swap_accounting;
 pub use create_body::decode_create;
 pub(crate) use create_body::{RestartPolicyBody, restart_policy};
-pub(crate) use inspect::attachment;
 pub use inspect::inspect;
 pub use lifecycle::{
     kill, pause, remove, resize, restart, start, stop, unpause, unsupported, wait,
@@ -20,62 +19,7 @@ pub use lifecycle::{
 pub use list::list;
 pub(crate) use list::list_json;
 
-use crate::{ApiError, ApiState};
-use holdfast_core::{ContainerConfig, ContainerId, NetworkMode, Record, Status, TaskState};
-
-/// A container as a read of the core showed it.
-#[derive(Clone, Debug)]
-pub(crate) struct Snapshot {
-    pub record: Record,
-    pub status: Status,
-    pub task: TaskState,
-    pub confirmed: bool,
-    /// Running with its processes frozen (`docker pause`).
-    pub paused: bool,
-    /// The health of its current or last run, with a health check.
-    pub health: Option<holdfast_core::Health>,
-}
-
-impl Snapshot {
-    /// dockerd's state name: "paused" for a paused running container.
-    pub(crate) fn state_name(&self) -> &'static str {
-        if self.paused {
-            "paused"
-        } else {
-            self.status.as_str()
-        }
-    }
-}
-
-pub(crate) async fn snapshot(state: &ApiState, id: ContainerId) -> Result<Snapshot, ApiError> {
-    let wanted = id.clone();
-    state
-        .engine
-        .read(move |v| {
-            v.core.container(&wanted).map(|c| Snapshot {
-                record: c.record.clone(),
-                status: c.status,
-                task: c.task,
-                confirmed: c.confirmed,
-                paused: c.paused,
-                health: v.core.health(&wanted).cloned(),
-            })
-        })
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("No such container: {id}")))
-}
-
-pub(crate) async fn resolve(state: &ApiState, reference: &str) -> Result<ContainerId, ApiError> {
-    Ok(state.engine.resolve(reference).await?)
-}
-
-fn running_pid(s: &Snapshot) -> u32 {
-    match (s.status, s.task) {
-        (Status::Running, TaskState::Running { pid } | TaskState::Created { pid }) => pid,
-        (Status::Running, TaskState::Unknown) => s.record.pid.unwrap_or(0),
-        _ => 0,
-    }
-}
+use holdfast_core::{ContainerConfig, NetworkMode};
 
 fn network_mode_name(m: NetworkMode) -> &'static str {
     match m {

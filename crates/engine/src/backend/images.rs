@@ -233,7 +233,7 @@ impl<'a> Images<'a> {
         }
         let dir = tempfile::Builder::new()
             .prefix("save-")
-            .tempdir_in(&self.engine.services.scratch_dir)
+            .tempdir_in(&self.engine.services.data_root)
             .map_err(|e| internal(format!("cannot make room for the archive: {e}")))?;
         let work = dir.path().join("work");
         std::fs::create_dir(&work)
@@ -399,7 +399,7 @@ impl<'a> Images<'a> {
     ) -> Result<Vec<String>, RequestError> {
         let dir = tempfile::Builder::new()
             .prefix("load-")
-            .tempdir_in(&self.engine.services.scratch_dir)
+            .tempdir_in(&self.engine.services.data_root)
             .map_err(|e| internal(format!("cannot make room for the upload: {e}")))?;
         let path = dir.path().join("image.tar");
         let total = store_upload(upload, &path).await?;
@@ -435,7 +435,7 @@ impl<'a> Images<'a> {
     ) -> Result<String, RequestError> {
         let dir = tempfile::Builder::new()
             .prefix("import-")
-            .tempdir_in(&self.engine.services.scratch_dir)
+            .tempdir_in(&self.engine.services.data_root)
             .map_err(|e| internal(format!("cannot make room for the upload: {e}")))?;
         let upload_path = dir.path().join("upload");
         let total = store_upload(upload, &upload_path).await?;
@@ -733,7 +733,7 @@ impl<'a> Images<'a> {
             })?;
         let dir = tempfile::Builder::new()
             .prefix("commit-")
-            .tempdir_in(&engine.services.scratch_dir)
+            .tempdir_in(&engine.services.data_root)
             .map_err(|e| internal(format!("cannot make room for the layer: {e}")))?;
         let layer = dir.path().join("layer.tar");
         let out = layer.clone();

@@ -14,6 +14,7 @@ pub mod containers;
 pub mod execs;
 pub mod images;
 pub mod networks;
+pub mod system;
 pub mod volumes;
 
 use crate::engine::EngineHandle;
@@ -35,9 +36,9 @@ pub(crate) struct Services {
     pub(crate) events: Arc<EventLog>,
     pub(crate) volumes: VolumeStore,
     pub(crate) execs: ExecStore,
-    /// Where uploads, saves and layers are staged: on the data root,
-    /// beside the image content they become.
-    pub(crate) scratch_dir: PathBuf,
+    /// The data root: where uploads, saves and layers are staged, beside
+    /// the image content they become.
+    pub(crate) data_root: PathBuf,
     /// Where a stopped container's snapshot is mounted for the length of
     /// one request (`docker cp`, a volume's fill).
     pub(crate) mount_dir: PathBuf,
@@ -87,6 +88,11 @@ impl EngineHandle {
     /// `docker network`.
     pub fn networks(&self) -> networks::Networks<'_> {
         networks::Networks::new(self)
+    }
+
+    /// `docker info`, `version`, `events`, `system df`.
+    pub fn system(&self) -> system::System<'_> {
+        system::System::new(self)
     }
 
     /// `docker volume` and the volumes of `docker run -v`.

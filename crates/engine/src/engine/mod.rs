@@ -83,8 +83,8 @@ pub struct EngineParts {
     pub events: Arc<EventLog>,
     /// The local volumes.
     pub volumes: crate::volumes::Volumes,
-    /// Where uploads, saves and layers are staged (the data root).
-    pub scratch_dir: PathBuf,
+    /// The data root: where uploads, saves and layers are staged.
+    pub data_root: PathBuf,
     /// Where a stopped container's snapshot is mounted for one request.
     pub mount_dir: PathBuf,
 }
@@ -148,7 +148,7 @@ impl Engine {
             events: Arc::clone(&parts.events),
             volumes: parts.volumes,
             execs: crate::execs::Execs::default(),
-            scratch_dir: parts.scratch_dir,
+            data_root: parts.data_root,
             mount_dir: parts.mount_dir,
         };
         let mut engine = Engine {
