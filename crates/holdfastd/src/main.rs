@@ -1,6 +1,7 @@
 //! `holdfastd`: parses flags and wires the parts together (see `wiring.rs`).
 
 mod settings;
+mod socket;
 mod wiring;
 
 use clap::Parser as _;

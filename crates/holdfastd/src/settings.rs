@@ -184,16 +184,6 @@ impl Settings {
                 .unwrap_or_else(|| PathBuf::from("/usr/lib/cni")),
         })
     }
-
-    /// The store's database file.
-    pub fn store_path(&self) -> PathBuf {
-        self.data_root.join("holdfast.redb")
-    }
-
-    /// Where the logger writes each container's json-file log.
-    pub fn log_dir(&self) -> PathBuf {
-        self.data_root.join("containers")
-    }
 }
 
 fn read_file(path: &Path) -> Result<FileSettings, SettingsError> {
