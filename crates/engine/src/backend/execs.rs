@@ -4,6 +4,7 @@
 //! reads a container's; its end is recorded by [`execs::watch_exit`].
 
 use super::adapter_failure;
+use crate::backend::{conflict, internal, invalid};
 use crate::engine::EngineHandle;
 use crate::execs::{self, Exec, ExecSpec, ExecState};
 use crate::logs::{self, LogOptions};
@@ -124,10 +125,9 @@ impl<'a> Execs<'a> {
             return Err(paused(container.as_str()));
         }
         if !exec.begin() {
-            return Err(RequestError::new(
-                ErrorKind::Conflict,
-                format!("Exec command {exec_id} has already run or is running"),
-            ));
+            return Err(conflict(format!(
+                "Exec command {exec_id} has already run or is running"
+            )));
         }
         let services = &self.engine.services;
         let adapter = &services.adapter;
@@ -150,11 +150,9 @@ impl<'a> Execs<'a> {
         let with_stdin = attached && spec.attach_stdin;
         let input = if with_stdin {
             let path = adapter.exec_stdin_path(&container, exec_id);
-            let writer = stdio::open_writer(&path).map_err(|e| {
-                RequestError::new(ErrorKind::Internal, format!("stdin of exec {exec_id}: {e}"))
-            })?;
-            let keys = DetachKeys::from_param(spec.detach_keys.as_deref())
-                .map_err(|e| RequestError::new(ErrorKind::Invalid, e))?;
+            let writer = stdio::open_writer(&path)
+                .map_err(|e| internal(format!("stdin of exec {exec_id}: {e}")))?;
+            let keys = DetachKeys::from_param(spec.detach_keys.as_deref()).map_err(invalid)?;
             Some(Input {
                 writer,
                 escape: spec.tty.then(|| Escape::new(keys)),
@@ -257,10 +255,7 @@ impl<'a> Execs<'a> {
     pub async fn resize(&self, exec_id: &str, height: u32, width: u32) -> Result<(), RequestError> {
         let exec = self.inspect(exec_id)?;
         if !matches!(exec.state(), ExecState::Running { .. }) {
-            return Err(RequestError::new(
-                ErrorKind::Conflict,
-                format!("Exec {exec_id} is not running"),
-            ));
+            return Err(conflict(format!("Exec {exec_id} is not running")));
         }
         if exec.spec.tty {
             self.engine
@@ -275,27 +270,19 @@ impl<'a> Execs<'a> {
 }
 
 fn not_running(container: &str) -> RequestError {
-    RequestError::new(
-        ErrorKind::Conflict,
-        format!("Container {container} is not running"),
-    )
+    conflict(format!("Container {container} is not running"))
 }
 
 fn paused(container: &str) -> RequestError {
-    RequestError::new(
-        ErrorKind::Conflict,
-        format!("Container {container} is paused, unpause the container before exec"),
-    )
+    conflict(format!(
+        "Container {container} is paused, unpause the container before exec"
+    ))
 }
 
 /// 64 hex digits from 32 random bytes, as dockerd makes ids.
 fn new_exec_id() -> Result<String, RequestError> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        RequestError::new(
-            ErrorKind::Internal,
-            format!("no randomness for an exec id: {e}"),
-        )
-    })?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| internal(format!("no randomness for an exec id: {e}")))?;
     Ok(hex::encode(bytes))
 }

@@ -5,6 +5,7 @@
 //! core is asked only which containers use an image (and, for a commit,
 //! to pause and unpause its container).
 
+use crate::backend::{conflict, internal, invalid};
 use crate::engine::{EngineHandle, wall_now};
 use crate::events::EventMessage;
 use bytes::Bytes;
@@ -849,12 +850,10 @@ pub(crate) fn image_failure(reference: &str, e: AdapterError) -> RequestError {
                 familiar(&normalize_reference(reference))
             ),
         ),
-        AdapterError::Image(m) | AdapterError::Invalid(m) => {
-            RequestError::new(ErrorKind::Invalid, m)
-        }
+        AdapterError::Image(m) | AdapterError::Invalid(m) => invalid(m),
         AdapterError::Registry { kind, message } => match kind {
             RegistryFailure::NotFound => RequestError::new(ErrorKind::NotFound, message),
-            RegistryFailure::Invalid => RequestError::new(ErrorKind::Invalid, message),
+            RegistryFailure::Invalid => invalid(message),
             RegistryFailure::Failed => internal(message),
         },
         e if e.is_unreachable() || e.kind() == holdfast_core::FailureKind::Deadline => {
@@ -1014,18 +1013,6 @@ fn opaque(dir: &Path) -> bool {
             rustix::fs::lgetxattr(dir, *name, &mut value[..])
                 .is_ok_and(|n| n == 1 && value[0] == b'y')
         })
-}
-
-fn invalid(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Invalid, message)
-}
-
-fn conflict(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Conflict, message)
-}
-
-fn internal(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Internal, message)
 }
 
 #[cfg(test)]

@@ -57,6 +57,21 @@ pub(crate) fn adapter_failure(e: holdfast_adapter_containerd::AdapterError) -> R
     RequestError::new(kind, e.to_string())
 }
 
+/// The request is not one the engine can take (400).
+pub(crate) fn invalid(message: impl Into<String>) -> RequestError {
+    RequestError::new(ErrorKind::Invalid, message)
+}
+
+/// The request conflicts with what is (409).
+pub(crate) fn conflict(message: impl Into<String>) -> RequestError {
+    RequestError::new(ErrorKind::Conflict, message)
+}
+
+/// Something failed inside the engine or the host (500).
+pub(crate) fn internal(message: impl Into<String>) -> RequestError {
+    RequestError::new(ErrorKind::Internal, message)
+}
+
 impl From<crate::archive::ArchiveError> for RequestError {
     fn from(e: crate::archive::ArchiveError) -> RequestError {
         use crate::archive::ArchiveError;

@@ -6,6 +6,7 @@
 //! resolves the network and the container and checks what only the
 //! network can tell.
 
+use crate::backend::{conflict, internal, invalid};
 use crate::engine::EngineHandle;
 use crate::network::{DefError, NetworkDef, NetworkRequest};
 use holdfast_core::{Answer, Command, ContainerId, ErrorKind, NetworkMode, RequestError, Status};
@@ -165,7 +166,7 @@ impl<'a> Networks<'a> {
         aliases: Vec<String>,
         ip: Option<String>,
     ) -> Answer {
-        let invalid = |message: &str| Answer::Error(RequestError::new(ErrorKind::Invalid, message));
+        let invalid = |message: &str| Answer::Error(invalid(message));
         let def = match self.find(reference) {
             Ok(Listed::Bridge(d)) => d,
             Ok(Listed::Builtin("host")) => {
@@ -245,12 +246,9 @@ impl<'a> Networks<'a> {
             .filter(|n| !reference.is_empty() && n.id().starts_with(reference));
         match (by_prefix.next(), by_prefix.next()) {
             (Some(n), None) => Ok(n.clone()),
-            (Some(_), Some(_)) => Err(RequestError::new(
-                ErrorKind::Invalid,
-                format!(
-                    "network {reference} is ambiguous: more than one network's id starts with it"
-                ),
-            )),
+            (Some(_), Some(_)) => Err(invalid(format!(
+                "network {reference} is ambiguous: more than one network's id starts with it"
+            ))),
             _ => Err(RequestError::new(
                 ErrorKind::NotFound,
                 format!("network {reference} not found"),
@@ -340,13 +338,10 @@ impl<'a> Networks<'a> {
     /// Removes a user network no container names.
     async fn remove_def(&self, def: NetworkDef, users: &[User]) -> Result<(), RequestError> {
         if let Some((_, id, ..)) = users.iter().find(|(net, ..)| *net == def.name) {
-            return Err(RequestError::new(
-                ErrorKind::Conflict,
-                format!(
-                    "error while removing network: network {} id {} has active endpoints (container {id} is on it)",
-                    def.name, def.id
-                ),
-            ));
+            return Err(conflict(format!(
+                "error while removing network: network {} id {} has active endpoints (container {id} is on it)",
+                def.name, def.id
+            )));
         }
         let network = self.engine.services.network.clone();
         tokio::task::spawn_blocking(move || network.remove(&def))
@@ -360,8 +355,4 @@ impl<'a> Networks<'a> {
 fn builtin_id(name: &str) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(format!("holdfast network {name}")))
-}
-
-fn internal(message: String) -> RequestError {
-    RequestError::new(ErrorKind::Internal, message)
 }

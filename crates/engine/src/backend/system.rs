@@ -5,10 +5,11 @@
 use super::containers::Snapshot;
 use super::images::LocalImage;
 use super::volumes::VolumeDetails;
+use crate::backend::internal;
 use crate::engine::{EngineHandle, Facts};
 use crate::events::EventMessage;
 use crate::network::Attachment;
-use holdfast_core::{ConnectionState, ErrorKind, FailureKind, RequestError, Status};
+use holdfast_core::{ConnectionState, FailureKind, RequestError, Status};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -186,9 +187,7 @@ impl<'a> System<'a> {
             let dir = volume.mountpoint.clone();
             let size = tokio::task::spawn_blocking(move || dir_size(&dir))
                 .await
-                .map_err(|e| {
-                    RequestError::new(ErrorKind::Internal, format!("measuring volume: {e}"))
-                })?;
+                .map_err(|e| internal(format!("measuring volume: {e}")))?;
             volumes.push(VolumeUsage { volume, size });
         }
         Ok(DiskUsage {

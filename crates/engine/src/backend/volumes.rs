@@ -5,6 +5,7 @@
 //! volume (running or not).
 
 use crate::archive::{self, ArchiveError, Op};
+use crate::backend::{conflict, internal};
 use crate::engine::EngineHandle;
 use crate::volumes::{ANONYMOUS_LABEL, Volume, VolumeError};
 use holdfast_adapter_containerd::ImageConfig;
@@ -92,10 +93,10 @@ impl<'a> Volumes<'a> {
         store.get(name)?;
         if let Some(ids) = self.users().await?.get(name) {
             let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-            return Err(RequestError::new(
-                ErrorKind::Conflict,
-                format!("remove {name}: volume is in use - [{}]", ids.join(", ")),
-            ));
+            return Err(conflict(format!(
+                "remove {name}: volume is in use - [{}]",
+                ids.join(", ")
+            )));
         }
         store.remove(name)?;
         Ok(())
@@ -171,7 +172,7 @@ impl<'a> Volumes<'a> {
         }
         let services = &self.engine.services;
         let root = crate::rootfs::mounted_root(&services.adapter, &services.mount_dir, id).await?;
-        let internal = |message: String| RequestError::new(ErrorKind::Internal, message);
+        let internal = |message: String| internal(message);
         for (name, destination) in fill.0 {
             let mut child = archive::spawn(Op::GetContents, root.path(), &destination, false)
                 .map_err(|e| internal(format!("archive helper: {e}")))?;
@@ -263,12 +264,8 @@ impl<'a> Volumes<'a> {
 /// A new volume's name: 64 hex digits from 32 random bytes.
 pub(crate) fn random_name() -> Result<String, RequestError> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        RequestError::new(
-            ErrorKind::Internal,
-            format!("no randomness for a volume name: {e}"),
-        )
-    })?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| internal(format!("no randomness for a volume name: {e}")))?;
     Ok(hex::encode(bytes))
 }
 

@@ -4,6 +4,7 @@
 //! a change when a lower layer has the path too.
 
 use super::Containers;
+use crate::backend::internal;
 use holdfast_core::{ErrorKind, RequestError};
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::{Path as FsPath, PathBuf};
@@ -43,7 +44,7 @@ impl Containers<'_> {
             .unwrap_or_default();
         tokio::task::spawn_blocking(move || changes(FsPath::new(&upper), &lowers))
             .await
-            .map_err(|e| RequestError::new(ErrorKind::Internal, e.to_string()))
+            .map_err(|e| internal(e.to_string()))
     }
 }
 

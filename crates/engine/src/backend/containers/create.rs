@@ -4,6 +4,7 @@
 //! name given or one drawn; its new volumes are then filled from its image.
 
 use super::Containers;
+use crate::backend::{conflict, internal, invalid};
 use crate::port_keys::{exposed_port_keys, publish_exposed};
 use holdfast_adapter_containerd::ImageConfig;
 use holdfast_core::{
@@ -492,18 +493,6 @@ fn merge_image_defaults(config: &mut ContainerConfig, image: &ImageConfig) {
             config.entrypoint = image.entrypoint.clone();
         }
     }
-}
-
-fn invalid(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Invalid, message)
-}
-
-fn conflict(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Conflict, message)
-}
-
-fn internal(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Internal, message)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use super::{Containers, Snapshot};
 use crate::archive::{self, ArchiveError, Op, PathStat};
+use crate::backend::{internal, invalid};
 use crate::rootfs::{self, Root};
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt as _};
@@ -94,10 +95,9 @@ impl Containers<'_> {
         let (id, root) = self.root(reference).await?;
         let s = stat(&id, &root, path).await?;
         if !s.is_dir() {
-            return Err(RequestError::new(
-                ErrorKind::Invalid,
-                format!("extraction point is not a directory: {path}"),
-            ));
+            return Err(invalid(format!(
+                "extraction point is not a directory: {path}"
+            )));
         }
         let mut child = archive::spawn(Op::Put, root.path(), path, keep_owners)
             .map_err(|e| internal(format!("archive helper: {e}")))?;
@@ -106,9 +106,7 @@ impl Containers<'_> {
             .take()
             .ok_or_else(|| internal("archive helper without stdin"))?;
         while let Some(chunk) = tar.next().await {
-            let chunk = chunk.map_err(|e| {
-                RequestError::new(ErrorKind::Invalid, format!("reading the archive: {e}"))
-            })?;
+            let chunk = chunk.map_err(|e| invalid(format!("reading the archive: {e}")))?;
             if stdin.write_all(&chunk).await.is_err() {
                 // The helper stopped reading: its report says why.
                 break;
@@ -167,8 +165,4 @@ fn chunks(from: tokio::process::ChildStdout) -> impl Stream<Item = std::io::Resu
             Err(e) => Some((Err(e), None)),
         }
     })
-}
-
-fn internal(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Internal, message)
 }

@@ -17,6 +17,7 @@ pub use files::Archive;
 pub use processes::StatsSource;
 pub use streams::{AttachOptions, Attached, LogStream};
 
+use crate::backend::conflict;
 use crate::engine::{EngineHandle, View};
 use crate::network::Attachment;
 use holdfast_core::{
@@ -345,10 +346,7 @@ impl<'a> Containers<'a> {
         let s = self.snapshot(reference).await?;
         let id = &s.record.id;
         if s.status != Status::Running {
-            return Err(RequestError::new(
-                ErrorKind::Conflict,
-                format!("Container {id} is not running"),
-            ));
+            return Err(conflict(format!("Container {id} is not running")));
         }
         if s.record.config.tty {
             self.engine

@@ -3,8 +3,9 @@
 //! `docker stats` (its cgroup, see [`crate::stats`]).
 
 use super::Containers;
+use crate::backend::{conflict, internal};
 use crate::stats::{self, Sample};
-use holdfast_core::{ErrorKind, RequestError, Status, TaskState};
+use holdfast_core::{RequestError, Status, TaskState};
 
 /// A container's resource use, sampled on demand from its cgroup.
 #[derive(Clone, Debug)]
@@ -43,10 +44,7 @@ impl Containers<'_> {
             (s.status, s.task),
             (Status::Running, TaskState::Running { .. })
         ) {
-            return Err(RequestError::new(
-                ErrorKind::Conflict,
-                format!("Container {id} is not running"),
-            ));
+            return Err(conflict(format!("Container {id} is not running")));
         }
         let pids = self
             .engine
@@ -122,10 +120,6 @@ fn filter_ps(output: &str, pids: &[u32]) -> Result<(Vec<String>, Vec<Vec<String>
         }
     }
     Ok((titles, rows))
-}
-
-fn internal(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Internal, message)
 }
 
 #[cfg(test)]

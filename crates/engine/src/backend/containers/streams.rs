@@ -4,6 +4,7 @@
 //! the stdin FIFO the shim reads (see [`crate::stdio`]).
 
 use super::Containers;
+use crate::backend::{internal, invalid};
 use crate::logs::{self, LogOptions, Stopped};
 use crate::stdio::{self, DetachKeys, Escape, Input, OnClose};
 use bytes::Bytes;
@@ -111,15 +112,10 @@ impl Containers<'_> {
         let adapter = &self.engine.services.adapter;
         // Stdin is attached only to a container created with `-i`, as dockerd does.
         let input = if stdin && stream && config.open_stdin {
-            let keys = DetachKeys::from_param(detach_keys.as_deref())
-                .map_err(|e| RequestError::new(ErrorKind::Invalid, e))?;
+            let keys = DetachKeys::from_param(detach_keys.as_deref()).map_err(invalid)?;
             let path = adapter.stdin_path(&id);
-            let writer = stdio::open_writer(&path).map_err(|e| {
-                RequestError::new(
-                    ErrorKind::Internal,
-                    format!("stdin of {id} ({}): {e}", path.display()),
-                )
-            })?;
+            let writer = stdio::open_writer(&path)
+                .map_err(|e| internal(format!("stdin of {id} ({}): {e}", path.display())))?;
             Some(Input {
                 writer,
                 escape: config.tty.then(|| Escape::new(keys)),
