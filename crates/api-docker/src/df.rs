@@ -6,7 +6,6 @@ use super::containers::list_json;
 use super::{ApiError, ApiState};
 use axum::Json;
 use axum::extract::State;
-use holdfast_engine::backend::images::familiar;
 use holdfast_engine::engine::wall_now;
 use serde_json::{Value, json};
 
@@ -17,19 +16,8 @@ pub async fn system_df(State(state): State<ApiState>) -> Result<Json<Value>, Api
         .images
         .iter()
         .map(|u| {
-            let i = &u.image;
-            json!({
-                "Id": i.resolved.config_digest,
-                "ParentId": "",
-                "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
-                "RepoDigests": [],
-                "Created": 0,
-                "Size": u.size,
-                "SharedSize": 0,
-                "VirtualSize": u.size,
-                "Labels": i.resolved.config.labels,
-                "Containers": u.containers,
-            })
+            let containers = i64::try_from(u.containers).unwrap_or(i64::MAX);
+            super::images::summary_json(&u.image, u.size, 0, containers)
         })
         .collect();
     let now = wall_now();

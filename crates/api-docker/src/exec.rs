@@ -2,16 +2,16 @@
 //! attach), inspect and resize, over the engine's execs backend.
 
 use super::params::Params;
-use super::streams::{RAW_STREAM, switching_protocols, wants_upgrade};
+use super::streams::{hijacked, raw_stream, wants_upgrade};
 use super::{ApiError, ApiState};
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdfast_engine::backend::execs::ExecStarted;
 use holdfast_engine::execs::{ExecSpec, ExecState};
-use holdfast_engine::stdio::{self, DetachKeys};
+use holdfast_engine::stdio::DetachKeys;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -116,34 +116,15 @@ pub async fn start(
     let session = match started {
         ExecStarted::Detached => return Ok(StatusCode::OK.into_response()),
         ExecStarted::FailedInStream(told) => {
-            tokio::spawn(async move {
-                if let Ok(upgraded) = upgrade.await {
-                    let connection = hyper_util::rt::TokioIo::new(upgraded);
-                    stdio::session(connection, told, None).await;
-                }
-            });
-            return Ok(switching_protocols());
+            return Ok(hijacked(upgrade, told, None, "exec", || {}));
         }
         ExecStarted::Attached(session) => session,
     };
     let (output, input, cleanup) = session.into_parts();
     if !hijack {
-        let mut r = Body::from_stream(output).into_response();
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(RAW_STREAM));
-        return Ok(r);
+        return Ok(raw_stream(output));
     }
-    tokio::spawn(async move {
-        match upgrade.await {
-            Ok(upgraded) => {
-                let connection = hyper_util::rt::TokioIo::new(upgraded);
-                stdio::session(connection, output, input).await;
-            }
-            Err(e) => tracing::debug!(error = %e, "exec upgrade failed"),
-        }
-        cleanup();
-    });
-    Ok(switching_protocols())
+    Ok(hijacked(upgrade, output, input, "exec", cleanup))
 }
 
 /// `GET /exec/{id}/json`

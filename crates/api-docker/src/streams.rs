@@ -112,19 +112,39 @@ pub async fn attach(
     let (frames, input) = (attached.output.frames, attached.input);
     let upgrade = hyper::upgrade::on(&mut req);
     if !wants_upgrade(&req) {
-        let mut r = Body::from_stream(frames).into_response();
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(RAW_STREAM));
-        return Ok(r);
+        return Ok(raw_stream(frames));
     }
+    Ok(hijacked(upgrade, frames, input, "attach", || {}))
+}
+
+/// `output` as a response body of the raw stream (a client that did not
+/// ask for the connection).
+pub(super) fn raw_stream(output: stdio::Output) -> Response {
+    let mut r = Body::from_stream(output).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(RAW_STREAM));
+    r
+}
+
+/// A session (`what`: attach, exec) on the connection the client takes
+/// over once the 101 is out: `output` to it and its input to `input`;
+/// `then` runs when the session is over.
+pub(super) fn hijacked(
+    upgrade: hyper::upgrade::OnUpgrade,
+    output: stdio::Output,
+    input: Option<stdio::Input>,
+    what: &'static str,
+    then: impl FnOnce() + Send + 'static,
+) -> Response {
     tokio::spawn(async move {
         match upgrade.await {
             Ok(upgraded) => {
                 let connection = hyper_util::rt::TokioIo::new(upgraded);
-                stdio::session(connection, frames, input).await;
+                stdio::session(connection, output, input).await;
             }
-            Err(e) => tracing::debug!(error = %e, "attach upgrade failed"),
+            Err(e) => tracing::debug!(error = %e, "{what} upgrade failed"),
         }
+        then();
     });
-    Ok(switching_protocols())
+    switching_protocols()
 }

@@ -151,6 +151,9 @@ pub async fn pump(
     }
 }
 
+/// What a client reads of a session (or of a log): chunks until it ends.
+pub type Output = futures_util::stream::BoxStream<'static, io::Result<Bytes>>;
+
 /// A session's input: the client's bytes into a stdin FIFO.
 pub struct Input {
     pub writer: pipe::Sender,

@@ -28,22 +28,26 @@ pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
     Ok(Json(Value::Array(
         images
             .iter()
-            .map(|i| {
-                json!({
-                    "Id": i.resolved.config_digest,
-                    "ParentId": "",
-                    "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
-                    "RepoDigests": [],
-                    "Created": 0,
-                    "Size": i.size,
-                    "SharedSize": -1,
-                    "VirtualSize": i.size,
-                    "Labels": i.resolved.config.labels,
-                    "Containers": -1,
-                })
-            })
+            .map(|i| summary_json(i, i.size, -1, -1))
             .collect(),
     )))
+}
+
+/// An image as `docker images` and `docker system df` list it: its `size`,
+/// and what it shares and how many containers use it (-1: not counted).
+pub(crate) fn summary_json(i: &LocalImage, size: i64, shared_size: i64, containers: i64) -> Value {
+    json!({
+        "Id": i.resolved.config_digest,
+        "ParentId": "",
+        "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
+        "RepoDigests": [],
+        "Created": 0,
+        "Size": size,
+        "SharedSize": shared_size,
+        "VirtualSize": size,
+        "Labels": i.resolved.config.labels,
+        "Containers": containers,
+    })
 }
 
 fn inspect_json(i: &LocalImage) -> Value {

@@ -8,9 +8,9 @@ use crate::backend::{conflict, internal, invalid};
 use crate::engine::EngineHandle;
 use crate::execs::{self, Exec, ExecSpec, ExecState};
 use crate::logs::{self, LogOptions};
-use crate::stdio::{self, DetachKeys, Escape, Input, OnClose};
+use crate::stdio::{self, DetachKeys, Escape, Input, OnClose, Output};
 use bytes::Bytes;
-use futures_util::stream::{BoxStream, StreamExt as _};
+use futures_util::stream::StreamExt as _;
 use holdfast_adapter_containerd::ExecRequest;
 use holdfast_core::{ErrorKind, RequestError, Status};
 use std::sync::Arc;
@@ -42,9 +42,6 @@ impl std::fmt::Debug for ExecStarted {
         })
     }
 }
-
-/// What a caller reads of a session.
-pub type Output = BoxStream<'static, std::io::Result<Bytes>>;
 
 /// What removes an exec's log and stdin once its session is over.
 pub type Cleanup = Box<dyn FnOnce() + Send>;

@@ -39,25 +39,8 @@ impl Containers<'_> {
     pub async fn archive(&self, reference: &str, path: &str) -> Result<Archive, RequestError> {
         let (id, root) = self.root(reference).await?;
         let stat = stat(&id, &root, path).await?;
-        let mut child = archive::spawn(Op::Get, root.path(), path, false)
-            .map_err(|e| internal(format!("archive helper: {e}")))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| internal("archive helper without stdout"))?;
-        // The root stays mounted, and the helper is reaped, once the stream ends.
-        let tail = futures_util::stream::once(async move {
-            let result = archive::finish(child).await;
-            drop(root);
-            match result {
-                Ok(_) => Ok(Bytes::new()),
-                Err(e) => Err(std::io::Error::other(e.to_string())),
-            }
-        });
-        Ok(Archive {
-            stat,
-            tar: chunks(stdout).chain(tail).boxed(),
-        })
+        let tar = tar_of(root, Op::Get, path)?;
+        Ok(Archive { stat, tar })
     }
 
     /// `docker export`: the whole filesystem as a tar.
@@ -66,20 +49,7 @@ impl Containers<'_> {
         reference: &str,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RequestError> {
         let (_, root) = self.root(reference).await?;
-        let mut child = archive::spawn(Op::GetContents, root.path(), "/", false)
-            .map_err(|e| internal(format!("archive helper: {e}")))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| internal("archive helper without stdout"))?;
-        let tail = futures_util::stream::once(async move {
-            let result = archive::finish(child).await;
-            drop(root);
-            result
-                .map(|_| Bytes::new())
-                .map_err(|e| std::io::Error::other(e.to_string()))
-        });
-        Ok(chunks(stdout).chain(tail).boxed())
+        tar_of(root, Op::GetContents, "/")
     }
 
     /// `PUT /containers/{id}/archive?path=DIR`: extracts `tar` into the
@@ -149,6 +119,30 @@ async fn stat(id: &ContainerId, root: &Root, path: &str) -> Result<PathStat, Req
         ),
         other => other.into(),
     })
+}
+
+/// The archive helper's tar of `path` in `root`, as a stream: the root
+/// stays mounted, and the helper is reaped, once the stream ends (with the
+/// helper's failure, if it failed).
+fn tar_of(
+    root: Root,
+    op: Op,
+    path: &str,
+) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RequestError> {
+    let mut child = archive::spawn(op, root.path(), path, false)
+        .map_err(|e| internal(format!("archive helper: {e}")))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| internal("archive helper without stdout"))?;
+    let tail = futures_util::stream::once(async move {
+        let result = archive::finish(child).await;
+        drop(root);
+        result
+            .map(|_| Bytes::new())
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    });
+    Ok(chunks(stdout).chain(tail).boxed())
 }
 
 /// A child's stdout as a stream of chunks.

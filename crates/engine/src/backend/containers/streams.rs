@@ -6,14 +6,13 @@
 use super::Containers;
 use crate::backend::{internal, invalid};
 use crate::logs::{self, LogOptions, Stopped};
-use crate::stdio::{self, DetachKeys, Escape, Input, OnClose};
-use bytes::Bytes;
-use futures_util::stream::{BoxStream, StreamExt as _};
+use crate::stdio::{self, DetachKeys, Escape, Input, OnClose, Output};
+use futures_util::stream::StreamExt as _;
 use holdfast_core::{ContainerId, ErrorKind, LogDriver, RequestError, Status};
 
 /// A container's log as frames (or the bytes alone, for a TTY).
 pub struct LogStream {
-    pub frames: BoxStream<'static, std::io::Result<Bytes>>,
+    pub frames: Output,
     /// The container has a TTY: its output is one stream, unframed.
     pub tty: bool,
 }
