@@ -36,6 +36,7 @@ pub mod health_config;
 pub mod logs;
 pub mod network;
 pub mod port_keys;
+pub mod refusal;
 pub mod rootfs;
 pub mod runtime_spec;
 pub mod seed_image;

@@ -50,7 +50,7 @@ pub(crate) async fn mounted_root(
     let mounts = adapter
         .rootfs_mounts(id)
         .await
-        .map_err(crate::backend::adapter_failure)?;
+        .map_err(crate::refusal::adapter_failure)?;
     let internal = |message: String| RequestError::new(ErrorKind::Internal, message);
     if mounts.is_empty() {
         return Err(internal(format!("container {id} has no rootfs")));

@@ -3,11 +3,11 @@
 //! goes through the logger into a log file of its own, read back as attach
 //! reads a container's; its end is recorded by [`execs::watch_exit`].
 
-use super::adapter_failure;
-use crate::backend::{conflict, internal, invalid};
 use crate::engine::EngineHandle;
 use crate::execs::{self, Exec, ExecSpec, ExecState};
 use crate::logs::{self, LogOptions};
+use crate::refusal::adapter_failure;
+use crate::refusal::{conflict, internal, invalid};
 use crate::stdio::{self, DetachKeys, Escape, Input, OnClose, Output};
 use bytes::Bytes;
 use futures_util::stream::StreamExt as _;

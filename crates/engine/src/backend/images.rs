@@ -5,9 +5,9 @@
 //! core is asked only which containers use an image (and, for a commit,
 //! to pause and unpause its container).
 
-use crate::backend::{conflict, internal, invalid};
 use crate::engine::{EngineHandle, wall_now};
 use crate::events::EventMessage;
+use crate::refusal::{conflict, internal, invalid};
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt as _};
 use holdfast_adapter_containerd::{AdapterError, NewImage, RegistryFailure, SavedImage};
@@ -720,7 +720,7 @@ impl<'a> Images<'a> {
         let mounts = adapter
             .rootfs_mounts(&id)
             .await
-            .map_err(super::adapter_failure)?;
+            .map_err(crate::refusal::adapter_failure)?;
         let upper = mounts
             .iter()
             .filter(|m| m.kind == "overlay")

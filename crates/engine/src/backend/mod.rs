@@ -5,8 +5,9 @@
 //! handle ([`EngineHandle::containers`], [`EngineHandle::volumes`], ...).
 //!
 //! A backend refuses or fails with the core's [`RequestError`] kinds (what
-//! was invalid, not found, in conflict, unavailable, ...), so that an API
-//! maps every answer onto its statuses in one place.
+//! was invalid, not found, in conflict, unavailable, ...; see
+//! [`crate::refusal`]), so that an API maps every answer onto its statuses
+//! in one place.
 //!
 //! [`RequestError`]: holdfast_core::RequestError
 
@@ -18,71 +19,6 @@ pub mod system;
 pub mod volumes;
 
 use crate::engine::EngineHandle;
-use crate::events::EventLog;
-use crate::execs::Execs as ExecStore;
-use crate::network::Network;
-use crate::volumes::Volumes as VolumeStore;
-use holdfast_adapter_containerd::Adapter;
-use holdfast_core::{ErrorKind, FailureKind, RequestError};
-use std::path::PathBuf;
-use std::sync::Arc;
-
-/// What the backends work with besides the loop, shared by every clone of
-/// the handle.
-#[derive(Debug)]
-pub(crate) struct Services {
-    pub(crate) adapter: Adapter,
-    pub(crate) network: Network,
-    pub(crate) events: Arc<EventLog>,
-    pub(crate) volumes: VolumeStore,
-    pub(crate) execs: ExecStore,
-    /// The data root: where uploads, saves and layers are staged, beside
-    /// the image content they become.
-    pub(crate) data_root: PathBuf,
-    /// Where a stopped container's snapshot is mounted for the length of
-    /// one request (`docker cp`, a volume's fill).
-    pub(crate) mount_dir: PathBuf,
-}
-
-/// A direct adapter call's failure (exec, resize, a snapshot's mounts), by
-/// what containerd said.
-pub(crate) fn adapter_failure(e: holdfast_adapter_containerd::AdapterError) -> RequestError {
-    let kind = match e.kind() {
-        FailureKind::NotFound => ErrorKind::NotFound,
-        FailureKind::Invalid => ErrorKind::Invalid,
-        FailureKind::AlreadyExists | FailureKind::FailedPrecondition => ErrorKind::Conflict,
-        FailureKind::Unavailable | FailureKind::Deadline => ErrorKind::Unavailable,
-        FailureKind::Other => ErrorKind::Internal,
-    };
-    RequestError::new(kind, e.to_string())
-}
-
-/// The request is not one the engine can take (400).
-pub(crate) fn invalid(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Invalid, message)
-}
-
-/// The request conflicts with what is (409).
-pub(crate) fn conflict(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Conflict, message)
-}
-
-/// Something failed inside the engine or the host (500).
-pub(crate) fn internal(message: impl Into<String>) -> RequestError {
-    RequestError::new(ErrorKind::Internal, message)
-}
-
-impl From<crate::archive::ArchiveError> for RequestError {
-    fn from(e: crate::archive::ArchiveError) -> RequestError {
-        use crate::archive::ArchiveError;
-        let (kind, message) = match e {
-            ArchiveError::NotFound(m) => (ErrorKind::NotFound, m),
-            ArchiveError::Invalid(m) => (ErrorKind::Invalid, m),
-            ArchiveError::Failed(m) => (ErrorKind::Internal, m),
-        };
-        RequestError::new(kind, message)
-    }
-}
 
 impl EngineHandle {
     /// `docker container ...`: what is not a command for the core alone.

@@ -6,9 +6,9 @@
 //! resolves the network and the container and checks what only the
 //! network can tell.
 
-use crate::backend::{conflict, internal, invalid};
 use crate::engine::EngineHandle;
-use crate::network::{DefError, NetworkDef, NetworkRequest};
+use crate::network::{NetworkDef, NetworkRequest};
+use crate::refusal::{conflict, internal, invalid};
 use holdfast_core::{Answer, Command, ContainerId, ErrorKind, NetworkMode, RequestError, Status};
 
 /// The networks backend: see the module docs.
@@ -66,17 +66,6 @@ pub struct Member {
 /// A container on a network: the network's name, its id and name, whether
 /// it runs, and the slot of its interface there (0: its own network's).
 type User = (String, ContainerId, String, bool, u8);
-
-impl From<DefError> for RequestError {
-    fn from(e: DefError) -> RequestError {
-        let kind = match e {
-            DefError::Invalid(_) => ErrorKind::Invalid,
-            DefError::Conflict(_) => ErrorKind::Conflict,
-            DefError::Other(_) => ErrorKind::Internal,
-        };
-        RequestError::new(kind, e.to_string())
-    }
-}
 
 impl<'a> Networks<'a> {
     pub(crate) fn new(engine: &'a EngineHandle) -> Networks<'a> {

@@ -5,10 +5,10 @@
 use super::containers::Snapshot;
 use super::images::LocalImage;
 use super::volumes::VolumeDetails;
-use crate::backend::internal;
 use crate::engine::{EngineHandle, Facts};
 use crate::events::EventMessage;
 use crate::network::Attachment;
+use crate::refusal::internal;
 use holdfast_core::{ConnectionState, FailureKind, RequestError, Status};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -173,7 +173,7 @@ impl<'a> System<'a> {
                 Ok(size) => size,
                 // A container being created or removed has no snapshot (yet).
                 Err(e) if e.kind() == FailureKind::NotFound => 0,
-                Err(e) => return Err(super::adapter_failure(e)),
+                Err(e) => return Err(crate::refusal::adapter_failure(e)),
             };
             containers.push(ContainerUsage {
                 attachment: containers_backend.attachment(&snapshot),

@@ -5,11 +5,11 @@
 //! volume (running or not).
 
 use crate::archive::{self, ArchiveError, Op};
-use crate::backend::{conflict, internal};
 use crate::engine::EngineHandle;
-use crate::volumes::{ANONYMOUS_LABEL, Volume, VolumeError};
+use crate::refusal::{conflict, internal};
+use crate::volumes::{ANONYMOUS_LABEL, Volume};
 use holdfast_adapter_containerd::ImageConfig;
-use holdfast_core::{BindMount, ContainerConfig, ContainerId, ErrorKind, RequestError};
+use holdfast_core::{BindMount, ContainerConfig, ContainerId, RequestError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -32,17 +32,6 @@ pub struct VolumeDetails {
 /// volume's name and where it is mounted.
 #[derive(Debug, Default)]
 pub struct ToFill(Vec<(String, String)>);
-
-impl From<VolumeError> for RequestError {
-    fn from(e: VolumeError) -> RequestError {
-        let kind = match e {
-            VolumeError::Invalid(_) => ErrorKind::Invalid,
-            VolumeError::NotFound(_) => ErrorKind::NotFound,
-            VolumeError::Io { .. } => ErrorKind::Internal,
-        };
-        RequestError::new(kind, e.to_string())
-    }
-}
 
 impl<'a> Volumes<'a> {
     pub(crate) fn new(engine: &'a EngineHandle) -> Volumes<'a> {

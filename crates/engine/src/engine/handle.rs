@@ -4,7 +4,7 @@
 //! read a copy that can drift.
 
 use super::View;
-use crate::backend::Services;
+use super::services::Services;
 use holdfast_core::{Answer, Command, ContainerId, ErrorKind, RequestError, RequestId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

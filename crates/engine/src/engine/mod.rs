@@ -16,10 +16,10 @@
 //! relist, exactly as after a restart of holdfastd.
 
 mod handle;
+mod services;
 
 pub use handle::{EngineGone, EngineHandle, PendingAnswer};
 
-use crate::backend::Services;
 use crate::events::{EventLog, EventMessage};
 use crate::store::{Store, StoreError};
 use handle::Request;
@@ -29,6 +29,7 @@ use holdfast_core::{
     NetworkCall, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind,
     WallTime,
 };
+use services::Services;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! a change when a lower layer has the path too.
 
 use super::Containers;
-use crate::backend::internal;
+use crate::refusal::internal;
 use holdfast_core::{ErrorKind, RequestError};
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::{Path as FsPath, PathBuf};
@@ -25,7 +25,7 @@ impl Containers<'_> {
             .adapter
             .rootfs_mounts(&id)
             .await
-            .map_err(crate::backend::adapter_failure)?;
+            .map_err(crate::refusal::adapter_failure)?;
         let option = |key: &str| {
             mounts
                 .iter()

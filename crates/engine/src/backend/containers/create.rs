@@ -4,8 +4,8 @@
 //! name given or one drawn; its new volumes are then filled from its image.
 
 use super::Containers;
-use crate::backend::{conflict, internal, invalid};
 use crate::port_keys::{exposed_port_keys, publish_exposed};
+use crate::refusal::{conflict, internal, invalid};
 use holdfast_adapter_containerd::ImageConfig;
 use holdfast_core::{
     Answer, CgroupnsMode, Command, ConnectionState, ContainerConfig, ContainerId, ErrorKind,

@@ -4,7 +4,7 @@
 
 use super::{Containers, Snapshot};
 use crate::archive::{self, ArchiveError, Op, PathStat};
-use crate::backend::{internal, invalid};
+use crate::refusal::{internal, invalid};
 use crate::rootfs::{self, Root};
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt as _};

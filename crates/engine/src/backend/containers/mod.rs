@@ -17,9 +17,9 @@ pub use files::Archive;
 pub use processes::StatsSource;
 pub use streams::{AttachOptions, Attached, LogStream};
 
-use crate::backend::conflict;
 use crate::engine::{EngineHandle, View};
 use crate::network::Attachment;
+use crate::refusal::conflict;
 use holdfast_core::{
     Answer, Command, ContainerId, ContainerView, Endpoint, ErrorKind, Health, NetworkState, Record,
     RequestError, ResourceUpdate, RestartPolicy, Status, TaskState,
@@ -354,7 +354,7 @@ impl<'a> Containers<'a> {
                 .adapter
                 .resize_terminal(id, "", width, height)
                 .await
-                .map_err(super::adapter_failure)?;
+                .map_err(crate::refusal::adapter_failure)?;
         }
         Ok(())
     }

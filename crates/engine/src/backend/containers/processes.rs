@@ -3,7 +3,7 @@
 //! `docker stats` (its cgroup, see [`crate::stats`]).
 
 use super::Containers;
-use crate::backend::{conflict, internal};
+use crate::refusal::{conflict, internal};
 use crate::stats::{self, Sample};
 use holdfast_core::{RequestError, Status, TaskState};
 
@@ -52,7 +52,7 @@ impl Containers<'_> {
             .adapter
             .list_pids(&id)
             .await
-            .map_err(crate::backend::adapter_failure)?;
+            .map_err(crate::refusal::adapter_failure)?;
         let out = tokio::process::Command::new("ps")
             .args(ps_args)
             .output()

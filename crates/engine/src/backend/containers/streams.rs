@@ -4,8 +4,8 @@
 //! the stdin FIFO the shim reads (see [`crate::stdio`]).
 
 use super::Containers;
-use crate::backend::{internal, invalid};
 use crate::logs::{self, LogOptions, Stopped};
+use crate::refusal::{internal, invalid};
 use crate::stdio::{self, DetachKeys, Escape, Input, OnClose, Output};
 use futures_util::stream::StreamExt as _;
 use holdfast_core::{ContainerId, ErrorKind, LogDriver, RequestError, Status};
