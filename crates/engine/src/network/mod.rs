@@ -19,9 +19,9 @@
 //!
 //! - `subnet.rs`: IPv4 subnets and the choice of a free one;
 //! - `definitions.rs`: the networks themselves, created and removed;
-//! - `attachments.rs`: a container's namespace and interfaces, made,
-//!   recorded and released (and what exists of them: the network side's
-//!   relist);
+//! - `attachments.rs`: a container's namespace and interfaces as recorded
+//!   (and what exists of them: the network side's relist); they are made
+//!   and released here, by the plugins of `cni.rs`;
 //! - `cni.rs`: running the plugins (a thin invoker of our own over the CNI
 //!   spec) and the chain holdfast runs;
 //! - `ports.rs`: the host ports of published ports;
@@ -40,8 +40,12 @@ pub use attachments::Attachment;
 pub use definitions::{DEFAULT_NAME, DefError, NetworkDef, NetworkRequest, PREDEFINED};
 pub use subnet::{Subnet, choose_subnet};
 
-use attachments::Iface;
+use attachments::{Iface, create_netns, is_nsfs, remove_netns};
+use cni::with_prev;
 use holdfast_core::{ContainerConfig, ContainerId, Done, Endpoint, Failure, FailureKind};
+use hosts::hosts_base;
+use ports::unrecorded_ports;
+use serde_json::json;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -231,6 +235,245 @@ impl Network {
         endpoint: &Endpoint,
     ) -> Result<Done, Failure> {
         self.teardown_iface(id, config, &Iface::endpoint(endpoint), false)
+    }
+
+    /// `whole`: the container's own attachment (the namespace, loopback
+    /// and hosts file, then `iface` if any); else `iface` alone, in the
+    /// namespace that one made.
+    fn setup_iface(
+        &self,
+        id: &ContainerId,
+        name: &str,
+        config: &ContainerConfig,
+        iface: Option<&Iface<'_>>,
+        whole: bool,
+    ) -> Result<Done, Failure> {
+        let _guard = self
+            .inner
+            .lock
+            .lock()
+            .map_err(|_| other("the network lock is poisoned"))?;
+        let slot = iface.map_or(0, |i| i.slot);
+        let path = self.attachment_path(id, slot);
+        let mut attachment = match iface {
+            Some(iface) => self.plan(id, name, iface)?,
+            // Disconnected from its own network: the namespace alone.
+            None => Attachment::default(),
+        };
+        self.write_attachment(&path, &attachment)?;
+        let netns = self.netns_dir().join(id.as_str());
+        if whole {
+            create_netns(&netns)
+                .map_err(|e| other(format!("network namespace {}: {e}", netns.display())))?;
+        } else if !is_nsfs(&netns) {
+            return Err(other(format!(
+                "network namespace {} is missing: the container's own attachment is not made",
+                netns.display()
+            )));
+        }
+        let netns = netns.to_string_lossy().into_owned();
+        // Loopback and the chain on the interface are independent (another
+        // interface of the same namespace): loopback runs beside the chain,
+        // and a setup costs the chain's time alone.
+        let lo_bridge = attachment
+            .network
+            .as_ref()
+            .map_or(&self.inner.default.bridge, |d| &d.bridge)
+            .clone();
+        let lo_conf =
+            json!({"cniVersion": "1.0.0", "name": format!("{lo_bridge}-lo"), "type": "loopback"});
+        let (lo, chain) = std::thread::scope(|scope| {
+            let lo = whole
+                .then(|| scope.spawn(|| self.exec("loopback", "ADD", id, "lo", &netns, lo_conf)));
+            let chain = match (iface, attachment.network.clone()) {
+                (Some(iface), Some(def)) => {
+                    self.run_chain(id, &netns, iface, &def, &path, &mut attachment)
+                }
+                _ => Ok(()),
+            };
+            let lo = lo.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(other("the loopback plugin's thread panicked")))
+            });
+            (lo, chain)
+        });
+        chain?;
+        if let Some(lo) = lo {
+            lo?;
+        }
+        if slot == 0 {
+            attachment.hosts_base = hosts_base(id, config, &attachment);
+        }
+        self.write_attachment(&path, &attachment)?;
+        if whole {
+            self.write_hosts(id, config, &attachment)?;
+        } else if slot == 0 {
+            // An `eth0` connected to a running container: its own line
+            // names the new address.
+            self.rewrite_hosts(id, &attachment.hosts_base)?;
+        }
+        if let Some(def) = &attachment.network {
+            self.refresh_peers(def)?;
+        }
+        Ok(Done::Ok)
+    }
+
+    /// What an interface's setup will make, before the plugins run: the
+    /// network (it must exist), the address asked for (free), the host
+    /// ports (resolved), the names peers know it by and its endpoint id.
+    fn plan(&self, id: &ContainerId, name: &str, iface: &Iface<'_>) -> Result<Attachment, Failure> {
+        let def = match iface.network {
+            None if !self.enabled() => {
+                return Err(Failure::new(
+                    FailureKind::Invalid,
+                    "the bridge network is disabled (holdfastd --bridge none)",
+                ));
+            }
+            None => self.inner.default.clone(),
+            Some(n) => self
+                .user_networks()
+                .into_iter()
+                .find(|d| d.name == n)
+                .ok_or_else(|| {
+                    Failure::new(FailureKind::NotFound, format!("network {n} not found"))
+                })?,
+        };
+        if let Some(ip) = iface.ip {
+            let held = self.ipam_entries().into_iter().find(|e| {
+                e.bridge == def.bridge
+                    && e.addr == ip
+                    && (e.owner != id.as_str() || e.ifname != iface.ifname)
+            });
+            if let Some(e) = held {
+                return Err(Failure::new(
+                    FailureKind::AlreadyExists,
+                    format!(
+                        "Address already in use: {ip} on network {} is container {}'s",
+                        def.name, e.owner
+                    ),
+                ));
+            }
+        }
+        let ports = self.resolve_ports(id, iface.ports)?;
+        let mut names = Vec::new();
+        if def.user_defined() {
+            names.push(name.to_owned());
+            names.extend(iface.aliases.iter().cloned());
+            names.push(id.as_str().chars().take(12).collect());
+            names.dedup();
+        }
+        Ok(Attachment {
+            ports,
+            network: Some(def),
+            names,
+            endpoint_id: random_id().map_err(other)?,
+            ..Attachment::default()
+        })
+    }
+
+    fn teardown_iface(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+        iface: &Iface<'_>,
+        whole: bool,
+    ) -> Result<Done, Failure> {
+        let _guard = self
+            .inner
+            .lock
+            .lock()
+            .map_err(|_| other("the network lock is poisoned"))?;
+        let path = self.attachment_path(id, iface.slot);
+        let attachment = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Attachment>(&b).ok());
+        // The ports as the setup chose them (the plugins find their rules
+        // by container id; portmap wants to be told there were mappings).
+        let ports = attachment
+            .as_ref()
+            .map_or_else(|| unrecorded_ports(iface.ports), |a| a.ports.clone());
+        let prev = attachment.as_ref().and_then(|a| a.result.clone());
+        let netns_path = self.netns_dir().join(id.as_str());
+        let netns = if netns_path.exists() {
+            netns_path.to_string_lossy().into_owned()
+        } else {
+            String::new()
+        };
+        // The network it was made on (none: a namespace alone); with no
+        // record of it, the one it names; and any other whose IPAM store
+        // holds an address for this interface (a setup cut short before
+        // its record said which, or a network named by a config that no
+        // longer exists).
+        let mut defs: Vec<NetworkDef> = match &attachment {
+            Some(a) => a.network.clone().into_iter().collect(),
+            None => match iface.network {
+                None => self.default_network().into_iter().collect(),
+                Some(n) => self
+                    .user_networks()
+                    .into_iter()
+                    .filter(|d| d.name == n)
+                    .collect(),
+            },
+        };
+        let known = self.networks();
+        for e in self.ipam_entries() {
+            if e.owner == id.as_str()
+                && e.ifname == iface.ifname
+                && !defs.iter().any(|d| d.bridge == e.bridge)
+                && let Some(d) = known.iter().find(|d| d.bridge == e.bridge)
+            {
+                defs.push(d.clone());
+            }
+        }
+        // Every plugin is asked, whatever an earlier one said (one that
+        // fails keeps the others' work from leaking); the first failure is
+        // the answer, and the release is retried.
+        let mut failed = None;
+        for def in &defs {
+            let mut plugins = self.plugins(def, &ports, None)?;
+            plugins.reverse();
+            for plugin in plugins {
+                let conf = with_prev(plugin, &def.bridge, prev.as_ref(), &ports);
+                let ty = conf["type"].as_str().unwrap_or_default().to_owned();
+                if let Err(f) = self.exec(&ty, "DEL", id, &iface.ifname, &netns, conf) {
+                    failed.get_or_insert(f);
+                }
+            }
+        }
+        if let Some(f) = failed {
+            return Err(f);
+        }
+        if whole {
+            for path in [self.hosts_path(id), self.resolv_path(id)] {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(other(format!("remove {}: {e}", path.display()))),
+                }
+            }
+            remove_netns(&netns_path)
+                .map_err(|e| other(format!("network namespace {}: {e}", netns_path.display())))?;
+        }
+        if !whole && iface.slot == 0 && is_nsfs(&netns_path) {
+            // The namespace stays, and what its record keeps of it: its
+            // hosts file, without the address released.
+            let rest = Attachment {
+                hosts_base: hosts_base(id, config, &Attachment::default()),
+                ..Attachment::default()
+            };
+            self.write_attachment(&path, &rest)?;
+            self.rewrite_hosts(id, &rest.hosts_base)?;
+        } else {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(other(format!("remove the attachment record: {e}"))),
+            }
+        }
+        for def in &defs {
+            self.refresh_peers(def)?;
+        }
+        Ok(Done::Ok)
     }
 }
 
