@@ -35,6 +35,7 @@ pub mod health;
 pub mod health_config;
 pub mod logs;
 pub mod network;
+pub mod path_io;
 pub mod port_keys;
 pub mod refusal;
 pub mod rootfs;

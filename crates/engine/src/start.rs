@@ -6,6 +6,7 @@
 //! flags.
 
 use crate::engine::{self, EngineHandle};
+use crate::path_io::PathIoError;
 use crate::{events, network, seed_image, store, supervisor, volumes};
 use holdfast_adapter_containerd::{Adapter, AdapterConfig};
 use holdfast_core::CoreConfig;
@@ -58,13 +59,8 @@ impl EngineConfig {
 /// Why the engine could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error(transparent)]
@@ -73,17 +69,6 @@ pub enum StartError {
     Network(#[from] network::NetworkError),
     #[error("containerd adapter: {0}")]
     Adapter(#[from] holdfast_adapter_containerd::AdapterError),
-}
-
-fn io_err<'a>(
-    what: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> StartError + 'a {
-    move |source| StartError::Io {
-        what,
-        path: path.to_owned(),
-        source,
-    }
 }
 
 /// The engine, running.
@@ -120,7 +105,7 @@ impl Running {
 /// Starts the engine: see the module docs.
 pub async fn start(config: EngineConfig) -> Result<Running, StartError> {
     let log_dir = config.log_dir();
-    std::fs::create_dir_all(&log_dir).map_err(io_err("create", &log_dir))?;
+    std::fs::create_dir_all(&log_dir).map_err(PathIoError::at("create", &log_dir))?;
     let store = store::Store::open(&config.store_path())?;
 
     let (socket, supervisor) = match &config.containerd {
@@ -135,7 +120,8 @@ pub async fn start(config: EngineConfig) -> Result<Running, StartError> {
             (sup.socket().to_owned(), Some(sup))
         }
     };
-    let logger = std::env::current_exe().map_err(io_err("find", Path::new("/proc/self/exe")))?;
+    let logger =
+        std::env::current_exe().map_err(PathIoError::at("find", Path::new("/proc/self/exe")))?;
     let mut adapter_config = AdapterConfig::new(&socket, &config.namespace, logger, log_dir);
     adapter_config.insecure_registries = config.insecure_registries.clone();
     // Stdin FIFOs mean nothing after a reboot: keep them on the exec root.

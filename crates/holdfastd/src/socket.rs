@@ -2,29 +2,17 @@
 //! exists, as dockerd makes it; a stale socket file (no server behind it)
 //! is replaced, one a running server holds is refused.
 
+use holdfast_engine::path_io::PathIoError;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 /// Why the API socket could not be bound.
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("the API socket {path} is in use by a running server")]
     SocketInUse { path: PathBuf },
-}
-
-fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BindError + 'a {
-    move |source| BindError::Io {
-        what,
-        path: path.to_owned(),
-        source,
-    }
 }
 
 /// Binds the API socket: mode 0660, group `docker` when that group exists.
@@ -36,14 +24,14 @@ pub fn bind(path: &Path) -> Result<tokio::net::UnixListener, BindError> {
                 path: path.to_owned(),
             });
         }
-        std::fs::remove_file(path).map_err(io_err("remove stale socket", path))?;
+        std::fs::remove_file(path).map_err(PathIoError::at("remove stale socket", path))?;
     }
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+        std::fs::create_dir_all(dir).map_err(PathIoError::at("create", dir))?;
     }
-    let listener = tokio::net::UnixListener::bind(path).map_err(io_err("bind", path))?;
+    let listener = tokio::net::UnixListener::bind(path).map_err(PathIoError::at("bind", path))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-        .map_err(io_err("chmod", path))?;
+        .map_err(PathIoError::at("chmod", path))?;
     if let Some(gid) = docker_group() {
         let _ = std::os::unix::fs::chown(path, None, Some(gid));
     }

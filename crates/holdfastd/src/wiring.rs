@@ -5,18 +5,14 @@
 use crate::settings::Settings;
 use crate::socket::{self, BindError};
 use holdfast_api_docker as api;
+use holdfast_engine::path_io::PathIoError;
 use holdfast_engine::start::{self as engine, EngineConfig, StartError};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error(transparent)]
     Engine(#[from] StartError),
     #[error(
@@ -25,17 +21,6 @@ pub enum DaemonError {
     AlreadyRunning { pid: i32, path: PathBuf },
     #[error(transparent)]
     Socket(#[from] BindError),
-}
-
-fn io_err<'a>(
-    what: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> DaemonError + 'a {
-    move |source| DaemonError::Io {
-        what,
-        path: path.to_owned(),
-        source,
-    }
 }
 
 /// Structured logs on stderr; `RUST_LOG` wins over `--log-level`.
@@ -71,7 +56,7 @@ fn engine_config(settings: &Settings) -> EngineConfig {
 /// SIGTERM/SIGINT, leaving containerd and every container running.
 pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     for dir in [&settings.data_root, &settings.exec_root] {
-        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+        std::fs::create_dir_all(dir).map_err(PathIoError::at("create", dir))?;
     }
     let _pidfile = PidFile::claim(&settings.pidfile)?;
     let engine = engine::start(engine_config(&settings)).await?;
@@ -127,9 +112,10 @@ impl PidFile {
             });
         }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+            std::fs::create_dir_all(dir).map_err(PathIoError::at("create", dir))?;
         }
-        std::fs::write(path, format!("{}\n", std::process::id())).map_err(io_err("write", path))?;
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .map_err(PathIoError::at("write", path))?;
         Ok(PidFile {
             path: path.to_owned(),
         })

@@ -40,6 +40,7 @@ pub use attachments::Attachment;
 pub use definitions::{DEFAULT_NAME, DefError, NetworkDef, NetworkRequest, PREDEFINED};
 pub use subnet::{Subnet, choose_subnet};
 
+use crate::path_io::PathIoError;
 use attachments::{Iface, create_netns, is_nsfs, remove_netns};
 use cni::with_prev;
 use holdfast_core::{ContainerConfig, ContainerId, Done, Endpoint, Failure, FailureKind};
@@ -72,13 +73,8 @@ pub struct NetworkSettings {
 pub enum NetworkError {
     #[error("{0}")]
     Settings(String),
-    #[error("{what} {path}: {source}")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
 }
 
 /// Every network: the default bridge network and the user-defined ones.
@@ -103,10 +99,7 @@ impl Network {
     /// Prepares the state directories and settles the subnet: the one given,
     /// else the one chosen before (kept in `<state>/subnet`), else a new one.
     pub fn new(settings: NetworkSettings) -> Result<Network, NetworkError> {
-        let io = |what, path: &Path| {
-            let path = path.to_owned();
-            move |source| NetworkError::Io { what, path, source }
-        };
+        let io = PathIoError::at;
         for dir in [
             settings.state_dir.clone(),
             settings.state_dir.join("netns"),

@@ -2,8 +2,8 @@
 //! private /16 that no route of the host and no other network overlaps.
 
 use super::NetworkError;
+use crate::path_io::PathIoError;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 
 /// An IPv4 subnet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,11 +91,8 @@ fn parse_routes(table: &str) -> Vec<(u32, u32)> {
 }
 
 pub(super) fn route_table() -> Result<String, NetworkError> {
-    std::fs::read_to_string("/proc/net/route").map_err(|source| NetworkError::Io {
-        what: "read",
-        path: PathBuf::from("/proc/net/route"),
-        source,
-    })
+    let path = std::path::Path::new("/proc/net/route");
+    Ok(std::fs::read_to_string(path).map_err(PathIoError::at("read", path))?)
 }
 
 pub(super) fn host_routes() -> Result<Vec<(u32, u32)>, NetworkError> {
