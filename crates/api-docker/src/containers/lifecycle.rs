@@ -195,3 +195,44 @@ pub async fn unsupported(req: axum::extract::Request) -> ApiError {
         req.uri().path()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(query: &str) -> Params {
+        Params::parse(&RawQuery(Some(query.to_owned())))
+    }
+
+    #[test]
+    fn stop_options_read_as_dockerd_reads_them() {
+        let (timeout, signal) = stop_options(&params("t=3&signal=SIGUSR1")).expect("valid");
+        assert_eq!(timeout, Some(Duration::from_secs(3)));
+        assert_eq!(signal, "SIGUSR1".parse().ok());
+        // A negative timeout waits for ever (as long as a u32 of seconds).
+        let (timeout, signal) = stop_options(&params("t=-1&signal=")).expect("valid");
+        assert_eq!(timeout, Some(Duration::from_secs(u64::from(u32::MAX))));
+        assert_eq!(signal, None);
+        assert_eq!(stop_options(&params("")).expect("valid"), (None, None));
+        for bad in ["t=soon", "signal=SIGNOPE"] {
+            let e = stop_options(&params(bad)).expect_err(bad);
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn answers_are_204_done_and_304_nothing_to_do() {
+        let status = |a| lifecycle(a).map(|r| r.status());
+        assert_eq!(status(Answer::Done).ok(), Some(StatusCode::NO_CONTENT));
+        assert_eq!(
+            status(Answer::NotModified).ok(),
+            Some(StatusCode::NOT_MODIFIED)
+        );
+        let refused = holdfast_core::RequestError::new(
+            holdfast_core::ErrorKind::Conflict,
+            "You cannot remove a running container",
+        );
+        let e = lifecycle(Answer::Error(refused)).expect_err("refused");
+        assert_eq!(e.status, StatusCode::CONFLICT);
+    }
+}

@@ -521,3 +521,54 @@ fn network_in(dir: &Path) -> Network {
         Err(e) => panic!("network: {e}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(dir: &Path, bridge: &str, subnet: Option<&str>) -> NetworkSettings {
+        NetworkSettings {
+            bridge: bridge.into(),
+            subnet: subnet.map(str::to_owned),
+            plugin_dir: dir.join("none"),
+            state_dir: dir.join("net"),
+            definitions_dir: dir.join("networks"),
+        }
+    }
+
+    #[test]
+    fn the_default_network_keeps_the_subnet_it_settled_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let net = network_in(dir.path());
+        assert!(net.enabled());
+        assert_eq!(net.subnet().to_string(), "10.9.9.0/24");
+        let default = net.default_network().expect("enabled");
+        assert_eq!(
+            (default.name.as_str(), default.bridge.as_str()),
+            ("bridge", "hf-test")
+        );
+        assert_eq!(default.gateway, Ipv4Addr::new(10, 9, 9, 1));
+        // A restart without --bridge-subnet keeps it, and the same id.
+        let again = Network::new(settings(dir.path(), "hf-test", None)).expect("network");
+        assert_eq!(again.subnet().to_string(), "10.9.9.0/24");
+        assert_eq!(again.default_network().map(|d| d.id), Some(default.id));
+    }
+
+    #[test]
+    fn a_disabled_bridge_has_no_default_network_and_a_bad_name_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let none = Network::new(settings(dir.path(), "none", None)).expect("network");
+        assert!(!none.enabled());
+        assert!(none.default_network().is_none());
+        assert!(none.networks().is_empty());
+        for bad in ["", "a-name-longer-than-15", "br 0"] {
+            assert!(
+                matches!(
+                    Network::new(settings(dir.path(), bad, Some("10.1.0.0/24"))),
+                    Err(NetworkError::Settings(_))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+}
