@@ -148,9 +148,9 @@ if [[ -n ${HOLDFASTD:-} ]]; then
 else
     echo "daemon.sh: building release holdfastd" >&2
     if command -v cargo >/dev/null; then
-        (cd "$REPO" && cargo build --release -p holdfast-daemon)
+        (cd "$REPO" && cargo build --release -p holdfastd)
     elif [[ -n ${SUDO_USER:-} ]]; then
-        sudo -u "$SUDO_USER" -H bash -lc "cd '$REPO' && cargo build --release -p holdfast-daemon"
+        sudo -u "$SUDO_USER" -H bash -lc "cd '$REPO' && cargo build --release -p holdfastd"
     else
         die "cargo not found (or pass HOLDFASTD=/path/to/holdfastd)"
     fi

@@ -28,7 +28,7 @@ if [[ -z $BIN ]]; then
         [[ -x $b ]] && BIN=$b && break
     done
 fi
-[[ -x ${BIN:-} ]] || { echo "network.sh: no holdfastd; cargo build -p holdfast-daemon" >&2; exit 1; }
+[[ -x ${BIN:-} ]] || { echo "network.sh: no holdfastd; cargo build -p holdfastd" >&2; exit 1; }
 ENGINES=(holdfast)
 if [[ -z ${NO_DOCKERD:-} ]]; then
     command -v dockerd >/dev/null || { echo "network.sh: no dockerd (apt-get install docker.io, or NO_DOCKERD=1)" >&2; exit 1; }

@@ -19,7 +19,7 @@ if [[ -z $BIN ]]; then
         [[ -x $b ]] && BIN=$b && break
     done
 fi
-[[ -x ${BIN:-} ]] || { echo "network_steps.sh: no holdfastd; cargo build -p holdfast-daemon" >&2; exit 1; }
+[[ -x ${BIN:-} ]] || { echo "network_steps.sh: no holdfastd; cargo build -p holdfastd" >&2; exit 1; }
 ROOT=$(mktemp -d /tmp/hf-bench-steps-XXXXXX)
 BRIDGE=hfbs$(( $$ % 100000 ))
 SUBNET=10.249.$(( $$ % 250 )).0/24
@@ -48,7 +48,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-RUST_LOG=warn,holdfast_daemon::network=debug,holdfast_daemon::engine=debug \
+RUST_LOG=warn,holdfast_engine::network=debug,holdfast_engine::engine=debug \
     "$BIN" --data-root "$ROOT/data" --exec-root "$ROOT/run" -H "$SOCK" \
     --containerd-namespace "$NS" --bridge "$BRIDGE" --bridge-subnet "$SUBNET" \
     >>"$ROOT/holdfastd.log" 2>&1 &

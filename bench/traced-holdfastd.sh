@@ -4,7 +4,7 @@
 # removed at exit. Before sourcing, set STEPS to the script's name (for
 # messages, the root and the namespace); KEEP_LOG=FILE keeps the log.
 BIN=${HOLDFASTD:-target/release/holdfastd}
-[[ -x $BIN ]] || { echo "$STEPS.sh: no $BIN; cargo build --release -p holdfast-daemon" >&2; exit 1; }
+[[ -x $BIN ]] || { echo "$STEPS.sh: no $BIN; cargo build --release -p holdfastd" >&2; exit 1; }
 ROOT=$(mktemp -d "/tmp/hf-$STEPS-XXXXXX")
 NS=$STEPS-$$
 export DOCKER_HOST=unix://$ROOT/run/holdfast.sock DOCKER_CONFIG=$ROOT/docker-config
@@ -22,7 +22,7 @@ cleanup() {
     rm -rf "/run/containerd/runc/$NS" "$ROOT"
 }
 trap cleanup EXIT
-RUST_LOG=holdfast_daemon=trace,holdfast_adapter_containerd=trace "$BIN" --data-root "$ROOT/data" \
+RUST_LOG=holdfastd=trace,holdfast_engine=trace,holdfast_api_docker=trace,holdfast_adapter_containerd=trace "$BIN" --data-root "$ROOT/data" \
     --exec-root "$ROOT/run" -H "$DOCKER_HOST" --containerd-namespace "$NS" --bridge none \
     >"$ROOT/holdfastd.log" 2>&1 &
 HFD=$!

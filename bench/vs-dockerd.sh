@@ -76,7 +76,7 @@ trap cleanup EXIT
 # every root the harness makes (tempfile) goes under $T
 export TMPDIR=$T
 
-cargo build --release --locked -p holdfast-daemon
+cargo build --release --locked -p holdfastd
 cargo build --release --locked -p holdfast-e2e --example vs_dockerd
 cargo test --release --locked -p holdfast-e2e --test chaos --test security_probe --no-run
 

@@ -5,7 +5,7 @@
 //! turns the samples into bench/vs-dockerd.md; by hand (as root):
 //!
 //! ```sh
-//! cargo build --release -p holdfast-daemon
+//! cargo build --release -p holdfastd
 //! cargo run --release -p holdfast-e2e --example vs_dockerd -- OUT_DIR [ROUNDS] [MANY] [RESTARTS]
 //! ```
 //!

@@ -1038,7 +1038,7 @@ fn holdfastd_binary() -> PathBuf {
     let binary = profile_dir.join("holdfastd");
     assert!(
         binary.is_file(),
-        "{} is missing: build it first: cargo build -p holdfast-daemon",
+        "{} is missing: build it first: cargo build -p holdfastd",
         binary.display()
     );
     binary

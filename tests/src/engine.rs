@@ -12,7 +12,7 @@ use crate::command::{CommandOutput, run_with_timeout};
 use crate::daemon::{ContainerdOutage, Daemon};
 use crate::procs::{self, Proc};
 use crate::{WAIT_BOUND, poll_until};
-use holdfast_testkit::{BusyboxImage, Containerd, ImageFormat};
+use holdfast_testkit::{Containerd, ImageFormat, busybox_image};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -214,7 +214,7 @@ impl Dockerd {
             transcript: Mutex::new(Vec::new()),
         };
         me.spawn();
-        let image = BusyboxImage::build(&me.dir.path().join("image"), "busybox:latest", None);
+        let image = busybox_image(&me.dir.path().join("image"), "busybox:latest", None);
         let tar = image.tarball(ImageFormat::DockerArchive).to_path_buf();
         let out = me.docker(
             &["load", "-q", "-i", &tar.to_string_lossy()],

@@ -4,14 +4,14 @@
 //! container uses).
 
 use holdfast_e2e::Daemon;
-use holdfast_testkit::BusyboxImage;
+use holdfast_testkit::busybox_image_with_ballast;
 use serde_json::Value;
 
 #[test]
 fn system_df_measures_and_image_prune_removes_only_unused_images() {
     let d = Daemon::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let extra = BusyboxImage::build_with_ballast(dir.path(), "extra:1", None, 300_000);
+    let extra = busybox_image_with_ballast(dir.path(), "extra:1", None, 300_000);
     d.ok(&["load", "-i", extra.docker_archive.to_str().expect("utf-8")]);
     d.ok(&["run", "-d", "--name", "writer", "busybox", "sleep", "1000"]);
     d.ok(&[

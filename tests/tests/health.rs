@@ -357,7 +357,7 @@ fn with_healthcheck(archive: &std::path::Path, check: &Value, out: &std::path::P
 fn an_image_healthcheck_is_used_merged_and_disabled() {
     let d = Daemon::start();
     let dir = d.root().join("images");
-    let image = holdfast_testkit::BusyboxImage::build(&dir, "checked:1", None);
+    let image = holdfast_testkit::busybox_image(&dir, "checked:1", None);
     let checked = dir.join("checked.docker.tar");
     let check = serde_json::json!({
         "Test": ["CMD-SHELL", "test -f /etc/passwd && echo fine"],

@@ -4,7 +4,7 @@
 
 use holdfast_e2e::procs::{ProcessIdentity, pid_alive};
 use holdfast_e2e::{Daemon, TICKER, lines, now_unix_nanos, parse_rfc3339_nanos};
-use holdfast_testkit::BusyboxImage;
+use holdfast_testkit::busybox_image;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -441,14 +441,14 @@ fn the_acceptance_scenario() {
 fn images_load_list_inspect_tag_remove() {
     let d = Daemon::start();
     let dir = d.root().join("images");
-    let other = BusyboxImage::build(&dir, "other:1", None);
+    let other = busybox_image(&dir, "other:1", None);
     let out = d.ok(&["load", "-i", other.docker_archive.to_str().expect("utf-8")]);
     assert!(
         out.contains("Loaded image: other:1"),
         "docker load: {out:?}\n{}",
         d.diagnostics()
     );
-    let oci = BusyboxImage::build(&dir, "ocilayout:2", Some("SIGUSR2"));
+    let oci = busybox_image(&dir, "ocilayout:2", Some("SIGUSR2"));
     let out = d.ok(&["load", "-i", oci.oci_layout.to_str().expect("utf-8")]);
     assert!(
         out.contains("Loaded image"),
@@ -759,7 +759,7 @@ fn stop_signal_and_grace_period_precedence() {
     let d = Daemon::start();
     let trapping = "trap 'echo got-usr1; exit 0' USR1; trap 'echo got-usr2; exit 0' USR2; \
                     trap 'echo got-term; exit 0' TERM; while true; do sleep 0.1; done";
-    let image = BusyboxImage::build(&d.root().join("images"), "stopsig:1", Some("SIGUSR2"));
+    let image = busybox_image(&d.root().join("images"), "stopsig:1", Some("SIGUSR2"));
     d.ok(&[
         "load",
         "-q",

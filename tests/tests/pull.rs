@@ -11,14 +11,14 @@ use holdfast_e2e::registry::{
     CuttingProxy, PlatformImage, Registry, busybox_layer, host_arch, incompressible, layer_of,
     write_layout,
 };
-use holdfast_testkit::BusyboxImage;
+use holdfast_testkit::busybox_image;
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn busybox(dir: &Path) -> Vec<u8> {
-    let image = BusyboxImage::build(&dir.join("busybox"), "busybox:latest", None);
+    let image = busybox_image(&dir.join("busybox"), "busybox:latest", None);
     busybox_layer(&image.docker_archive)
 }
 

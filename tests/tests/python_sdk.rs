@@ -6,7 +6,7 @@ use holdfast_e2e::registry::{
     PlatformImage, Registry, busybox_layer, host_arch, layer_of, write_layout,
 };
 use holdfast_e2e::{Daemon, run_with_timeout};
-use holdfast_testkit::BusyboxImage;
+use holdfast_testkit::busybox_image;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -58,7 +58,7 @@ fn the_python_docker_sdk_drives_the_lifecycle() {
         .tempdir()
         .expect("a temporary directory");
     let python = venv_with_docker_sdk(tools.path());
-    let image = BusyboxImage::build(&tools.path().join("images"), "sdkimg:1", None);
+    let image = busybox_image(&tools.path().join("images"), "sdkimg:1", None);
 
     let d = Daemon::start();
     // An image in a registry on loopback, for images.pull.

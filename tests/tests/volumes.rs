@@ -126,7 +126,7 @@ fn a_new_volume_is_filled_from_the_image_and_an_old_one_is_not() {
 fn an_images_volume_is_an_anonymous_volume_filled_from_the_image() {
     let d = Daemon::start();
     let dir = d.root().join("images");
-    let image = holdfast_testkit::BusyboxImage::build(&dir, "withvol:1", None);
+    let image = holdfast_testkit::busybox_image(&dir, "withvol:1", None);
     let archive = dir.join("withvol.docker.tar");
     holdfast_e2e::archive::with_config_key(
         &image.docker_archive,

@@ -18,7 +18,7 @@ use holdfast_core::{
     Call, ConnectionFact, ContainerConfig, ContainerId, ContainerdEvent, Done, Input, OpId,
     RelistPart, Signal,
 };
-use holdfast_testkit::{BusyboxImage, Containerd, unique_namespace};
+use holdfast_testkit::{Containerd, busybox_image, unique_namespace};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
@@ -160,7 +160,7 @@ fn stats(name: &str, mut ms: Vec<f64>) -> String {
 async fn main() {
     let mut ctrd = Containerd::start();
     let dir = tempfile::tempdir().expect("tempdir");
-    let image = BusyboxImage::build(&dir.path().join("img"), "busybox:latest", None);
+    let image = busybox_image(&dir.path().join("img"), "busybox:latest", None);
     let logger = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent()?.parent().map(|d| d.join("holdfast-logger")))

@@ -690,7 +690,7 @@ fn expire_at(duration: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
-    crate::logger::rfc3339_secs(secs as i64)
+    holdfast_rfc3339::format(secs as i64, 0)
 }
 
 /// Reads a file of the rootfs described by snapshot mounts without mounting

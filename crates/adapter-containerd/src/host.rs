@@ -100,14 +100,7 @@ fn group_ids(groups: &[String], rootfs: &[Mount]) -> Result<Vec<u32>, AdapterErr
             }
             group_file
                 .as_deref()
-                .and_then(|text| {
-                    text.lines().find_map(|l| {
-                        let f: Vec<&str> = l.split(':').collect();
-                        (f.len() >= 3 && f[0] == g)
-                            .then(|| f[2].parse().ok())
-                            .flatten()
-                    })
-                })
+                .and_then(|text| crate::spec::group_id(text, g))
                 .ok_or_else(|| {
                     AdapterError::Invalid(format!(
                         "unable to find group {g}: no matching entries in group file"

@@ -87,5 +87,6 @@ pub use pull::{
 pub use push::{PushProgress, PushSink, PushStatus, PushedImage};
 pub use save::SavedImage;
 pub use spec::{
-    ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, resolve_user,
+    ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, group_id,
+    resolve_user,
 };

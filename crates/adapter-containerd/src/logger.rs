@@ -558,64 +558,18 @@ pub fn read_log(path: &Path) -> io::Result<Vec<LogRecord>> {
         .collect())
 }
 
-pub(crate) fn rfc3339_secs(seconds: i64) -> String {
-    rfc3339(seconds, 0)
-}
-
-/// Unix nanoseconds as `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`, the form the
-/// logger writes (and Docker prints with `--timestamps`).
-pub fn rfc3339_nanos(nanos: i64) -> String {
-    rfc3339(
-        nanos.div_euclid(1_000_000_000),
-        nanos.rem_euclid(1_000_000_000) as u32,
-    )
-}
-
+/// The wall clock as a record's `time`.
 fn rfc3339_now() -> String {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    rfc3339(d.as_secs() as i64, d.subsec_nanos())
-}
-
-/// `seconds` since the epoch as `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`.
-fn rfc3339(seconds: i64, nanos: u32) -> String {
-    let days = seconds.div_euclid(86_400);
-    let secs = seconds.rem_euclid(86_400);
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
+    holdfast_rfc3339::format(d.as_secs() as i64, d.subsec_nanos())
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn times_format_as_rfc3339() {
-        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000000000Z");
-        assert_eq!(rfc3339(1_700_000_000, 5), "2023-11-14T22:13:20.000000005Z");
-        assert_eq!(rfc3339(951_782_400, 0), "2000-02-29T00:00:00.000000000Z");
-        assert_eq!(
-            rfc3339_nanos(1_700_000_000_000_000_005),
-            "2023-11-14T22:13:20.000000005Z"
-        );
-        assert_eq!(rfc3339_nanos(-1), "1969-12-31T23:59:59.999999999Z");
-    }
 
     #[test]
     fn uri_escapes_the_log_path() {

@@ -456,6 +456,36 @@ impl Adapter {
     /// An `oci-client` for `image`'s registry, and whether it speaks plain
     /// HTTP to it (loopback, or one of
     /// [`AdapterConfig::insecure_registries`](crate::AdapterConfig)).
+    /// The registry `image` is in, reached with `auth` (its token
+    /// negotiated): what a pull and a list of tags both start from.
+    async fn remote(
+        &self,
+        name: String,
+        image: Reference,
+        auth: &PullAuth,
+    ) -> Result<Remote, AdapterError> {
+        let (client, plain_http) = self.registry_client(&image)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
+        let familiar = familiar_name(&name);
+        let mut remote = Remote {
+            client,
+            http,
+            image,
+            auth: auth.clone(),
+            scheme: if plain_http { "http" } else { "https" },
+            token: None,
+            name,
+            familiar,
+        };
+        remote.authenticate().await?;
+        Ok(remote)
+    }
+
     pub(crate) fn registry_client(
         &self,
         image: &Reference,
@@ -498,25 +528,7 @@ impl Adapter {
         progress: &PullSink,
     ) -> Result<PulledImage, AdapterError> {
         let (name, image) = parse_reference(reference)?;
-        let (client, plain_http) = self.registry_client(&image)?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(READ_TIMEOUT)
-            .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
-        let familiar = familiar_name(&name);
-        let mut remote = Remote {
-            client,
-            http,
-            image,
-            auth: auth.clone(),
-            scheme: if plain_http { "http" } else { "https" },
-            token: None,
-            name: name.clone(),
-            familiar,
-        };
-        remote.authenticate().await?;
+        let remote = self.remote(name.clone(), image, auth).await?;
         let tag = remote
             .image
             .digest()
@@ -818,25 +830,7 @@ impl Adapter {
         auth: &PullAuth,
     ) -> Result<Vec<String>, AdapterError> {
         let (name, image) = parse_reference(repository)?;
-        let (client, plain_http) = self.registry_client(&image)?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(READ_TIMEOUT)
-            .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
-        let familiar = familiar_name(&name);
-        let mut remote = Remote {
-            client,
-            http,
-            image,
-            auth: auth.clone(),
-            scheme: if plain_http { "http" } else { "https" },
-            token: None,
-            name,
-            familiar,
-        };
-        remote.authenticate().await?;
+        let remote = self.remote(name, image, auth).await?;
         let mut tags: Vec<String> = Vec::new();
         let mut last: Option<String> = None;
         loop {

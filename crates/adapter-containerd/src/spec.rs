@@ -67,6 +67,17 @@ pub struct User {
     pub gid: u32,
 }
 
+/// The gid of the group `name` in the text of a group file (`/etc/group`:
+/// `name:password:gid:members`), if it is listed there.
+pub fn group_id(group_file: &str, name: &str) -> Option<u32> {
+    group_file.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 3 && f[0] == name)
+            .then(|| f[2].parse().ok())
+            .flatten()
+    })
+}
+
 /// Resolves `user` (`uid`, `uid:gid`, `name`, `name:group`) against the
 /// image's `/etc/passwd` and `/etc/group` (their contents, if present).
 pub fn resolve_user(
@@ -114,20 +125,11 @@ pub fn resolve_user(
         None => primary_gid,
         Some(g) => match g.parse::<u32>() {
             Ok(gid) => gid,
-            Err(_) => group
-                .and_then(|gr| {
-                    gr.lines().find_map(|l| {
-                        let f: Vec<&str> = l.split(':').collect();
-                        (f.len() >= 3 && f[0] == g)
-                            .then(|| f[2].parse().ok())
-                            .flatten()
-                    })
-                })
-                .ok_or_else(|| {
-                    AdapterError::Invalid(format!(
-                        "unable to find group {g}: no matching entries in group file"
-                    ))
-                })?,
+            Err(_) => group.and_then(|gr| group_id(gr, g)).ok_or_else(|| {
+                AdapterError::Invalid(format!(
+                    "unable to find group {g}: no matching entries in group file"
+                ))
+            })?,
         },
     };
     Ok(User { uid, gid })

@@ -6,7 +6,7 @@ mod common;
 use common::{ReportOnPanic, adapter_for, busybox, cid, init_tracing};
 use holdfast_adapter_containerd::{AdapterError, chain_id};
 use holdfast_core::{Call, ContainerdEvent, Done, Input};
-use holdfast_testkit::{BusyboxImage, Containerd, ImageFormat, unique_namespace};
+use holdfast_testkit::{Containerd, ImageFormat, busybox_image_with_ballast, unique_namespace};
 use tokio::sync::mpsc::unbounded_channel;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,7 +18,7 @@ async fn imports_docker_archive_and_oci_layout() {
     // A 12 MiB ballast makes the layer bigger than what the importer keeps in
     // memory, so both formats go through the spooled path.
     const BALLAST_BYTES: usize = 12 << 20;
-    let image = BusyboxImage::build_with_ballast(
+    let image = busybox_image_with_ballast(
         &dir.path().join("img"),
         "busybox:1.0",
         Some("SIGQUIT"),

@@ -41,7 +41,14 @@ impl Containerd {
         for d in [&root, &state, &dir.path().join("opt")] {
             fs::create_dir_all(d).expect("create containerd directories");
         }
-        let text = config_toml(dir.path(), &root, &state, &socket);
+        let text = holdfast_containerd_config::config_toml(&holdfast_containerd_config::Dirs {
+            root: &root,
+            state: &state,
+            socket: &socket,
+            ttrpc: &dir.path().join("containerd.sock.ttrpc"),
+            opt: &dir.path().join("opt"),
+        })
+        .expect("containerd's directories are named in UTF-8");
         fs::write(&config, text).expect("write containerd config");
         let mut me = Containerd {
             dir,
@@ -192,45 +199,6 @@ pub fn sigkill(pid: u32) {
         .args(["-KILL", &pid.to_string()])
         .stderr(Stdio::null())
         .status();
-}
-
-fn config_toml(dir: &Path, root: &Path, state: &Path, socket: &Path) -> String {
-    let q = |p: &Path| format!("{:?}", p.to_string_lossy());
-    format!(
-        r#"version = 2
-root = {root}
-state = {state}
-disabled_plugins = [
-  "io.containerd.grpc.v1.cri",
-  "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.tracing.processor.v1.otlp",
-]
-
-[grpc]
-  address = {socket}
-
-[ttrpc]
-  address = {ttrpc}
-
-[debug]
-  address = ""
-  level = "info"
-
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = {opt}
-"#,
-        root = q(root),
-        state = q(state),
-        socket = q(socket),
-        ttrpc = q(&dir.join("containerd.sock.ttrpc")),
-        opt = q(&dir.join("opt")),
-    )
 }
 
 struct Proc {

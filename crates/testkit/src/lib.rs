@@ -5,9 +5,9 @@
 //!   same directories, and on drop it kills its shims and their processes,
 //!   unmounts what it left mounted and removes the directory. Nothing here
 //!   touches a system containerd.
-//! - [`BusyboxImage`]: a busybox image built offline from the static busybox
-//!   on the host (Debian `busybox-static`), written as a docker-archive and as
-//!   an OCI image-layout tarball, reproducibly.
+//! - [`busybox_image`]: a [`BusyboxImage`] built offline from the static
+//!   busybox on the host (Debian `busybox-static`), written as a
+//!   docker-archive and as an OCI image-layout tarball, reproducibly.
 //! - [`unmount_under`], [`remove_cgroups`]: the clean-up of the mounts and
 //!   the runc cgroups that containers left on the host.
 //!
@@ -18,7 +18,8 @@ mod containerd;
 mod image;
 
 pub use containerd::{Containerd, remove_cgroups, sigkill, unmount_under};
-pub use image::{BusyboxImage, ImageFormat};
+pub use holdfast_busybox_image::{BusyboxImage, ImageFormat};
+pub use image::{busybox_image, busybox_image_with_ballast};
 
 use std::path::PathBuf;
 

@@ -9,7 +9,7 @@ use holdfast_adapter_containerd::{Adapter, AdapterConfig};
 use holdfast_core::{
     Call, ContainerConfig, ContainerId, ContainerdEvent, Done, Failure, Input, OpId,
 };
-use holdfast_testkit::{BusyboxImage, Containerd};
+use holdfast_testkit::{BusyboxImage, Containerd, busybox_image};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -133,7 +133,7 @@ impl Env {
         init_tracing();
         let ctrd = Containerd::start();
         let dir = tempfile::tempdir().expect("tempdir");
-        let image = BusyboxImage::build(&dir.path().join("images"), "busybox:latest", None);
+        let image = busybox_image(&dir.path().join("images"), "busybox:latest", None);
         let namespace = holdfast_testkit::unique_namespace("hf");
         let adapter = adapter_for(&ctrd, &namespace, dir.path());
         adapter

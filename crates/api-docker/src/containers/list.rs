@@ -1,0 +1,311 @@
+//! `GET /containers/json` (`docker ps`): the containers with their status
+//! as dockerd words it, filtered as dockerd filters them.
+
+use super::{command_line, network_mode_shown};
+use crate::params::{Filters, Params};
+use crate::{ApiError, ApiState, render};
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use holdfast_core::{ContainerId, NetworkMode, Status};
+use holdfast_engine::backend::containers::Snapshot;
+use holdfast_engine::engine::wall_now;
+use holdfast_engine::network::Attachment;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// `docker ps`'s STATUS column, as dockerd words it.
+fn status_text(s: &Snapshot, now: holdfast_core::WallTime) -> String {
+    let r = &s.record;
+    match s.status {
+        Status::Running => {
+            let up = match r.started_at {
+                Some(at) => format!("Up {}", render::human_duration(now.saturating_since(at))),
+                None => "Up Less than a second".to_owned(),
+            };
+            if s.paused {
+                format!("{up} (Paused)")
+            } else if let Some(h) = s.health.as_ref().filter(|h| !h.ended) {
+                format!("{up}{}", crate::health::ps_suffix(h))
+            } else {
+                up
+            }
+        }
+        Status::Restarting => {
+            let code = r.exit.as_ref().map_or(0, |e| e.exit_code);
+            let ago = r
+                .exit
+                .as_ref()
+                .map_or(Duration::ZERO, |e| now.saturating_since(e.finished_at));
+            format!("Restarting ({code}) {} ago", render::human_duration(ago))
+        }
+        Status::Removing => "Removal In Progress".to_owned(),
+        Status::Exited => match &r.exit {
+            Some(e) => format!(
+                "Exited ({}) {} ago",
+                e.exit_code,
+                render::human_duration(now.saturating_since(e.finished_at))
+            ),
+            None => "Exited".to_owned(),
+        },
+        Status::Created => "Created".to_owned(),
+    }
+}
+
+pub(crate) fn list_json(
+    s: &Snapshot,
+    now: holdfast_core::WallTime,
+    att: Option<&Attachment>,
+) -> Value {
+    let r = &s.record;
+    let c = &r.config;
+    let network = network_mode_shown(c);
+    json!({
+        "Id": r.id.to_string(),
+        "Names": [format!("/{}", r.name)],
+        "Image": c.image,
+        "ImageID": c.image_id.clone().unwrap_or_default(),
+        "Command": command_line(c).join(" "),
+        "Created": r.created_at.as_unix_nanos().div_euclid(1_000_000_000),
+        "Ports": att.map_or(&[][..], |a| &a.ports[..]).iter().map(|p| json!({
+            "IP": if p.host_ip.is_empty() { "0.0.0.0" } else { &p.host_ip },
+            "PrivatePort": p.container_port,
+            "PublicPort": p.host_port,
+            "Type": p.protocol,
+        })).collect::<Vec<_>>(),
+        "Labels": c.labels,
+        "State": s.state_name(),
+        "Status": status_text(s, now),
+        "HostConfig": { "NetworkMode": network.clone() },
+        // A shared namespace is no network of its own (dockerd shows none).
+        "NetworkSettings": { "Networks": if c.network == NetworkMode::Container {
+            json!({})
+        } else {
+            let mut networks = serde_json::Map::new();
+            if !r.own_disconnected {
+                networks.insert(network.clone(), json!({ "NetworkID": network }));
+            }
+            for e in r.endpoints.iter().filter(|e| e.wanted) {
+                networks.insert(e.network.clone(), json!({ "NetworkID": e.network }));
+            }
+            Value::Object(networks)
+        } },
+        "Mounts": [],
+    })
+}
+
+fn matches_filters(
+    s: &Snapshot,
+    f: &Filters,
+    all_ids: &[(ContainerId, holdfast_core::WallTime, String)],
+) -> Result<bool, ApiError> {
+    let r = &s.record;
+    if !f.any("id", |v| r.id.as_str().starts_with(v)) {
+        return Ok(false);
+    }
+    if !f.any("name", |v| r.name.contains(v.trim_start_matches('/'))) {
+        return Ok(false);
+    }
+    if !f.any("status", |v| v == s.state_name()) {
+        return Ok(false);
+    }
+    let health = s.health.as_ref().map_or("none", |h| h.status.as_str());
+    if !f.any("health", |v| v == health) {
+        return Ok(false);
+    }
+    for label in f.get("label") {
+        let ok = match label.split_once('=') {
+            Some((k, v)) => r.config.labels.get(k).is_some_and(|have| have == v),
+            None => r.config.labels.contains_key(label),
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    let exited = f.get("exited");
+    if !exited.is_empty() {
+        let codes = exited
+            .iter()
+            .map(|v| {
+                v.parse::<i32>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid filter 'exited={v}'")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let code = r.exit.as_ref().map(|e| e.exit_code);
+        if s.status != Status::Exited || !code.is_some_and(|c| codes.contains(&c)) {
+            return Ok(false);
+        }
+    }
+    if !f.any("ancestor", |v| {
+        let image = &r.config.image;
+        image == v
+            || image.strip_suffix(":latest") == Some(v)
+            || v.strip_suffix(":latest") == Some(image.as_str())
+            || r.config.image_id.as_deref().is_some_and(|id| {
+                id == v
+                    || id
+                        .strip_prefix("sha256:")
+                        .is_some_and(|h| h.starts_with(v.trim_start_matches("sha256:")))
+            })
+    }) {
+        return Ok(false);
+    }
+    // By the network's name (dockerd also takes its id).
+    let on = |v: &str| {
+        (!r.own_disconnected && network_mode_shown(&r.config) == v)
+            || r.endpoints.iter().any(|e| e.wanted && e.network == v)
+    };
+    if !f.any("network", on) {
+        return Ok(false);
+    }
+    let created_of = |reference: &str| {
+        all_ids
+            .iter()
+            .find(|(id, _, name)| {
+                id.as_str().starts_with(reference) || name == reference.trim_start_matches('/')
+            })
+            .map(|(_, at, _)| *at)
+            .ok_or_else(|| ApiError::not_found(format!("No such container: {reference}")))
+    };
+    for v in f.get("before") {
+        if r.created_at >= created_of(v)? {
+            return Ok(false);
+        }
+    }
+    for v in f.get("since") {
+        if r.created_at <= created_of(v)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let filters = p.filters()?;
+    filters.only(&[
+        "id", "name", "label", "status", "exited", "ancestor", "before", "since", "network",
+        "volume", "health", "is-task", "publish", "expose",
+    ])?;
+    for v in filters.get("health") {
+        if !["starting", "healthy", "unhealthy", "none"].contains(&v.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Unrecognised filter value for health: {v}"
+            )));
+        }
+    }
+    for v in filters.get("status") {
+        if ![
+            "created",
+            "restarting",
+            "running",
+            "removing",
+            "paused",
+            "exited",
+            "dead",
+        ]
+        .contains(&v.as_str())
+        {
+            return Err(ApiError::bad_request(format!(
+                "invalid filter 'status={v}'"
+            )));
+        }
+    }
+    let all = p.bool("all");
+    let limit: Option<i64> = p.int("limit")?;
+    let backend = state.engine.containers();
+    let mut containers = backend.snapshots().await?;
+    containers.sort_by(|a, b| {
+        b.record
+            .created_at
+            .cmp(&a.record.created_at)
+            .then_with(|| a.record.id.cmp(&b.record.id))
+    });
+    let all_ids: Vec<_> = containers
+        .iter()
+        .map(|s| {
+            (
+                s.record.id.clone(),
+                s.record.created_at,
+                s.record.name.clone(),
+            )
+        })
+        .collect();
+    let now = wall_now();
+    let mut out = Vec::new();
+    let implicit_all = all || limit.is_some_and(|l| l > 0) || !filters.get("status").is_empty();
+    for s in &containers {
+        if !implicit_all && !matches!(s.status, Status::Running | Status::Restarting) {
+            continue;
+        }
+        if !matches_filters(s, &filters, &all_ids)? {
+            continue;
+        }
+        out.push(list_json(s, now, backend.attachment(s).as_ref()));
+        if let Some(l) = limit
+            && l > 0
+            && out.len() as i64 >= l
+        {
+            break;
+        }
+    }
+    Ok(Json(Value::Array(out)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdfast_core::{ContainerConfig, Record, TaskState};
+    use std::sync::Arc;
+
+    #[test]
+    fn ps_status_words() {
+        let mut s = Snapshot {
+            record: Record {
+                id: "abc".parse().expect("id"),
+                name: "n".to_owned(),
+                config: Arc::new(ContainerConfig::default()),
+                created_at: holdfast_core::WallTime::from_unix_nanos(0),
+                presence: holdfast_core::Presence::Created,
+                run: 1,
+                pid: Some(5),
+                started_at: Some(holdfast_core::WallTime::from_unix_nanos(0)),
+                began_at: None,
+                start_sent: false,
+                exit: None,
+                restart_count: 0,
+                intents: holdfast_core::Intents::default(),
+                network: holdfast_core::NetworkState::Detached,
+                endpoints: Vec::new(),
+                own_disconnected: false,
+                allocation: None,
+                health: None,
+                create_sent_at: None,
+                execs: Vec::new(),
+                rootfs_mounted: false,
+            },
+            status: Status::Running,
+            task: TaskState::Running { pid: 5 },
+            confirmed: true,
+            paused: false,
+            health: None,
+        };
+        let now = holdfast_core::WallTime::from_unix_nanos(180_000_000_000);
+        assert_eq!(status_text(&s, now), "Up 3 minutes");
+        s.paused = true;
+        assert_eq!(status_text(&s, now), "Up 3 minutes (Paused)");
+        assert_eq!(s.state_name(), "paused");
+        s.paused = false;
+        s.status = Status::Exited;
+        s.record.exit = Some(holdfast_core::ExitRecord {
+            run: 1,
+            exit_code: 7,
+            finished_at: holdfast_core::WallTime::from_unix_nanos(178_000_000_000),
+            oom_killed: false,
+            error: None,
+        });
+        assert_eq!(status_text(&s, now), "Exited (7) 2 seconds ago");
+        s.status = Status::Created;
+        assert_eq!(status_text(&s, now), "Created");
+    }
+}

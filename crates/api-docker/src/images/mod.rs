@@ -1,0 +1,325 @@
+//! `/images/...`: list, inspect, history, tag, remove, save and load; pulls,
+//! pushes and imports in a file each, with what they share in `shared.rs`.
+//! Images live in containerd's image store; the engine's images backend
+//! reaches it.
+
+mod import;
+mod pull;
+mod push;
+mod shared;
+
+pub use pull::{PullRequest, create, decode_pull, login};
+pub use push::{PushRequest, decode_push};
+pub use shared::decode_registry_auth;
+pub(crate) use shared::new_image_name;
+
+use crate::params::Params;
+use crate::{ApiError, ApiState};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use holdfast_engine::backend::images::{HistoryEntry, LocalImage, Removed, familiar};
+use serde_json::{Value, json};
+
+pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let images = state.engine.images().list().await?;
+    Ok(Json(Value::Array(
+        images
+            .iter()
+            .map(|i| summary_json(i, i.size, -1, -1))
+            .collect(),
+    )))
+}
+
+/// An image as `docker images` and `docker system df` list it: its `size`,
+/// and what it shares and how many containers use it (-1: not counted).
+pub(crate) fn summary_json(i: &LocalImage, size: i64, shared_size: i64, containers: i64) -> Value {
+    json!({
+        "Id": i.resolved.config_digest,
+        "ParentId": "",
+        "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
+        "RepoDigests": [],
+        "Created": 0,
+        "Size": size,
+        "SharedSize": shared_size,
+        "VirtualSize": size,
+        "Labels": i.resolved.config.labels,
+        "Containers": containers,
+    })
+}
+
+fn inspect_json(i: &LocalImage) -> Value {
+    let c = &i.resolved.config;
+    json!({
+        "Id": i.resolved.config_digest,
+        "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
+        "RepoDigests": [],
+        "Parent": "",
+        "Comment": "",
+        "Created": crate::render::ZERO_TIME,
+        "Container": "",
+        "DockerVersion": "",
+        "Author": "",
+        "Config": {
+            "Env": c.env,
+            "Cmd": c.cmd,
+            "Entrypoint": c.entrypoint,
+            "WorkingDir": c.working_dir.clone().unwrap_or_default(),
+            "User": c.user.clone().unwrap_or_default(),
+            "Labels": c.labels,
+            "StopSignal": c.stop_signal,
+        },
+        "Architecture": "amd64",
+        "Os": "linux",
+        "Size": i.size,
+        "VirtualSize": i.size,
+        "GraphDriver": { "Name": "overlayfs", "Data": null },
+        "RootFS": { "Type": "layers", "Layers": i.resolved.diff_ids },
+        "Metadata": { "LastTagTime": crate::render::ZERO_TIME },
+    })
+}
+
+/// `GET /images/{name}/json` (names hold slashes, so the tail is parsed here).
+pub async fn by_name_get(
+    State(state): State<ApiState>,
+    Path(rest): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    if let Some(name) = rest.strip_suffix("/json") {
+        let image = state.engine.images().find(name).await?;
+        return Ok(Json(inspect_json(&image)).into_response());
+    }
+    if rest == "get" {
+        let names: Vec<String> =
+            form_urlencoded::parse(query.0.as_deref().unwrap_or("").as_bytes())
+                .filter(|(k, _)| k == "names")
+                .map(|(_, v)| v.into_owned())
+                .collect();
+        return save(&state, &names).await;
+    }
+    if let Some(name) = rest.strip_suffix("/get") {
+        return save(&state, &[name.to_owned()]).await;
+    }
+    if let Some(name) = rest.strip_suffix("/history") {
+        let (image, sizes) = state.engine.images().history(name).await?;
+        let mut tags: Vec<String> = image.names.iter().map(|n| familiar(n)).collect();
+        tags.sort();
+        let items = history_json(
+            &image.resolved.config_digest,
+            &tags,
+            &image.resolved.history,
+            &sizes,
+        )
+        .map_err(ApiError::internal)?;
+        return Ok(Json(Value::Array(items)).into_response());
+    }
+    Err(ApiError::not_found(format!(
+        "page not found: /images/{rest}"
+    )))
+}
+
+/// `docker history`: the config's history newest first, as dockerd 20.10
+/// and later shows it: the image's id and tags on the top step,
+/// `<missing>` below (holdfast keeps no parent images), each step that made
+/// a layer with that layer's unpacked size. An image without history has
+/// none to show (an empty list).
+fn history_json(
+    id: &str,
+    tags: &[String],
+    history: &[HistoryEntry],
+    layer_sizes: &[i64],
+) -> Result<Vec<Value>, String> {
+    let mut sizes = layer_sizes.iter();
+    let mut items = Vec::with_capacity(history.len());
+    for step in history {
+        let size = if step.empty_layer {
+            0
+        } else {
+            *sizes
+                .next()
+                .ok_or("too many non-empty layers in History section")?
+        };
+        let created = crate::render::parse_rfc3339(&step.created)
+            .map_or(0, |t| t.as_unix_nanos().div_euclid(1_000_000_000));
+        items.push(json!({
+            "Id": "<missing>",
+            "Created": created,
+            "CreatedBy": step.created_by,
+            "Tags": null,
+            "Size": size,
+            "Comment": step.comment,
+        }));
+    }
+    items.reverse();
+    if let Some(top) = items.first_mut() {
+        top["Id"] = json!(id);
+        if !tags.is_empty() {
+            top["Tags"] = json!(tags);
+        }
+    }
+    Ok(items)
+}
+
+/// `docker save`: the images as a docker-archive, each under the name it
+/// was asked by (every name it has when asked by id).
+async fn save(state: &ApiState, references: &[String]) -> Result<Response, ApiError> {
+    let chunks = state.engine.images().save(references).await?;
+    let mut r = Body::from_stream(chunks).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-tar"),
+    );
+    Ok(r)
+}
+
+/// `POST /images/{name}/tag` and `POST /images/{name}/push`.
+pub async fn by_name_post(
+    State(state): State<ApiState>,
+    Path(rest): Path<String>,
+    headers: axum::http::HeaderMap,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    if let Some(name) = rest.strip_suffix("/tag") {
+        let p = Params::parse(&query);
+        let repo = p
+            .str("repo")
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| ApiError::bad_request("repository name (repo) must be given"))?;
+        let tag = p.str("tag").filter(|t| !t.is_empty()).unwrap_or("latest");
+        let new_reference = format!("{repo}:{tag}");
+        validate_reference(&new_reference)?;
+        state.engine.images().tag(name, &new_reference).await?;
+        return Ok(StatusCode::CREATED.into_response());
+    }
+    if let Some(name) = rest.strip_suffix("/push") {
+        return push::push(state, name, &headers, &query).await;
+    }
+    Err(ApiError::not_found(format!(
+        "page not found: /images/{rest}"
+    )))
+}
+
+/// Docker's reference grammar, loosely: lowercase repository path
+/// components, an optional registry with a port, a tag of `[\w][\w.-]{0,127}`.
+fn validate_reference(reference: &str) -> Result<(), ApiError> {
+    let bad = || ApiError::bad_request(format!("invalid reference format: {reference:?}"));
+    let (repo, tag) = reference.rsplit_once(':').ok_or_else(bad)?;
+    let tag_ok = !tag.is_empty()
+        && tag.len() <= 128
+        && tag.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    let repo_ok = !repo.is_empty()
+        && repo.len() <= 255
+        && repo.split('/').all(|part| {
+            !part.is_empty()
+                && part.chars().all(|c| {
+                    c.is_ascii_lowercase()
+                        || c.is_ascii_digit()
+                        || matches!(c, '_' | '.' | '-' | ':')
+                })
+        });
+    if tag_ok && repo_ok {
+        Ok(())
+    } else {
+        Err(bad())
+    }
+}
+
+/// `DELETE /images/{name}`: untags; deletes the image when its last name
+/// goes. Refused (409) while a container uses it, unless forced.
+pub async fn remove(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let removed = state
+        .engine
+        .images()
+        .remove(&reference, p.bool("force"))
+        .await?;
+    Ok(Json(Value::Array(removed.iter().map(removed_json).collect())).into_response())
+}
+
+/// One step of a removal as dockerd lists it.
+pub(crate) fn removed_json(removed: &Removed) -> Value {
+    match removed {
+        Removed::Untagged(name) => json!({ "Untagged": name }),
+        Removed::Deleted(id) => json!({ "Deleted": id }),
+    }
+}
+
+/// `POST /images/load`: the tarball (docker-archive or OCI layout) is
+/// streamed to a temporary file, then imported.
+pub async fn load(
+    State(state): State<ApiState>,
+    query: RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let quiet = p.bool("quiet");
+    let loaded = state.engine.images().load(body.into_data_stream()).await?;
+    let mut lines = String::new();
+    for name in &loaded {
+        let msg = json!({ "stream": format!("Loaded image: {name}\n") });
+        lines.push_str(&msg.to_string());
+        lines.push('\n');
+    }
+    if loaded.is_empty() && !quiet {
+        lines.push_str(&json!({ "stream": "No image was named in the tarball\n" }).to_string());
+        lines.push('\n');
+    }
+    let mut r = lines.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_reads_as_dockerd_shows_it() {
+        let step = |created_by: &str, empty_layer: bool| HistoryEntry {
+            created: "2024-01-02T03:04:05Z".into(),
+            created_by: created_by.into(),
+            comment: String::new(),
+            empty_layer,
+        };
+        let history = [
+            step("ADD rootfs /", false),
+            step("CMD [\"sh\"]", true),
+            step("holdfast commit", false),
+        ];
+        let items = history_json("sha256:ab", &["mine:1".to_owned()], &history, &[100, 7])
+            .expect("as many layers as steps that made one");
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0]["Id"], "sha256:ab");
+        assert_eq!(items[0]["Tags"], json!(["mine:1"]));
+        assert_eq!(items[0]["CreatedBy"], "holdfast commit");
+        assert_eq!(items[0]["Size"], 7);
+        assert_eq!(items[1]["Id"], "<missing>");
+        assert_eq!(items[1]["Tags"], Value::Null);
+        assert_eq!(items[1]["Size"], 0);
+        assert_eq!(items[2]["Size"], 100);
+        assert_eq!(items[2]["Created"], 1_704_164_645);
+        assert!(history_json("sha256:ab", &[], &history, &[100]).is_err());
+        assert_eq!(history_json("sha256:ab", &[], &[], &[100]), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn references_are_checked() {
+        assert!(validate_reference("mine:1").is_ok());
+        assert!(validate_reference("localhost:5000/a/b:v1.2").is_ok());
+        assert!(validate_reference("Mine:1").is_err());
+        assert!(validate_reference("mine:").is_err());
+        assert!(validate_reference("a//b:1").is_err());
+    }
+}

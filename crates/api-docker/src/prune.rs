@@ -1,0 +1,71 @@
+//! `docker container prune` and `docker image prune`: the filters read
+//! here, the removals made by the engine's backends (each container through
+//! the core's ordinary remove, recorded and carried out like `docker rm`).
+
+use super::params::Params;
+use super::{ApiError, ApiState};
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use holdfast_core::WallTime;
+use holdfast_engine::engine::wall_now;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// `POST /containers/prune?filters={"label":[..],"until":[..]}`
+pub async fn containers(
+    State(state): State<ApiState>,
+    query: RawQuery,
+) -> Result<Response, ApiError> {
+    let filters = Params::parse(&query).filters()?;
+    filters.only(&["label", "label!", "until"])?;
+    let until: Vec<WallTime> = filters
+        .get("until")
+        .iter()
+        .map(|u| {
+            super::render::parse_client_time(u)
+                .ok_or_else(|| ApiError::bad_request(format!("invalid filter 'until={u}'")))
+        })
+        .collect::<Result<_, _>>()?;
+    let labels_match = |labels: &BTreeMap<String, String>| {
+        let has = |l: &String| match l.split_once('=') {
+            Some((k, v)) => labels.get(k).is_some_and(|have| have == v),
+            None => labels.contains_key(l),
+        };
+        filters.get("label").iter().all(has) && !filters.get("label!").iter().any(has)
+    };
+    let now = wall_now();
+    let deleted = state
+        .engine
+        .containers()
+        .prune(|s| {
+            let created = s.record.created_at;
+            labels_match(&s.record.config.labels) && until.iter().all(|u| created < *u && *u <= now)
+        })
+        .await?;
+    Ok(Json(json!({ "ContainersDeleted": deleted, "SpaceReclaimed": 0 })).into_response())
+}
+
+/// `POST /images/prune?filters={"dangling":["false"]}`: `docker image
+/// prune` removes dangling images, `-a` every image no container uses.
+/// containerd's image store has no untagged images (an image goes with its
+/// last name), so there is never a dangling one to remove.
+pub async fn images(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
+    let filters = Params::parse(&query).filters()?;
+    filters.only(&["dangling"])?;
+    let mut dangling_only = true;
+    for v in filters.get("dangling") {
+        dangling_only = match v.as_str() {
+            "true" | "1" => true,
+            "false" | "0" => false,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid filter 'dangling={v}'"
+                )));
+            }
+        };
+    }
+    let (removed, reclaimed) = state.engine.images().prune(dangling_only).await?;
+    let deleted: Vec<_> = removed.iter().map(super::images::removed_json).collect();
+    Ok(Json(json!({ "ImagesDeleted": deleted, "SpaceReclaimed": reclaimed })).into_response())
+}

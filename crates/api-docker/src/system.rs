@@ -1,0 +1,262 @@
+//! `/_ping`, `/version`, `/info` and `/events`.
+
+use super::params::Params;
+use super::render;
+use super::{API_VERSION, ApiError, ApiState, MIN_API_VERSION};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use holdfast_core::{ConnectionState, WallTime};
+use holdfast_engine::engine::wall_now;
+use holdfast_engine::events::EventMessage;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+pub async fn ping() -> Response {
+    let mut r = "OK".into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-store, must-revalidate"),
+    );
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    h.insert("Builder-Version", HeaderValue::from_static("1"));
+    r
+}
+
+pub async fn version(State(state): State<ApiState>) -> Json<Value> {
+    let version = env!("CARGO_PKG_VERSION");
+    let kernel_version = state.engine.system().host().kernel_version;
+    Json(json!({
+        "Platform": { "Name": "holdfast" },
+        "Components": [{
+            "Name": "Engine",
+            "Version": version,
+            "Details": {
+                "ApiVersion": API_VERSION,
+                "MinAPIVersion": MIN_API_VERSION,
+                "Os": "linux",
+                "Arch": "amd64",
+                "KernelVersion": kernel_version,
+            },
+        }],
+        "Version": version,
+        "ApiVersion": API_VERSION,
+        "MinAPIVersion": MIN_API_VERSION,
+        "GitCommit": "",
+        "GoVersion": "",
+        "Os": "linux",
+        "Arch": "amd64",
+        "KernelVersion": kernel_version,
+        "BuildTime": "",
+    }))
+}
+
+pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let info = state.engine.system().info().await?;
+    let (connection, facts) = (info.connection, &info.facts);
+    let since = |t: Option<WallTime>| t.map_or_else(|| "never".to_owned(), render::time);
+    let containerd_state = match (connection, facts.unready_since) {
+        (ConnectionState::Ready, _) => "connected, relisted".to_owned(),
+        (other, Some(at)) => format!("{other:?} since {}", render::time(at)),
+        (other, None) => format!("{other:?}"),
+    };
+    let mut warnings = Vec::new();
+    if connection != ConnectionState::Ready {
+        warnings.push(format!(
+            "WARNING: containerd is unreachable or not yet relisted ({containerd_state}): states shown may be stale; stop, kill and rm are recorded and carried out when it returns"
+        ));
+    }
+    let system_status = json!([
+        ["containerd", containerd_state],
+        ["Last relist", since(facts.last_relist_at)],
+        ["Relists", facts.relists.to_string()],
+        [
+            "Exits learned from relists",
+            facts.exits_from_relists.to_string()
+        ],
+        [
+            "Exits learned from events",
+            facts.exits_from_events.to_string()
+        ],
+        ["Store write failures", facts.store_failures.to_string()],
+    ]);
+    let host = &info.host;
+    Ok(Json(json!({
+        "ID": "holdfast",
+        "Containers": info.running + info.paused + info.stopped,
+        "ContainersRunning": info.running,
+        "ContainersPaused": info.paused,
+        "ContainersStopped": info.stopped,
+        "Images": info.images,
+        "Driver": "overlayfs",
+        "DriverStatus": [["Backing Filesystem", "containerd snapshotter"]],
+        "SystemStatus": system_status,
+        "Plugins": { "Volume": [], "Network": ["host", "null"], "Log": ["json-file"] },
+        "MemoryLimit": true,
+        "SwapLimit": false,
+        "CpuCfsPeriod": false,
+        "CpuCfsQuota": false,
+        "OomKillDisable": false,
+        "IPv4Forwarding": false,
+        "Debug": false,
+        "NFd": 0,
+        "NGoroutines": 0,
+        "SystemTime": render::time(wall_now()),
+        "LoggingDriver": "json-file",
+        "CgroupDriver": "cgroupfs",
+        "CgroupVersion": host.cgroup_version,
+        "NEventsListener": 0,
+        "KernelVersion": host.kernel_version,
+        "OperatingSystem": "holdfast on Linux",
+        "OSType": "linux",
+        "Architecture": "x86_64",
+        "IndexServerAddress": "https://index.docker.io/v1/",
+        "NCPU": host.cpus,
+        "MemTotal": host.mem_total_bytes,
+        "DockerRootDir": info.data_root.to_string_lossy(),
+        "Name": host.name,
+        "Labels": [
+            format!("holdfast.containerd={containerd_state}"),
+            format!("holdfast.last-relist={}", since(facts.last_relist_at)),
+            format!("holdfast.exits-from-relists={}", facts.exits_from_relists),
+        ],
+        "ExperimentalBuild": false,
+        "ServerVersion": env!("CARGO_PKG_VERSION"),
+        "Runtimes": { "runc": { "path": "runc" }, "io.containerd.runc.v2": { "path": "runc" } },
+        "DefaultRuntime": "runc",
+        "Swarm": { "LocalNodeState": "inactive", "NodeID": "", "NodeAddr": "", "ControlAvailable": false, "Error": "", "RemoteManagers": null },
+        "LiveRestoreEnabled": true,
+        "Isolation": "",
+        "InitBinary": "",
+        "ContainerdCommit": { "ID": "", "Expected": "" },
+        "RuncCommit": { "ID": "", "Expected": "" },
+        "InitCommit": { "ID": "", "Expected": "" },
+        "SecurityOptions": ["name=seccomp,profile=holdfast-default"],
+        "Warnings": warnings,
+    })))
+}
+
+/// Which events a subscriber wants.
+#[derive(Debug, Default)]
+struct EventFilter {
+    containers: Vec<String>,
+    events: Vec<String>,
+    types: Vec<String>,
+    labels: Vec<String>,
+    images: Vec<String>,
+}
+
+impl EventFilter {
+    fn matches(&self, e: &EventMessage) -> bool {
+        let any = |values: &[String], f: &dyn Fn(&str) -> bool| {
+            values.is_empty() || values.iter().any(|v| f(v))
+        };
+        let name = e.attributes.get("name").map(String::as_str).unwrap_or("");
+        any(&self.containers, &|v| {
+            e.kind == "container" && (e.actor_id.starts_with(v) || name == v)
+        }) && any(&self.events, &|v| event_matches(&e.action, v))
+            && any(&self.types, &|v| e.kind == v)
+            && any(&self.images, &|v| {
+                e.from.as_deref() == Some(v)
+                    || e.attributes.get("image").map(String::as_str) == Some(v)
+            })
+            && self.labels.iter().all(|l| match l.split_once('=') {
+                Some((k, v)) => e.attributes.get(k).is_some_and(|have| have == v),
+                None => e.attributes.contains_key(l.as_str()),
+            })
+    }
+}
+
+/// dockerd's event filter: exact, except that `health_status`,
+/// `exec_create` and `exec_start` also match the actions that carry a
+/// detail after a colon (`health_status: healthy`).
+fn event_matches(action: &str, wanted: &str) -> bool {
+    action == wanted
+        || (["health_status", "exec_create", "exec_start"].contains(&wanted)
+            && action
+                .strip_prefix(wanted)
+                .is_some_and(|rest| rest.starts_with(':')))
+}
+
+pub async fn events(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let time = |key: &str| -> Result<Option<WallTime>, ApiError> {
+        match p.str(key).filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(t) => render::parse_client_time(t)
+                .map(Some)
+                .ok_or_else(|| ApiError::bad_request(format!("invalid value for {key}: {t:?}"))),
+        }
+    };
+    let since = time("since")?;
+    let until = time("until")?;
+    let f = p.filters()?;
+    f.only(&["container", "event", "type", "label", "image"])?;
+    let filter = Arc::new(EventFilter {
+        containers: f.get("container").to_vec(),
+        events: f.get("event").to_vec(),
+        types: f.get("type").to_vec(),
+        labels: f.get("label").to_vec(),
+        images: f.get("image").to_vec(),
+    });
+    let (past, mut live) = state.engine.system().events();
+    let in_window = move |e: &EventMessage| {
+        since.is_none_or(|s| e.time_nanos >= s.as_unix_nanos())
+            && until.is_none_or(|u| e.time_nanos <= u.as_unix_nanos())
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let line = |e: &EventMessage| {
+        let mut text = e.to_json().to_string();
+        text.push('\n');
+        Ok(Bytes::from(text))
+    };
+    tokio::spawn(async move {
+        // Without `since`, only what happens from now on (as dockerd).
+        if since.is_some() {
+            for e in past.iter().filter(|e| in_window(e) && filter.matches(e)) {
+                if tx.send(line(e)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let until_at = until.map(|u| {
+            let wait = u.saturating_since(wall_now());
+            tokio::time::Instant::now() + wait
+        });
+        loop {
+            let next = async {
+                match until_at {
+                    Some(at) => tokio::time::timeout_at(at, live.recv()).await.ok(),
+                    None => Some(live.recv().await),
+                }
+            };
+            tokio::select! {
+                got = next => match got {
+                    None => return, // until reached
+                    Some(Ok(e)) => {
+                        if in_window(&e) && filter.matches(&e) && tx.send(line(&e)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(n))) => {
+                        tracing::warn!(missed = n, "an events subscriber fell behind; closing it");
+                        return;
+                    }
+                    Some(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return,
+                },
+                () = tx.closed() => return,
+            }
+        }
+    });
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let mut r = body.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
+}

@@ -1,0 +1,367 @@
+//! `docker container ...`: what the container family of an API asks of the
+//! engine beyond a plain command for the core (which goes through
+//! [`EngineHandle::container_command`]): a create, reads of containers as
+//! `inspect` and `ps` show them, and the commands that need more than the
+//! core (a removal with its volumes, a rename with its peers' hosts files).
+//! Their logs and attach are in `streams.rs`, their files in `files.rs`,
+//! their processes in `processes.rs`.
+
+mod changes;
+mod create;
+mod files;
+mod processes;
+mod streams;
+
+pub use create::{Created, NewContainer};
+pub use files::Archive;
+pub use processes::StatsSource;
+pub use streams::{AttachOptions, Attached, LogStream};
+
+use crate::engine::{EngineHandle, View};
+use crate::network::Attachment;
+use crate::refusal::conflict;
+use holdfast_core::{
+    Answer, Command, ContainerId, ContainerView, Endpoint, ErrorKind, Health, NetworkState, Record,
+    RequestError, ResourceUpdate, RestartPolicy, Status, TaskState,
+};
+use std::path::PathBuf;
+
+/// The containers backend: see the module docs.
+#[derive(Debug)]
+pub struct Containers<'a> {
+    engine: &'a EngineHandle,
+}
+
+/// A container as a read of the core showed it.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub record: Record,
+    pub status: Status,
+    pub task: TaskState,
+    pub confirmed: bool,
+    /// Running with its processes frozen (`docker pause`).
+    pub paused: bool,
+    /// The health of its current or last run, with a health check.
+    pub health: Option<Health>,
+}
+
+impl Snapshot {
+    fn of(view: &View<'_>, c: ContainerView<'_>) -> Snapshot {
+        Snapshot {
+            record: c.record.clone(),
+            status: c.status,
+            task: c.task,
+            confirmed: c.confirmed,
+            paused: c.paused,
+            health: view.core.health(&c.record.id).cloned(),
+        }
+    }
+
+    /// dockerd's state name: "paused" for a paused running container.
+    pub fn state_name(&self) -> &'static str {
+        if self.paused {
+            "paused"
+        } else {
+            self.status.as_str()
+        }
+    }
+
+    /// The pid of its init while it runs; 0 otherwise.
+    pub fn running_pid(&self) -> u32 {
+        match (self.status, self.task) {
+            (Status::Running, TaskState::Running { pid } | TaskState::Created { pid }) => pid,
+            (Status::Running, TaskState::Unknown) => self.record.pid.unwrap_or(0),
+            _ => 0,
+        }
+    }
+}
+
+/// A container as `inspect` shows it: its snapshot, and what its network
+/// attachments gave.
+#[derive(Clone, Debug)]
+pub struct ContainerDetails {
+    pub snapshot: Snapshot,
+    /// Its json-file log.
+    pub log_path: PathBuf,
+    /// Its attachment to the network it was created on, if it has one now.
+    pub attachment: Option<Attachment>,
+    /// The default bridge network's bridge.
+    pub default_bridge: String,
+    /// The networks it was connected to after its create.
+    pub endpoints: Vec<EndpointDetails>,
+}
+
+/// A network a container was connected to (`docker network connect`).
+#[derive(Clone, Debug)]
+pub struct EndpointDetails {
+    pub endpoint: Endpoint,
+    /// What its attachment gave, once made.
+    pub attachment: Option<Attachment>,
+    /// The network's id (empty when the network is gone).
+    pub network_id: String,
+}
+
+impl<'a> Containers<'a> {
+    pub(crate) fn new(engine: &'a EngineHandle) -> Containers<'a> {
+        Containers { engine }
+    }
+
+    /// The container a reference names (name, full id or unique id prefix),
+    /// resolved and read in one step of the loop.
+    pub async fn snapshot(&self, reference: &str) -> Result<Snapshot, RequestError> {
+        let reference = reference.to_owned();
+        self.engine
+            .read(move |v| {
+                let id = v.core.resolve(&reference)?;
+                v.core
+                    .container(&id)
+                    .map(|c| Snapshot::of(v, c))
+                    .ok_or_else(|| {
+                        RequestError::new(ErrorKind::NotFound, format!("No such container: {id}"))
+                    })
+            })
+            .await?
+    }
+
+    /// The container `id` is, as a read showed it.
+    pub(crate) async fn snapshot_of(&self, id: &ContainerId) -> Result<Snapshot, RequestError> {
+        let wanted = id.clone();
+        self.engine
+            .read(move |v| v.core.container(&wanted).map(|c| Snapshot::of(v, c)))
+            .await?
+            .ok_or_else(|| {
+                RequestError::new(ErrorKind::NotFound, format!("No such container: {id}"))
+            })
+    }
+
+    /// Every container, as one read showed them.
+    pub async fn snapshots(&self) -> Result<Vec<Snapshot>, RequestError> {
+        let all = self
+            .engine
+            .read(|v| {
+                v.core
+                    .containers()
+                    .map(|c| Snapshot::of(v, c))
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+        Ok(all)
+    }
+
+    /// `docker inspect`: the container a reference names, with what its
+    /// network attachments gave.
+    pub async fn inspect(&self, reference: &str) -> Result<ContainerDetails, RequestError> {
+        let snapshot = self.snapshot(reference).await?;
+        let network = &self.engine.services.network;
+        let r = &snapshot.record;
+        let endpoints = r
+            .endpoints
+            .iter()
+            .filter(|e| e.wanted)
+            .map(|e| {
+                let attachment = (e.state == NetworkState::Attached)
+                    .then(|| network.attachment_of(&r.id, e.slot))
+                    .flatten();
+                let network_id = attachment
+                    .as_ref()
+                    .and_then(|a| a.network.as_ref())
+                    .map(|n| n.id.clone())
+                    .or_else(|| network.find(&e.network).map(|d| d.id))
+                    .unwrap_or_default();
+                EndpointDetails {
+                    endpoint: e.clone(),
+                    attachment,
+                    network_id,
+                }
+            })
+            .collect();
+        Ok(ContainerDetails {
+            log_path: self.engine.services.adapter.log_path(&r.id),
+            attachment: self.attachment(&snapshot),
+            default_bridge: network.name().to_owned(),
+            endpoints,
+            snapshot,
+        })
+    }
+
+    /// The container's attachment to the bridge network it was created on,
+    /// if it has one now (once disconnected from it, its `eth0` is an
+    /// endpoint's).
+    pub fn attachment(&self, s: &Snapshot) -> Option<Attachment> {
+        let attached = s.record.network != NetworkState::Detached && !s.record.own_disconnected;
+        attached
+            .then(|| self.engine.services.network.attachment(&s.record.id))
+            .flatten()
+    }
+
+    /// `docker rm [-f] [-v]`: the core's removal; with `volumes`, then its
+    /// anonymous volumes that no other container uses.
+    pub async fn remove(&self, reference: &str, force: bool, volumes: bool) -> Answer {
+        if !volumes {
+            let remove = move |id| Command::Remove {
+                id,
+                force,
+                volumes: false,
+            };
+            return self.engine.container_command(reference, remove).await;
+        }
+        let s = match self.snapshot(reference).await {
+            Ok(s) => s,
+            Err(e) => return Answer::Error(e),
+        };
+        let mounts = s.record.config.mounts.clone();
+        let answer = self
+            .engine
+            .command(Command::Remove {
+                id: s.record.id,
+                force,
+                volumes: false,
+            })
+            .await;
+        if let Answer::Error(_) = answer {
+            return answer;
+        }
+        // Its volumes go once it is gone.
+        match self.engine.volumes().remove_anonymous(&mounts).await {
+            Ok(()) => answer,
+            Err(e) => Answer::Error(e),
+        }
+    }
+
+    /// `docker container prune`: every container that is not running
+    /// (created or exited) that `wanted` picks, through the core's ordinary
+    /// remove, so each removal is recorded and carried out like `docker
+    /// rm`. The ids of those removed.
+    pub async fn prune(
+        &self,
+        wanted: impl Fn(&Snapshot) -> bool,
+    ) -> Result<Vec<String>, RequestError> {
+        let candidates: Vec<ContainerId> = self
+            .snapshots()
+            .await?
+            .into_iter()
+            .filter(|s| matches!(s.status, Status::Created | Status::Exited) && wanted(s))
+            .map(|s| s.record.id)
+            .collect();
+        let mut deleted = Vec::new();
+        for id in candidates {
+            // A container started since the read is refused by the core: skipped.
+            match self
+                .engine
+                .command(Command::Remove {
+                    id: id.clone(),
+                    force: false,
+                    volumes: false,
+                })
+                .await
+            {
+                Answer::Done => deleted.push(id.to_string()),
+                other => tracing::debug!(container = %id, answer = ?other, "not pruned"),
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// `docker rename`: the core's rename; then peers on a user network
+    /// know it by its new name (a failure there leaves the old name in
+    /// their hosts files until its next attachment, and is logged).
+    pub async fn rename(&self, reference: &str, name: String) -> Answer {
+        let new_name = name.clone();
+        let rename = move |id| Command::Rename { id, name: new_name };
+        let pending = match self
+            .engine
+            .container_command_accepted(reference, rename)
+            .await
+        {
+            Ok(pending) => pending,
+            Err(e) => return Answer::Error(e),
+        };
+        let id = pending.id().clone();
+        let answer = pending.answer().await;
+        if let Answer::Error(_) = answer {
+            return answer;
+        }
+        let network = self.engine.services.network.clone();
+        let renamed = tokio::task::spawn_blocking(move || network.renamed(&id, &name)).await;
+        if let Ok(Err(e)) | Err(e) = renamed.map_err(|e| e.to_string()) {
+            tracing::warn!(error = %e, "the new name is not in its peers' hosts files");
+        }
+        answer
+    }
+
+    /// `docker update`: the resources of its task, then its restart policy,
+    /// each a command for the core. The warnings for the client.
+    pub async fn update(
+        &self,
+        reference: &str,
+        resources: Option<ResourceUpdate>,
+        policy: Option<RestartPolicy>,
+    ) -> Result<Vec<String>, RequestError> {
+        let mut id = None;
+        let mut warnings = Vec::new();
+        if let Some(mut update) = resources {
+            // As at create: without swap accounting, memory is limited without swap.
+            if update.memory_swap_bytes.is_some_and(|s| s > 0) && !create::swap_accounting() {
+                update.memory_swap_bytes = Some(-1);
+                warnings.push(
+                    "Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap."
+                        .to_owned(),
+                );
+            }
+            let command = move |id| Command::UpdateResources { id, update };
+            let pending = self
+                .engine
+                .container_command_accepted(reference, command)
+                .await?;
+            id = Some(pending.id().clone());
+            if let Answer::Error(e) = pending.answer().await {
+                return Err(e);
+            }
+        }
+        if let Some(policy) = policy {
+            let answer = match id {
+                Some(id) => {
+                    self.engine
+                        .command(Command::UpdateRestartPolicy { id, policy })
+                        .await
+                }
+                None => {
+                    let command = move |id| Command::UpdateRestartPolicy { id, policy };
+                    self.engine.container_command(reference, command).await
+                }
+            };
+            if let Answer::Error(e) = answer {
+                return Err(e);
+            }
+        } else if id.is_none() {
+            // Nothing to change: still a 404 for a container that is not.
+            self.engine.resolve(reference).await?;
+        }
+        Ok(warnings)
+    }
+
+    /// `POST /containers/{id}/resize`: the init's terminal, while it runs
+    /// (without a terminal there is nothing to resize: accepted as dockerd
+    /// does).
+    pub async fn resize(
+        &self,
+        reference: &str,
+        height: u32,
+        width: u32,
+    ) -> Result<(), RequestError> {
+        let s = self.snapshot(reference).await?;
+        let id = &s.record.id;
+        if s.status != Status::Running {
+            return Err(conflict(format!("Container {id} is not running")));
+        }
+        if s.record.config.tty {
+            self.engine
+                .services
+                .adapter
+                .resize_terminal(id, "", width, height)
+                .await
+                .map_err(crate::refusal::adapter_failure)?;
+        }
+        Ok(())
+    }
+}

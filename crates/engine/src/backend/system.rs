@@ -1,0 +1,270 @@
+//! `docker info`, `docker version`, `docker events` and `docker system df`:
+//! what holdfast knows of its own truth and of the host, its events, and
+//! what images, containers and volumes take on disk.
+
+use super::containers::Snapshot;
+use super::images::LocalImage;
+use super::volumes::VolumeDetails;
+use crate::engine::{EngineHandle, Facts};
+use crate::events::EventMessage;
+use crate::network::Attachment;
+use crate::refusal::internal;
+use holdfast_core::{ConnectionState, FailureKind, RequestError, Status};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// The system backend: see the module docs.
+#[derive(Debug)]
+pub struct System<'a> {
+    engine: &'a EngineHandle,
+}
+
+/// What `docker info` shows.
+#[derive(Clone, Debug)]
+pub struct Info {
+    pub running: usize,
+    pub paused: usize,
+    pub stopped: usize,
+    pub connection: ConnectionState,
+    pub facts: Facts,
+    /// How many image names containerd's image store has (0 while it
+    /// cannot be asked).
+    pub images: usize,
+    pub data_root: PathBuf,
+    pub host: Host,
+}
+
+/// The host, as `docker info` and `docker version` show it.
+#[derive(Clone, Debug)]
+pub struct Host {
+    pub name: String,
+    pub mem_total_bytes: u64,
+    pub cpus: usize,
+    pub kernel_version: String,
+    /// `1` or `2`.
+    pub cgroup_version: &'static str,
+}
+
+/// What everything takes on disk (`docker system df`).
+#[derive(Clone, Debug)]
+pub struct DiskUsage {
+    /// Every image's layers, unpacked.
+    pub layers_size: i64,
+    pub images: Vec<ImageUsage>,
+    pub containers: Vec<ContainerUsage>,
+    pub volumes: Vec<VolumeUsage>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ImageUsage {
+    pub image: LocalImage,
+    /// Its layers, unpacked.
+    pub size: i64,
+    /// How many containers were made from it.
+    pub containers: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct ContainerUsage {
+    pub snapshot: Snapshot,
+    pub attachment: Option<Attachment>,
+    /// What it wrote (its snapshot's upper layer).
+    pub size_rw: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct VolumeUsage {
+    pub volume: VolumeDetails,
+    /// What its data holds.
+    pub size: u64,
+}
+
+impl<'a> System<'a> {
+    pub(crate) fn new(engine: &'a EngineHandle) -> System<'a> {
+        System { engine }
+    }
+
+    /// `docker info`.
+    pub async fn info(&self) -> Result<Info, RequestError> {
+        let (counts, connection, facts) = self
+            .engine
+            .read(|v| {
+                let mut counts = [0usize; 3]; // running, paused, stopped
+                for c in v.core.containers() {
+                    match c.status {
+                        Status::Running if c.paused => counts[1] += 1,
+                        Status::Running | Status::Restarting => counts[0] += 1,
+                        _ => counts[2] += 1,
+                    }
+                }
+                (counts, v.core.connection(), v.facts.clone())
+            })
+            .await?;
+        let images = self
+            .engine
+            .services
+            .adapter
+            .list_images()
+            .await
+            .map(|i| i.len())
+            .unwrap_or(0);
+        Ok(Info {
+            running: counts[0],
+            paused: counts[1],
+            stopped: counts[2],
+            connection,
+            facts,
+            images,
+            data_root: self.engine.services.data_root.clone(),
+            host: host(),
+        })
+    }
+
+    /// The host.
+    pub fn host(&self) -> Host {
+        host()
+    }
+
+    /// `docker events`: the history so far and the live feed from exactly
+    /// where it ends.
+    pub fn events(
+        &self,
+    ) -> (
+        Vec<Arc<EventMessage>>,
+        broadcast::Receiver<Arc<EventMessage>>,
+    ) {
+        self.engine.services.events.subscribe()
+    }
+
+    /// `docker system df`.
+    pub async fn disk_usage(&self) -> Result<DiskUsage, RequestError> {
+        let snapshots = self.engine.containers().snapshots().await?;
+        let mut made_from: BTreeMap<String, usize> = BTreeMap::new();
+        for c in &snapshots {
+            if let Some(image) = &c.record.config.image_id {
+                *made_from.entry(image.clone()).or_default() += 1;
+            }
+        }
+
+        let images_backend = self.engine.images();
+        let mut layers_size = 0i64;
+        let mut images = Vec::new();
+        for image in images_backend.list().await? {
+            let size = images_backend.unpacked_size(&image).await?;
+            layers_size = layers_size.saturating_add(size);
+            let containers = made_from
+                .get(&image.resolved.config_digest)
+                .copied()
+                .unwrap_or(0);
+            images.push(ImageUsage {
+                image,
+                size,
+                containers,
+            });
+        }
+
+        let adapter = &self.engine.services.adapter;
+        let containers_backend = self.engine.containers();
+        let mut containers = Vec::new();
+        for snapshot in snapshots {
+            let size_rw = match adapter.container_rw_size(&snapshot.record.id).await {
+                Ok(size) => size,
+                // A container being created or removed has no snapshot (yet).
+                Err(e) if e.kind() == FailureKind::NotFound => 0,
+                Err(e) => return Err(crate::refusal::adapter_failure(e)),
+            };
+            containers.push(ContainerUsage {
+                attachment: containers_backend.attachment(&snapshot),
+                snapshot,
+                size_rw,
+            });
+        }
+
+        let mut volumes = Vec::new();
+        for volume in self.engine.volumes().list().await? {
+            let dir = volume.mountpoint.clone();
+            let size = tokio::task::spawn_blocking(move || dir_size(&dir))
+                .await
+                .map_err(|e| internal(format!("measuring volume: {e}")))?;
+            volumes.push(VolumeUsage { volume, size });
+        }
+        Ok(DiskUsage {
+            layers_size,
+            images,
+            containers,
+            volumes,
+        })
+    }
+}
+
+fn host() -> Host {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let mem_total_bytes = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let kernel_version = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    let cgroup_version = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "2"
+    } else {
+        "1"
+    };
+    Host {
+        name,
+        mem_total_bytes,
+        cpus,
+        kernel_version,
+        cgroup_version,
+    }
+}
+
+/// Bytes of the regular files under `dir`, symlinks not followed; what
+/// cannot be read counts nothing.
+fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                total = total.saturating_add(meta.len());
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn dir_size_counts_files_once_and_follows_no_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), [0u8; 100]).unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/b"), [0u8; 23]).unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("root")).unwrap();
+        assert_eq!(dir_size(dir.path()), 123);
+    }
+}
