@@ -46,9 +46,10 @@ pub(crate) fn respond(answer: Answer, done: Done) -> Result<Response, ApiError> 
     let status = match (answer, done) {
         (Answer::Error(e), _) => return Err(e.into()),
         (Answer::NotModified, Done::NoContentOrNotModified) => StatusCode::NOT_MODIFIED,
-        (Answer::Done | Answer::Waited { .. }, Done::NoContentOrNotModified) => {
-            StatusCode::NO_CONTENT
-        }
+        (
+            Answer::Done | Answer::Waited { .. } | Answer::Pruned(_) | Answer::Rootfs { .. },
+            Done::NoContentOrNotModified,
+        ) => StatusCode::NO_CONTENT,
         (_, Done::Always(status)) => status,
     };
     Ok(status.into_response())

@@ -19,7 +19,7 @@ pub(super) fn render(v: &VolumeDetails) -> Value {
         "Name": v.volume.name,
         "Driver": "local",
         "Mountpoint": v.mountpoint.to_string_lossy(),
-        "CreatedAt": v.volume.created_at,
+        "CreatedAt": v.created_at,
         "Labels": v.volume.labels,
         "Scope": "local",
         "Options": {},
@@ -86,7 +86,8 @@ pub async fn create(State(state): State<ApiState>, body: Bytes) -> Result<Respon
     let v = state
         .engine
         .volumes()
-        .create(name, &b.labels.unwrap_or_default())?;
+        .create(name, &b.labels.unwrap_or_default())
+        .await?;
     Ok((StatusCode::CREATED, Json(render(&v))).into_response())
 }
 
@@ -95,16 +96,19 @@ pub async fn inspect(
     State(state): State<ApiState>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let v = state.engine.volumes().inspect(&name)?;
+    let v = state.engine.volumes().inspect(&name).await?;
     Ok(Json(render(&v)).into_response())
 }
 
-/// `DELETE /volumes/{name}`: refused while a container (in any state) uses it.
+/// `DELETE /volumes/{name}?force=..`: refused while a container (in any
+/// state) uses it; `force`: one that is not there is no error (dockerd's).
 pub async fn remove(
     State(state): State<ApiState>,
     Path(name): Path<String>,
+    query: RawQuery,
 ) -> Result<Response, ApiError> {
-    state.engine.volumes().remove(&name).await?;
+    let force = Params::parse(&query).bool("force");
+    state.engine.volumes().remove(&name, force).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -51,8 +51,6 @@ impl From<VolumeError> for RequestError {
     fn from(e: VolumeError) -> RequestError {
         let kind = match e {
             VolumeError::Invalid(_) => ErrorKind::Invalid,
-            VolumeError::NotFound(_) => ErrorKind::NotFound,
-            VolumeError::Io { .. } => ErrorKind::Internal,
         };
         RequestError::new(kind, e.to_string())
     }

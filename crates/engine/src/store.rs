@@ -1,13 +1,17 @@
-//! The on-disk store: one record per container in a single-file, crash-safe
-//! database (redb: copy-on-write B-trees, every commit durable). A record is
+//! The on-disk store: one record per container, volume and user network in
+//! a single-file, crash-safe database (redb: copy-on-write B-trees, every commit durable). A record is
 //! written before the containerd call that depends on it, so `kill -9` at any
 //! instant loses nothing that was answered.
 
-use holdfast_core::{ContainerId, Record};
+use holdfast_core::{ContainerId, NetworkRecord, Record, Stored, VolumeRecord};
 use redb::{Database, ReadableTable, TableDefinition};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 
 const CONTAINERS: TableDefinition<&str, &[u8]> = TableDefinition::new("containers");
+const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
+const NETWORKS: TableDefinition<&str, &[u8]> = TableDefinition::new("networks");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const SCHEMA_KEY: &str = "schema_version";
 /// Bumped whenever a stored value changes shape so that an older holdfastd
@@ -86,20 +90,60 @@ impl Store {
                         .map_err(db_err(&self.path))?;
                 }
             }
-            // Make sure the table exists so the first load finds it.
-            tx.open_table(CONTAINERS).map_err(db_err(&self.path))?;
+            // Make sure the tables exist so the first load finds them.
+            for table in [CONTAINERS, VOLUMES, NETWORKS] {
+                tx.open_table(table).map_err(db_err(&self.path))?;
+            }
         }
         tx.commit().map_err(db_err(&self.path))
     }
 
     /// Every record, for `Input::Restore`.
-    pub fn load(&self) -> Result<Vec<Record>, StoreError> {
+    pub fn load(&self) -> Result<Stored, StoreError> {
+        Ok(Stored {
+            containers: self.load_table(CONTAINERS)?,
+            volumes: self.load_table(VOLUMES)?,
+            networks: self.load_table(NETWORKS)?,
+        })
+    }
+
+    /// Writes one container's record durably (the commit is fsynced
+    /// before it returns).
+    pub fn put(&self, record: &Record) -> Result<(), StoreError> {
+        self.put_in(CONTAINERS, record.id.as_str(), record)
+    }
+
+    /// Deletes one container's record durably.
+    pub fn delete(&self, id: &ContainerId) -> Result<(), StoreError> {
+        self.delete_in(CONTAINERS, id.as_str())
+    }
+
+    pub fn put_volume(&self, record: &VolumeRecord) -> Result<(), StoreError> {
+        self.put_in(VOLUMES, &record.name, record)
+    }
+
+    pub fn delete_volume(&self, name: &str) -> Result<(), StoreError> {
+        self.delete_in(VOLUMES, name)
+    }
+
+    pub fn put_network(&self, record: &NetworkRecord) -> Result<(), StoreError> {
+        self.put_in(NETWORKS, &record.name, record)
+    }
+
+    pub fn delete_network(&self, name: &str) -> Result<(), StoreError> {
+        self.delete_in(NETWORKS, name)
+    }
+
+    fn load_table<T: DeserializeOwned>(
+        &self,
+        definition: TableDefinition<&str, &[u8]>,
+    ) -> Result<Vec<T>, StoreError> {
         let tx = self.db.begin_read().map_err(db_err(&self.path))?;
-        let table = tx.open_table(CONTAINERS).map_err(db_err(&self.path))?;
+        let table = tx.open_table(definition).map_err(db_err(&self.path))?;
         let mut records = Vec::new();
         for item in table.iter().map_err(db_err(&self.path))? {
             let (key, value) = item.map_err(db_err(&self.path))?;
-            let record: Record =
+            let record: T =
                 serde_json::from_slice(value.value()).map_err(|e| StoreError::Corrupt {
                     path: self.path.clone(),
                     key: key.value().to_owned(),
@@ -110,9 +154,12 @@ impl Store {
         Ok(records)
     }
 
-    /// Writes one record durably (the commit is fsynced before it returns).
-    pub fn put(&self, record: &Record) -> Result<(), StoreError> {
-        let key = record.id.as_str();
+    fn put_in<T: Serialize>(
+        &self,
+        definition: TableDefinition<&str, &[u8]>,
+        key: &str,
+        record: &T,
+    ) -> Result<(), StoreError> {
         let value = serde_json::to_vec(record).map_err(|e| StoreError::Encode {
             path: self.path.clone(),
             key: key.to_owned(),
@@ -120,7 +167,7 @@ impl Store {
         })?;
         let tx = self.db.begin_write().map_err(db_err(&self.path))?;
         {
-            let mut table = tx.open_table(CONTAINERS).map_err(db_err(&self.path))?;
+            let mut table = tx.open_table(definition).map_err(db_err(&self.path))?;
             table
                 .insert(key, value.as_slice())
                 .map_err(db_err(&self.path))?;
@@ -128,12 +175,15 @@ impl Store {
         tx.commit().map_err(db_err(&self.path))
     }
 
-    /// Deletes one record durably.
-    pub fn delete(&self, id: &ContainerId) -> Result<(), StoreError> {
+    fn delete_in(
+        &self,
+        definition: TableDefinition<&str, &[u8]>,
+        key: &str,
+    ) -> Result<(), StoreError> {
         let tx = self.db.begin_write().map_err(db_err(&self.path))?;
         {
-            let mut table = tx.open_table(CONTAINERS).map_err(db_err(&self.path))?;
-            table.remove(id.as_str()).map_err(db_err(&self.path))?;
+            let mut table = tx.open_table(definition).map_err(db_err(&self.path))?;
+            table.remove(key).map_err(db_err(&self.path))?;
         }
         tx.commit().map_err(db_err(&self.path))
     }
@@ -195,7 +245,7 @@ mod tests {
             store.delete(&"a".parse().expect("id")).expect("delete a");
         }
         let store = Store::open(&path).expect("reopen");
-        let loaded = store.load().expect("load");
+        let loaded = store.load().expect("load").containers;
         assert_eq!(loaded.len(), 1);
         assert_eq!(loaded[0].id.as_str(), "b");
         assert_eq!(loaded[0].run, 3);

@@ -1,11 +1,15 @@
-//! Local volumes: a directory per volume under `<data root>/volumes`, its
-//! data in `<name>/_data` (bind-mounted into containers) and what it was
-//! created with in `<name>/volume.json`, written atomically. They live on
-//! the data root, so they outlast holdfastd, containerd and containers.
+//! The volume executor: local volumes' directories, a directory per volume
+//! under `<data root>/volumes`, its data in `<name>/_data` (bind-mounted
+//! into containers) and what it was made with in `<name>/volume.json`
+//! (written atomically, so the volumes a crash left are found again).
 //!
-//! Which containers use a volume is not stored here: the containers'
-//! records say it (their mounts name the volume), and the API reads them.
+//! Which volumes exist, who uses them and when one is made, filled or
+//! removed is the core's decision ([`holdfast_core::VolumeCall`]); this
+//! module only carries it out. Each call is idempotent: the core issues it
+//! again after a crash.
 
+use crate::archive::{self, ArchiveError, Op};
+use holdfast_core::{Done, Failure, FailureKind, FoundVolume, VolumeCall, WallTime};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write as _};
@@ -13,166 +17,215 @@ use std::path::{Path, PathBuf};
 
 const META_FILE: &str = "volume.json";
 const DATA_DIR: &str = "_data";
-/// dockerd's label on volumes created for one container (`-v /path`, an
-/// image's `VOLUME`): what `rm -v` and a plain `volume prune` remove.
-pub const ANONYMOUS_LABEL: &str = "com.docker.volume.anonymous";
+/// A fill's own journal, beside the data: while it exists, a fill is under
+/// way (or was cut by a crash) and is finished by the next.
+const FILLING_MARK: &str = ".filling";
+/// Where a fill unpacks before it moves what it made into the data.
+const FILL_STAGING: &str = "_fill";
 
+pub use holdfast_core::volume::ANONYMOUS_LABEL;
+
+/// What `volume.json` holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Volume {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
+struct Meta {
+    name: String,
+    labels: BTreeMap<String, String>,
     /// RFC 3339.
-    pub created_at: String,
-}
-
-impl Volume {
-    pub fn anonymous(&self) -> bool {
-        self.labels.contains_key(ANONYMOUS_LABEL)
-    }
+    created_at: String,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
     #[error("{0}")]
     Invalid(String),
-    #[error("get {0}: no such volume")]
-    NotFound(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: io::Error,
-    },
 }
 
-fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> VolumeError {
-    let what = what.into();
-    move |source| VolumeError::Io { what, source }
-}
-
-/// dockerd's rule for volume names: `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
+/// dockerd's rule for volume names (the core's): `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
 pub fn validate_name(name: &str) -> Result<(), VolumeError> {
-    let mut chars = name.chars();
-    let first = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
-    let rest = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-    if first && rest && name.len() >= 2 && name.len() <= 255 {
-        Ok(())
-    } else {
-        Err(VolumeError::Invalid(format!(
-            "create {name}: \"{name}\" includes invalid characters for a local volume name, only \"[a-zA-Z0-9][a-zA-Z0-9_.-]\" are allowed. If you intended to pass a host directory, use absolute path"
-        )))
-    }
+    holdfast_core::volume::validate_volume_name(name).map_err(VolumeError::Invalid)
 }
 
 #[derive(Debug)]
 pub struct Volumes {
     root: PathBuf,
-    /// Creation and removal one at a time, so two creates of one name agree.
-    lock: std::sync::Mutex<()>,
 }
 
 impl Volumes {
     pub fn new(root: PathBuf) -> Volumes {
-        Volumes {
-            root,
-            lock: std::sync::Mutex::new(()),
-        }
+        Volumes { root }
     }
 
+    /// Where a volume's data is: what containers mount.
     pub fn data_dir(&self, name: &str) -> PathBuf {
         self.root.join(name).join(DATA_DIR)
     }
 
-    /// The volume, created when missing (as `docker volume create` and
-    /// `-v name:/path` do); whether it was created now.
-    pub fn ensure(
+    /// `VolumeCall::Create`: the directory and its file (nothing if made).
+    pub fn make(
         &self,
         name: &str,
         labels: &BTreeMap<String, String>,
-        now: &str,
-    ) -> Result<(Volume, bool), VolumeError> {
-        validate_name(name)?;
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(v) = self.read(name)? {
-            return Ok((v, false));
-        }
+        created_at: WallTime,
+    ) -> Result<Done, Failure> {
+        validate_name(name).map_err(|e| Failure::new(FailureKind::Invalid, e.to_string()))?;
         let dir = self.root.join(name);
-        std::fs::create_dir_all(dir.join(DATA_DIR))
-            .map_err(io_err(format!("create volume {name}")))?;
-        let volume = Volume {
+        if dir.join(META_FILE).exists() {
+            return Ok(Done::Ok);
+        }
+        std::fs::create_dir_all(dir.join(DATA_DIR)).map_err(io(format!("create volume {name}")))?;
+        let meta = Meta {
             name: name.to_owned(),
             labels: labels.clone(),
-            created_at: now.to_owned(),
+            created_at: holdfast_rfc3339::format_nanos_go(created_at.as_unix_nanos()),
         };
-        let json = serde_json::to_vec_pretty(&volume)
-            .map_err(|e| VolumeError::Invalid(format!("volume {name}: {e}")))?;
+        let json = serde_json::to_vec_pretty(&meta)
+            .map_err(|e| Failure::new(FailureKind::Other, format!("volume {name}: {e}")))?;
         // Written whole or not at all: a volume without its file is not one.
         let tmp = dir.join(format!("{META_FILE}.tmp"));
-        let mut f =
-            std::fs::File::create(&tmp).map_err(io_err(format!("write {}", tmp.display())))?;
+        let mut f = std::fs::File::create(&tmp).map_err(io(format!("write {}", tmp.display())))?;
         f.write_all(&json)
             .and_then(|()| f.sync_all())
-            .map_err(io_err(format!("write {}", tmp.display())))?;
-        std::fs::rename(&tmp, dir.join(META_FILE))
-            .map_err(io_err(format!("create volume {name}")))?;
-        Ok((volume, true))
+            .map_err(io(format!("write {}", tmp.display())))?;
+        std::fs::rename(&tmp, dir.join(META_FILE)).map_err(io(format!("create volume {name}")))?;
+        Ok(Done::Ok)
     }
 
-    fn read(&self, name: &str) -> Result<Option<Volume>, VolumeError> {
-        let path = self.root.join(name).join(META_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| VolumeError::Invalid(format!("{}: {e}", path.display()))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_err(format!("read {}", path.display()))(e)),
-        }
-    }
-
-    pub fn get(&self, name: &str) -> Result<Volume, VolumeError> {
+    /// `VolumeCall::Remove`: the directory and everything in it (nothing
+    /// if gone). The file first: a half-removed volume is not found again.
+    pub fn remove(&self, name: &str) -> Result<Done, Failure> {
         if validate_name(name).is_err() {
-            return Err(VolumeError::NotFound(name.to_owned()));
+            return Ok(Done::Ok);
         }
-        self.read(name)?
-            .ok_or_else(|| VolumeError::NotFound(name.to_owned()))
-    }
-
-    pub fn list(&self) -> Result<Vec<Volume>, VolumeError> {
-        let entries = match std::fs::read_dir(&self.root) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_err(format!("list {}", self.root.display()))(e)),
-        };
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if validate_name(&name).is_ok()
-                && let Ok(Some(v)) = self.read(&name)
-            {
-                out.push(v);
+        let dir = self.root.join(name);
+        for result in [
+            std::fs::remove_file(dir.join(META_FILE)),
+            std::fs::remove_dir_all(&dir),
+        ] {
+            match result {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(io(format!("remove volume {name}"))(e));
+                }
+                _ => {}
             }
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        Ok(Done::Ok)
     }
 
-    /// Deletes the volume and its data (the caller checked it is unused).
-    pub fn remove(&self, name: &str) -> Result<(), VolumeError> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.read(name)?
-            .ok_or_else(|| VolumeError::NotFound(name.to_owned()))?;
+    /// `VolumeCall::Fill`: what `root` (a container's root, mounted) has at
+    /// `path` goes into the volume, if the volume is empty (as dockerd
+    /// fills a volume at a container's create), owners and modes kept.
+    /// Resumable: unpacked aside first, then each top-level entry moved in
+    /// whole; one cut by a crash (its mark left) is finished by the next.
+    pub async fn fill(&self, name: &str, root: &Path, path: &str) -> Result<Done, Failure> {
         let dir = self.root.join(name);
-        // The file first: a half-removed volume is no longer listed.
-        std::fs::remove_file(dir.join(META_FILE))
-            .map_err(io_err(format!("remove volume {name}")))?;
-        std::fs::remove_dir_all(&dir).map_err(io_err(format!("remove volume {name}")))
+        let data = dir.join(DATA_DIR);
+        let mark = dir.join(FILLING_MARK);
+        let empty = std::fs::read_dir(&data)
+            .map_err(io(format!("read {}", data.display())))?
+            .next()
+            .is_none();
+        if !empty && !mark.exists() {
+            return Ok(Done::Ok);
+        }
+        std::fs::write(&mark, b"").map_err(io(format!("write {}", mark.display())))?;
+        let staging = dir.join(FILL_STAGING);
+        match std::fs::remove_dir_all(&staging) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io(format!("remove {}", staging.display()))(e));
+            }
+            _ => {}
+        }
+        std::fs::create_dir_all(&staging).map_err(io(format!("create {}", staging.display())))?;
+        let failed = |m: String| Failure::new(FailureKind::Other, m);
+        let mut child = archive::spawn(Op::GetContents, root, path, false)
+            .map_err(|e| failed(format!("archive helper: {e}")))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| failed("archive helper without stdout".to_owned()))?;
+        let stdout = std::fs::File::from(
+            stdout
+                .into_owned_fd()
+                .map_err(|e| failed(format!("archive helper: {e}")))?,
+        );
+        let target = staging.clone();
+        let unpacked = tokio::task::spawn_blocking(move || {
+            let mut archive = tar::Archive::new(stdout);
+            archive.set_preserve_permissions(true);
+            archive.set_preserve_ownerships(true);
+            archive.set_preserve_mtime(true);
+            archive.unpack(&target)
+        })
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+        match archive::finish(child).await {
+            // Nothing at that path in the image: the volume stays empty.
+            Err(ArchiveError::NotFound(_)) => {}
+            Err(e) => return Err(failed(format!("filling volume {name} from the image: {e}"))),
+            Ok(_) => unpacked
+                .map_err(|e| failed(format!("filling volume {name} from the image: {e}")))?,
+        }
+        let entries =
+            std::fs::read_dir(&staging).map_err(io(format!("read {}", staging.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(io(format!("read {}", staging.display())))?;
+            let into = data.join(entry.file_name());
+            // Moved before a crash: kept as it is.
+            if std::fs::symlink_metadata(&into).is_err() {
+                std::fs::rename(entry.path(), &into)
+                    .map_err(io(format!("move into {}", into.display())))?;
+            }
+        }
+        std::fs::remove_dir_all(&staging).map_err(io(format!("remove {}", staging.display())))?;
+        std::fs::remove_file(&mark).map_err(io(format!("remove {}", mark.display())))?;
+        Ok(Done::Ok)
     }
 
-    /// Whether a volume's data directory is empty (a new volume is filled
-    /// with what the image has at the mount point, as dockerd does).
-    pub fn is_empty(&self, name: &str) -> bool {
-        std::fs::read_dir(self.data_dir(name)).is_ok_and(|mut d| d.next().is_none())
+    /// Every volume on disk: the volume side's relist, for the core at
+    /// start-up.
+    pub fn found(&self) -> Vec<FoundVolume> {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return Vec::new();
+        };
+        let mut out: Vec<FoundVolume> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                validate_name(&name).ok()?;
+                let bytes = std::fs::read(self.root.join(&name).join(META_FILE)).ok()?;
+                let meta: Meta = serde_json::from_slice(&bytes).ok()?;
+                let created_at = holdfast_rfc3339::parse_nanos(&meta.created_at)
+                    .and_then(|n| i64::try_from(n).ok())
+                    .map_or(WallTime::from_unix_nanos(0), WallTime::from_unix_nanos);
+                Some(FoundVolume {
+                    name,
+                    labels: meta.labels,
+                    created_at,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
+
+    /// Carries out a `Create` or `Remove` (a `Fill` needs the container's
+    /// root: see the engine).
+    pub fn carry_out(&self, call: &VolumeCall) -> Result<Done, Failure> {
+        match call {
+            VolumeCall::Create { name, labels } => {
+                self.make(name, labels, crate::engine::wall_now())
+            }
+            VolumeCall::Remove { name } => self.remove(name),
+            VolumeCall::Fill { .. } => Err(Failure::new(
+                FailureKind::Other,
+                "a fill is carried out with its container's root",
+            )),
+        }
+    }
+}
+
+fn io(what: String) -> impl FnOnce(io::Error) -> Failure {
+    move |e| Failure::new(FailureKind::Other, format!("{what}: {e}"))
 }
 
 /// Anonymous volumes are named like container ids: 64 hex digits.
@@ -191,29 +244,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn volumes_are_created_once_listed_and_removed() {
+    fn a_volume_is_made_once_found_again_and_removed_idempotently() {
         let dir = tempfile::tempdir().unwrap();
         let vols = Volumes::new(dir.path().join("volumes"));
-        assert!(vols.list().unwrap().is_empty());
+        assert!(vols.found().is_empty());
         let labels = BTreeMap::from([("a".to_owned(), "b".to_owned())]);
-        let (v, created) = vols.ensure("data", &labels, "t0").unwrap();
-        assert!(created && v.labels == labels);
-        let (again, created) = vols.ensure("data", &BTreeMap::new(), "t1").unwrap();
-        assert!(!created);
-        assert_eq!(again, v, "the first create's labels stay");
-        assert!(vols.is_empty("data"));
+        let at = WallTime::from_unix_nanos(1_700_000_000_000_000_000);
+        vols.make("data", &labels, at).unwrap();
         std::fs::write(vols.data_dir("data").join("f"), "x").unwrap();
-        assert!(!vols.is_empty("data"));
-        assert_eq!(vols.list().unwrap(), [v]);
-        assert!(matches!(
-            vols.ensure("-bad", &labels, "t"),
-            Err(VolumeError::Invalid(_))
-        ));
-        assert!(matches!(vols.get("nope"), Err(VolumeError::NotFound(_))));
-        assert!(matches!(vols.get("../etc"), Err(VolumeError::NotFound(_))));
+        // Made again (after a crash): nothing changes, its data stays.
+        vols.make("data", &BTreeMap::new(), at).unwrap();
+        assert!(vols.data_dir("data").join("f").exists());
+        let found = vols.found();
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].labels.clone(), found[0].created_at), (labels, at));
+        assert_eq!(
+            vols.make("-bad", &BTreeMap::new(), at).map_err(|f| f.kind),
+            Err(FailureKind::Invalid)
+        );
         vols.remove("data").unwrap();
-        assert!(vols.list().unwrap().is_empty());
         assert!(!dir.path().join("volumes/data").exists());
-        assert!(matches!(vols.remove("data"), Err(VolumeError::NotFound(_))));
+        vols.remove("data").unwrap();
+        vols.remove("../etc").unwrap();
+        assert!(vols.found().is_empty());
     }
 }

@@ -212,7 +212,8 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
     let records = Store::open(&store_path)
         .expect("open")
         .load()
-        .expect("load");
+        .expect("load")
+        .containers;
     assert_eq!(records.len(), 1);
     assert!(
         records[0].intents.stop.is_some(),

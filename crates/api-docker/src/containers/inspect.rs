@@ -7,8 +7,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{ContainerConfig, LogDriver, NetworkMode, RestartPolicy, Status};
+use holdfast_engine::backend::containers::Attachment;
 use holdfast_engine::backend::containers::{EndpointDetails, Snapshot};
-use holdfast_engine::network::Attachment;
 use serde_json::{Value, json};
 
 fn restart_policy_json(p: RestartPolicy) -> Value {
@@ -269,9 +269,7 @@ fn network_settings_json(
         .unwrap_or_default();
     let mac = att.and_then(|a| a.mac.clone()).unwrap_or_default();
     let prefix = att.filter(|a| a.ip.is_some()).map_or(0, |a| a.prefix_len);
-    let network_id = att
-        .and_then(|a| a.network.as_ref())
-        .map_or_else(|| network.clone(), |n| n.id.clone());
+    let network_id = att.map_or_else(|| network.clone(), |a| a.network_id.clone());
     let user_network = c.network_name.is_some();
     let mut networks = serde_json::Map::new();
     if c.network != NetworkMode::Container && on_own {

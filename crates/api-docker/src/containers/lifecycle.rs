@@ -158,7 +158,9 @@ pub async fn wait(
                 "StatusCode": exit_code,
                 "Error": error.map(|m| json!({ "Message": m })),
             }),
-            Answer::Done | Answer::NotModified => json!({ "StatusCode": 0, "Error": null }),
+            Answer::Done | Answer::NotModified | Answer::Pruned(_) | Answer::Rootfs { .. } => {
+                json!({ "StatusCode": 0, "Error": null })
+            }
             Answer::Error(e) => json!({ "StatusCode": -1, "Error": { "Message": e.message } }),
         };
         let mut text = result.to_string();

@@ -8,9 +8,9 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{ContainerId, NetworkMode, Status};
+use holdfast_engine::backend::containers::Attachment;
 use holdfast_engine::backend::containers::Snapshot;
 use holdfast_engine::engine::wall_now;
-use holdfast_engine::network::Attachment;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -234,14 +234,15 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
     let now = wall_now();
     let mut out = Vec::new();
     let implicit_all = all || limit.is_some_and(|l| l > 0) || !filters.get("status").is_empty();
-    for s in &containers {
+    let attachments = backend.attachments(&containers).await?;
+    for (s, attachment) in containers.iter().zip(&attachments) {
         if !implicit_all && !matches!(s.status, Status::Running | Status::Restarting) {
             continue;
         }
         if !matches_filters(s, &filters, &all_ids)? {
             continue;
         }
-        out.push(list_json(s, now, backend.attachment(s).as_ref()));
+        out.push(list_json(s, now, attachment.as_ref()));
         if let Some(l) = limit
             && l > 0
             && out.len() as i64 >= l

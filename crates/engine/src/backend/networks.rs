@@ -1,15 +1,19 @@
 //! `docker network`: the predefined `bridge`, `host` and `none`, and
-//! user-defined bridge networks ([`crate::network`]). A network that any
-//! container's record names (running or not) is in use: it cannot be
-//! removed or pruned. `connect` and `disconnect` are commands into the
-//! core (it decides when an endpoint is made and released); this backend
-//! resolves the network and the container and checks what only the
-//! network can tell.
+//! user-defined bridge networks. The user networks are the core's records
+//! (it decides that a name is free, that one is in use while any
+//! container's record is on it, and when one is defined or removed); what
+//! is on a network, with the addresses it got, is read from the core's
+//! records of the containers. `connect` and `disconnect` are commands into
+//! the core too; this backend resolves the network and checks what only
+//! the network's definition can tell (an address in its subnet).
 
 use crate::engine::EngineHandle;
 use crate::network::{NetworkDef, NetworkRequest};
-use crate::refusal::{conflict, internal, invalid};
-use holdfast_core::{Answer, Command, ContainerId, ErrorKind, NetworkMode, RequestError, Status};
+use crate::refusal::{internal, invalid};
+use holdfast_core::{
+    Allocation, Answer, Command, ContainerId, ErrorKind, NetworkMode, NetworkState, RequestError,
+    ResourceState, Status,
+};
 
 /// The networks backend: see the module docs.
 #[derive(Debug)]
@@ -64,8 +68,8 @@ pub struct Member {
 }
 
 /// A container on a network: the network's name, its id and name, whether
-/// it runs, and the slot of its interface there (0: its own network's).
-type User = (String, ContainerId, String, bool, u8);
+/// it runs, and what its attachment there got, while attached.
+type User = (String, ContainerId, String, bool, Option<Allocation>);
 
 impl<'a> Networks<'a> {
     pub(crate) fn new(engine: &'a EngineHandle) -> Networks<'a> {
@@ -75,75 +79,63 @@ impl<'a> Networks<'a> {
     /// Every network with what is on it: the bridge networks, then `host`
     /// and `none`.
     pub async fn list(&self) -> Result<Vec<NetworkDetails>, RequestError> {
-        let users = self.users().await?;
-        Ok(self
-            .all()
-            .into_iter()
-            .map(|n| self.details(n, &users))
-            .collect())
+        let (all, users) = self.all_and_users().await?;
+        Ok(all.into_iter().map(|n| details(n, &users)).collect())
     }
 
     /// `docker network inspect`: by name, full id or unique id prefix.
     pub async fn inspect(&self, reference: &str) -> Result<NetworkDetails, RequestError> {
-        let n = self.find(reference)?;
-        let users = self.users().await?;
-        Ok(self.details(n, &users))
+        let (all, users) = self.all_and_users().await?;
+        Ok(details(find(&all, reference)?, &users))
     }
 
-    /// `docker network create`: the subnet given, or the first private /16
-    /// that neither a route of the host nor another network has.
-    pub async fn create(&self, mut req: NetworkRequest) -> Result<NetworkDef, RequestError> {
-        req.created = holdfast_rfc3339::format_nanos_go(crate::engine::wall_now().as_unix_nanos());
-        let network = self.engine.services.network.clone();
-        let def = tokio::task::spawn_blocking(move || network.create(req))
-            .await
-            .map_err(|e| internal(format!("network create: {e}")))??;
-        Ok(def)
-    }
-
-    /// `docker network rm` of a user network no container names (403 for a
-    /// predefined one).
-    pub async fn remove(&self, reference: &str) -> Result<(), RequestError> {
-        let def = match self.find(reference)? {
-            Listed::Bridge(d) if d.user_defined() => d,
-            n => {
-                return Err(RequestError::new(
-                    ErrorKind::Forbidden,
-                    format!(
-                        "{} is a pre-defined network and cannot be removed",
-                        n.name()
-                    ),
-                ));
-            }
+    /// `docker network create`: defined by the core's executor on the
+    /// subnet given, or the first private /16 that neither a route of the
+    /// host nor another network has.
+    pub async fn create(&self, req: NetworkRequest) -> Result<NetworkDef, RequestError> {
+        let command = Command::CreateNetwork {
+            name: req.name.clone(),
+            id: random_id()?,
+            subnet: req.subnet,
+            gateway: req.gateway,
+            labels: req.labels,
         };
-        let _alone = self.engine.services.network.registry().write().await;
-        let users = self.users().await?;
-        self.remove_def(def, &users).await
+        super::volumes::done(self.engine.command(command).await)?;
+        match self.inspect(&req.name).await?.network {
+            Listed::Bridge(def) => Ok(def),
+            Listed::Builtin(_) => Err(internal("a network made is no bridge network")),
+        }
     }
 
-    /// `docker network prune`: every user network `wanted` picks that no
-    /// container names; the names of those removed.
+    /// `docker network rm` of a user network no container is on (403 for a
+    /// predefined one): one command of the core.
+    pub async fn remove(&self, reference: &str) -> Result<(), RequestError> {
+        let (all, _) = self.all_and_users().await?;
+        let name = find(&all, reference)?.name().to_owned();
+        let command = Command::RemoveNetwork { name };
+        super::volumes::done(self.engine.command(command).await)
+    }
+
+    /// `docker network prune`: of the user networks `wanted` picks, those
+    /// no container is on, removed as one decision of the core; the names
+    /// of those removed.
     pub async fn prune(
         &self,
         wanted: impl Fn(&NetworkDef) -> bool,
     ) -> Result<Vec<String>, RequestError> {
-        let network = &self.engine.services.network;
-        let _alone = network.registry().write().await;
-        let users = self.users().await?;
-        let mut deleted = Vec::new();
-        for def in network.user_networks() {
-            if !wanted(&def) || users.iter().any(|(net, ..)| *net == def.name) {
-                continue;
-            }
-            let name = def.name.clone();
-            match self.remove_def(def, &users).await {
-                Ok(()) => deleted.push(name),
-                // An attachment still on it (a release not done yet): kept.
-                Err(e) if e.kind == ErrorKind::Conflict => {}
-                Err(e) => return Err(e),
-            }
+        let (all, _) = self.all_and_users().await?;
+        let names = all
+            .into_iter()
+            .filter_map(|n| match n {
+                Listed::Bridge(d) if d.user_defined() && wanted(&d) => Some(d.name),
+                _ => None,
+            })
+            .collect();
+        match self.engine.command(Command::PruneNetworks { names }).await {
+            Answer::Pruned(removed) => Ok(removed),
+            Answer::Error(e) => Err(e),
+            other => Err(internal(format!("unexpected answer to a prune: {other:?}"))),
         }
-        Ok(deleted)
     }
 
     /// `docker network connect [--alias A] [--ip IP] NET CTR`: made at the
@@ -156,7 +148,11 @@ impl<'a> Networks<'a> {
         ip: Option<String>,
     ) -> Answer {
         let invalid = |message: &str| Answer::Error(invalid(message));
-        let def = match self.find(reference) {
+        let all = match self.all_and_users().await {
+            Ok((all, _)) => all,
+            Err(e) => return Answer::Error(e),
+        };
+        let def = match find(&all, reference) {
             Ok(Listed::Bridge(d)) => d,
             Ok(Listed::Builtin("host")) => {
                 return invalid(
@@ -183,9 +179,6 @@ impl<'a> Networks<'a> {
                 def.subnet, def.name, def.gateway
             ));
         }
-        // Held until the core has recorded it: a removal of the network
-        // checks its users after, or before.
-        let _shared = self.engine.services.network.registry().read().await;
         let connect = move |id| Command::Connect {
             id,
             network: def.name,
@@ -198,8 +191,12 @@ impl<'a> Networks<'a> {
     /// `docker network disconnect [-f] NET CTR`. With `force`, a network
     /// that no longer exists is taken by name.
     pub async fn disconnect(&self, reference: &str, container: &str, force: bool) -> Answer {
-        let network = match self.find(reference) {
-            Ok(n) => n.name().to_owned(),
+        let found = match self.all_and_users().await {
+            Ok((all, _)) => find(&all, reference).map(|n| n.name().to_owned()),
+            Err(e) => Err(e),
+        };
+        let network = match found {
+            Ok(n) => n,
             Err(_) if force => reference.to_owned(),
             Err(e) => return Answer::Error(e),
         };
@@ -207,137 +204,145 @@ impl<'a> Networks<'a> {
         self.engine.container_command(container, disconnect).await
     }
 
-    fn all(&self) -> Vec<Listed> {
-        let mut out: Vec<Listed> = self
-            .engine
-            .services
-            .network
-            .networks()
-            .into_iter()
-            .map(Listed::Bridge)
-            .collect();
-        out.push(Listed::Builtin("host"));
-        out.push(Listed::Builtin("none"));
-        out
-    }
-
-    /// By name, full id or unique id prefix.
-    fn find(&self, reference: &str) -> Result<Listed, RequestError> {
-        let all = self.all();
-        if let Some(n) = all
-            .iter()
-            .find(|n| n.name() == reference || n.id() == reference)
-        {
-            return Ok(n.clone());
-        }
-        let mut by_prefix = all
-            .iter()
-            .filter(|n| !reference.is_empty() && n.id().starts_with(reference));
-        match (by_prefix.next(), by_prefix.next()) {
-            (Some(n), None) => Ok(n.clone()),
-            (Some(_), Some(_)) => Err(invalid(format!(
-                "network {reference} is ambiguous: more than one network's id starts with it"
-            ))),
-            _ => Err(RequestError::new(
-                ErrorKind::NotFound,
-                format!("network {reference} not found"),
-            )),
-        }
-    }
-
-    /// The networks each container is on (by name: its own network's, then
-    /// those it was connected to), with its name: every container, running
-    /// or not. An endpoint still being released counts: the network is in
-    /// use.
-    async fn users(&self) -> Result<Vec<User>, RequestError> {
-        let default = self
-            .engine
-            .services
-            .network
-            .default_network()
-            .map(|d| d.name);
-        let users = self
+    /// Every network (the default bridge, the user networks the core has
+    /// defined, `host` and `none`), and the containers on each, from one
+    /// read of the core.
+    async fn all_and_users(&self) -> Result<(Vec<Listed>, Vec<User>), RequestError> {
+        let default = self.engine.services.network.default_network();
+        let default_name = default.as_ref().map(|d| d.name.clone());
+        let (user_networks, users) = self
             .engine
             .read(move |v| {
-                v.core
-                    .containers()
-                    .flat_map(|c| {
-                        let cfg = &c.record.config;
-                        let own = match cfg.network {
-                            // Disconnected from it: on it no more.
-                            NetworkMode::Bridge if c.record.own_disconnected => None,
-                            NetworkMode::Bridge => cfg.network_name.clone().or(default.clone()),
-                            NetworkMode::Host => Some("host".to_owned()),
-                            NetworkMode::None => Some("none".to_owned()),
-                            NetworkMode::Container => None,
-                        };
-                        let running = c.status == Status::Running;
-                        let (id, name) = (&c.record.id, &c.record.name);
-                        let endpoints = c
-                            .record
-                            .endpoints
-                            .iter()
-                            .map(|e| (e.network.clone(), e.slot));
-                        own.map(|n| (n, 0))
-                            .into_iter()
-                            .chain(endpoints)
-                            .map(|(net, slot)| (net, id.clone(), name.clone(), running, slot))
-                            .collect::<Vec<User>>()
+                let networks: Vec<NetworkDef> = v
+                    .core
+                    .networks()
+                    .filter(|n| n.state == ResourceState::Ready)
+                    .filter_map(|n| {
+                        let d = n.defined.as_ref()?;
+                        Some(NetworkDef {
+                            id: n.id.clone(),
+                            name: n.name.clone(),
+                            bridge: d.bridge.clone(),
+                            subnet: d.subnet.clone(),
+                            gateway: d.gateway,
+                            created: holdfast_rfc3339::format_nanos_go(
+                                n.created_at.as_unix_nanos(),
+                            ),
+                            labels: n.labels.clone(),
+                        })
                     })
-                    .collect()
+                    .collect();
+                let users: Vec<User> = v
+                    .core
+                    .containers()
+                    .flat_map(|c| users_of(&c, default_name.as_deref()))
+                    .collect();
+                (networks, users)
             })
             .await?;
-        Ok(users)
+        let mut all: Vec<Listed> = default.into_iter().map(Listed::Bridge).collect();
+        all.extend(user_networks.into_iter().map(Listed::Bridge));
+        all.push(Listed::Builtin("host"));
+        all.push(Listed::Builtin("none"));
+        Ok((all, users))
     }
+}
 
-    fn details(&self, n: Listed, users: &[User]) -> NetworkDetails {
-        let mut attached = Vec::new();
-        for (_, id, name, running, slot) in users.iter().filter(|(net, ..)| net == n.name()) {
-            let att = self.engine.services.network.attachment_of(id, *slot).filter(
-                |a| matches!(&n, Listed::Bridge(d) if a.network.as_ref().is_some_and(|x| x.id == d.id)),
-            );
-            let shown = match n {
-                Listed::Bridge(_) => att.is_some(),
-                Listed::Builtin(_) => *running,
-            };
-            if !shown {
-                continue;
-            }
-            attached.push(Member {
-                id: id.clone(),
-                name: name.clone(),
-                endpoint_id: att
-                    .as_ref()
-                    .map(|a| a.endpoint_id.clone())
-                    .unwrap_or_default(),
-                mac: att.as_ref().and_then(|a| a.mac.clone()),
-                ipv4: att
-                    .as_ref()
-                    .and_then(|a| a.ip.map(|ip| format!("{ip}/{}", a.prefix_len)))
-                    .unwrap_or_default(),
-            });
-        }
-        NetworkDetails {
-            used: users.iter().any(|u| u.0 == n.name()),
-            network: n,
-            attached,
-        }
-    }
+/// The networks a container is on (by name: its own network's, then those
+/// it was connected to), with what each attachment got while attached.
+/// Every container, running or not; an endpoint still being released
+/// counts: the network is in use.
+fn users_of(c: &holdfast_core::ContainerView<'_>, default: Option<&str>) -> Vec<User> {
+    let r = c.record;
+    let cfg = &r.config;
+    let attached = |state: NetworkState, a: &Option<Allocation>| {
+        (state == NetworkState::Attached)
+            .then(|| a.clone())
+            .flatten()
+    };
+    let own = match cfg.network {
+        // Disconnected from it: on it no more.
+        NetworkMode::Bridge if r.own_disconnected => None,
+        NetworkMode::Bridge => cfg
+            .network_name
+            .clone()
+            .or(default.map(str::to_owned))
+            .map(|n| (n, attached(r.network, &r.allocation))),
+        NetworkMode::Host => Some(("host".to_owned(), None)),
+        NetworkMode::None => Some(("none".to_owned(), None)),
+        NetworkMode::Container => None,
+    };
+    let running = c.status == Status::Running;
+    own.into_iter()
+        .chain(
+            r.endpoints
+                .iter()
+                .map(|e| (e.network.clone(), attached(e.state, &e.allocation))),
+        )
+        .map(|(net, a)| (net, r.id.clone(), r.name.clone(), running, a))
+        .collect()
+}
 
-    /// Removes a user network no container names.
-    async fn remove_def(&self, def: NetworkDef, users: &[User]) -> Result<(), RequestError> {
-        if let Some((_, id, ..)) = users.iter().find(|(net, ..)| *net == def.name) {
-            return Err(conflict(format!(
-                "error while removing network: network {} id {} has active endpoints (container {id} is on it)",
-                def.name, def.id
-            )));
-        }
-        let network = self.engine.services.network.clone();
-        tokio::task::spawn_blocking(move || network.remove(&def))
-            .await
-            .map_err(|e| internal(format!("network remove: {e}")))??;
-        Ok(())
+/// By name, full id or unique id prefix.
+fn find(all: &[Listed], reference: &str) -> Result<Listed, RequestError> {
+    if let Some(n) = all
+        .iter()
+        .find(|n| n.name() == reference || n.id() == reference)
+    {
+        return Ok(n.clone());
     }
+    let mut by_prefix = all
+        .iter()
+        .filter(|n| !reference.is_empty() && n.id().starts_with(reference));
+    match (by_prefix.next(), by_prefix.next()) {
+        (Some(n), None) => Ok(n.clone()),
+        (Some(_), Some(_)) => Err(invalid(format!(
+            "network {reference} is ambiguous: more than one network's id starts with it"
+        ))),
+        _ => Err(RequestError::new(
+            ErrorKind::NotFound,
+            format!("network {reference} not found"),
+        )),
+    }
+}
+
+/// What is on network `n`: on a bridge network, the containers attached
+/// there now (dockerd's endpoints); on `host` and `none`, those running.
+fn details(n: Listed, users: &[User]) -> NetworkDetails {
+    let attached = users
+        .iter()
+        .filter(|(net, ..)| net == n.name())
+        .filter(|(_, _, _, running, a)| match n {
+            Listed::Bridge(_) => a.is_some(),
+            Listed::Builtin(_) => *running,
+        })
+        .map(|(_, id, name, _, a)| Member {
+            id: id.clone(),
+            name: name.clone(),
+            endpoint_id: a
+                .as_ref()
+                .map(|a| a.endpoint_id.clone())
+                .unwrap_or_default(),
+            mac: a.as_ref().and_then(|a| a.mac.clone()),
+            ipv4: a
+                .as_ref()
+                .and_then(|a| a.ip.map(|ip| format!("{ip}/{}", a.prefix_len)))
+                .unwrap_or_default(),
+        })
+        .collect();
+    NetworkDetails {
+        used: users.iter().any(|u| u.0 == n.name()),
+        network: n,
+        attached,
+    }
+}
+
+/// A new network's id: 64 hex digits from 32 random bytes.
+fn random_id() -> Result<String, RequestError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| internal(format!("no randomness for a network id: {e}")))?;
+    Ok(hex::encode(bytes))
 }
 
 /// A fixed id for `host` and `none`.

@@ -2,12 +2,12 @@
 //! what holdfast knows of its own truth and of the host, its events, and
 //! what images, containers and volumes take on disk.
 
+use super::containers::Attachment;
 use super::containers::Snapshot;
 use super::images::LocalImage;
 use super::volumes::VolumeDetails;
 use crate::engine::{EngineHandle, Facts};
 use crate::events::EventMessage;
-use crate::network::Attachment;
 use crate::refusal::internal;
 use holdfast_core::{ConnectionState, FailureKind, RequestError, Status};
 use std::collections::BTreeMap;
@@ -176,7 +176,7 @@ impl<'a> System<'a> {
                 Err(e) => return Err(crate::refusal::adapter_failure(e)),
             };
             containers.push(ContainerUsage {
-                attachment: containers_backend.attachment(&snapshot),
+                attachment: containers_backend.attachment(&snapshot).await?,
                 snapshot,
                 size_rw,
             });

@@ -1,15 +1,15 @@
-//! `docker volume` and the volumes of `docker run -v`: named volumes made
-//! on first use, anonymous ones for `-v /path` and the image's `VOLUME`s, a
-//! new (empty) volume filled with what the image has at its mount point, as
-//! dockerd does; removal refused while any container's record names the
-//! volume (running or not).
+//! `docker volume` and the volumes of `docker run -v`: what the volume
+//! handlers ask, each one command of the core (which records the volumes,
+//! decides what is in use and when one is made, filled or removed) or one
+//! read of its records.
 
-use crate::archive::{self, ArchiveError, Op};
 use crate::engine::EngineHandle;
-use crate::refusal::{conflict, internal};
-use crate::volumes::{ANONYMOUS_LABEL, Volume};
+use crate::refusal::internal;
 use holdfast_adapter_containerd::ImageConfig;
-use holdfast_core::{BindMount, ContainerConfig, ContainerId, RequestError};
+use holdfast_core::{
+    Answer, BindMount, Command, ContainerConfig, ContainerId, ErrorKind, RequestError,
+    ResourceState, VolumeRecord,
+};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -19,44 +19,43 @@ pub struct Volumes<'a> {
     engine: &'a EngineHandle,
 }
 
-/// A volume as the API shows it: what it was created with, where its data
-/// is, and the containers whose records name it.
+/// A volume as the API shows it: its record, where its data is, and the
+/// containers whose records name it.
 #[derive(Clone, Debug)]
 pub struct VolumeDetails {
-    pub volume: Volume,
+    pub volume: VolumeRecord,
+    /// RFC 3339, as dockerd shows `CreatedAt`.
+    pub created_at: String,
     pub mountpoint: PathBuf,
     pub users: Vec<ContainerId>,
 }
-
-/// A new container's volumes still to be filled from its image: each
-/// volume's name and where it is mounted.
-#[derive(Debug, Default)]
-pub struct ToFill(Vec<(String, String)>);
 
 impl<'a> Volumes<'a> {
     pub(crate) fn new(engine: &'a EngineHandle) -> Volumes<'a> {
         Volumes { engine }
     }
 
-    /// Every volume, by name.
+    /// Every volume (one being removed is gone already to its user), by name.
     pub async fn list(&self) -> Result<Vec<VolumeDetails>, RequestError> {
-        let mut users = self.users().await?;
-        Ok(self
+        let found = self
             .engine
-            .services
-            .volumes
-            .list()?
-            .into_iter()
-            .map(|volume| {
-                let users = users.remove(&volume.name).unwrap_or_default();
-                self.details(volume, users)
+            .read(|v| {
+                v.core
+                    .volumes()
+                    .filter(|r| r.state != ResourceState::Removing)
+                    .map(|r| (r.clone(), v.core.volume_users(&r.name)))
+                    .collect::<Vec<_>>()
             })
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(|(volume, users)| self.details(volume, users))
             .collect())
     }
 
     /// `docker volume create`: the volume named (a new name when none is),
     /// made unless it exists.
-    pub fn create(
+    pub async fn create(
         &self,
         name: Option<String>,
         labels: &BTreeMap<String, String>,
@@ -65,59 +64,73 @@ impl<'a> Volumes<'a> {
             Some(n) => n,
             None => random_name()?,
         };
-        let (volume, _) = self.engine.services.volumes.ensure(&name, labels, &now())?;
-        Ok(self.details(volume, Vec::new()))
+        let command = Command::CreateVolume {
+            name: name.clone(),
+            labels: labels.clone(),
+        };
+        done(self.engine.command(command).await)?;
+        self.inspect(&name).await
     }
 
     /// `docker volume inspect`.
-    pub fn inspect(&self, name: &str) -> Result<VolumeDetails, RequestError> {
-        let volume = self.engine.services.volumes.get(name)?;
-        Ok(self.details(volume, Vec::new()))
+    pub async fn inspect(&self, name: &str) -> Result<VolumeDetails, RequestError> {
+        let wanted = name.to_owned();
+        let found = self
+            .engine
+            .read(move |v| {
+                v.core
+                    .volume(&wanted)
+                    .filter(|r| r.state != ResourceState::Removing)
+                    .map(|r| (r.clone(), v.core.volume_users(&wanted)))
+            })
+            .await?;
+        let (volume, users) = found.ok_or_else(|| {
+            RequestError::new(ErrorKind::NotFound, format!("get {name}: no such volume"))
+        })?;
+        Ok(self.details(volume, users))
     }
 
-    /// `docker volume rm`: refused (409) while a container (in any state)
-    /// names it.
-    pub async fn remove(&self, name: &str) -> Result<(), RequestError> {
-        let store = &self.engine.services.volumes;
-        store.get(name)?;
-        if let Some(ids) = self.users().await?.get(name) {
-            let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-            return Err(conflict(format!(
-                "remove {name}: volume is in use - [{}]",
-                ids.join(", ")
-            )));
-        }
-        store.remove(name)?;
-        Ok(())
+    /// `docker volume rm` (`force`: one that is not there is no error):
+    /// refused (409) while a container (in any state) names it.
+    pub async fn remove(&self, name: &str, force: bool) -> Result<(), RequestError> {
+        let command = Command::RemoveVolume {
+            name: name.to_owned(),
+            force,
+        };
+        done(self.engine.command(command).await)
     }
 
-    /// `docker volume prune`: every volume `wanted` picks that no container
-    /// names; the names of those removed.
+    /// `docker volume prune`: of the volumes `wanted` picks, those no
+    /// container names, removed as one decision of the core; the names of
+    /// those removed.
     pub async fn prune(
         &self,
-        wanted: impl Fn(&Volume) -> bool,
+        wanted: impl Fn(&VolumeRecord) -> bool,
     ) -> Result<Vec<String>, RequestError> {
-        let store = &self.engine.services.volumes;
-        let used = self.users().await?;
-        let mut deleted = Vec::new();
-        for v in store.list()? {
-            if wanted(&v) && !used.contains_key(&v.name) {
-                store.remove(&v.name)?;
-                deleted.push(v.name);
-            }
+        let names = self
+            .list()
+            .await?
+            .into_iter()
+            .filter(|d| wanted(&d.volume))
+            .map(|d| d.volume.name)
+            .collect();
+        match self.engine.command(Command::PruneVolumes { names }).await {
+            Answer::Pruned(removed) => Ok(removed),
+            Answer::Error(e) => Err(e),
+            other => Err(internal(format!("unexpected answer to a prune: {other:?}"))),
         }
-        Ok(deleted)
     }
 
-    /// Gives every volume mount of `config` its volume (created when
-    /// missing, anonymous ones named now) and adds the image's `VOLUME`s not
-    /// mounted otherwise. Returns the volumes that are empty, to fill after
-    /// create.
+    /// Names the volume of every volume mount of `config` (anonymous ones
+    /// get a new name, and are made as anonymous by the core) and points
+    /// it at that volume's data; adds the image's `VOLUME`s not mounted
+    /// otherwise. Making and filling the volumes is the core's, with the
+    /// container's create.
     pub fn resolve_mounts(
         &self,
         config: &mut ContainerConfig,
         image: &ImageConfig,
-    ) -> Result<ToFill, RequestError> {
+    ) -> Result<(), RequestError> {
         let store = &self.engine.services.volumes;
         for path in image.volumes.iter().flatten() {
             if path.starts_with('/') && !config.mounts.iter().any(|m| &m.destination == path) {
@@ -130,124 +143,34 @@ impl<'a> Volumes<'a> {
                 });
             }
         }
-        let mut fill = ToFill::default();
         for m in &mut config.mounts {
             let Some(name) = m.volume.as_mut() else {
                 continue;
             };
-            let mut labels = BTreeMap::new();
             if name.is_empty() {
                 *name = random_name()?;
-                labels.insert(ANONYMOUS_LABEL.to_owned(), String::new());
+                m.anonymous = true;
             }
-            store.ensure(name, &labels, &now())?;
             m.source = store.data_dir(name).to_string_lossy().into_owned();
-            if store.is_empty(name) {
-                fill.0.push((name.clone(), m.destination.clone()));
-            }
-        }
-        Ok(fill)
-    }
-
-    /// Copies what the new container's image has at each mount point into
-    /// its empty volume (owners and modes kept). Before the container
-    /// first starts.
-    pub async fn fill_from_image(
-        &self,
-        id: &ContainerId,
-        fill: ToFill,
-    ) -> Result<(), RequestError> {
-        if fill.0.is_empty() {
-            return Ok(());
-        }
-        let services = &self.engine.services;
-        let root = crate::rootfs::mounted_root(&services.adapter, &services.mount_dir, id).await?;
-        let internal = |message: String| internal(message);
-        for (name, destination) in fill.0 {
-            let mut child = archive::spawn(Op::GetContents, root.path(), &destination, false)
-                .map_err(|e| internal(format!("archive helper: {e}")))?;
-            let stdout = child
-                .stdout
-                .take()
-                .ok_or_else(|| internal("archive helper without stdout".to_owned()))?;
-            let stdout = std::fs::File::from(
-                stdout
-                    .into_owned_fd()
-                    .map_err(|e| internal(format!("archive helper: {e}")))?,
-            );
-            let target = services.volumes.data_dir(&name);
-            let unpacked = tokio::task::spawn_blocking(move || {
-                let mut archive = tar::Archive::new(stdout);
-                archive.set_preserve_permissions(true);
-                archive.set_preserve_ownerships(true);
-                archive.set_preserve_mtime(true);
-                archive.unpack(&target)
-            })
-            .await
-            .map_err(|e| internal(e.to_string()))?;
-            let finished = archive::finish(child).await;
-            tracing::debug!(volume = %name, %destination, ?finished, ?unpacked, "filled from the image");
-            match finished {
-                // Nothing at that path in the image: the volume stays empty.
-                Err(ArchiveError::NotFound(_)) => {}
-                Err(e) => return Err(e.into()),
-                Ok(_) => unpacked
-                    .map_err(|e| internal(format!("filling volume {name} from the image: {e}")))?,
-            }
         }
         Ok(())
     }
 
-    /// After `docker rm -v`: the container's anonymous volumes that no
-    /// other container uses.
-    pub async fn remove_anonymous(&self, mounts: &[BindMount]) -> Result<(), RequestError> {
-        let store = &self.engine.services.volumes;
-        let used = self.users().await?;
-        for name in mounts.iter().filter_map(|m| m.volume.as_ref()) {
-            if used.contains_key(name) {
-                continue;
-            }
-            match store.get(name) {
-                Ok(v) if v.anonymous() => store.remove(name)?,
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    fn details(&self, volume: Volume, users: Vec<ContainerId>) -> VolumeDetails {
+    fn details(&self, volume: VolumeRecord, users: Vec<ContainerId>) -> VolumeDetails {
         VolumeDetails {
+            created_at: holdfast_rfc3339::format_nanos_go(volume.created_at.as_unix_nanos()),
             mountpoint: self.engine.services.volumes.data_dir(&volume.name),
             volume,
             users,
         }
     }
+}
 
-    /// Which containers name each volume in their mounts.
-    pub(crate) async fn users(&self) -> Result<BTreeMap<String, Vec<ContainerId>>, RequestError> {
-        let pairs: Vec<(String, ContainerId)> = self
-            .engine
-            .read(|v| {
-                v.core
-                    .containers()
-                    .flat_map(|c| {
-                        let id = c.record.id.clone();
-                        c.record
-                            .config
-                            .mounts
-                            .iter()
-                            .filter_map(|m| m.volume.clone())
-                            .map(move |name| (name, id.clone()))
-                            .collect::<Vec<_>>()
-                    })
-                    .collect()
-            })
-            .await?;
-        let mut map: BTreeMap<String, Vec<ContainerId>> = BTreeMap::new();
-        for (name, id) in pairs {
-            map.entry(name).or_default().push(id);
-        }
-        Ok(map)
+/// A command's answer as a result: done, or why not.
+pub(crate) fn done(answer: Answer) -> Result<(), RequestError> {
+    match answer {
+        Answer::Error(e) => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -257,9 +180,4 @@ pub(crate) fn random_name() -> Result<String, RequestError> {
     getrandom::fill(&mut bytes)
         .map_err(|e| internal(format!("no randomness for a volume name: {e}")))?;
     Ok(hex::encode(bytes))
-}
-
-/// Now, as a volume's `CreatedAt`.
-pub(crate) fn now() -> String {
-    holdfast_rfc3339::format_nanos_go(crate::engine::wall_now().as_unix_nanos())
 }

@@ -25,9 +25,9 @@ use crate::store::{Store, StoreError};
 use handle::Request;
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{
-    Action, Answer, ConnectionState, ContainerId, Core, CoreConfig, ErrorKind, Input, Instant,
-    NetworkCall, Now, Record, RelistPart, RequestError, RequestId, UserEvent, UserEventKind,
-    WallTime,
+    Action, Answer, ConnectionState, ContainerId, Core, CoreConfig, Done, ErrorKind, Failure,
+    FailureKind, Input, Instant, NetworkCall, Now, Record, RelistPart, RequestError, RequestId,
+    Stored, UserEvent, UserEventKind, WallTime,
 };
 use services::Services;
 use std::collections::HashMap;
@@ -99,6 +99,7 @@ pub struct Engine {
     store_path: PathBuf,
     adapter: Adapter,
     network: crate::network::Network,
+    volumes: Arc<crate::volumes::Volumes>,
     sink: mpsc::UnboundedSender<Input>,
     inputs: mpsc::UnboundedReceiver<Input>,
     requests: mpsc::UnboundedReceiver<Request>,
@@ -123,21 +124,8 @@ impl Engine {
     /// Loads the records, restores them into a new core and returns the
     /// engine with its handle. Nothing runs until [`Engine::run`].
     pub fn new(parts: EngineParts) -> Result<(Engine, EngineHandle), StoreError> {
-        let mut records = parts.store.load()?;
-        // The network side's relist: what exists of attachments that no
-        // record owns (the core never makes one, but a store restored from
-        // an older copy would leave them) is adopted as a discarded
-        // container whose attachment is in doubt, persisted first: the core
-        // releases it, then forgets it.
-        let owned: std::collections::BTreeSet<ContainerId> =
-            records.iter().map(|r| r.id.clone()).collect();
-        for id in parts.network.found().difference(&owned) {
-            tracing::warn!(container_id = %id, "an attachment no record owns: releasing it");
-            let mut rec = orphan_attachment(id.clone(), clock(std::time::Instant::now()).wall);
-            rec.endpoints = orphan_endpoints(parts.network.found_endpoints(id));
-            parts.store.put(&rec)?;
-            records.push(rec);
-        }
+        let stored = parts.store.load()?;
+        let volumes = Arc::new(parts.volumes);
         let clock_origin = std::time::Instant::now();
         let now = clock(clock_origin);
         let (sink, inputs) = mpsc::unbounded_channel();
@@ -147,7 +135,7 @@ impl Engine {
             adapter: parts.adapter.clone(),
             network: parts.network.clone(),
             events: Arc::clone(&parts.events),
-            volumes: parts.volumes,
+            volumes: Arc::clone(&volumes),
             execs: crate::execs::Execs::default(),
             data_root: parts.data_root,
             mount_dir: parts.mount_dir,
@@ -160,6 +148,7 @@ impl Engine {
             store: Some(parts.store),
             adapter: parts.adapter,
             network: parts.network,
+            volumes,
             sink,
             inputs,
             requests,
@@ -174,11 +163,7 @@ impl Engine {
             clock_origin,
             last_store_failure: None,
         };
-        tracing::info!(containers = records.len(), "restoring records");
-        for rec in &records {
-            engine.remember(rec);
-        }
-        engine.feed(Input::Restore(records.into()));
+        engine.restore(stored);
         let handle = EngineHandle::new(tx, services);
         Ok((engine, handle))
     }
@@ -293,6 +278,30 @@ impl Engine {
                     tracing::debug!(%op, ?call, "network call");
                     self.network_call(op, call);
                 }
+                Action::Volume { op, call } => {
+                    tracing::debug!(%op, ?call, "volume call");
+                    self.volume_call(op, call);
+                }
+                Action::PersistVolume(rec) => {
+                    if let Err(e) = self.write(|s| s.put_volume(&rec)) {
+                        return self.store_failed(e);
+                    }
+                }
+                Action::UnpersistVolume(name) => {
+                    if let Err(e) = self.write(|s| s.delete_volume(&name)) {
+                        return self.store_failed(e);
+                    }
+                }
+                Action::PersistNetwork(rec) => {
+                    if let Err(e) = self.write(|s| s.put_network(&rec)) {
+                        return self.store_failed(e);
+                    }
+                }
+                Action::UnpersistNetwork(name) => {
+                    if let Err(e) = self.write(|s| s.delete_network(&name)) {
+                        return self.store_failed(e);
+                    }
+                }
                 Action::Persist(rec) => {
                     if let Err(e) = self.write(|s| s.put(&rec)) {
                         return self.store_failed(e);
@@ -345,53 +354,119 @@ impl Engine {
     fn network_call(&self, op: holdfast_core::OpId, call: NetworkCall) {
         let network = self.network.clone();
         // The name peers on a user network know it by, as it is now.
-        let name = self
-            .core
-            .container(call.container_id())
+        let name = call
+            .container_id()
+            .and_then(|id| self.core.container(id))
             .map(|v| v.record.name.clone())
             .unwrap_or_default();
+        let what = match &call {
+            NetworkCall::Setup { .. } => "network_setup",
+            NetworkCall::Teardown { .. } => "network_teardown",
+            NetworkCall::EndpointSetup { .. } => "endpoint_setup",
+            NetworkCall::EndpointTeardown { .. } => "endpoint_teardown",
+            NetworkCall::RefreshNames { .. } => "refresh_names",
+            NetworkCall::Define { .. } => "network_define",
+            NetworkCall::Undefine { .. } => "network_undefine",
+        };
+        self.spawn_blocking_call(op, what, move || match &call {
+            NetworkCall::Setup {
+                id,
+                config,
+                own_interface,
+            } => network.setup(id, &name, config, *own_interface),
+            NetworkCall::Teardown { id, config } => network.teardown(id, config),
+            NetworkCall::EndpointSetup {
+                id,
+                config,
+                endpoint,
+            } => network.setup_endpoint(id, &name, config, endpoint),
+            NetworkCall::EndpointTeardown {
+                id,
+                config,
+                endpoint,
+            } => network.teardown_endpoint(id, config, endpoint),
+            NetworkCall::RefreshNames { id, name } => network
+                .renamed(id, name)
+                .map(|()| Done::Ok)
+                .map_err(|m| Failure::new(FailureKind::Other, m)),
+            NetworkCall::Define {
+                name,
+                id,
+                subnet,
+                gateway,
+                labels,
+                created_at,
+            } => network.define(
+                id,
+                name,
+                subnet.clone(),
+                gateway.clone(),
+                labels.clone(),
+                *created_at,
+            ),
+            NetworkCall::Undefine { id, bridge, .. } => network.undefine(id, bridge.as_deref()),
+        });
+    }
+
+    /// A volume's directory is made, filled or removed off the loop; a
+    /// fill with its container's snapshot mounted for it (and unmounted
+    /// after, whatever happened). Exactly one result for `op`.
+    fn volume_call(&self, op: holdfast_core::OpId, call: holdfast_core::VolumeCall) {
+        let volumes = Arc::clone(&self.volumes);
+        let holdfast_core::VolumeCall::Fill {
+            name,
+            container,
+            path,
+        } = call
+        else {
+            return self.spawn_blocking_call(op, "volume", move || volumes.carry_out(&call));
+        };
+        let adapter = self.adapter.clone();
+        let sink = self.sink.clone();
+        tokio::spawn(async move {
+            let filled = match adapter.mount_rootfs(&container).await {
+                Ok(()) => {
+                    let root = adapter.rootfs_dir(&container);
+                    let filled = volumes.fill(&name, &root, &path).await;
+                    match adapter.unmount_rootfs(&container) {
+                        Ok(()) => filled,
+                        Err(e) => filled.and(Err(e.to_failure())),
+                    }
+                }
+                Err(e) => Err(e.to_failure()),
+            };
+            if let Err(f) = &filled {
+                tracing::warn!(%op, volume = %name, kind = ?f.kind, message = %f.message, "volume fill failed");
+            }
+            let _ = sink.send(Input::ActionResult(op, filled));
+        });
+    }
+
+    /// Runs `work` (blocking: processes, iptables, the filesystem) off the
+    /// loop and feeds its result for `op`, exactly once, whatever happens.
+    fn spawn_blocking_call(
+        &self,
+        op: holdfast_core::OpId,
+        what: &'static str,
+        work: impl FnOnce() -> Result<Done, Failure> + Send + 'static,
+    ) {
         let sink = self.sink.clone();
         tokio::spawn(async move {
             let began = std::time::Instant::now();
-            let what = match &call {
-                NetworkCall::Setup { .. } => "network_setup",
-                NetworkCall::Teardown { .. } => "network_teardown",
-                NetworkCall::EndpointSetup { .. } => "endpoint_setup",
-                NetworkCall::EndpointTeardown { .. } => "endpoint_teardown",
-            };
-            let result = tokio::task::spawn_blocking(move || match &call {
-                NetworkCall::Setup {
-                    id,
-                    config,
-                    own_interface,
-                } => network.setup(id, &name, config, *own_interface),
-                NetworkCall::Teardown { id, config } => network.teardown(id, config),
-                NetworkCall::EndpointSetup {
-                    id,
-                    config,
-                    endpoint,
-                } => network.setup_endpoint(id, &name, config, endpoint),
-                NetworkCall::EndpointTeardown {
-                    id,
-                    config,
-                    endpoint,
-                } => network.teardown_endpoint(id, config, endpoint),
-            })
-            .await
-            .unwrap_or_else(|e| {
-                Err(holdfast_core::Failure::new(
-                    holdfast_core::FailureKind::Other,
-                    format!("the network call panicked: {e}"),
+            let result = tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+                Err(Failure::new(
+                    FailureKind::Other,
+                    format!("the {what} call panicked: {e}"),
                 ))
             });
             if let Err(f) = &result {
-                tracing::warn!(%op, kind = ?f.kind, message = %f.message, "network call failed");
+                tracing::warn!(%op, call = what, kind = ?f.kind, message = %f.message, "call failed");
             }
             tracing::debug!(
                 %op,
                 call = what,
                 elapsed_us = began.elapsed().as_micros() as u64,
-                "network call done"
+                "call done"
             );
             let _ = sink.send(Input::ActionResult(op, result));
         });
@@ -541,8 +616,8 @@ impl Engine {
                 return;
             }
         };
-        let records = match store.load() {
-            Ok(records) => records,
+        let stored = match store.load() {
+            Ok(stored) => stored,
             Err(e) => {
                 tracing::error!(error = %e, "the store cannot be read; retrying");
                 return;
@@ -556,57 +631,37 @@ impl Engine {
         self.core = Core::new(self.core_config.clone(), self.seed, now);
         self.store = Some(store);
         self.facts.unready_since = Some(now.wall);
-        tracing::info!(containers = records.len(), "engine rebuilt from the store");
-        self.feed(Input::Restore(records.into()));
+        tracing::info!("engine rebuilt from the store");
+        self.restore(stored);
     }
-}
 
-/// The record that owns an attachment found without one: a container being
-/// discarded (never shown), on the bridge network, its attachment in doubt.
-fn orphan_attachment(id: ContainerId, now: WallTime) -> Record {
-    Record {
-        name: format!("orphan-{id}"),
-        config: std::sync::Arc::new(holdfast_core::ContainerConfig {
-            network: holdfast_core::NetworkMode::Bridge,
-            ..Default::default()
-        }),
-        created_at: now,
-        presence: holdfast_core::Presence::Discarding,
-        run: 0,
-        pid: None,
-        started_at: None,
-        began_at: None,
-        start_sent: false,
-        exit: None,
-        restart_count: 0,
-        intents: holdfast_core::Intents::default(),
-        network: holdfast_core::NetworkState::Attaching,
-        endpoints: Vec::new(),
-        own_disconnected: false,
-        allocation: None,
-        health: None,
-        create_sent_at: None,
-        execs: Vec::new(),
-        rootfs_mounted: false,
-        id,
+    /// Gives a new core what the store holds, then what the executors find
+    /// on the host (the volume and network sides' relists): the core
+    /// adopts, finishes or releases whatever no record explains.
+    fn restore(&mut self, stored: Stored) {
+        tracing::info!(
+            containers = stored.containers.len(),
+            volumes = stored.volumes.len(),
+            networks = stored.networks.len(),
+            "restoring records"
+        );
+        for rec in &stored.containers {
+            self.remember(rec);
+        }
+        self.feed(Input::Restore(stored));
+        self.feed(Input::VolumesFound(self.volumes.found()));
+        self.feed(Input::NetworksFound(self.network.found_definitions()));
+        let attachments = self
+            .network
+            .found()
+            .into_iter()
+            .map(|id| {
+                let slots = self.network.found_endpoints(&id);
+                (id, slots)
+            })
+            .collect();
+        self.feed(Input::AttachmentsFound(attachments));
     }
-}
-
-/// An orphan's endpoints, in doubt and unwanted: released, then forgotten.
-/// Their network is not known here; the release finds it by what exists.
-fn orphan_endpoints(slots: Vec<u8>) -> Vec<holdfast_core::Endpoint> {
-    slots
-        .into_iter()
-        .map(|slot| holdfast_core::Endpoint {
-            network: String::new(),
-            aliases: Vec::new(),
-            ip: None,
-            slot,
-            wanted: false,
-            state: holdfast_core::NetworkState::Attaching,
-            allocation: None,
-        })
-        .collect()
 }
 
 fn store_failed_answer(message: &str) -> Answer {

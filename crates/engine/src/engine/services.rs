@@ -17,7 +17,7 @@ pub(crate) struct Services {
     pub(crate) adapter: Adapter,
     pub(crate) network: Network,
     pub(crate) events: Arc<EventLog>,
-    pub(crate) volumes: Volumes,
+    pub(crate) volumes: Arc<Volumes>,
     pub(crate) execs: Execs,
     /// The data root: where uploads, saves and layers are staged, beside
     /// the image content they become.

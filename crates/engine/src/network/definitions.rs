@@ -57,6 +57,9 @@ pub const PREDEFINED: [&str; 3] = ["bridge", "host", "none"];
 /// What `docker network create` asks for, checked by the API.
 #[derive(Clone, Debug, Default)]
 pub struct NetworkRequest {
+    /// 64 hex digits, made by the caller: a create issued again (after a
+    /// crash) finds the definition it made. Empty: a new one is drawn.
+    pub id: String,
     pub name: String,
     pub subnet: Option<String>,
     pub gateway: Option<String>,
@@ -126,6 +129,19 @@ impl Network {
             .lock
             .lock()
             .map_err(|_| DefError::Other("the network lock is poisoned".into()))?;
+        if let Some(made) = self.user_networks().into_iter().find(|d| d.id == req.id) {
+            return Ok(made);
+        }
+        let id = if req.id.is_empty() {
+            random_id().map_err(DefError::Other)?
+        } else if req.id.len() >= 12 && req.id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            req.id.clone()
+        } else {
+            return Err(DefError::Invalid(format!(
+                "invalid network id {:?}",
+                req.id
+            )));
+        };
         if PREDEFINED.contains(&req.name.as_str())
             || self.find(&req.name).is_some_and(|d| d.name == req.name)
         {
@@ -173,7 +189,6 @@ impl Network {
                 gw
             }
         };
-        let id = random_id().map_err(DefError::Other)?;
         let def = NetworkDef {
             bridge: format!("hf-{}", &id[..12]),
             id,
@@ -255,6 +270,87 @@ fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// The core's network calls on definitions, carried out.
+impl Network {
+    /// `NetworkCall::Define`: the definition of `id`, made now or found
+    /// made (idempotent by id). Blocking.
+    pub fn define(
+        &self,
+        id: &str,
+        name: &str,
+        subnet: Option<String>,
+        gateway: Option<String>,
+        labels: std::collections::BTreeMap<String, String>,
+        created_at: holdfast_core::WallTime,
+    ) -> Result<holdfast_core::Done, Failure> {
+        let req = NetworkRequest {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            subnet,
+            gateway,
+            labels,
+            created: holdfast_rfc3339::format_nanos(created_at.as_unix_nanos()),
+        };
+        match self.create(req) {
+            Ok(def) => Ok(holdfast_core::Done::Defined(definition_of(&def))),
+            Err(DefError::Invalid(m)) => Err(Failure::new(holdfast_core::FailureKind::Invalid, m)),
+            Err(DefError::Conflict(m)) => {
+                Err(Failure::new(holdfast_core::FailureKind::AlreadyExists, m))
+            }
+            Err(DefError::Other(m)) => Err(other(m)),
+        }
+    }
+
+    /// `NetworkCall::Undefine`: whatever exists of the network `id` goes
+    /// (its definition, or, with none left, the bridge a definition had).
+    /// Idempotent. Blocking.
+    pub fn undefine(&self, id: &str, bridge: Option<&str>) -> Result<holdfast_core::Done, Failure> {
+        match self.user_networks().into_iter().find(|d| d.id == id) {
+            Some(def) => self.remove(&def).map_err(|e| match e {
+                DefError::Conflict(m) => {
+                    Failure::new(holdfast_core::FailureKind::FailedPrecondition, m)
+                }
+                DefError::Invalid(m) => Failure::new(holdfast_core::FailureKind::Invalid, m),
+                DefError::Other(m) => other(m),
+            })?,
+            None => {
+                if let Some(bridge) = bridge {
+                    remove_bridge(bridge).map_err(other)?;
+                    remove_isolation_rules(bridge).map_err(other)?;
+                }
+            }
+        }
+        Ok(holdfast_core::Done::Ok)
+    }
+
+    /// Every user network defined on the host: the network side's relist
+    /// of its definitions, for the core at start-up.
+    pub fn found_definitions(&self) -> Vec<holdfast_core::FoundNetwork> {
+        self.user_networks()
+            .into_iter()
+            .map(|def| holdfast_core::FoundNetwork {
+                name: def.name.clone(),
+                id: def.id.clone(),
+                labels: def.labels.clone(),
+                created_at: holdfast_rfc3339::parse_nanos(&def.created)
+                    .and_then(|n| i64::try_from(n).ok())
+                    .map_or(holdfast_core::WallTime::from_unix_nanos(0), |n| {
+                        holdfast_core::WallTime::from_unix_nanos(n)
+                    }),
+                definition: definition_of(&def),
+            })
+            .collect()
+    }
+}
+
+fn definition_of(def: &NetworkDef) -> holdfast_core::Definition {
+    holdfast_core::Definition {
+        subnet: def.subnet.clone(),
+        gateway: def.gateway,
+        bridge: def.bridge.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -43,7 +43,9 @@ pub use subnet::{Subnet, choose_subnet};
 use crate::path_io::PathIoError;
 use attachments::{Iface, create_netns, is_nsfs, remove_netns};
 use cni::with_prev;
-use holdfast_core::{ContainerConfig, ContainerId, Done, Endpoint, Failure, FailureKind};
+use holdfast_core::{
+    Allocation, ContainerConfig, ContainerId, Done, Endpoint, Failure, FailureKind,
+};
 use hosts::hosts_base;
 use ports::unrecorded_ports;
 use serde_json::json;
@@ -90,7 +92,6 @@ struct Inner {
     settings: NetworkSettings,
     default: NetworkDef,
     lock: Mutex<()>,
-    registry: tokio::sync::RwLock<()>,
 }
 
 const IFNAME: &str = "eth0";
@@ -148,15 +149,8 @@ impl Network {
                 settings,
                 default,
                 lock: Mutex::new(()),
-                registry: tokio::sync::RwLock::new(()),
             }),
         })
-    }
-
-    /// Creates that name a network hold it shared until the container is
-    /// recorded; a removal holds it alone from its in-use check to the end.
-    pub fn registry(&self) -> &tokio::sync::RwLock<()> {
-        &self.inner.registry
     }
 
     /// Off with `--bridge none`: containers default to no network.
@@ -308,7 +302,17 @@ impl Network {
         if let Some(def) = &attachment.network {
             self.refresh_peers(def)?;
         }
-        Ok(Done::Ok)
+        // What it gave, for the core's record (inspect, ps and port read
+        // that, never these files).
+        let allocation = iface.map(|_| Allocation {
+            ip: attachment.ip,
+            prefix_len: attachment.prefix_len,
+            gateway: attachment.gateway,
+            mac: attachment.mac.clone(),
+            endpoint_id: attachment.endpoint_id.clone(),
+            ports: attachment.ports.clone(),
+        });
+        Ok(Done::Attached(allocation))
     }
 
     /// What an interface's setup will make, before the plugins run: the

@@ -125,10 +125,6 @@ impl Containers<'_> {
         }
         check_host_options(&config)?;
         self.resolve_shared_namespaces(&mut config).await?;
-        // Held until the container is recorded: a network rm waits for it, so
-        // it sees this container (and refuses), or this create sees the
-        // network gone (and refuses).
-        let _networks = engine.services.network.registry().read().await;
         self.resolve_network(&mut config).await?;
         let image = engine.images().resolve(&config.image).await?;
         config.image_id = Some(image.config_digest.clone());
@@ -165,11 +161,10 @@ impl Containers<'_> {
             config.healthcheck.take(),
             crate::health_config::from_image(image.config.healthcheck.as_ref()),
         );
-        let mut to_fill = Some(
-            engine
-                .volumes()
-                .resolve_mounts(&mut config, &image.config)?,
-        );
+        // The volumes it names are made and filled by the core, with it.
+        engine
+            .volumes()
+            .resolve_mounts(&mut config, &image.config)?;
         let config = Arc::new(config);
         // A generated name that happens to be taken is drawn again.
         for attempt in 0..8 {
@@ -186,21 +181,7 @@ impl Containers<'_> {
                 })
                 .await;
             match answer {
-                Answer::Done => {
-                    let fill = to_fill.take().unwrap_or_default();
-                    if let Err(e) = engine.volumes().fill_from_image(&id, fill).await {
-                        // Not half-created: the container goes again.
-                        let _ = engine
-                            .command(Command::Remove {
-                                id: id.clone(),
-                                force: true,
-                                volumes: false,
-                            })
-                            .await;
-                        return Err(e);
-                    }
-                    return Ok(Created { id, warnings });
-                }
+                Answer::Done => return Ok(Created { id, warnings }),
                 Answer::Error(e) if given_name.is_none() && e.kind == ErrorKind::Conflict => {
                     continue;
                 }

@@ -18,7 +18,6 @@ pub use processes::StatsSource;
 pub use streams::{AttachOptions, Attached, LogStream};
 
 use crate::engine::{EngineHandle, View};
-use crate::network::Attachment;
 use crate::refusal::conflict;
 use holdfast_core::{
     Answer, Command, ContainerId, ContainerView, Endpoint, ErrorKind, Health, NetworkState, Record,
@@ -72,6 +71,52 @@ impl Snapshot {
             (Status::Running, TaskState::Running { pid } | TaskState::Created { pid }) => pid,
             (Status::Running, TaskState::Unknown) => self.record.pid.unwrap_or(0),
             _ => 0,
+        }
+    }
+}
+
+/// What a network attachment gave a container, as the core's record of it
+/// says (never the executor's own files).
+#[derive(Clone, Debug)]
+pub struct Attachment {
+    pub ip: Option<std::net::Ipv4Addr>,
+    pub prefix_len: u8,
+    pub gateway: Option<std::net::Ipv4Addr>,
+    pub mac: Option<String>,
+    pub endpoint_id: String,
+    /// Published ports, with the host port each got.
+    pub ports: Vec<holdfast_core::PortBinding>,
+    /// The names peers on a user network find it by: its name, its
+    /// aliases there and its short id (none on the default network).
+    pub names: Vec<String>,
+    /// The network's id.
+    pub network_id: String,
+}
+
+impl Attachment {
+    fn of(
+        a: &holdfast_core::Allocation,
+        user_network: bool,
+        record: &holdfast_core::Record,
+        aliases: &[String],
+        network_id: String,
+    ) -> Attachment {
+        let mut names = Vec::new();
+        if user_network {
+            names.push(record.name.clone());
+            names.extend(aliases.iter().cloned());
+            names.push(record.id.as_str().chars().take(12).collect());
+            names.dedup();
+        }
+        Attachment {
+            ip: a.ip,
+            prefix_len: a.prefix_len,
+            gateway: a.gateway,
+            mac: a.mac.clone(),
+            endpoint_id: a.endpoint_id.clone(),
+            ports: a.ports.clone(),
+            names,
+            network_id,
         }
     }
 }
@@ -149,83 +194,85 @@ impl<'a> Containers<'a> {
     }
 
     /// `docker inspect`: the container a reference names, with what its
-    /// network attachments gave.
+    /// network attachments gave (from the core's records).
     pub async fn inspect(&self, reference: &str) -> Result<ContainerDetails, RequestError> {
         let snapshot = self.snapshot(reference).await?;
+        let ids = self.network_ids().await?;
         let network = &self.engine.services.network;
         let r = &snapshot.record;
+        let id_of = |name: &str| ids.get(name).cloned().unwrap_or_default();
         let endpoints = r
             .endpoints
             .iter()
             .filter(|e| e.wanted)
             .map(|e| {
+                let user = e.network != network.name();
                 let attachment = (e.state == NetworkState::Attached)
-                    .then(|| network.attachment_of(&r.id, e.slot))
-                    .flatten();
-                let network_id = attachment
-                    .as_ref()
-                    .and_then(|a| a.network.as_ref())
-                    .map(|n| n.id.clone())
-                    .or_else(|| network.find(&e.network).map(|d| d.id))
-                    .unwrap_or_default();
+                    .then_some(e.allocation.as_ref())
+                    .flatten()
+                    .map(|a| Attachment::of(a, user, r, &e.aliases, id_of(&e.network)));
                 EndpointDetails {
                     endpoint: e.clone(),
                     attachment,
-                    network_id,
+                    network_id: id_of(&e.network),
                 }
             })
             .collect();
         Ok(ContainerDetails {
             log_path: self.engine.services.adapter.log_path(&r.id),
-            attachment: self.attachment(&snapshot),
+            attachment: attachment_of(&snapshot, &ids, network.name()),
             default_bridge: network.name().to_owned(),
             endpoints,
             snapshot,
         })
     }
 
+    /// Every bridge network's id, by name: the default's and those the
+    /// core has recorded.
+    pub(crate) async fn network_ids(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, String>, RequestError> {
+        let mut ids = self
+            .engine
+            .read(|v| {
+                v.core
+                    .networks()
+                    .map(|n| (n.name.clone(), n.id.clone()))
+                    .collect::<std::collections::BTreeMap<_, _>>()
+            })
+            .await?;
+        if let Some(d) = self.engine.services.network.default_network() {
+            ids.insert(d.name, d.id);
+        }
+        Ok(ids)
+    }
+
     /// The container's attachment to the bridge network it was created on,
     /// if it has one now (once disconnected from it, its `eth0` is an
     /// endpoint's).
-    pub fn attachment(&self, s: &Snapshot) -> Option<Attachment> {
-        let attached = s.record.network != NetworkState::Detached && !s.record.own_disconnected;
-        attached
-            .then(|| self.engine.services.network.attachment(&s.record.id))
-            .flatten()
+    pub async fn attachment(&self, s: &Snapshot) -> Result<Option<Attachment>, RequestError> {
+        Ok(self.attachments(std::slice::from_ref(s)).await?.remove(0))
     }
 
-    /// `docker rm [-f] [-v]`: the core's removal; with `volumes`, then its
-    /// anonymous volumes that no other container uses.
+    /// [`Containers::attachment`] of each, with one read of the core.
+    pub async fn attachments(
+        &self,
+        snapshots: &[Snapshot],
+    ) -> Result<Vec<Option<Attachment>>, RequestError> {
+        let ids = self.network_ids().await?;
+        let default = self.engine.services.network.name();
+        Ok(snapshots
+            .iter()
+            .map(|s| attachment_of(s, &ids, default))
+            .collect())
+    }
+
+    /// `docker rm [-f] [-v]`: the core's removal; with `volumes`, its
+    /// anonymous volumes that no other container names go too (the core
+    /// marks them before it forgets the container).
     pub async fn remove(&self, reference: &str, force: bool, volumes: bool) -> Answer {
-        if !volumes {
-            let remove = move |id| Command::Remove {
-                id,
-                force,
-                volumes: false,
-            };
-            return self.engine.container_command(reference, remove).await;
-        }
-        let s = match self.snapshot(reference).await {
-            Ok(s) => s,
-            Err(e) => return Answer::Error(e),
-        };
-        let mounts = s.record.config.mounts.clone();
-        let answer = self
-            .engine
-            .command(Command::Remove {
-                id: s.record.id,
-                force,
-                volumes: false,
-            })
-            .await;
-        if let Answer::Error(_) = answer {
-            return answer;
-        }
-        // Its volumes go once it is gone.
-        match self.engine.volumes().remove_anonymous(&mounts).await {
-            Ok(()) => answer,
-            Err(e) => Answer::Error(e),
-        }
+        let remove = move |id| Command::Remove { id, force, volumes };
+        self.engine.container_command(reference, remove).await
     }
 
     /// `docker container prune`: every container that is not running
@@ -364,4 +411,27 @@ impl<'a> Containers<'a> {
         }
         Ok(())
     }
+}
+
+/// `s`'s attachment to the network it was created on, as its record says.
+pub(crate) fn attachment_of(
+    s: &Snapshot,
+    ids: &std::collections::BTreeMap<String, String>,
+    default_network: &str,
+) -> Option<Attachment> {
+    let r = &s.record;
+    if r.network != NetworkState::Attached || r.own_disconnected {
+        return None;
+    }
+    let a = r.allocation.as_ref()?;
+    let network = r.config.network_name.as_deref().unwrap_or(default_network);
+    let id = ids.get(network).cloned().unwrap_or_default();
+    let user_network = r.config.network_name.is_some();
+    Some(Attachment::of(
+        a,
+        user_network,
+        r,
+        &r.config.network_aliases,
+        id,
+    ))
 }
