@@ -9,8 +9,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use holdfast_core::{ExecSpec, ExecState};
 use holdfast_engine::backend::execs::ExecStarted;
-use holdfast_engine::execs::{ExecSpec, ExecState};
 use holdfast_engine::stdio::DetachKeys;
 use serde::Deserialize;
 use serde_json::json;
@@ -132,10 +132,12 @@ pub async fn inspect(
     State(state): State<ApiState>,
     Path(exec_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let exec = state.engine.execs().inspect(&exec_id)?;
+    let exec = state.engine.execs().inspect(&exec_id).await?;
     let spec = &exec.spec;
-    let (running, exit_code, pid) = match exec.state() {
+    let (running, exit_code, pid) = match exec.state {
         ExecState::Created => (false, None, 0),
+        // Its start was sent, its answer not in (yet): it may run.
+        ExecState::Starting => (true, None, 0),
         ExecState::Running { pid } => (true, None, pid),
         ExecState::Exited { code } => (false, Some(code.unwrap_or(-1)), 0),
     };

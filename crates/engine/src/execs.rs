@@ -1,11 +1,8 @@
-//! Exec instances (`docker exec`): what was asked, and how each ended.
-//!
-//! An exec is not part of a container's record: its exit never changes the
-//! container's state (the core ignores it for that and only publishes
-//! `exec_die`), and like dockerd's execs they do not outlive the daemon. What
-//! this registry keeps is presentation for `exec inspect`, filled from
-//! evidence only: the `exec_die` event, or containerd's own view of the
-//! process when that event was lost.
+//! The execs of health probes: a probe is decided by the core
+//! (`Action::RunProbe`), which learns only its result; this watches the
+//! probe's exec until it has exited, from its `exec_die` event or
+//! containerd's view of it when that event was lost. The user's execs
+//! (`docker exec`) are the core's records, not this.
 
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::ContainerId;

@@ -354,7 +354,7 @@ fn inspect_json(
         "MountLabel": "",
         "ProcessLabel": "",
         "AppArmorProfile": "",
-        "ExecIDs": null,
+        "ExecIDs": exec_ids(r),
         "HostConfig": host_config_json(c),
         "GraphDriver": { "Name": "overlayfs", "Data": null },
         "SizeRw": 0,
@@ -457,6 +457,22 @@ fn endpoints_json(endpoints: &[EndpointDetails]) -> Vec<(String, Value)> {
             (e.network.clone(), shown)
         })
         .collect()
+}
+
+/// The execs of its run that may still run, as dockerd lists them (`null`
+/// when none).
+fn exec_ids(r: &holdfast_core::Record) -> Value {
+    let ids: Vec<&str> = r
+        .execs
+        .iter()
+        .filter(|e| e.run == r.run && e.state.may_run())
+        .map(|e| e.id.as_str())
+        .collect();
+    if ids.is_empty() {
+        Value::Null
+    } else {
+        json!(ids)
+    }
 }
 
 #[cfg(test)]

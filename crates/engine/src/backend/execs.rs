@@ -1,18 +1,19 @@
 //! `docker exec`: create, start (detached, or a session like attach),
-//! inspect and resize. The process runs through the adapter; its output
-//! goes through the logger into a log file of its own, read back as attach
-//! reads a container's; its end is recorded by [`execs::watch_exit`].
+//! inspect and resize, each a command of the core, which decides whether
+//! an exec may be created or started, starts it, and records how it ended.
+//! This backend sets up the session's I/O: the process's output goes
+//! through the logger into a log file of its own, read back as attach
+//! reads a container's, and the client's input goes to its stdin FIFO.
 
 use crate::engine::EngineHandle;
-use crate::execs::{self, Exec, ExecSpec, ExecState};
 use crate::logs::{self, LogOptions};
-use crate::refusal::adapter_failure;
 use crate::refusal::{conflict, internal, invalid};
 use crate::stdio::{self, DetachKeys, Escape, Input, OnClose, Output};
 use bytes::Bytes;
 use futures_util::stream::StreamExt as _;
-use holdfast_adapter_containerd::ExecRequest;
-use holdfast_core::{ErrorKind, RequestError, Status};
+use holdfast_core::{Answer, Command, ContainerId, ErrorKind, ExecSpec, ExecState, RequestError};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 /// The execs backend: see the module docs.
@@ -71,69 +72,79 @@ impl ExecSession {
     }
 }
 
+/// An exec as `exec inspect` shows it: the core's record of it.
+#[derive(Clone, Debug)]
+pub struct ExecDetails {
+    pub id: String,
+    pub container: ContainerId,
+    pub spec: Arc<ExecSpec>,
+    pub state: ExecState,
+}
+
 impl<'a> Execs<'a> {
     pub(crate) fn new(engine: &'a EngineHandle) -> Execs<'a> {
         Execs { engine }
     }
 
     /// `POST /containers/{id}/exec`: an exec of the container a reference
-    /// names, which must be running and not paused. Its id.
+    /// names (the core refuses one of a container not running, or paused).
+    /// Its id.
     pub async fn create(&self, container: &str, spec: ExecSpec) -> Result<String, RequestError> {
-        let s = self.engine.containers().snapshot(container).await?;
-        let id = s.record.id;
-        if s.status != Status::Running {
-            return Err(not_running(id.as_str()));
-        }
-        if s.paused {
-            return Err(paused(id.as_str()));
-        }
         let exec_id = new_exec_id()?;
-        self.engine.services.execs.insert(exec_id.clone(), id, spec);
-        Ok(exec_id)
+        let (id, spec) = (exec_id.clone(), Arc::new(spec));
+        let create = move |container| Command::CreateExec {
+            id: container,
+            exec_id: id,
+            spec,
+        };
+        match self.engine.container_command(container, create).await {
+            Answer::Error(e) => Err(e),
+            _ => Ok(exec_id),
+        }
     }
 
     /// The exec, for `exec inspect`.
-    pub fn inspect(&self, exec_id: &str) -> Result<Arc<Exec>, RequestError> {
-        self.engine.services.execs.get(exec_id).ok_or_else(|| {
-            RequestError::new(
-                ErrorKind::NotFound,
-                format!("No such exec instance: {exec_id}"),
-            )
-        })
+    pub async fn inspect(&self, exec_id: &str) -> Result<ExecDetails, RequestError> {
+        let wanted = exec_id.to_owned();
+        self.engine
+            .read(move |v| {
+                v.core.exec(&wanted).map(|(c, e)| ExecDetails {
+                    id: e.id.clone(),
+                    container: c.record.id.clone(),
+                    spec: Arc::clone(&e.spec),
+                    state: e.state,
+                })
+            })
+            .await?
+            .ok_or_else(|| {
+                RequestError::new(
+                    ErrorKind::NotFound,
+                    format!("No such exec instance: {exec_id}"),
+                )
+            })
     }
 
     /// `POST /exec/{id}/start`: runs the exec, once, while its container
-    /// runs. Unless `detach`, the caller gets its output (and, when it was
-    /// created with stdin, its input); `hijack` says the caller took over
-    /// the connection, where a start that fails is told in the stream.
+    /// runs (the core's command). Unless `detach`, the caller gets its
+    /// output (and, when it was created with stdin, its input); `hijack`
+    /// says the caller took over the connection, where a start that fails
+    /// is told in the stream.
     pub async fn start(
         &self,
         exec_id: &str,
         detach: bool,
         hijack: bool,
     ) -> Result<ExecStarted, RequestError> {
-        let exec = self.inspect(exec_id)?;
+        let exec = self.inspect(exec_id).await?;
         let container = exec.container.clone();
-        let s = self.engine.containers().snapshot_of(&container).await?;
-        if s.status != Status::Running {
-            return Err(not_running(container.as_str()));
-        }
-        if s.paused {
-            return Err(paused(container.as_str()));
-        }
-        if !exec.begin() {
-            return Err(conflict(format!(
-                "Exec command {exec_id} has already run or is running"
-            )));
-        }
-        let services = &self.engine.services;
-        let adapter = &services.adapter;
+        let adapter = &self.engine.services.adapter;
         let spec = &exec.spec;
         let attached = !detach;
         let log = adapter.exec_log_path(&container, exec_id);
         // Everything that must not miss the process is set up before it
-        // starts: the exit watch, the output reader and our end of its stdin.
-        let live = services.events.subscribe().1;
+        // starts: the watch for its end, the output reader and our end of
+        // its stdin.
+        let ended = self.ended(&container, exec_id);
         let output = (attached && (spec.attach_stdout || spec.attach_stderr)).then(|| {
             let options = LogOptions {
                 stdout: spec.attach_stdout,
@@ -142,7 +153,7 @@ impl<'a> Execs<'a> {
                 raw: spec.tty,
                 ..LogOptions::default()
             };
-            logs::frames(log.clone(), options, Box::pin(exec.exited()))
+            logs::frames(log.clone(), options, ended.future())
         });
         let with_stdin = attached && spec.attach_stdin;
         let input = if with_stdin {
@@ -173,17 +184,6 @@ impl<'a> Execs<'a> {
         } else {
             None
         };
-        let request = ExecRequest {
-            exec_id: exec_id.to_owned(),
-            args: spec.cmd.clone(),
-            env: spec.env.clone(),
-            working_dir: spec.working_dir.clone(),
-            user: spec.user.clone(),
-            log_file: Some(log.clone()),
-            tty: spec.tty,
-            stdin: with_stdin,
-        };
-        let started = adapter.exec(&container, &request).await;
         let cleanup = {
             let stdin = adapter.exec_stdin_path(&container, exec_id);
             move || {
@@ -191,39 +191,33 @@ impl<'a> Execs<'a> {
                 let _ = std::fs::remove_file(&stdin);
             }
         };
-        match started {
-            Ok(pid) => {
-                exec.set(ExecState::Running { pid });
-                tokio::spawn(execs::watch_exit(adapter.clone(), Arc::clone(&exec), live));
+        let start = Command::StartExec {
+            exec_id: exec_id.to_owned(),
+            detach,
+        };
+        if let Answer::Error(e) = self.engine.command(start).await {
+            cleanup();
+            // As dockerd: a process that could not be started (exit 126,
+            // as the core records it) is told to an attached client in its
+            // stream; a refusal (not running, started already) is an answer.
+            let in_stream = attached && hijack && e.message.starts_with("exec failed");
+            if !in_stream {
+                return Err(e);
             }
-            Err(e) => {
-                // As dockerd: a process that could not be started is exit
-                // 126, and an attached client reads why in its stream.
-                exec.set(ExecState::Exited { code: Some(126) });
-                cleanup();
-                let message = format!("exec failed: {e}");
-                tracing::debug!(exec = %exec_id, %message);
-                if !(attached && hijack) {
-                    return Err(RequestError {
-                        message,
-                        ..adapter_failure(e)
-                    });
-                }
-                let text = format!("{message}\r\n");
-                // On stdout, framed unless a terminal, as dockerd writes it.
-                let text = if spec.tty {
-                    Bytes::from(text)
-                } else {
-                    logs::stdout_frame(text.as_bytes())
-                };
-                let told = futures_util::stream::once(async move { Ok(text) });
-                return Ok(ExecStarted::FailedInStream(told.boxed()));
-            }
+            let text = format!("{}\r\n", e.message);
+            // On stdout, framed unless a terminal, as dockerd writes it.
+            let text = if spec.tty {
+                Bytes::from(text)
+            } else {
+                logs::stdout_frame(text.as_bytes())
+            };
+            let told = futures_util::stream::once(async move { Ok(text) });
+            return Ok(ExecStarted::FailedInStream(told.boxed()));
         }
         if !attached {
-            let exited = exec.exited();
+            let ended = ended.future();
             tokio::spawn(async move {
-                exited.await;
+                ended.await;
                 cleanup();
             });
             return Ok(ExecStarted::Detached);
@@ -233,10 +227,10 @@ impl<'a> Execs<'a> {
             None => futures_util::stream::empty().boxed(),
         };
         // A session with no output still lasts as long as the process.
-        let exited = exec.exited();
+        let ended = ended.future();
         let output = output
             .chain(futures_util::stream::once(async move {
-                exited.await;
+                ended.await;
                 Ok(Bytes::new())
             }))
             .boxed();
@@ -247,33 +241,78 @@ impl<'a> Execs<'a> {
         }))
     }
 
-    /// `POST /exec/{id}/resize`: its terminal, while it runs (a process
-    /// without a terminal has nothing to resize: accepted as dockerd does).
+    /// `POST /exec/{id}/resize`: its terminal, while it runs (the core's
+    /// command; a process without a terminal has nothing to resize:
+    /// accepted as dockerd does).
     pub async fn resize(&self, exec_id: &str, height: u32, width: u32) -> Result<(), RequestError> {
-        let exec = self.inspect(exec_id)?;
-        if !matches!(exec.state(), ExecState::Running { .. }) {
+        let exec = self.inspect(exec_id).await?;
+        if !exec.spec.tty {
+            if exec.state.may_run() {
+                return Ok(());
+            }
             return Err(conflict(format!("Exec {exec_id} is not running")));
         }
-        if exec.spec.tty {
-            self.engine
-                .services
-                .adapter
-                .resize_terminal(&exec.container, exec_id, width, height)
-                .await
-                .map_err(adapter_failure)?;
-        }
-        Ok(())
+        let resize = Command::Resize {
+            id: exec.container,
+            exec_id: Some(exec_id.to_owned()),
+            width,
+            height,
+        };
+        super::volumes::done(self.engine.command(resize).await)
+    }
+
+    /// Resolves once the core has recorded the exec's end (the `exec_die`
+    /// it publishes, from the event or from what containerd said), or its
+    /// container's run is over. Subscribed before the core is asked to
+    /// start it, so an end is never missed.
+    fn ended(&self, container: &ContainerId, exec_id: &str) -> Ended {
+        let mut live = self.engine.services.events.live();
+        let engine = self.engine.clone();
+        let (container, exec_id) = (container.to_string(), exec_id.to_owned());
+        let watch = async move {
+            loop {
+                match live.recv().await {
+                    Ok(e)
+                        if e.actor_id == container
+                            && (e.action == "die"
+                                || e.action == "destroy"
+                                || e.action == "exec_die"
+                                    && e.attributes.get("execID") == Some(&exec_id)) =>
+                    {
+                        return;
+                    }
+                    Ok(_) => {}
+                    // Events were missed: the core's record says.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let wanted = exec_id.clone();
+                        let over = engine
+                            .read(move |v| {
+                                v.core.exec(&wanted).is_none_or(|(_, e)| !e.state.may_run())
+                            })
+                            .await
+                            .unwrap_or(true);
+                        if over {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        };
+        let watch: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(watch);
+        Ended(futures_util::FutureExt::shared(watch))
     }
 }
 
-fn not_running(container: &str) -> RequestError {
-    conflict(format!("Container {container} is not running"))
-}
+/// The end of an exec, awaited by its output reader, its session and its
+/// cleanup alike.
+#[derive(Clone)]
+struct Ended(futures_util::future::Shared<Pin<Box<dyn Future<Output = ()> + Send>>>);
 
-fn paused(container: &str) -> RequestError {
-    conflict(format!(
-        "Container {container} is paused, unpause the container before exec"
-    ))
+impl Ended {
+    fn future(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(self.0.clone())
+    }
 }
 
 /// 64 hex digits from 32 random bytes, as dockerd makes ids.

@@ -136,7 +136,6 @@ impl Engine {
             network: parts.network.clone(),
             events: Arc::clone(&parts.events),
             volumes: Arc::clone(&volumes),
-            execs: crate::execs::Execs::default(),
             data_root: parts.data_root,
             mount_dir: parts.mount_dir,
         };

@@ -3,7 +3,6 @@
 //! handle.
 
 use crate::events::EventLog;
-use crate::execs::Execs;
 use crate::network::Network;
 use crate::volumes::Volumes;
 use holdfast_adapter_containerd::Adapter;
@@ -18,7 +17,6 @@ pub(crate) struct Services {
     pub(crate) network: Network,
     pub(crate) events: Arc<EventLog>,
     pub(crate) volumes: Arc<Volumes>,
-    pub(crate) execs: Execs,
     /// The data root: where uploads, saves and layers are staged, beside
     /// the image content they become.
     pub(crate) data_root: PathBuf,

@@ -309,31 +309,11 @@ impl<'a> Containers<'a> {
         Ok(deleted)
     }
 
-    /// `docker rename`: the core's rename; then peers on a user network
-    /// know it by its new name (a failure there leaves the old name in
-    /// their hosts files until its next attachment, and is logged).
+    /// `docker rename`: the core's rename (which also has its peers on
+    /// user networks learn the new name, owed until done).
     pub async fn rename(&self, reference: &str, name: String) -> Answer {
-        let new_name = name.clone();
-        let rename = move |id| Command::Rename { id, name: new_name };
-        let pending = match self
-            .engine
-            .container_command_accepted(reference, rename)
-            .await
-        {
-            Ok(pending) => pending,
-            Err(e) => return Answer::Error(e),
-        };
-        let id = pending.id().clone();
-        let answer = pending.answer().await;
-        if let Answer::Error(_) = answer {
-            return answer;
-        }
-        let network = self.engine.services.network.clone();
-        let renamed = tokio::task::spawn_blocking(move || network.renamed(&id, &name)).await;
-        if let Ok(Err(e)) | Err(e) = renamed.map_err(|e| e.to_string()) {
-            tracing::warn!(error = %e, "the new name is not in its peers' hosts files");
-        }
-        answer
+        let rename = move |id| Command::Rename { id, name };
+        self.engine.container_command(reference, rename).await
     }
 
     /// `docker update`: the resources of its task, then its restart policy,
@@ -397,19 +377,22 @@ impl<'a> Containers<'a> {
         width: u32,
     ) -> Result<(), RequestError> {
         let s = self.snapshot(reference).await?;
-        let id = &s.record.id;
-        if s.status != Status::Running {
-            return Err(conflict(format!("Container {id} is not running")));
+        let id = s.record.id.clone();
+        // Without a terminal there is nothing to resize (the core is not
+        // asked to have containerd refuse it).
+        if !s.record.config.tty {
+            if s.status != Status::Running {
+                return Err(conflict(format!("Container {id} is not running")));
+            }
+            return Ok(());
         }
-        if s.record.config.tty {
-            self.engine
-                .services
-                .adapter
-                .resize_terminal(id, "", width, height)
-                .await
-                .map_err(crate::refusal::adapter_failure)?;
-        }
-        Ok(())
+        let resize = Command::Resize {
+            id,
+            exec_id: None,
+            width,
+            height,
+        };
+        super::volumes::done(self.engine.command(resize).await)
     }
 }
 
