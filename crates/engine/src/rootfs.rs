@@ -1,85 +1,82 @@
 //! A container's root filesystem for the length of one request: a running
 //! container's through its init (`/proc/<pid>/root`), a stopped one's
-//! snapshot mounted for the occasion and unmounted when the request is
-//! done. `docker cp`, `docker export` and a new volume's fill read it
-//! through the archive helper ([`crate::archive`]).
+//! snapshot, mounted by the core for the request (a hold it records, so a
+//! crash never leaves it mounted) and released when the request is done.
+//! `docker cp` and `docker export` read it through the archive helper
+//! ([`crate::archive`]).
 
-use holdfast_adapter_containerd::Adapter;
-use holdfast_core::{ContainerId, ErrorKind, RequestError};
-use nix::mount::{MntFlags, MsFlags};
+use crate::engine::EngineHandle;
+use holdfast_core::{Answer, Command, ContainerId, RequestError};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-static NEXT_MOUNT: AtomicU64 = AtomicU64::new(0);
 
 /// A container's root filesystem for the length of one request.
 #[derive(Debug)]
 pub enum Root {
     /// `/proc/<pid>/root` of the running init.
     Live(PathBuf),
-    /// The snapshot, mounted here; unmounted and removed on drop.
-    Mounted(PathBuf),
+    /// The snapshot, mounted here for as long as the hold lasts.
+    Mounted(PathBuf, Hold),
 }
 
 impl Root {
     pub fn path(&self) -> &Path {
         match self {
-            Root::Live(p) | Root::Mounted(p) => p,
+            Root::Live(p) | Root::Mounted(p, _) => p,
         }
     }
 }
 
-impl Drop for Root {
+/// The core's hold on a container's mounted snapshot: released (the last
+/// one out unmounts it) when dropped.
+#[derive(Debug)]
+pub struct Hold {
+    engine: EngineHandle,
+    id: ContainerId,
+}
+
+impl Drop for Hold {
     fn drop(&mut self) {
-        if let Root::Mounted(dir) = self {
-            if let Err(e) = nix::mount::umount2(dir.as_path(), MntFlags::MNT_DETACH) {
-                tracing::warn!(dir = %dir.display(), error = %e, "unmounting a copy's rootfs");
+        let (engine, id) = (self.engine.clone(), self.id.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let answer = engine.command(Command::UnmountRootfs { id }).await;
+                    if let Answer::Error(e) = answer {
+                        tracing::warn!(error = %e, "a copy's hold on a snapshot not released");
+                    }
+                });
             }
-            let _ = std::fs::remove_dir(&dir);
+            Err(_) => tracing::warn!(container = %id, "a copy's hold released with no runtime"),
         }
     }
 }
 
-/// The container's snapshot, mounted under `mount_dir` for the length of
-/// one request.
-pub(crate) async fn mounted_root(
-    adapter: &Adapter,
-    mount_dir: &Path,
-    id: &ContainerId,
-) -> Result<Root, RequestError> {
-    let mounts = adapter
-        .rootfs_mounts(id)
-        .await
-        .map_err(crate::refusal::adapter_failure)?;
-    let internal = |message: String| RequestError::new(ErrorKind::Internal, message);
-    if mounts.is_empty() {
-        return Err(internal(format!("container {id} has no rootfs")));
-    }
-    let n = NEXT_MOUNT.fetch_add(1, Ordering::Relaxed);
-    let dir = mount_dir.join(format!("{id}-{n}"));
-    std::fs::create_dir_all(&dir).map_err(|e| internal(format!("{}: {e}", dir.display())))?;
-    let root = Root::Mounted(dir.clone());
-    for m in &mounts {
-        let mut flags = MsFlags::empty();
-        let mut data = Vec::new();
-        for o in &m.options {
-            match o.as_str() {
-                "ro" => flags |= MsFlags::MS_RDONLY,
-                "rw" => {}
-                "bind" => flags |= MsFlags::MS_BIND,
-                "rbind" => flags |= MsFlags::MS_BIND | MsFlags::MS_REC,
-                other => data.push(other),
-            }
+/// The root of the container a reference names, for one request: the
+/// core says whether its process runs (its root is that one's) or mounts
+/// its snapshot and holds it for the request.
+pub(crate) async fn root(
+    engine: &EngineHandle,
+    reference: &str,
+) -> Result<(ContainerId, Root), RequestError> {
+    let pending = engine
+        .container_command_accepted(reference, |id| Command::MountRootfs { id })
+        .await?;
+    let id = pending.id().clone();
+    match pending.answer().await {
+        Answer::Rootfs { pid: Some(pid) } => {
+            Ok((id, Root::Live(PathBuf::from(format!("/proc/{pid}/root")))))
         }
-        let data = data.join(",");
-        nix::mount::mount(
-            Some(m.source.as_str()),
-            dir.as_path(),
-            Some(m.kind.as_str()),
-            flags,
-            (!data.is_empty()).then_some(data.as_str()),
-        )
-        .map_err(|e| internal(format!("mounting the rootfs of {id}: {e}")))?;
+        Answer::Rootfs { pid: None } => {
+            let path = engine.services.adapter.rootfs_dir(&id);
+            let hold = Hold {
+                engine: engine.clone(),
+                id: id.clone(),
+            };
+            Ok((id, Root::Mounted(path, hold)))
+        }
+        Answer::Error(e) => Err(e),
+        other => Err(crate::refusal::internal(format!(
+            "unexpected answer to a mount: {other:?}"
+        ))),
     }
-    Ok(root)
 }

@@ -126,6 +126,8 @@ pub async fn start(config: EngineConfig) -> Result<Running, StartError> {
     adapter_config.insecure_registries = config.insecure_registries.clone();
     // Stdin FIFOs mean nothing after a reboot: keep them on the exec root.
     adapter_config.fifo_dir = config.exec_root.join("fifo");
+    // A mount has the kernel's lifetime: the exec root.
+    adapter_config.rootfs_dir = config.exec_root.join("rootfs");
     // Network state has the kernel's lifetime (rules, namespaces): the exec root.
     let network = network::Network::new(network::NetworkSettings {
         bridge: config.bridge_name.clone(),
@@ -157,7 +159,6 @@ pub async fn start(config: EngineConfig) -> Result<Running, StartError> {
         events: Arc::new(events::EventLog::default()),
         volumes: volumes::Volumes::new(config.data_root.join("volumes")),
         data_root: config.data_root.clone(),
-        mount_dir: config.exec_root.join("cp"),
     })?;
     let loop_task = tokio::spawn(engine.run());
     if let Some(sup) = &supervisor {

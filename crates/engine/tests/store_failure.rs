@@ -127,7 +127,6 @@ async fn a_full_disk_fails_the_request_and_the_engine_recovers_from_the_store() 
         events: Arc::new(EventLog::default()),
         volumes: holdfast_engine::volumes::Volumes::new(work.path().join("volumes")),
         data_root: work.path().to_owned(),
-        mount_dir: work.path().join("cp"),
     })
     .expect("engine");
     let engine = tokio::spawn(engine.run());

@@ -11,10 +11,9 @@ use crate::refusal::{conflict, internal, invalid};
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt as _};
 use holdfast_adapter_containerd::{AdapterError, NewImage, RegistryFailure, SavedImage};
-use holdfast_core::{Answer, Command, ErrorKind, RequestError, Status};
+use holdfast_core::{Answer, Command, ErrorKind, RequestError};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::Path;
 use tokio::io::AsyncWriteExt as _;
 
@@ -717,46 +716,23 @@ impl<'a> Images<'a> {
         let mut image_config = image_config(config, &base);
         let base_env = base.config.env.clone().unwrap_or_default();
         crate::dockerfile::apply(&changes, &base_env, &mut image_config)?;
-        let mounts = adapter
-            .rootfs_mounts(&id)
-            .await
-            .map_err(crate::refusal::adapter_failure)?;
-        let upper = mounts
-            .iter()
-            .filter(|m| m.kind == "overlay")
-            .flat_map(|m| m.options.iter())
-            .find_map(|o| o.strip_prefix("upperdir=").map(str::to_owned))
-            .ok_or_else(|| {
-                RequestError::new(
-                    ErrorKind::NotImplemented,
-                    "docker commit needs an overlay snapshot with an upper directory",
-                )
-            })?;
         let dir = tempfile::Builder::new()
             .prefix("commit-")
             .tempdir_in(&engine.services.data_root)
             .map_err(|e| internal(format!("cannot make room for the layer: {e}")))?;
         let layer = dir.path().join("layer.tar");
-        let out = layer.clone();
         // As dockerd (pause=true unless asked otherwise): the container is
         // frozen while its changes are read, so the layer is one moment's.
-        let pause = pause && s.status == Status::Running && !s.paused;
-        if pause {
-            match engine.command(Command::Pause { id: id.clone() }).await {
-                Answer::Done | Answer::NotModified => {}
-                Answer::Error(e) => return Err(e),
-                other => return Err(internal(format!("pause: {other:?}"))),
-            }
+        // The core freezes and thaws it (a crash in between is thawed by
+        // the restarted daemon).
+        let read = Command::ReadChanges {
+            id: id.clone(),
+            pause,
+            layer: layer.to_string_lossy().into_owned(),
+        };
+        if let Answer::Error(e) = engine.command(read).await {
+            return Err(e);
         }
-        let read = tokio::task::spawn_blocking(move || layer_tar(Path::new(&upper), &out)).await;
-        if pause {
-            let answer = engine.command(Command::Unpause { id: id.clone() }).await;
-            if let Answer::Error(e) = answer {
-                tracing::warn!(container = %id, error = %e, "not unpaused after a commit");
-            }
-        }
-        read.map_err(|e| internal(e.to_string()))?
-            .map_err(|e| internal(format!("reading the container's changes: {e}")))?;
         let new = NewImage {
             name: name.clone(),
             base: Some(&base),
@@ -955,66 +931,6 @@ fn image_config(c: &holdfast_core::ContainerConfig, base: &ResolvedImage) -> Map
     out
 }
 
-/// The upper directory as an OCI layer: a whiteout (a 0/0 character
-/// device) becomes `.wh.<name>`, an opaque directory (deleted and made
-/// again: overlay marks it with an xattr) gets `.wh..wh..opq`; symlinks are
-/// stored, never followed.
-fn layer_tar(upper: &Path, out: &Path) -> std::io::Result<()> {
-    let file = std::fs::File::create(out)?;
-    let mut builder = tar::Builder::new(std::io::BufWriter::new(file));
-    builder.follow_symlinks(false);
-    add_dir(&mut builder, upper, Path::new(""))?;
-    builder.into_inner()?.into_inner()?.sync_all()
-}
-
-fn add_dir<W: std::io::Write>(
-    builder: &mut tar::Builder<W>,
-    dir: &Path,
-    at: &Path,
-) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for entry in entries {
-        let host = entry.path();
-        let name = at.join(entry.file_name());
-        let meta = std::fs::symlink_metadata(&host)?;
-        if meta.file_type().is_char_device() && meta.rdev() == 0 {
-            let mut whiteout = std::ffi::OsString::from(".wh.");
-            whiteout.push(entry.file_name());
-            let mut header = tar::Header::new_gnu();
-            header.set_size(0);
-            header.set_mode(0o600);
-            header.set_entry_type(tar::EntryType::Regular);
-            builder.append_data(&mut header, at.join(whiteout), std::io::empty())?;
-            continue;
-        }
-        builder.append_path_with_name(&host, &name)?;
-        if meta.is_dir() {
-            if opaque(&host) {
-                let mut header = tar::Header::new_gnu();
-                header.set_size(0);
-                header.set_mode(0o600);
-                header.set_entry_type(tar::EntryType::Regular);
-                builder.append_data(&mut header, name.join(".wh..wh..opq"), std::io::empty())?;
-            }
-            add_dir(builder, &host, &name)?;
-        }
-    }
-    Ok(())
-}
-
-/// Whether overlay marked the directory opaque (`trusted.` as root,
-/// `user.` on a userxattr mount).
-fn opaque(dir: &Path) -> bool {
-    ["trusted.overlay.opaque", "user.overlay.opaque"]
-        .iter()
-        .any(|name| {
-            let mut value = [0u8; 4];
-            rustix::fs::lgetxattr(dir, *name, &mut value[..])
-                .is_ok_and(|n| n == 1 && value[0] == b'y')
-        })
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1039,39 +955,6 @@ mod tests {
         assert_eq!(
             repository_of("docker.io/library/busybox:latest"),
             "docker.io/library/busybox"
-        );
-    }
-
-    #[test]
-    fn the_upper_directory_becomes_a_layer_with_symlinks_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let upper = dir.path().join("upper");
-        std::fs::create_dir_all(upper.join("etc/new")).unwrap();
-        std::fs::write(upper.join("etc/new/file"), "hello").unwrap();
-        std::os::unix::fs::symlink("/etc/shadow", upper.join("link")).unwrap();
-        let out = dir.path().join("layer.tar");
-        layer_tar(&upper, &out).unwrap();
-        let mut archive = tar::Archive::new(std::fs::File::open(&out).unwrap());
-        let mut got: Vec<(String, tar::EntryType)> = archive
-            .entries()
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                (
-                    e.path().unwrap().to_string_lossy().into_owned(),
-                    e.header().entry_type(),
-                )
-            })
-            .collect();
-        got.sort_by(|a, b| a.0.cmp(&b.0));
-        assert_eq!(
-            got,
-            [
-                ("etc".to_owned(), tar::EntryType::Directory),
-                ("etc/new".to_owned(), tar::EntryType::Directory),
-                ("etc/new/file".to_owned(), tar::EntryType::Regular),
-                ("link".to_owned(), tar::EntryType::Symlink),
-            ]
         );
     }
 }

@@ -86,8 +86,6 @@ pub struct EngineParts {
     pub volumes: crate::volumes::Volumes,
     /// The data root: where uploads, saves and layers are staged.
     pub data_root: PathBuf,
-    /// Where a stopped container's snapshot is mounted for one request.
-    pub mount_dir: PathBuf,
 }
 
 /// The loop's state. See the module docs.
@@ -137,7 +135,6 @@ impl Engine {
             events: Arc::clone(&parts.events),
             volumes: Arc::clone(&volumes),
             data_root: parts.data_root,
-            mount_dir: parts.mount_dir,
         };
         let mut engine = Engine {
             core,

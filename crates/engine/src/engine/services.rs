@@ -20,7 +20,4 @@ pub(crate) struct Services {
     /// The data root: where uploads, saves and layers are staged, beside
     /// the image content they become.
     pub(crate) data_root: PathBuf,
-    /// Where a stopped container's snapshot is mounted for the length of
-    /// one request (`docker cp`, a volume's fill).
-    pub(crate) mount_dir: PathBuf,
 }

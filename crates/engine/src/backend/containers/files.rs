@@ -2,14 +2,13 @@
 //! ([`crate::rootfs`]): `docker cp` (a path's stat, a tar of it, a tar
 //! extracted into a directory) and `docker export` (the whole filesystem).
 
-use super::{Containers, Snapshot};
+use super::Containers;
 use crate::archive::{self, ArchiveError, Op, PathStat};
 use crate::refusal::{internal, invalid};
-use crate::rootfs::{self, Root};
+use crate::rootfs::Root;
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt as _};
-use holdfast_core::{ContainerId, ErrorKind, RequestError, Status, TaskState};
-use std::path::PathBuf;
+use holdfast_core::{ContainerId, ErrorKind, RequestError};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// A path of a container as a tar, with the path's stat.
@@ -89,23 +88,10 @@ impl Containers<'_> {
     }
 
     /// The container's root for the length of one request: a running
-    /// container's through its init, else its snapshot mounted.
+    /// container's through its init, else its snapshot, mounted and held
+    /// by the core.
     async fn root(&self, reference: &str) -> Result<(ContainerId, Root), RequestError> {
-        let Snapshot {
-            record,
-            status,
-            task,
-            ..
-        } = self.snapshot(reference).await?;
-        if let (Status::Running, TaskState::Running { pid }) = (status, task) {
-            return Ok((
-                record.id,
-                Root::Live(PathBuf::from(format!("/proc/{pid}/root"))),
-            ));
-        }
-        let services = &self.engine.services;
-        let root = rootfs::mounted_root(&services.adapter, &services.mount_dir, &record.id).await?;
-        Ok((record.id, root))
+        crate::rootfs::root(self.engine, reference).await
     }
 }
 
