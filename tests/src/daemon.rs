@@ -607,6 +607,15 @@ impl Daemon {
         }
     }
 
+    /// The environment holdfastd is started with from now on (its next
+    /// start): a crash test's pause point is not set again, say.
+    pub fn set_env(&mut self, env: &[(&str, &str)]) {
+        self.extra_env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+    }
+
     /// Starts holdfastd again on the same roots and waits until it serves.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "holdfastd still runs: stop it first");

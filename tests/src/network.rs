@@ -30,6 +30,11 @@ impl BridgeDaemon {
 
     /// With more holdfastd flags.
     pub fn start_with(args: &[&str]) -> BridgeDaemon {
+        BridgeDaemon::start_with_env(args, &[])
+    }
+
+    /// With more holdfastd flags and these environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> BridgeDaemon {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         // Unique among this process's tests (n) and, mostly, among
@@ -42,7 +47,7 @@ impl BridgeDaemon {
         );
         let mut all = vec!["--bridge", &bridge, "--bridge-subnet", &subnet];
         all.extend_from_slice(args);
-        let d = Daemon::start_with(&all);
+        let d = Daemon::start_with_env(&all, env);
         BridgeDaemon { d, bridge, subnet }
     }
 

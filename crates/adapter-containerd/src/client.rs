@@ -428,7 +428,8 @@ impl Adapter {
     }
 }
 
-fn call_name(call: &Call) -> &'static str {
+/// The name a call goes by in logs and traces.
+pub fn call_name(call: &Call) -> &'static str {
     match call {
         Call::Subscribe => "subscribe",
         Call::Relist => "relist",

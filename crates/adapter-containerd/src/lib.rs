@@ -67,7 +67,7 @@ mod spec;
 mod stdio;
 mod store;
 
-pub use client::{Adapter, AdapterConfig, InputSink};
+pub use client::{Adapter, AdapterConfig, InputSink, call_name};
 pub use commit::NewImage;
 pub use container::{RootfsMount, ensure_fifo};
 pub use decode::{DecodeError, decode_event, decode_fuzz_input, wall_time};

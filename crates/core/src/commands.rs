@@ -1030,6 +1030,10 @@ impl Core {
     }
 }
 
+/// What a create's refusal of a name another container has says (dockerd's
+/// words): a caller that drew the name may draw another.
+pub const NAME_TAKEN: &str = "is already in use by container";
+
 /// The default bridge network's name, as dockerd's: a container whose
 /// config names no network is on it.
 const DEFAULT_NETWORK: &str = "bridge";

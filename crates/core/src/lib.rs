@@ -88,6 +88,7 @@ pub mod volume;
 pub use action::{
     Action, Answer, Call, ErrorKind, NetworkCall, RequestError, UserEvent, UserEventKind,
 };
+pub use commands::NAME_TAKEN;
 pub use config::{
     BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
     NamespaceMode, Namespaces, NetworkMode, PortBinding, Privileges, ResourceUpdate, Resources,

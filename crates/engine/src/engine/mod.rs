@@ -36,6 +36,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+/// The end-to-end crash tests' pause points: the names of calls (as
+/// `call`, `network_call` and `volume_call` log them, comma-separated)
+/// that this engine never carries out, so that a test can SIGKILL
+/// holdfastd while one is in flight, at a point it chose. Never set
+/// outside those tests.
+const HOLD_CALLS_ENV: &str = "HOLDFAST_TEST_HOLD_CALLS";
+
 /// How long after a container is removed its logs are deleted.
 const LOG_REMOVAL_DELAY: Duration = Duration::from_secs(5);
 /// Rotated log files looked for when deleting (the logger keeps at most 5).
@@ -98,6 +105,8 @@ pub struct Engine {
     adapter: Adapter,
     network: crate::network::Network,
     volumes: Arc<crate::volumes::Volumes>,
+    /// See [`HOLD_CALLS_ENV`].
+    held_calls: Vec<String>,
     sink: mpsc::UnboundedSender<Input>,
     inputs: mpsc::UnboundedReceiver<Input>,
     requests: mpsc::UnboundedReceiver<Request>,
@@ -145,6 +154,9 @@ impl Engine {
             adapter: parts.adapter,
             network: parts.network,
             volumes,
+            held_calls: std::env::var(HOLD_CALLS_ENV)
+                .map(|v| v.split(',').map(str::to_owned).collect())
+                .unwrap_or_default(),
             sink,
             inputs,
             requests,
@@ -268,6 +280,9 @@ impl Engine {
             match action {
                 Action::Call { op, call } => {
                     tracing::debug!(%op, ?call, "call");
+                    if self.held(holdfast_adapter_containerd::call_name(&call)) {
+                        continue;
+                    }
                     tokio::spawn(self.adapter.execute(op, call, self.sink.clone()));
                 }
                 Action::Network { op, call } => {
@@ -364,6 +379,9 @@ impl Engine {
             NetworkCall::Define { .. } => "network_define",
             NetworkCall::Undefine { .. } => "network_undefine",
         };
+        if self.held(what) {
+            return;
+        }
         self.spawn_blocking_call(op, what, move || match &call {
             NetworkCall::Setup {
                 id,
@@ -408,6 +426,14 @@ impl Engine {
     /// fill with its container's snapshot mounted for it (and unmounted
     /// after, whatever happened). Exactly one result for `op`.
     fn volume_call(&self, op: holdfast_core::OpId, call: holdfast_core::VolumeCall) {
+        let what = match &call {
+            holdfast_core::VolumeCall::Create { .. } => "volume_create",
+            holdfast_core::VolumeCall::Fill { .. } => "volume_fill",
+            holdfast_core::VolumeCall::Remove { .. } => "volume_remove",
+        };
+        if self.held(what) {
+            return;
+        }
         let volumes = Arc::clone(&self.volumes);
         let holdfast_core::VolumeCall::Fill {
             name,
@@ -415,7 +441,7 @@ impl Engine {
             path,
         } = call
         else {
-            return self.spawn_blocking_call(op, "volume", move || volumes.carry_out(&call));
+            return self.spawn_blocking_call(op, what, move || volumes.carry_out(&call));
         };
         let adapter = self.adapter.clone();
         let sink = self.sink.clone();
@@ -436,6 +462,16 @@ impl Engine {
             }
             let _ = sink.send(Input::ActionResult(op, filled));
         });
+    }
+
+    /// Whether the call named `what` is one a crash test holds (see
+    /// [`HOLD_CALLS_ENV`]): it is never carried out nor answered.
+    fn held(&self, what: &str) -> bool {
+        let held = self.held_calls.iter().any(|h| h == what);
+        if held {
+            tracing::warn!(call = what, "held for a crash test: not carried out");
+        }
+        held
     }
 
     /// Runs `work` (blocking: processes, iptables, the filesystem) off the

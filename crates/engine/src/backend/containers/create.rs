@@ -182,7 +182,12 @@ impl Containers<'_> {
                 .await;
             match answer {
                 Answer::Done => return Ok(Created { id, warnings }),
-                Answer::Error(e) if given_name.is_none() && e.kind == ErrorKind::Conflict => {
+                // Only a name drawn that is taken is drawn again.
+                Answer::Error(e)
+                    if given_name.is_none()
+                        && e.kind == ErrorKind::Conflict
+                        && e.message.contains(holdfast_core::NAME_TAKEN) =>
+                {
                     continue;
                 }
                 Answer::Error(e) => return Err(e),
