@@ -210,20 +210,12 @@ impl Core {
             self.mark_network_removing(name);
             self.reconcile_network(name);
         }
-        let waiting: Vec<String> = removed
+        let waiting = removed
             .iter()
             .filter(|n| self.networks.contains_key(*n))
             .cloned()
             .collect();
-        if waiting.is_empty() {
-            return self.out.answer_now(req, Answer::Pruned(removed));
-        }
-        let prune = crate::volume::Prune {
-            of_networks: true,
-            removed,
-            waiting,
-        };
-        self.out.prunes.insert(req, prune);
+        self.await_prune(req, true, removed, waiting);
     }
 
     fn mark_network_removing(&mut self, name: &str) {

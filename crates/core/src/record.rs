@@ -253,27 +253,13 @@ mod tests {
     #[test]
     fn a_record_from_before_network_connect_still_loads() {
         let rec = Record {
-            id: "c1".parse().expect("id"),
             name: "web".into(),
             config: Arc::new(ContainerConfig::default()),
-            created_at: WallTime::from_unix_nanos(1),
             presence: Presence::Created,
             run: 1,
             pid: Some(42),
-            started_at: None,
-            began_at: None,
-            start_sent: false,
-            exit: None,
-            restart_count: 0,
-            intents: Intents::default(),
             network: NetworkState::Attached,
-            endpoints: Vec::new(),
-            own_disconnected: false,
-            allocation: None,
-            health: None,
-            create_sent_at: None,
-            execs: Vec::new(),
-            rootfs_mounted: false,
+            ..Record::new("c1".parse().expect("id"), WallTime::from_unix_nanos(1))
         };
         let mut old = serde_json::to_value(&rec).expect("serialise");
         let fields = old.as_object_mut().expect("an object");

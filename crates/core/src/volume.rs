@@ -234,16 +234,28 @@ impl Core {
             self.mark_volume_removing(name);
             self.reconcile_volume(name);
         }
-        let waiting: Vec<String> = removed
+        let waiting = removed
             .iter()
             .filter(|n| self.volumes.contains_key(*n))
             .cloned()
             .collect();
+        self.await_prune(req, false, removed, waiting);
+    }
+
+    /// A prune's answer lists what it removed once all of it is gone (at
+    /// once when nothing of it, `waiting`, is left to wait for).
+    pub(crate) fn await_prune(
+        &mut self,
+        req: RequestId,
+        of_networks: bool,
+        removed: Vec<String>,
+        waiting: Vec<String>,
+    ) {
         if waiting.is_empty() {
             return self.out.answer_now(req, Answer::Pruned(removed));
         }
         let prune = Prune {
-            of_networks: false,
+            of_networks,
             removed,
             waiting,
         };
@@ -430,16 +442,7 @@ impl Core {
                     self.out.answer_now(req, Answer::Done);
                 }
                 // Containers whose create waited for it go on.
-                let waiting: Vec<ContainerId> = self
-                    .containers
-                    .values()
-                    .filter(|c| {
-                        c.rec.presence == crate::Presence::Creating
-                            && named_volumes(&c.rec.config).any(|n| n == name)
-                    })
-                    .map(|c| c.rec.id.clone())
-                    .collect();
-                for id in waiting {
+                for id in self.creates_naming(name) {
                     self.reconcile(&id);
                 }
             }
@@ -476,16 +479,7 @@ impl Core {
                     self.out
                         .answer_now(req, error(ErrorKind::Internal, message.clone()));
                 }
-                let creates: Vec<ContainerId> = self
-                    .containers
-                    .values()
-                    .filter(|c| {
-                        c.rec.presence == crate::Presence::Creating
-                            && named_volumes(&c.rec.config).any(|n| n == name)
-                    })
-                    .map(|c| c.rec.id.clone())
-                    .collect();
-                for id in creates {
+                for id in self.creates_naming(name) {
                     self.create_failed(&id, error(ErrorKind::Internal, message.clone()));
                 }
                 self.mark_volume_removing(name);
@@ -509,6 +503,18 @@ impl Core {
             }
             (ResourceState::Ready, Ok(_)) => {}
         }
+    }
+
+    /// The containers being created that name volume `name`.
+    fn creates_naming(&self, name: &str) -> Vec<ContainerId> {
+        self.containers
+            .values()
+            .filter(|c| {
+                c.rec.presence == crate::Presence::Creating
+                    && named_volumes(&c.rec.config).any(|n| n == name)
+            })
+            .map(|c| c.rec.id.clone())
+            .collect()
     }
 
     fn schedule_volume_retry(&mut self, name: &str) {

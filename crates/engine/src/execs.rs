@@ -17,19 +17,8 @@ const KEEP_EXITED: usize = 256;
 /// event was lost (a broken event stream).
 const STATUS_POLL: Duration = Duration::from_secs(1);
 
-/// What `POST /containers/{id}/exec` asked for.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ExecSpec {
-    pub cmd: Vec<String>,
-    pub env: Vec<String>,
-    pub working_dir: Option<String>,
-    pub user: Option<String>,
-    pub tty: bool,
-    pub attach_stdin: bool,
-    pub attach_stdout: bool,
-    pub attach_stderr: bool,
-    pub detach_keys: Option<String>,
-}
+/// What a probe runs: the same as a user's exec.
+pub use holdfast_core::ExecSpec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecState {

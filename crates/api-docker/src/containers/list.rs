@@ -263,27 +263,16 @@ mod tests {
     fn ps_status_words() {
         let mut s = Snapshot {
             record: Record {
-                id: "abc".parse().expect("id"),
                 name: "n".to_owned(),
                 config: Arc::new(ContainerConfig::default()),
-                created_at: holdfast_core::WallTime::from_unix_nanos(0),
                 presence: holdfast_core::Presence::Created,
                 run: 1,
                 pid: Some(5),
                 started_at: Some(holdfast_core::WallTime::from_unix_nanos(0)),
-                began_at: None,
-                start_sent: false,
-                exit: None,
-                restart_count: 0,
-                intents: holdfast_core::Intents::default(),
-                network: holdfast_core::NetworkState::Detached,
-                endpoints: Vec::new(),
-                own_disconnected: false,
-                allocation: None,
-                health: None,
-                create_sent_at: None,
-                execs: Vec::new(),
-                rootfs_mounted: false,
+                ..holdfast_core::Record::new(
+                    "abc".parse().expect("id"),
+                    holdfast_core::WallTime::from_unix_nanos(0),
+                )
             },
             status: Status::Running,
             task: TaskState::Running { pid: 5 },
