@@ -463,6 +463,17 @@ pub enum DeliberateBug {
     SkipRelistAfterReconnect,
     /// Send SIGKILL at half the grace period.
     KillBeforeStopDeadline,
+    /// `volume prune` removes volumes whatever names them.
+    PruneIgnoresUsers,
+    /// A commit's freeze undone only by the process that made it (as a
+    /// deferred unpause in an API handler does): a crash in between leaves
+    /// the container frozen.
+    CommitThawNotRecorded,
+    /// An exec's exit taken as its container's.
+    ExecExitIsContainerExit,
+    /// The address a container first got kept across its re-attachments,
+    /// not the one each setup answered.
+    StaleAllocation,
 }
 
 impl CoreConfig {

@@ -206,9 +206,22 @@ impl Core {
         self.reconcile_all();
         self.ever_ready = true;
         // The creates that waited for the first connection go ahead.
+        // Each keeps the bound it was given when asked: the wait counts.
         for (req, id, name, config) in std::mem::take(&mut self.held_creates) {
-            self.out.timers.cancel(&TimerKind::AnswerBound(req));
+            let bound = TimerKind::AnswerBound(req);
+            let deadline = self
+                .out
+                .timers
+                .iter()
+                .find(|(_, kind)| *kind == bound)
+                .map(|(at, _)| *at);
+            self.out.timers.cancel(&bound);
             self.create(req, id, name, config);
+            if let Some(at) = deadline
+                && self.out.request_owner.contains_key(&req)
+            {
+                self.out.timers.set(bound, at);
+            }
         }
     }
 

@@ -20,7 +20,13 @@ impl Core {
                 oom_kills,
             } => {
                 let code = i32::try_from(exit_status).unwrap_or(i32::MAX);
-                if exec_id != container.as_str() {
+                let exec_as_init =
+                    exec_id != container.as_str() && bug!(self.config, ExecExitIsContainerExit);
+                let pid = match self.containers.get(&container) {
+                    Some(c) if exec_as_init => c.rec.pid.unwrap_or(pid),
+                    _ => pid,
+                };
+                if exec_id != container.as_str() && !exec_as_init {
                     if self.containers.contains_key(&container) {
                         self.out.publish(
                             &container,

@@ -298,6 +298,7 @@ impl Core {
                 self.restore_volumes(stored.volumes);
                 self.restore_networks(stored.networks);
                 self.restore(stored.containers);
+                self.keep_volumes_of_created();
                 self.reconcile_volumes();
                 self.reconcile_networks();
             }
@@ -426,6 +427,13 @@ impl Core {
             + self.out.request_volume.len()
             + self.out.request_network.len()
             + self.out.prunes.len()
+            // A resize waits for its one call.
+            + self
+                .out
+                .ops
+                .values()
+                .filter(|o| matches!(o, OpOwner::Request(_)))
+                .count()
     }
 
     fn timeout(&mut self) {
@@ -490,7 +498,19 @@ impl Core {
                 .set(TimerKind::AnswerBound(req), self.out.now.at + rest);
             return;
         }
-        let (_, pending) = c.requests.remove(pos);
+        let pending = c.requests[pos].1;
+        match pending {
+            Pending::Commit(serial) if c.commit_under_way(serial) => {
+                let at = self.out.now.at + self.config.request_answer_bound;
+                return self.out.timers.set(TimerKind::AnswerBound(req), at);
+            }
+            // Not begun: it never will be (nobody waits for its layer).
+            Pending::Commit(serial) => c.commits.retain(|w| w.serial != serial),
+            // The copy that waited is told it failed: its hold goes.
+            Pending::Mount => c.rootfs_leases = c.rootfs_leases.saturating_sub(1),
+            _ => {}
+        }
+        c.requests.remove(pos);
         if pending == Pending::Create {
             // The user is told it failed, so it must not appear later.
             self.discard(&id);
@@ -504,6 +524,12 @@ impl Core {
             Pending::Create => {
                 format!("create of {id} did not complete ({why}): it is rolled back")
             }
+            Pending::Commit(_) => {
+                format!("commit of {id} did not begin ({why}): nothing was committed; try again")
+            }
+            Pending::Mount => {
+                format!("the files of container {id} could not be reached ({why}); try again")
+            }
             _ => format!(
                 "{why}: the request for container {id} is recorded and will be carried out when possible"
             ),
@@ -514,6 +540,10 @@ impl Core {
             ErrorKind::Unavailable
         };
         self.out.answer_pending(req, error(kind, message));
+        if matches!(pending, Pending::Commit(_) | Pending::Mount) {
+            // A freeze or a mount nobody waits for is not made (or undone).
+            self.reconcile(&id);
+        }
     }
 
     /// How long to wait before trying a failed call again, after

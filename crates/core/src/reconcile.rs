@@ -513,6 +513,9 @@ impl Core {
                 // The daemon stopped mid-create: roll back, leave nothing.
                 rec.presence = Presence::Discarding;
             }
+            if bug!(self.config, CommitThawNotRecorded) {
+                rec.intents.commit_thaw = false;
+            }
             let id = rec.id.clone();
             for e in &rec.execs {
                 self.exec_owner.insert(e.id.clone(), id.clone());
@@ -722,12 +725,19 @@ impl Core {
             }
             Step::NetworkSetup => {
                 c.rec.network = NetworkState::Attached;
-                c.rec.allocation = allocation_of(done);
+                let given = allocation_of(done);
+                c.rec.allocation = if bug!(self.config, StaleAllocation) {
+                    c.rec.allocation.take().or(given)
+                } else {
+                    given
+                };
                 self.out.persist(&c.rec);
             }
             Step::NetworkTeardown => {
                 c.rec.network = NetworkState::Detached;
-                c.rec.allocation = None;
+                if !bug!(self.config, StaleAllocation) {
+                    c.rec.allocation = None;
+                }
                 self.out.persist(&c.rec);
             }
             Step::EndpointSetup(slot) => {

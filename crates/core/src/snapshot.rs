@@ -53,6 +53,19 @@ impl Container {
         None
     }
 
+    /// Whether the commit `serial` is being carried out (its freeze or
+    /// its read in flight): it ends by its call's answer, however long a
+    /// big container's read takes.
+    pub(crate) fn commit_under_way(&self, serial: u32) -> bool {
+        match self.in_flight {
+            Some((_, Step::ReadChanges(s))) => s == serial,
+            Some((_, Step::CommitFreeze)) => {
+                self.commits.first().is_some_and(|w| w.serial == serial)
+            }
+            _ => false,
+        }
+    }
+
     /// A freeze of ours for a commit is over (the commit read, the run
     /// ended, a relist showed the task thawed): nothing is left to thaw.
     pub(crate) fn commit_thaw_moot(&self) -> bool {
@@ -100,7 +113,12 @@ impl Core {
             layer,
             freeze,
         });
-        self.add_pending(id, req, Pending::Commit(serial), None);
+        self.add_pending(
+            id,
+            req,
+            Pending::Commit(serial),
+            Some(self.config.request_answer_bound),
+        );
         self.reconcile(id);
     }
 
@@ -229,7 +247,14 @@ impl Core {
                 };
                 c.commits.retain(|w| w.serial != serial);
                 // A freeze whose answer was lost may have taken effect: the
-                // thaw owed stays, and a relist says whether it is needed.
+                // thaw owed stays, and a relist says whether it is needed
+                // (until then nothing known of the task is sure: found by
+                // the simulator, the thaw was dropped as moot before).
+                if step == Step::CommitFreeze
+                    && matches!(failure.kind, K::Deadline | K::Unavailable)
+                {
+                    c.confirmed = false;
+                }
                 if step == Step::CommitFreeze {
                     self.request_refresh();
                 }

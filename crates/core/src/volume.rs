@@ -225,7 +225,7 @@ impl Core {
                 self.volumes
                     .get(n)
                     .is_some_and(|v| v.rec.state == ResourceState::Ready)
-                    && self.volume_users(n).is_empty()
+                    && (bug!(self.config, PruneIgnoresUsers) || self.volume_users(n).is_empty())
             })
             .collect();
         removed.sort();
@@ -327,6 +327,26 @@ impl Core {
         }
     }
 
+    /// At start-up: a create that completed just before a crash has its
+    /// record saying so, while the volumes made for it may not yet say
+    /// they are kept. They are kept now, never removed with the container
+    /// as a rolled-back create's would be (found by the simulator).
+    pub(crate) fn keep_volumes_of_created(&mut self) {
+        let created: Vec<ContainerId> = self
+            .volumes
+            .values()
+            .filter_map(|v| v.rec.made_for.clone())
+            .filter(|id| {
+                self.containers
+                    .get(id)
+                    .is_some_and(|c| c.rec.presence == crate::Presence::Created)
+            })
+            .collect();
+        for id in created {
+            self.create_done_for_volumes(&id);
+        }
+    }
+
     /// A container is being forgotten (its record about to be deleted).
     /// The volumes made for a create that was rolled back go with it; so
     /// do its anonymous volumes, when asked (`rm -v`, `run --rm`); in
@@ -405,6 +425,18 @@ impl Core {
                 name: name.to_owned(),
                 labels: v.rec.labels.clone(),
             },
+            // Marked with its container's removal, it goes once that
+            // record is gone, also when a crash came in between (found by
+            // the simulator): never while a record names it.
+            ResourceState::Removing
+                if !bug!(self.config, PruneIgnoresUsers)
+                    && self
+                        .containers
+                        .values()
+                        .any(|c| named_volumes(&c.rec.config).any(|n| n == name)) =>
+            {
+                return;
+            }
             ResourceState::Removing => VolumeCall::Remove {
                 name: name.to_owned(),
             },
@@ -479,8 +511,11 @@ impl Core {
                     self.out
                         .answer_now(req, error(ErrorKind::Internal, message.clone()));
                 }
+                // Rolled back now: their records go (and with them the
+                // last names of this volume, which goes after them).
                 for id in self.creates_naming(name) {
                     self.create_failed(&id, error(ErrorKind::Internal, message.clone()));
+                    self.reconcile(&id);
                 }
                 self.mark_volume_removing(name);
                 self.schedule_volume_retry(name);

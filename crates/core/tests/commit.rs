@@ -155,6 +155,36 @@ fn a_freeze_that_never_took_effect_leaves_nothing_to_thaw_after_a_crash() {
 }
 
 #[test]
+fn a_freeze_whose_answer_was_lost_is_thawed_once_a_relist_shows_it_took_effect() {
+    let mut d = running("c1", 10);
+    let (req, actions) = commit(&mut d, true);
+    let freeze = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    // Its echo comes, then the call times out: it may have taken effect.
+    d.feed(Input::Event(ContainerdEvent::TaskPaused {
+        container: cid("c1"),
+    }));
+    let actions = d.fail(freeze, FailureKind::Deadline);
+    assert!(
+        matches!(answers(&actions).as_slice(), [(r, Answer::Error(_))] if *r == req),
+        "{actions:?}"
+    );
+    // The thaw owed is kept until a relist says (found by the simulator:
+    // it was dropped as moot and the container stayed frozen).
+    assert!(
+        actions
+            .iter()
+            .all(|a| !matches!(a, Action::Persist(r) if !r.intents.commit_thaw)),
+        "{actions:?}"
+    );
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![task(TaskStatus::Paused)]);
+    let op = only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+    let actions = d.ok(op);
+    assert!(!persisted(&actions).intents.commit_thaw);
+    assert!(!view(&d).paused);
+}
+
+#[test]
 fn a_copy_out_of_a_running_container_uses_its_process_root_and_mounts_nothing() {
     let mut d = running("c1", 10);
     let (req, actions) = d.command(Command::MountRootfs { id: cid("c1") });

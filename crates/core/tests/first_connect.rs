@@ -66,3 +66,26 @@ fn a_create_during_a_later_outage_is_refused_at_once() {
         "{actions:?}"
     );
 }
+
+#[test]
+fn a_create_that_waited_for_the_first_connection_keeps_the_bound_it_was_asked_with() {
+    let mut d = Driver::new();
+    let bound = CoreConfig::default().request_answer_bound;
+    let asked_at = d.now.at;
+    let (req, _) = create(&mut d, "c1");
+    // containerd is reached 20 s later; the create's call is never answered.
+    d.advance(std::time::Duration::from_secs(20));
+    let actions = d.connect(vec![]);
+    only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    let answer_due = d
+        .core
+        .poll_timeout()
+        .filter(|(_, kind)| *kind == TimerKind::AnswerBound(req))
+        .map(|(at, _)| at);
+    assert_eq!(answer_due, Some(asked_at + bound), "counted from the ask");
+    let (_, actions) = d.fire_timer();
+    assert!(
+        matches!(answers(&actions).as_slice(), [(r, Answer::Error(_))] if *r == req),
+        "{actions:?}"
+    );
+}

@@ -232,6 +232,42 @@ fn a_create_whose_fill_fails_leaves_neither_container_nor_the_volume_made_for_it
 }
 
 #[test]
+fn a_create_whose_volume_cannot_be_made_is_rolled_back_at_once_then_the_volume_goes() {
+    let mut d = ready();
+    let (req, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "web".into(),
+        config: with_volume("data", false).into(),
+    });
+    let (op, _) = only_volume_call(&actions);
+    let actions = d.fail(op, FailureKind::Other);
+    assert!(
+        matches!(answers(&actions).as_slice(), [(r, Answer::Error(_))] if *r == req),
+        "{actions:?}"
+    );
+    // The rolled-back record goes first (found by the simulator: it
+    // stayed until something else woke it, and the volume with it).
+    let op = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    assert!(volume_calls(&actions).is_empty(), "{actions:?}");
+    let actions = d.fail(op, FailureKind::NotFound);
+    assert!(
+        actions.contains(&Action::Unpersist(cid("c1"))),
+        "{actions:?}"
+    );
+    // The volume's removal waits out its backoff, then is carried out.
+    let (_, actions) = d.fire_timer();
+    let (op, call) = only_volume_call(&actions);
+    assert_eq!(
+        call,
+        VolumeCall::Remove {
+            name: "data".into()
+        }
+    );
+    d.ok(op);
+    assert_eq!(state(&d, "data"), None);
+}
+
+#[test]
 fn a_volume_named_by_any_container_is_not_removed_and_is_once_none_names_it() {
     let mut d = ready();
     create_on_volume(&mut d, "c1", "data", false);
@@ -326,6 +362,88 @@ fn a_removal_cut_by_a_crash_is_carried_out_by_the_restarted_daemon() {
         }
     );
     assert!(d.ok(op).contains(&Action::UnpersistVolume("data".into())));
+}
+
+#[test]
+fn a_volume_made_for_a_create_that_completed_before_a_crash_is_kept() {
+    let mut d = ready();
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "n-c1".into(),
+        config: with_volume("data", false).into(),
+    });
+    let (op, _) = only_volume_call(&actions);
+    let actions = d.ok(op);
+    let made = d.core.volume("data").cloned().expect("recorded");
+    assert_eq!(made.made_for, Some(cid("c1")));
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    let actions = d.ok(op);
+    let (fill, _) = only_volume_call(&actions);
+    let actions = d.ok(fill);
+    let created = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Persist(r) if r.presence == Presence::Created => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the create completes");
+    // holdfastd dies after the container's record said created, before
+    // the volume's said kept.
+    let mut d = Driver::new();
+    let actions = d.feed(Input::Restore(Stored {
+        containers: vec![created],
+        volumes: vec![made],
+        ..Stored::default()
+    }));
+    assert!(
+        actions.iter().any(
+            |a| matches!(a, Action::PersistVolume(v) if v.name == "data" && v.made_for.is_none())
+        ),
+        "{actions:#?}"
+    );
+    d.connect(vec![]);
+    // The container goes (not `-v`); its named volume stays.
+    let actions = remove(&mut d, "c1", false);
+    assert!(volume_calls(&actions).is_empty(), "{actions:#?}");
+    assert_eq!(state(&d, "data"), Some(ResourceState::Ready));
+}
+
+#[test]
+fn rm_v_cut_by_a_crash_removes_the_volume_only_once_the_container_is_gone() {
+    let mut d = ready();
+    create_on_volume(&mut d, "c1", "anon1", true);
+    let (_, actions) = d.command(Command::Remove {
+        id: cid("c1"),
+        force: false,
+        volumes: true,
+    });
+    let removing = created_record(&d, "c1");
+    assert!(removing.intents.remove && removing.intents.remove_volumes);
+    let op = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(op);
+    let marked = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::PersistVolume(v) if v.state == ResourceState::Removing => Some(v.clone()),
+            _ => None,
+        })
+        .expect("marked for removal before the record goes");
+    // holdfastd dies after marking the volume, before the container's
+    // record is deleted: the next one finds both.
+    let mut d = Driver::new();
+    let actions = d.feed(Input::Restore(Stored {
+        containers: vec![removing],
+        volumes: vec![marked],
+        ..Stored::default()
+    }));
+    assert!(volume_calls(&actions).is_empty(), "{actions:#?}");
+    let actions = d.connect(vec![]);
+    assert!(volume_calls(&actions).is_empty(), "{actions:#?}");
+    let op = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(op);
+    let gone = position(&actions, |a| matches!(a, Action::Unpersist(_)));
+    let removal = position(&actions, |a| matches!(a, Action::Volume { .. }));
+    assert!(gone < removal, "{actions:#?}");
 }
 
 #[test]
