@@ -5,7 +5,8 @@
 //! events delivered and lost, whether the core can see). Its rooms, in
 //! `check/`: requests and their answers (`requests.rs`), every call backed
 //! by an intent (`calls.rs`), the view against the truth after every step
-//! (`view.rs`), the network's books (`network.rs`), convergence once
+//! (`view.rs`), the network's books (`network.rs`), the books of volumes,
+//! addresses, execs, freezes and mounts (`resources.rs`), convergence once
 //! healed (`convergence.rs`) and health (`health.rs`).
 
 use crate::model::Containerd;
@@ -20,6 +21,7 @@ mod convergence;
 mod health;
 mod network;
 mod requests;
+pub mod resources;
 mod view;
 
 use health::health_consistent;
@@ -47,6 +49,16 @@ pub enum UserKind {
 }
 
 /// The container a request addressed to none is counted against.
+/// The longest a commit's read of the changes takes in the simulated
+/// world: a commit under way at its answer bound is answered when its
+/// read ends.
+pub(crate) const COMMIT_READ_MAX: Duration = Duration::from_secs(4);
+
+/// The longest any call waits for its answer in the simulated world (a
+/// lost answer's deadline): what a commit under way at its bound may
+/// still wait.
+pub(crate) const CALL_ANSWER_MAX: Duration = Duration::from_secs(10);
+
 pub(crate) const UNKNOWN_CONTAINER: &str = "no-such-container";
 
 #[derive(Debug)]
@@ -103,6 +115,12 @@ struct Asked {
     /// (a stop, kill or remove may thaw one too).
     pause_at: Option<Instant>,
     unpause_at: Option<Instant>,
+    /// When a user's pause was last answered done: it stands until an
+    /// unpause after it.
+    pause_done_at: Option<Instant>,
+    /// The last commit asked to read the changes frozen: it may freeze
+    /// the task, and thaw it unless a user's pause stands.
+    commit_at: Option<Instant>,
     /// A user asked for a resource update.
     update_asked: bool,
 }

@@ -80,6 +80,10 @@ fn set_bug(opts: &mut SimOptions, name: &str) -> Result<(), String> {
         "LateExitOverwrites" => B::LateExitOverwrites,
         "SkipRelistAfterReconnect" => B::SkipRelistAfterReconnect,
         "KillBeforeStopDeadline" => B::KillBeforeStopDeadline,
+        "PruneIgnoresUsers" => B::PruneIgnoresUsers,
+        "CommitThawNotRecorded" => B::CommitThawNotRecorded,
+        "ExecExitIsContainerExit" => B::ExecExitIsContainerExit,
+        "StaleAllocation" => B::StaleAllocation,
         other => return Err(format!("unknown bug {other}")),
     };
     opts.core_config.deliberate_bug = Some(bug);

@@ -80,6 +80,12 @@ pub enum Effect {
         container: ContainerId,
         pid: u32,
     },
+    /// A user's exec started: the simulator draws when it ends.
+    ExecStarted {
+        container: ContainerId,
+        exec_id: String,
+        pid: u32,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +101,10 @@ pub struct Containerd {
     /// Exec processes by container and exec id: their pid, and their exit
     /// code once ended. They go with their task.
     pub execs: BTreeMap<(ContainerId, String), (u32, Option<i32>)>,
+    /// Snapshots mounted for a copy (`MountRootfs`), by container: gone
+    /// with an unmount, or with the container (the adapter's delete
+    /// unmounts what is left).
+    pub mounted: BTreeSet<ContainerId>,
     /// The pid of each container's most recently deleted task (deleted by
     /// a call or with its dead shim): the pid of that container the kernel
     /// is the likeliest to hand out again.
@@ -129,7 +139,12 @@ impl Containerd {
     }
 
     /// Runs an exec's process in the running task.
-    pub fn start_exec(&mut self, id: &ContainerId, exec_id: &str) -> Result<Done, Failure> {
+    pub fn start_exec(
+        &mut self,
+        id: &ContainerId,
+        exec_id: &str,
+        fx: &mut Vec<Effect>,
+    ) -> Result<Done, Failure> {
         match self.tasks.get(id) {
             Some(t) if t.status == TaskStatus::Running => {}
             Some(_) => return fail(FailureKind::FailedPrecondition, "task is not running"),
@@ -141,7 +156,49 @@ impl Containerd {
         }
         let pid = self.new_pid();
         self.execs.insert(key, (pid, None));
+        fx.push(Effect::ExecStarted {
+            container: id.clone(),
+            exec_id: exec_id.to_owned(),
+            pid,
+        });
         Ok(Done::ExecStarted { pid })
+    }
+
+    /// A user's exec process exits with `status`, if it still runs in a
+    /// task that is not frozen (`false`: it cannot, yet).
+    pub fn exec_exits(&mut self, id: &ContainerId, exec_id: &str, pid: u32, status: i32) -> bool {
+        if self
+            .tasks
+            .get(id)
+            .is_some_and(|t| t.status == TaskStatus::Paused)
+        {
+            return false;
+        }
+        match self.execs.get_mut(&(id.clone(), exec_id.to_owned())) {
+            Some((p, exit @ None)) if *p == pid => {
+                *exit = Some(status);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The init process of `id` died: the kernel kills every other
+    /// process of its pid namespace. Returns the execs ended (id, pid).
+    pub fn end_execs(&mut self, id: &ContainerId) -> Vec<(String, u32)> {
+        let mut ended = Vec::new();
+        for ((c, exec_id), (pid, exit)) in self.execs.iter_mut() {
+            if c == id && exit.is_none() {
+                *exit = Some(137);
+                ended.push((exec_id.clone(), *pid));
+            }
+        }
+        ended
+    }
+
+    /// containerd forgets a task's execs with the task.
+    fn forget_execs(&mut self, id: &ContainerId) {
+        self.execs.retain(|(c, _), _| c != id);
     }
 
     pub fn exec_state(&self, id: &ContainerId, exec_id: &str) -> Result<Done, Failure> {
@@ -182,13 +239,27 @@ impl Containerd {
     }
 
     /// A commit's read of the container's changes, or a mount of its
-    /// snapshot for a copy: its container must exist.
-    pub fn snapshot_use(&self, id: &ContainerId) -> Result<Done, Failure> {
-        if self.containers.contains(id) {
-            Ok(Done::Ok)
-        } else {
-            fail(FailureKind::NotFound, "no such container")
+    /// snapshot for a copy (and its unmount): its container must exist.
+    pub fn snapshot_use(&mut self, call: &holdfast_core::Call) -> Result<Done, Failure> {
+        use holdfast_core::Call;
+        let (Call::ReadChanges { id, .. } | Call::MountRootfs { id } | Call::UnmountRootfs { id }) =
+            call
+        else {
+            return fail(FailureKind::Invalid, "not a snapshot call");
+        };
+        if !self.containers.contains(id) {
+            return fail(FailureKind::NotFound, "no such container");
         }
+        match call {
+            Call::MountRootfs { .. } => {
+                self.mounted.insert(id.clone());
+            }
+            Call::UnmountRootfs { .. } => {
+                self.mounted.remove(id);
+            }
+            _ => {}
+        }
+        Ok(Done::Ok)
     }
 
     /// A fresh pid, never reused.
@@ -461,6 +532,7 @@ impl Containerd {
         }
         let pid = task.pid;
         self.tasks.remove(id);
+        self.forget_execs(id);
         self.last_deleted.insert(id.clone(), pid);
         if let Some(t) = self.truth.get_mut(&pid) {
             t.deleted = true;
@@ -480,6 +552,7 @@ impl Containerd {
             return fail(FailureKind::FailedPrecondition, "container has a task");
         }
         self.containers.remove(id);
+        self.mounted.remove(id);
         Ok(Done::Ok)
     }
 
@@ -522,6 +595,7 @@ impl Containerd {
         wall: WallTime,
     ) -> Option<(u32, Vec<ContainerdEvent>)> {
         let task = self.tasks.remove(id)?;
+        self.forget_execs(id);
         let pid = task.pid;
         self.last_deleted.insert(id.clone(), pid);
         let (status, exited_at) = match task.status {
@@ -630,7 +704,18 @@ pub struct HostNetwork {
     pub own_eth0: BTreeSet<ContainerId>,
     /// Endpoint setups made while that endpoint existed.
     pub endpoints_doubled: Vec<(ContainerId, u8)>,
+    /// The address each interface (container, slot) holds, as host-local
+    /// IPAM hands them out: round robin over a small pool, so that a
+    /// released address soon goes to another container.
+    pub addresses: BTreeMap<(ContainerId, u8), std::net::Ipv4Addr>,
+    last_address: u8,
+    /// Endpoint ids handed out, for each setup a new one.
+    setups: u64,
 }
+
+/// The addresses host-local hands out: 10.88.0.2 to 10.88.0.254.
+const ADDRESS_FIRST: u8 = 2;
+const ADDRESS_LAST: u8 = 254;
 
 impl HostNetwork {
     /// A host with these user networks defined.
@@ -694,13 +779,41 @@ impl HostNetwork {
         if !self.attached.insert(id.clone()) {
             self.doubled.push(id.clone());
         }
-        if eth0 {
-            if !self.endpoints.insert((id.clone(), 0)) {
-                self.endpoints_doubled.push((id.clone(), 0));
-            }
-            self.own_eth0.insert(id.clone());
+        if !eth0 {
+            return Ok(Done::Attached(None));
         }
-        Ok(Done::Ok)
+        if !self.endpoints.insert((id.clone(), 0)) {
+            self.endpoints_doubled.push((id.clone(), 0));
+        }
+        self.own_eth0.insert(id.clone());
+        self.allocate(id, 0)
+    }
+
+    /// An address for the interface, as the answer of its setup carries it.
+    fn allocate(&mut self, id: &ContainerId, slot: u8) -> Result<Done, Failure> {
+        let taken: BTreeSet<std::net::Ipv4Addr> = self.addresses.values().copied().collect();
+        let pool = ADDRESS_LAST - ADDRESS_FIRST + 1;
+        let free = (1..=pool)
+            .map(|k| {
+                let offset = (self.last_address.saturating_sub(ADDRESS_FIRST) + k) % pool;
+                ADDRESS_FIRST + offset
+            })
+            .map(|last| (last, std::net::Ipv4Addr::new(10, 88, 0, last)))
+            .find(|(_, ip)| !taken.contains(ip));
+        let Some((last, ip)) = free else {
+            return fail(FailureKind::Other, "no IP addresses available in range set");
+        };
+        self.last_address = last;
+        self.addresses.insert((id.clone(), slot), ip);
+        self.setups += 1;
+        Ok(Done::Attached(Some(holdfast_core::Allocation {
+            ip: Some(ip),
+            prefix_len: 24,
+            gateway: Some(std::net::Ipv4Addr::new(10, 88, 0, 1)),
+            mac: None,
+            endpoint_id: format!("ep{}", self.setups),
+            ports: Vec::new(),
+        })))
     }
 
     /// Idempotent, as CNI DEL is; its `eth0` goes with it.
@@ -708,6 +821,7 @@ impl HostNetwork {
         self.attached.remove(id);
         self.endpoints.remove(&(id.clone(), 0));
         self.own_eth0.remove(id);
+        self.addresses.remove(&(id.clone(), 0));
         Ok(Done::Ok)
     }
 
@@ -722,11 +836,12 @@ impl HostNetwork {
         if !self.endpoints.insert((id.clone(), slot)) {
             self.endpoints_doubled.push((id.clone(), slot));
         }
-        Ok(Done::Ok)
+        self.allocate(id, slot)
     }
 
     pub fn teardown_endpoint(&mut self, id: &ContainerId, slot: u8) -> Result<Done, Failure> {
         self.endpoints.remove(&(id.clone(), slot));
+        self.addresses.remove(&(id.clone(), slot));
         // Slot 0 takes the `eth0` its own attachment made with it.
         if slot == 0 {
             self.own_eth0.remove(id);

@@ -176,6 +176,15 @@ enum Ev {
         pid: u32,
         status: u32,
     },
+    /// A user's exec (one the core started) ends.
+    UserExecExit {
+        container: ContainerId,
+        exec_id: String,
+        pid: u32,
+        status: u32,
+    },
+    /// The users are done with their copies (healed: they go quiet).
+    ReleaseHolds,
     /// A health probe the core asked for reports back.
     ProbeDone {
         daemon: u64,
@@ -215,6 +224,23 @@ pub struct Sim {
     network_records: BTreeMap<String, holdfast_core::NetworkRecord>,
     vols: crate::model::HostVolumes,
     ids: Vec<ContainerId>,
+    /// The users' copies holding a container's mounted snapshot (each
+    /// answered a mount), released one at a time, all once healed, and
+    /// gone with the connection when holdfastd dies.
+    holds: Vec<ContainerId>,
+    mounts_asked: BTreeMap<holdfast_core::RequestId, ContainerId>,
+    /// The last `docker pause` asked of each container (not undone by an
+    /// `unpause` answered after it): a container may be frozen only then.
+    pause_asked: BTreeMap<ContainerId, holdfast_core::RequestId>,
+    unpauses_asked: BTreeMap<holdfast_core::RequestId, ContainerId>,
+    /// The last exec a user made, for a resize.
+    last_exec: Option<(ContainerId, String)>,
+    /// The container whose exec's end the input being fed tells (an
+    /// exec's state read from containerd).
+    exec_news: Option<ContainerId>,
+    /// An invariant broken where no step's check returns (a call carried
+    /// out in the world): reported by the next check.
+    violation: Option<String>,
     next_req: u64,
     next_container: u64,
     phase: Phase,
@@ -321,6 +347,13 @@ impl Sim {
             network_records: BTreeMap::new(),
             vols: crate::model::HostVolumes::default(),
             ids: Vec::new(),
+            holds: Vec::new(),
+            mounts_asked: BTreeMap::new(),
+            pause_asked: BTreeMap::new(),
+            unpauses_asked: BTreeMap::new(),
+            last_exec: None,
+            exec_news: None,
+            violation: None,
             next_req: 0,
             next_container: 0,
             phase: Phase::Safety,
@@ -400,7 +433,15 @@ impl Sim {
                 let why = self
                     .checker
                     .converged(core, &self.cd, pending, false)
-                    .or_else(|| crate::check::network_converged(&self.cd, &self.net));
+                    .or_else(|| crate::check::network_converged(&self.cd, &self.net))
+                    .or_else(|| {
+                        crate::check::resources::resources_converged(
+                            &self.cd,
+                            &self.vols,
+                            &self.stored(),
+                            &self.pause_asked,
+                        )
+                    });
                 // A call the core still makes (a periodic relist, the retry
                 // of a delete whose answer was lost) is no change of view.
                 let busy = why.as_ref().is_some_and(|w| w.contains("calls in flight"));
@@ -518,6 +559,28 @@ impl Sim {
         self.trace.push(self.now, TraceItem::Note(text.into()));
     }
 
+    /// What the store holds now.
+    fn stored(&self) -> crate::check::resources::Stored<'_> {
+        crate::check::resources::Stored {
+            containers: &self.records,
+            volumes: &self.volume_records,
+        }
+    }
+
+    /// A volume call carried out in the world; a removal only when no
+    /// container's record names the volume.
+    fn carry_out_volume(
+        &mut self,
+        call: &holdfast_core::VolumeCall,
+    ) -> Result<holdfast_core::Done, Failure> {
+        if let holdfast_core::VolumeCall::Remove { name } = call
+            && let Err(message) = crate::check::resources::volume_removal(name, &self.stored())
+        {
+            self.violation.get_or_insert(message);
+        }
+        self.vols.carry_out(call)
+    }
+
     fn pending_calls(&self) -> usize {
         let open = self
             .calls
@@ -540,6 +603,7 @@ impl Sim {
         self.armed.clear();
         self.queue
             .retain(|_, ev| !matches!(ev, Ev::Fault(_) | Ev::User | Ev::Script(_)));
+        self.schedule(self.now, Ev::ReleaseHolds);
         self.note("healed: faults off, users quiet");
     }
 
@@ -603,6 +667,16 @@ impl Sim {
                 self.exec_exit(container, pid, status);
                 Ok(())
             }
+            Ev::UserExecExit {
+                container,
+                exec_id,
+                pid,
+                status,
+            } => {
+                self.user_exec_exit(container, exec_id, pid, status);
+                Ok(())
+            }
+            Ev::ReleaseHolds => self.release_holds(),
             Ev::ProbeDone { daemon, result } => {
                 if daemon != self.daemon {
                     return Ok(());

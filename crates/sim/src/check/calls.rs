@@ -98,15 +98,20 @@ impl Checker {
                 };
                 let created = cd.truth.get(&pid).map_or(Instant::ZERO, |t| t.created_at);
                 let since = |at: Option<Instant>| at.is_some_and(|at| at >= created);
+                // A user's pause stands until an unpause after it.
+                let user_paused = since(asked.pause_done_at)
+                    && asked.pause_done_at > asked.unpause_at.filter(|at| *at >= created);
                 let why = if matches!(call, Call::Pause { .. }) {
-                    since(asked.pause_at)
+                    since(asked.pause_at) || since(asked.commit_at)
                 } else {
-                    since(asked.unpause_at) || since(asked.kill_at)
+                    since(asked.unpause_at)
+                        || since(asked.kill_at)
+                        || since(asked.commit_at) && !user_paused
                 };
                 if !why {
                     return Err(format!(
-                        "{op}: {call:?} of {id} (pid {pid}) that no user asked for (pause {:?}, unpause {:?}, stop/kill/remove {:?})",
-                        asked.pause_at, asked.unpause_at, asked.kill_at
+                        "{op}: {call:?} of {id} (pid {pid}) that no user asked for (pause {:?}, unpause {:?}, stop/kill/remove {:?}, commit {:?})",
+                        asked.pause_at, asked.unpause_at, asked.kill_at, asked.commit_at
                     ));
                 }
             }

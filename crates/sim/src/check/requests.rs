@@ -62,6 +62,9 @@ impl Checker {
                     + slack,
             ),
             Command::Wait { .. } => None,
+            Command::ReadChanges { .. } => {
+                Some(self.config.request_answer_bound + super::CALL_ANSWER_MAX + slack)
+            }
             _ => Some(self.config.request_answer_bound + slack),
         };
         let stop_signal = |requested: Option<holdfast_core::Signal>| {
@@ -158,6 +161,7 @@ impl Checker {
             Command::Pause { .. } => asked.pause_at = Some(now),
             Command::UpdateResources { .. } => asked.update_asked = true,
             Command::Unpause { .. } => asked.unpause_at = Some(now),
+            Command::ReadChanges { pause: true, .. } => asked.commit_at = Some(now),
             Command::Create { .. }
             | Command::CreateVolume { .. }
             | Command::RemoveVolume { .. }
@@ -166,7 +170,7 @@ impl Checker {
             | Command::RemoveNetwork { .. }
             | Command::PruneNetworks { .. }
             | Command::CreateExec { .. }
-            | Command::ReadChanges { .. }
+            | Command::ReadChanges { pause: false, .. }
             | Command::MountRootfs { .. }
             | Command::UnmountRootfs { .. }
             | Command::StartExec { .. }
@@ -277,6 +281,7 @@ impl Checker {
                             "pause of {id} answered done, but its task (pid {pid:?}) was never frozen"
                         ));
                     }
+                    self.asked.entry(id.clone()).or_default().pause_done_at = Some(now);
                 }
                 if request.kind == UserKind::Stop && *answer == Answer::Done {
                     let pid = core

@@ -2,7 +2,7 @@
 //! records it persisted, crashed now and then, even halfway through what
 //! one input asked for), every input checked, every action carried out.
 
-use super::{Ev, Sim, SimFailure, WorldCall, ms_of, wall};
+use super::{Ev, PendingCall, Sim, SimFailure, WorldCall, ms_of, wall};
 use crate::faults::FaultKind;
 use crate::trace::TraceItem;
 use holdfast_core::{Action, Core, Input, Now, Probe, ProbeOutcome, ProbeResult, Record};
@@ -57,11 +57,34 @@ impl Sim {
         self.stats.faults.add(FaultKind::DaemonCrash);
         self.core = None;
         self.stream = None;
+        // The volume executor works inside holdfastd: what it was doing
+        // was done or not when the process died, never later (a network
+        // call's plugin, a process of its own, may still finish).
+        let volume_calls: Vec<(u64, holdfast_core::OpId)> = self
+            .calls
+            .iter()
+            .filter(|(key, c)| key.0 == self.daemon && matches!(c.call, WorldCall::Volume(_)))
+            .map(|(key, _)| *key)
+            .collect();
+        for key in volume_calls {
+            if let Some(PendingCall {
+                call: WorldCall::Volume(call),
+                ..
+            }) = self.calls.remove(&key)
+                && self.rng_fault.chance(500)
+            {
+                let _ = self.carry_out_volume(&call);
+            }
+        }
         for (key, call) in self.calls.iter_mut() {
             if key.0 == self.daemon {
                 call.orphan = true;
             }
         }
+        // The users' copies lose their connection: their holds end.
+        self.holds.clear();
+        self.mounts_asked.clear();
+        self.unpauses_asked.clear();
         self.checker.daemon_crashed();
         let down = self.rng_fault.ms(50, 5000);
         self.note(format!("FAULT holdfastd crashes; back in {down:?}"));
@@ -84,7 +107,24 @@ impl Sim {
         {
             self.activity.insert(id, self.last_op);
         }
+        // The container whose exec's end this input tells, as it was.
+        let exec_end = match &input {
+            Input::Event(holdfast_core::ContainerdEvent::TaskExit {
+                container, exec_id, ..
+            }) if exec_id != container.as_str() => Some(container.clone()),
+            _ => self.exec_news.take(),
+        };
+        let before = exec_end
+            .as_ref()
+            .map(|id| crate::check::resources::container_apart_from_execs(Some(&*core), id));
         core.handle_input(now, input);
+        if let (Some(id), Some(before)) = (&exec_end, before) {
+            crate::check::resources::exec_end_harmless(id, before, Some(&*core))
+                .map_err(|m| self.failure(m))?;
+        }
+        let Some(core) = self.core.as_mut() else {
+            return Ok(());
+        };
         let actions = core.drain_actions();
         // Now and then holdfastd dies halfway through carrying out what one
         // input asked for: some actions done, the rest never. Persisting
@@ -108,6 +148,12 @@ impl Sim {
     }
 
     pub(super) fn check(&mut self) -> Result<(), SimFailure> {
+        if let Some(message) = self.violation.take() {
+            return Err(self.failure(message));
+        }
+        crate::check::resources::volumes(&self.vols, &self.stored())
+            .and_then(|()| crate::check::resources::addresses(&self.net, &self.records))
+            .map_err(|m| self.failure(m))?;
         let pending = self.pending_calls();
         let result = self
             .checker
@@ -168,10 +214,31 @@ impl Sim {
             Action::UnpersistNetwork(name) => {
                 self.network_records.remove(&name);
             }
-            Action::Answer(..) | Action::Publish(_) => {}
+            Action::Answer(req, answer) => self.answered(req, &answer),
+            Action::Publish(_) => {}
             Action::RunProbe(probe) => self.run_probe(probe),
         }
         Ok(())
+    }
+
+    /// What the users learn from an answer: a copy's hold on a mounted
+    /// snapshot, an unpause that undid the pauses asked before it.
+    fn answered(&mut self, req: holdfast_core::RequestId, answer: &holdfast_core::Answer) {
+        use holdfast_core::Answer;
+        if let Some(id) = self.mounts_asked.remove(&req)
+            && matches!(answer, Answer::Rootfs { pid: None })
+        {
+            self.holds.push(id);
+            if self.phase != super::Phase::Safety {
+                self.schedule(self.now, Ev::ReleaseHolds);
+            }
+        }
+        if let Some(id) = self.unpauses_asked.remove(&req)
+            && !matches!(answer, Answer::Error(_))
+            && self.pause_asked.get(&id).is_some_and(|p| *p < req)
+        {
+            self.pause_asked.remove(&id);
+        }
     }
 
     /// Runs a health probe in the world: it passes or fails, times out,

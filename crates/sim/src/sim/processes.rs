@@ -21,6 +21,23 @@ impl Sim {
                     self.schedule(self.now + after, Ev::ProcessExit { pid, status, oom });
                 }
                 Effect::Started { container, pid } => self.started(container, pid),
+                Effect::ExecStarted {
+                    container,
+                    exec_id,
+                    pid,
+                } => {
+                    let at = self.now + self.rng_world.ms(5, 8000);
+                    let status = self.rng_world.pick(&[0, 0, 1, 126, 137]);
+                    self.schedule(
+                        at,
+                        Ev::UserExecExit {
+                            container,
+                            exec_id,
+                            pid,
+                            status,
+                        },
+                    );
+                }
             }
         }
     }
@@ -130,7 +147,7 @@ impl Sim {
         }
         let exec_id = container.as_str().to_owned();
         let event = ContainerdEvent::TaskExit {
-            container,
+            container: container.clone(),
             exec_id,
             pid,
             exit_status: status,
@@ -138,6 +155,18 @@ impl Sim {
             oom_kills: self.cd.oom_kills(pid),
         };
         self.shim_publish(pid, event, self.now, 0);
+        // The execs still running die with it, killed by the kernel.
+        for (exec_id, exec_pid) in self.cd.end_execs(&container) {
+            let event = ContainerdEvent::TaskExit {
+                container: container.clone(),
+                exec_id,
+                pid: exec_pid,
+                exit_status: 137,
+                exited_at: wall_now,
+                oom_kills: None,
+            };
+            self.shim_publish(pid, event, self.now, 0);
+        }
         if oom_late {
             self.schedule(
                 oom_at,
@@ -167,6 +196,50 @@ impl Sim {
                 },
             );
         }
+    }
+
+    /// A user's exec ends, if it still runs (once its task is thawed, if
+    /// frozen): its TaskExit names the exec.
+    pub(super) fn user_exec_exit(
+        &mut self,
+        container: ContainerId,
+        exec_id: String,
+        pid: u32,
+        status: u32,
+    ) {
+        let code = i32::try_from(status).unwrap_or(1);
+        if !self.cd.exec_exits(&container, &exec_id, pid, code) {
+            if self
+                .cd
+                .execs
+                .contains_key(&(container.clone(), exec_id.clone()))
+            {
+                let at = self.now + self.rng_world.ms(500, 3000);
+                self.schedule(
+                    at,
+                    Ev::UserExecExit {
+                        container,
+                        exec_id,
+                        pid,
+                        status,
+                    },
+                );
+            }
+            return;
+        }
+        self.world_changed_at = self.now;
+        let Some(init) = self.cd.tasks.get(&container).map(|t| t.pid) else {
+            return;
+        };
+        let event = ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            pid,
+            exit_status: status,
+            exited_at: wall(self.now),
+            oom_kills: None,
+        };
+        self.shim_publish(init, event, self.now, 0);
     }
 
     /// An exec exits: its TaskExit names the exec, not the init process.

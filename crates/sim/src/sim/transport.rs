@@ -87,6 +87,13 @@ impl Sim {
             WorldCall::Network(NetworkCall::Setup { .. } | NetworkCall::EndpointSetup { .. }) => {
                 self.rng_world.ms(20, 60)
             }
+            // A commit writes the container's changes out: a while.
+            WorldCall::Containerd(Call::ReadChanges { .. }) => {
+                let max = super::ms_of(crate::check::COMMIT_READ_MAX);
+                self.rng_world.ms(50, max)
+            }
+            // A fill copies the image's files into the volume.
+            WorldCall::Volume(VolumeCall::Fill { .. }) => self.rng_world.ms(5, 500),
             // A busy containerd lists slowly now and then: calls made and
             // answered meanwhile overtake the listing, and a listing of a
             // connection already given up arrives during the next one's.
@@ -158,7 +165,8 @@ impl Sim {
         if self.take_fault(FaultKind::RpcDeadline) {
             let failure = Failure::new(FailureKind::Deadline, "injected: deadline exceeded");
             self.fail_maybe_after_effect(key, pending, failure, latency);
-            let at = self.now + self.rng_fault.ms(2000, 10_000);
+            let max = super::ms_of(crate::check::CALL_ANSWER_MAX);
+            let at = self.now + self.rng_fault.ms(2000, max);
             self.schedule(at, Ev::CallReply { key, generation: 0 });
             return;
         }
@@ -196,7 +204,7 @@ impl Sim {
         let mut fx = Vec::new();
         let result = match &call {
             WorldCall::Network(net) => self.net.carry_out(net),
-            WorldCall::Volume(call) => self.vols.carry_out(call),
+            WorldCall::Volume(call) => self.carry_out_volume(call),
             WorldCall::Containerd(call) => match call {
                 Call::Subscribe => Ok(Done::Ok),
                 Call::Relist => {
@@ -221,13 +229,13 @@ impl Sim {
                 Call::Resume { id } => self.cd.resume(id, &mut fx),
                 Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
                 Call::DeleteContainer { id } => self.cd.delete_container(id),
-                Call::StartExec { id, exec_id, .. } => self.cd.start_exec(id, exec_id),
+                Call::StartExec { id, exec_id, .. } => self.cd.start_exec(id, exec_id, &mut fx),
                 Call::ExecState { id, exec_id } => self.cd.exec_state(id, exec_id),
                 Call::DeleteExec { id, exec_id } => self.cd.delete_exec(id, exec_id),
                 Call::ResizePty { id, exec_id, .. } => self.cd.resize(id, exec_id.as_deref()),
-                Call::ReadChanges { id, .. }
-                | Call::MountRootfs { id }
-                | Call::UnmountRootfs { id } => self.cd.snapshot_use(id),
+                Call::ReadChanges { .. }
+                | Call::MountRootfs { .. }
+                | Call::UnmountRootfs { .. } => self.cd.snapshot_use(call),
             },
         };
         self.effects(fx);
@@ -366,7 +374,12 @@ impl Sim {
                     result.map_err(|m| self.failure(m))
                 }
             }
-            (_, result) => self.feed(Input::ActionResult(op, result)),
+            (call, result) => {
+                if let WorldCall::Containerd(Call::ExecState { id, .. }) = call {
+                    self.exec_news = Some(id);
+                }
+                self.feed(Input::ActionResult(op, result))
+            }
         }
     }
 

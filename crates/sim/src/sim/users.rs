@@ -29,7 +29,19 @@ pub enum UserOp {
     Edit(u8, u8),
     /// `docker pause` (true) or `docker unpause` (false).
     Pause(u8, bool),
+    /// `docker exec -d` (its create, then its start), or (odd argument) a
+    /// resize of the last exec made.
+    Exec(u8, u8),
+    /// `docker commit` (argument 0: frozen, as by default; 1: not), or a
+    /// copy's hold on the snapshot (2: taken, 3: the oldest released).
+    Snapshot(u8, u8),
+    /// `docker volume create`, `rm` (`-f` or not) or `prune` of the
+    /// volumes the users name.
+    Volume(u8),
 }
+
+/// The named volumes users make and share (`-v shared1:/data`).
+const SHARED_VOLUMES: [&str; 3] = ["shared0", "shared1", "shared2"];
 
 impl Sim {
     pub(super) fn random_user_op(&mut self) -> UserOp {
@@ -56,6 +68,9 @@ impl Sim {
             65..=74 => UserOp::Restart(target),
             75..=84 => UserOp::Remove(target, r.chance(500)),
             85..=89 => UserOp::Pause(target, arg % 3 != 0),
+            90..=91 => UserOp::Exec(target, arg),
+            92..=93 => UserOp::Snapshot(target, arg),
+            94 => UserOp::Volume(arg),
             95..=99 => UserOp::Edit(target, arg),
             _ => UserOp::Wait(target, arg),
         }
@@ -134,6 +149,7 @@ impl Sim {
                     restart_policy,
                     auto_remove,
                     healthcheck: health_of(n),
+                    mounts: mounts_of(n),
                     ..ContainerConfig::default()
                 };
                 Command::Create {
@@ -182,10 +198,11 @@ impl Sim {
                 let Some(id) = self.target(t) else {
                     return Ok(());
                 };
+                // `rm -v` now and then: its anonymous volumes go with it.
                 Command::Remove {
                     id,
                     force,
-                    volumes: false,
+                    volumes: t % 3 == 0,
                 }
             }
             UserOp::Edit(t, arg) => {
@@ -246,6 +263,53 @@ impl Sim {
                     Command::Unpause { id }
                 }
             }
+            UserOp::Exec(t, arg) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                return self.exec(id, arg);
+            }
+            UserOp::Snapshot(t, arg) => {
+                let Some(id) = self.target(t) else {
+                    return Ok(());
+                };
+                match arg % 4 {
+                    0 | 1 => Command::ReadChanges {
+                        id,
+                        pause: arg % 4 == 0,
+                        layer: format!("layer{}", self.next_req + 1),
+                    },
+                    2 => Command::MountRootfs { id },
+                    _ => {
+                        if self.holds.is_empty() {
+                            return Ok(());
+                        }
+                        let id = self.holds.remove(0);
+                        Command::UnmountRootfs { id }
+                    }
+                }
+            }
+            UserOp::Volume(arg) => {
+                let name = SHARED_VOLUMES[usize::from(arg / 4) % 3].to_owned();
+                match arg % 4 {
+                    0 => Command::CreateVolume {
+                        name,
+                        labels: std::collections::BTreeMap::new(),
+                    },
+                    1 | 2 => Command::RemoveVolume {
+                        name,
+                        force: arg % 4 == 2,
+                    },
+                    // As the API does: the names of the volumes listed.
+                    _ => Command::PruneVolumes {
+                        names: self
+                            .core
+                            .as_ref()
+                            .map(|core| core.volumes().map(|v| v.name.clone()).collect())
+                            .unwrap_or_default(),
+                    },
+                }
+            }
             UserOp::Wait(t, c) => {
                 let Some(id) = self.target(t) else {
                     return Ok(());
@@ -258,9 +322,26 @@ impl Sim {
                 Command::Wait { id, condition }
             }
         };
+        self.send(command)
+    }
+
+    /// One command from a user, as the API sends it.
+    fn send(&mut self, command: Command) -> Result<(), SimFailure> {
         self.next_req += 1;
         let req = RequestId(self.next_req);
         let is_wait = matches!(command, Command::Wait { .. });
+        match &command {
+            Command::MountRootfs { id } => {
+                self.mounts_asked.insert(req, id.clone());
+            }
+            Command::Pause { id } => {
+                self.pause_asked.insert(id.clone(), req);
+            }
+            Command::Unpause { id } => {
+                self.unpauses_asked.insert(req, id.clone());
+            }
+            _ => {}
+        }
         self.checker.command(req, &command, self.now);
         self.feed(Input::Command(req, command))?;
         // `docker run -d` drops its wait once the container started.
@@ -268,6 +349,69 @@ impl Sim {
             self.feed(Input::Cancel(req))?;
         }
         Ok(())
+    }
+}
+
+impl Sim {
+    /// `docker exec -d`: its create, then its start; or a resize of the
+    /// last exec made.
+    fn exec(&mut self, id: ContainerId, arg: u8) -> Result<(), SimFailure> {
+        if arg % 2 == 1 {
+            let Some((id, exec_id)) = self.last_exec.clone() else {
+                return Ok(());
+            };
+            return self.send(Command::Resize {
+                id,
+                exec_id: Some(exec_id),
+                width: 80,
+                height: u32::from(arg),
+            });
+        }
+        let exec_id = format!("{:064x}", self.next_req + 1);
+        self.last_exec = Some((id.clone(), exec_id.clone()));
+        let spec = holdfast_core::ExecSpec {
+            cmd: vec!["sleep".into(), "1".into()],
+            ..Default::default()
+        };
+        self.send(Command::CreateExec {
+            id,
+            exec_id: exec_id.clone(),
+            spec: spec.into(),
+        })?;
+        self.send(Command::StartExec {
+            exec_id,
+            detach: true,
+        })
+    }
+
+    /// The users' copies are done: each hold is released.
+    pub(super) fn release_holds(&mut self) -> Result<(), SimFailure> {
+        for id in std::mem::take(&mut self.holds) {
+            self.send(Command::UnmountRootfs { id })?;
+        }
+        Ok(())
+    }
+}
+
+/// Every fifth container has an anonymous volume (`-v /data`), and every
+/// fifth another one of the shared named volumes (made if missing); by
+/// its number, drawing nothing from the seed.
+fn mounts_of(n: u64) -> Vec<holdfast_core::BindMount> {
+    let volume = |name: String, destination: &str, anonymous: bool| holdfast_core::BindMount {
+        source: String::new(),
+        destination: destination.to_owned(),
+        read_only: false,
+        volume: Some(name),
+        anonymous,
+    };
+    match n % 5 {
+        0 => vec![volume(format!("anon{n}"), "/data", true)],
+        2 => vec![volume(
+            SHARED_VOLUMES[usize::try_from(n / 5 % 3).unwrap_or(0)].to_owned(),
+            "/shared",
+            false,
+        )],
+        _ => Vec::new(),
     }
 }
 

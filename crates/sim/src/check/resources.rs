@@ -1,0 +1,187 @@
+//! The books of what the core decides beside containers' runs: volumes
+//! (made before use, never removed while a record names them, none left
+//! over), the addresses a network setup handed out (recorded as given,
+//! never one given twice), execs (whose end changes nothing of their
+//! container), a commit's freeze and a copy's mount (neither left behind).
+
+use crate::model::{Containerd, HostNetwork, HostVolumes};
+use holdfast_core::{
+    ContainerId, Core, NetworkState, Record, ResourceState, TaskState, TaskStatus, VolumeRecord,
+};
+use std::collections::BTreeMap;
+
+/// What the store holds, as a restarted holdfastd would find it.
+#[derive(Debug)]
+pub struct Stored<'a> {
+    pub containers: &'a BTreeMap<ContainerId, Record>,
+    pub volumes: &'a BTreeMap<String, VolumeRecord>,
+}
+
+fn names_volume(r: &Record, name: &str) -> bool {
+    r.config
+        .mounts
+        .iter()
+        .any(|m| m.volume.as_deref() == Some(name))
+}
+
+/// After every step: a volume recorded as made exists on the host (so
+/// none was removed under a container that names it); a directory on the
+/// host is recorded (made only once owned: no leak); a container whose
+/// create completed has each of its volumes made and filled.
+pub fn volumes(vols: &HostVolumes, stored: &Stored<'_>) -> Result<(), String> {
+    for (name, v) in stored.volumes {
+        if v.state == ResourceState::Ready && !vols.dirs.contains_key(name) {
+            return Err(format!(
+                "volume {name}: recorded as made, its directory is gone"
+            ));
+        }
+    }
+    for name in vols.dirs.keys() {
+        if !stored.volumes.contains_key(name) {
+            return Err(format!(
+                "volume {name}: a directory on the host that no record owns (leaked)"
+            ));
+        }
+    }
+    for (id, r) in stored.containers {
+        if r.presence != holdfast_core::Presence::Created {
+            continue;
+        }
+        for m in &r.config.mounts {
+            let Some(name) = m.volume.as_deref() else {
+                continue;
+            };
+            if vols.dirs.get(name) != Some(&true) {
+                return Err(format!(
+                    "{id}: created on volume {name}, which is {}",
+                    if vols.dirs.contains_key(name) {
+                        "not filled from the image"
+                    } else {
+                        "not on the host"
+                    }
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// When a volume's removal is carried out: no container's record names it
+/// (not even one being removed or rolled back).
+pub fn volume_removal(name: &str, stored: &Stored<'_>) -> Result<(), String> {
+    match stored.containers.values().find(|r| names_volume(r, name)) {
+        Some(r) => Err(format!(
+            "volume {name} removed while container {} names it (presence {:?}, remove {})",
+            r.id, r.presence, r.intents.remove
+        )),
+        None => Ok(()),
+    }
+}
+
+/// After every step: each address a record holds is the one the host
+/// gave that interface and still holds for it. The host never gives one
+/// address to two interfaces at once, so no address is recorded for two.
+pub fn addresses(net: &HostNetwork, records: &BTreeMap<ContainerId, Record>) -> Result<(), String> {
+    for (id, r) in records {
+        let own = (r.network == NetworkState::Attached && !r.own_disconnected)
+            .then_some((0u8, r.allocation.as_ref()));
+        let endpoints = r
+            .endpoints
+            .iter()
+            .filter(|e| e.state == NetworkState::Attached)
+            .map(|e| (e.slot, e.allocation.as_ref()));
+        for (slot, allocation) in own.into_iter().chain(endpoints) {
+            let Some(ip) = allocation.and_then(|a| a.ip) else {
+                continue;
+            };
+            let held = net.addresses.get(&(id.clone(), slot));
+            if held != Some(&ip) {
+                let owner = net
+                    .addresses
+                    .iter()
+                    .find(|(_, a)| **a == ip)
+                    .map(|((c, s), _)| format!("{c} eth{s}"));
+                return Err(format!(
+                    "{id}: eth{slot} recorded with {ip}, which the host {}",
+                    match (held, owner) {
+                        (_, Some(owner)) => format!("gave to {owner}"),
+                        (Some(other), None) => format!("does not hold (it holds {other})"),
+                        (None, None) => "released".to_owned(),
+                    }
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An exec's end (its event, or its state read from containerd) changes
+/// nothing of its container: not its run, state, exit, nor any evidence.
+pub fn exec_end_harmless(
+    id: &ContainerId,
+    before: Option<String>,
+    core: Option<&Core>,
+) -> Result<(), String> {
+    let after = container_apart_from_execs(core, id);
+    if before != after {
+        return Err(format!(
+            "{id}: an exec's end changed its container\n  before: {}\n  after:  {}",
+            before.unwrap_or_default(),
+            after.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+/// The container as the core shows it, its execs left out.
+pub fn container_apart_from_execs(core: Option<&Core>, id: &ContainerId) -> Option<String> {
+    let c = core?.container(id)?;
+    let mut record = c.record.clone();
+    record.execs.clear();
+    let task = match c.task {
+        TaskState::Running { pid } => format!("running {pid}"),
+        other => format!("{other:?}"),
+    };
+    Some(format!(
+        "{record:?} {:?} {task} paused {}",
+        c.status, c.paused
+    ))
+}
+
+/// Once healed and quiet: every volume is made and kept (none half made,
+/// half removed, or still owned by a create), no snapshot is mounted
+/// (every copy released its hold), and no container is frozen that no
+/// user paused (a commit's freeze is always thawed).
+pub fn resources_converged(
+    cd: &Containerd,
+    vols: &HostVolumes,
+    stored: &Stored<'_>,
+    pause_asked: &BTreeMap<ContainerId, holdfast_core::RequestId>,
+) -> Option<String> {
+    if let Some(v) = stored
+        .volumes
+        .values()
+        .find(|v| v.state != ResourceState::Ready || v.made_for.is_some())
+    {
+        return Some(format!(
+            "volume {}: still {:?} (made for {:?})",
+            v.name, v.state, v.made_for
+        ));
+    }
+    if let Some(name) = stored.volumes.keys().find(|n| !vols.dirs.contains_key(*n)) {
+        return Some(format!("volume {name}: recorded, not on the host"));
+    }
+    if let Some(id) = cd.mounted.iter().next() {
+        return Some(format!("{id}: its snapshot is still mounted"));
+    }
+    if let Some(r) = stored.containers.values().find(|r| r.rootfs_mounted) {
+        return Some(format!("{}: still recorded as mounted", r.id));
+    }
+    if let Some(r) = stored.containers.values().find(|r| r.intents.commit_thaw) {
+        return Some(format!("{}: a commit's thaw still owed", r.id));
+    }
+    cd.tasks
+        .iter()
+        .find(|(id, t)| t.status == TaskStatus::Paused && !pause_asked.contains_key(*id))
+        .map(|(id, _)| format!("{id}: frozen, and no user paused it (a commit's freeze left)"))
+}
