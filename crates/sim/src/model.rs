@@ -101,6 +101,8 @@ pub struct Containerd {
     /// Exec processes by container and exec id: their pid, and their exit
     /// code once ended. They go with their task.
     pub execs: BTreeMap<(ContainerId, String), (u32, Option<i32>)>,
+    /// How each exec that ended ended (kept after containerd forgets it).
+    pub exec_truth: BTreeMap<(ContainerId, String), i32>,
     /// Snapshots mounted for a copy (`MountRootfs`), by container: gone
     /// with an unmount, or with the container (the adapter's delete
     /// unmounts what is left).
@@ -177,6 +179,8 @@ impl Containerd {
         match self.execs.get_mut(&(id.clone(), exec_id.to_owned())) {
             Some((p, exit @ None)) if *p == pid => {
                 *exit = Some(status);
+                self.exec_truth
+                    .insert((id.clone(), exec_id.to_owned()), status);
                 true
             }
             _ => false,
@@ -192,6 +196,9 @@ impl Containerd {
                 *exit = Some(137);
                 ended.push((exec_id.clone(), *pid));
             }
+        }
+        for (exec_id, _) in &ended {
+            self.exec_truth.insert((id.clone(), exec_id.clone()), 137);
         }
         ended
     }

@@ -233,6 +233,7 @@ pub struct Sim {
     /// `unpause` answered after it): a container may be frozen only then.
     pause_asked: BTreeMap<ContainerId, holdfast_core::RequestId>,
     unpauses_asked: BTreeMap<holdfast_core::RequestId, ContainerId>,
+    resizes_asked: BTreeMap<holdfast_core::RequestId, (ContainerId, String)>,
     /// The last exec a user made, for a resize.
     last_exec: Option<(ContainerId, String)>,
     /// The container whose exec's end the input being fed tells (an
@@ -351,6 +352,7 @@ impl Sim {
             mounts_asked: BTreeMap::new(),
             pause_asked: BTreeMap::new(),
             unpauses_asked: BTreeMap::new(),
+            resizes_asked: BTreeMap::new(),
             last_exec: None,
             exec_news: None,
             violation: None,

@@ -115,6 +115,55 @@ pub fn addresses(net: &HostNetwork, records: &BTreeMap<ContainerId, Record>) -> 
     Ok(())
 }
 
+/// After every step: an exec recorded as ended with a code ended so in
+/// the world (never before it ended, never with another code).
+pub fn exec_exits(core: Option<&Core>, cd: &Containerd) -> Result<(), String> {
+    let Some(core) = core else {
+        return Ok(());
+    };
+    for c in core.containers() {
+        for e in &c.record.execs {
+            if let holdfast_core::ExecState::Exited { code: Some(code) } = e.state {
+                let key = (c.record.id.clone(), e.id.clone());
+                let truth = cd.exec_truth.get(&key);
+                // dockerd's code for an exec whose start was refused.
+                let never_started = code == 126 && truth.is_none() && !cd.execs.contains_key(&key);
+                if truth != Some(&code) && !never_started {
+                    return Err(format!(
+                        "{}: exec {} recorded as exited {code}, but in the world it {}",
+                        c.record.id,
+                        e.id,
+                        truth.map_or("has not ended".to_owned(), |t| format!("exited {t}"))
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A resize refused as "not running" of an exec that runs in the world.
+pub fn resize_refusal(
+    cd: &Containerd,
+    id: &ContainerId,
+    exec_id: &str,
+    answer: &holdfast_core::Answer,
+) -> Result<(), String> {
+    let runs = cd
+        .execs
+        .get(&(id.clone(), exec_id.to_owned()))
+        .is_some_and(|(_, exit)| exit.is_none());
+    match answer {
+        holdfast_core::Answer::Error(e) if runs && e.message.contains("is not running") => {
+            Err(format!(
+                "{id}: resize of exec {exec_id} refused ({}) while it runs",
+                e.message
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// An exec's end (its event, or its state read from containerd) changes
 /// nothing of its container: not its run, state, exit, nor any evidence.
 pub fn exec_end_harmless(

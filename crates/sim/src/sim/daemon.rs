@@ -85,6 +85,7 @@ impl Sim {
         self.holds.clear();
         self.mounts_asked.clear();
         self.unpauses_asked.clear();
+        self.resizes_asked.clear();
         self.checker.daemon_crashed();
         let down = self.rng_fault.ms(50, 5000);
         self.note(format!("FAULT holdfastd crashes; back in {down:?}"));
@@ -153,6 +154,7 @@ impl Sim {
         }
         crate::check::resources::volumes(&self.vols, &self.stored())
             .and_then(|()| crate::check::resources::addresses(&self.net, &self.records))
+            .and_then(|()| crate::check::resources::exec_exits(self.core.as_ref(), &self.cd))
             .map_err(|m| self.failure(m))?;
         let pending = self.pending_calls();
         let result = self
@@ -232,6 +234,12 @@ impl Sim {
             if self.phase != super::Phase::Safety {
                 self.schedule(self.now, Ev::ReleaseHolds);
             }
+        }
+        if let Some((id, exec_id)) = self.resizes_asked.remove(&req)
+            && let Err(message) =
+                crate::check::resources::resize_refusal(&self.cd, &id, &exec_id, answer)
+        {
+            self.violation.get_or_insert(message);
         }
         if let Some(id) = self.unpauses_asked.remove(&req)
             && !matches!(answer, Answer::Error(_))

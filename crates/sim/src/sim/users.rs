@@ -340,6 +340,14 @@ impl Sim {
             Command::Unpause { id } => {
                 self.unpauses_asked.insert(req, id.clone());
             }
+            Command::Resize {
+                id,
+                exec_id: Some(exec_id),
+                ..
+            } => {
+                self.resizes_asked
+                    .insert(req, (id.clone(), exec_id.clone()));
+            }
             _ => {}
         }
         self.checker.command(req, &command, self.now);
