@@ -725,6 +725,9 @@ impl Harness {
         self.starts.retain(|r, _| answered.contains_key(r));
         self.starts_asked.retain(|r, _| answered.contains_key(r));
         self.connects.retain(|r, _| answered.contains_key(r));
+        // A create the daemon held (or had not answered) died with it: the
+        // next create of that id is the one made.
+        self.creates.retain(|r, _| answered.contains_key(r));
         self.failures.clear();
         self.streaks.clear();
         self.waits.clear();
