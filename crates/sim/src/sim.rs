@@ -234,6 +234,11 @@ pub struct Sim {
     pause_asked: BTreeMap<ContainerId, holdfast_core::RequestId>,
     unpauses_asked: BTreeMap<holdfast_core::RequestId, ContainerId>,
     resizes_asked: BTreeMap<holdfast_core::RequestId, (ContainerId, String)>,
+    /// Requests answered so far (by this daemon): a start of an exec not
+    /// answered at once was accepted.
+    answered_now: std::collections::BTreeSet<holdfast_core::RequestId>,
+    /// Execs whose start the core accepted.
+    exec_starts: Vec<(ContainerId, String)>,
     /// The last exec a user made, for a resize.
     last_exec: Option<(ContainerId, String)>,
     /// The container whose exec's end the input being fed tells (an
@@ -353,6 +358,8 @@ impl Sim {
             pause_asked: BTreeMap::new(),
             unpauses_asked: BTreeMap::new(),
             resizes_asked: BTreeMap::new(),
+            answered_now: std::collections::BTreeSet::new(),
+            exec_starts: Vec::new(),
             last_exec: None,
             exec_news: None,
             violation: None,
@@ -443,7 +450,8 @@ impl Sim {
                             &self.stored(),
                             &self.pause_asked,
                         )
-                    });
+                    })
+                    .or_else(|| crate::check::resources::exec_starts_done(core, &self.exec_starts));
                 // A call the core still makes (a periodic relist, the retry
                 // of a delete whose answer was lost) is no change of view.
                 let busy = why.as_ref().is_some_and(|w| w.contains("calls in flight"));

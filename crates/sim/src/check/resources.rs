@@ -164,6 +164,32 @@ pub fn resize_refusal(
     }
 }
 
+/// Once healed: an exec whose start the core accepted was started (or
+/// found unstartable) if its container's run goes on; never left owed.
+pub fn exec_starts_done(core: Option<&Core>, accepted: &[(ContainerId, String)]) -> Option<String> {
+    let core = core?;
+    accepted.iter().find_map(|(id, exec_id)| {
+        let c = core
+            .container(id)
+            .filter(|c| c.status == holdfast_core::Status::Running)?;
+        let e = c
+            .record
+            .execs
+            .iter()
+            .find(|e| e.id == *exec_id && e.run == c.record.run)?;
+        matches!(
+            e.state,
+            holdfast_core::ExecState::Created | holdfast_core::ExecState::Starting
+        )
+        .then(|| {
+            format!(
+                "{id}: exec {exec_id}'s start was accepted and is still owed ({:?})",
+                e.state
+            )
+        })
+    })
+}
+
 /// An exec's end (its event, or its state read from containerd) changes
 /// nothing of its container: not its run, state, exit, nor any evidence.
 pub fn exec_end_harmless(

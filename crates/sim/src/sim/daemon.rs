@@ -86,6 +86,7 @@ impl Sim {
         self.mounts_asked.clear();
         self.unpauses_asked.clear();
         self.resizes_asked.clear();
+        self.answered_now.clear();
         self.checker.daemon_crashed();
         let down = self.rng_fault.ms(50, 5000);
         self.note(format!("FAULT holdfastd crashes; back in {down:?}"));
@@ -227,6 +228,7 @@ impl Sim {
     /// snapshot, an unpause that undid the pauses asked before it.
     fn answered(&mut self, req: holdfast_core::RequestId, answer: &holdfast_core::Answer) {
         use holdfast_core::Answer;
+        self.answered_now.insert(req);
         if let Some(id) = self.mounts_asked.remove(&req)
             && matches!(answer, Answer::Rootfs { pid: None })
         {

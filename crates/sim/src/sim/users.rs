@@ -351,7 +351,19 @@ impl Sim {
             _ => {}
         }
         self.checker.command(req, &command, self.now);
+        let exec_start = match (&command, &self.last_exec) {
+            (Command::StartExec { exec_id, .. }, Some((id, last))) if last == exec_id => {
+                Some((id.clone(), exec_id.clone()))
+            }
+            _ => None,
+        };
         self.feed(Input::Command(req, command))?;
+        if let Some(start) = exec_start
+            && self.core.is_some()
+            && !self.answered_now.contains(&req)
+        {
+            self.exec_starts.push(start);
+        }
         // `docker run -d` drops its wait once the container started.
         if is_wait && self.rng_world.chance(300) {
             self.feed(Input::Cancel(req))?;
