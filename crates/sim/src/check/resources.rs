@@ -115,27 +115,45 @@ pub fn addresses(net: &HostNetwork, records: &BTreeMap<ContainerId, Record>) -> 
     Ok(())
 }
 
-/// After every step: an exec recorded as ended with a code ended so in
-/// the world (never before it ended, never with another code).
+/// After every step, as `docker exec inspect` shows each exec: an exit
+/// code is shown only for one that ended, and it is the code it ended with
+/// in the world (126 only for one never started); `Running` is shown
+/// while its process may exist, and what was recorded is what is shown.
 pub fn exec_exits(core: Option<&Core>, cd: &Containerd) -> Result<(), String> {
+    use holdfast_core::ExecState;
     let Some(core) = core else {
         return Ok(());
     };
     for c in core.containers() {
         for e in &c.record.execs {
-            if let holdfast_core::ExecState::Exited { code: Some(code) } = e.state {
-                let key = (c.record.id.clone(), e.id.clone());
-                let truth = cd.exec_truth.get(&key);
-                // dockerd's code for an exec whose start was refused.
-                let never_started = code == 126 && truth.is_none() && !cd.execs.contains_key(&key);
-                if truth != Some(&code) && !never_started {
-                    return Err(format!(
-                        "{}: exec {} recorded as exited {code}, but in the world it {}",
-                        c.record.id,
-                        e.id,
-                        truth.map_or("has not ended".to_owned(), |t| format!("exited {t}"))
-                    ));
-                }
+            let key = (c.record.id.clone(), e.id.clone());
+            let shown = e.exit_code();
+            let recorded = match e.state {
+                ExecState::Exited { code } => code,
+                _ => None,
+            };
+            if shown != recorded || e.running() != e.state.may_run() {
+                return Err(format!(
+                    "{}: exec {} shown as running {} with exit code {shown:?}, recorded {:?}",
+                    c.record.id,
+                    e.id,
+                    e.running(),
+                    e.state
+                ));
+            }
+            let Some(code) = shown else {
+                continue;
+            };
+            let truth = cd.exec_truth.get(&key);
+            // dockerd's code for an exec whose start was refused.
+            let never_started = code == 126 && truth.is_none() && !cd.execs.contains_key(&key);
+            if truth != Some(&code) && !never_started {
+                return Err(format!(
+                    "{}: exec {} shown as exited {code}, but in the world it {}",
+                    c.record.id,
+                    e.id,
+                    truth.map_or("has not ended".to_owned(), |t| format!("exited {t}"))
+                ));
             }
         }
     }
