@@ -239,6 +239,8 @@ pub struct Sim {
     answered_now: std::collections::BTreeSet<holdfast_core::RequestId>,
     /// Execs whose start the core accepted.
     exec_starts: Vec<(ContainerId, String)>,
+    /// Volumes whose removal was recorded (and not made anew since).
+    doomed_volumes: std::collections::BTreeSet<String>,
     /// The last exec a user made, for a resize.
     last_exec: Option<(ContainerId, String)>,
     /// The container whose exec's end the input being fed tells (an
@@ -360,6 +362,7 @@ impl Sim {
             resizes_asked: BTreeMap::new(),
             answered_now: std::collections::BTreeSet::new(),
             exec_starts: Vec::new(),
+            doomed_volumes: std::collections::BTreeSet::new(),
             last_exec: None,
             exec_news: None,
             violation: None,
@@ -451,7 +454,10 @@ impl Sim {
                             &self.pause_asked,
                         )
                     })
-                    .or_else(|| crate::check::resources::exec_starts_done(core, &self.exec_starts));
+                    .or_else(|| crate::check::resources::exec_starts_done(core, &self.exec_starts))
+                    .or_else(|| {
+                        crate::check::resources::removals_done(&self.vols, &self.doomed_volumes)
+                    });
                 // A call the core still makes (a periodic relist, the retry
                 // of a delete whose answer was lost) is no change of view.
                 let busy = why.as_ref().is_some_and(|w| w.contains("calls in flight"));

@@ -182,6 +182,18 @@ pub fn resize_refusal(
     }
 }
 
+/// Once healed: every volume whose removal was recorded is gone (not
+/// adopted again, nor left), unless made anew since.
+pub fn removals_done(
+    vols: &HostVolumes,
+    doomed: &std::collections::BTreeSet<String>,
+) -> Option<String> {
+    doomed
+        .iter()
+        .find(|name| vols.dirs.contains_key(*name))
+        .map(|name| format!("volume {name}: its removal was recorded, and it is still there"))
+}
+
 /// Once healed: an exec whose start the core accepted was started (or
 /// found unstartable) if its container's run goes on; never left owed.
 pub fn exec_starts_done(core: Option<&Core>, accepted: &[(ContainerId, String)]) -> Option<String> {

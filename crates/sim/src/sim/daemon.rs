@@ -206,6 +206,15 @@ impl Sim {
                 self.records.remove(&id);
             }
             Action::PersistVolume(rec) => {
+                match rec.state {
+                    holdfast_core::ResourceState::Removing => {
+                        self.doomed_volumes.insert(rec.name.clone());
+                    }
+                    holdfast_core::ResourceState::Creating => {
+                        self.doomed_volumes.remove(&rec.name);
+                    }
+                    holdfast_core::ResourceState::Ready => {}
+                }
                 self.volume_records.insert(rec.name.clone(), rec);
             }
             Action::UnpersistVolume(name) => {
