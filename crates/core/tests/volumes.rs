@@ -87,6 +87,17 @@ fn create_on_volume(d: &mut Driver, id: &str, name: &str, anonymous: bool) {
     assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
 }
 
+/// A restarted holdfastd, from these records.
+fn restarted_with(containers: Vec<Record>, volumes: Vec<VolumeRecord>) -> (Driver, Vec<Action>) {
+    let mut d = Driver::new();
+    let actions = d.feed(Input::Restore(Stored {
+        containers,
+        volumes,
+        ..Stored::default()
+    }));
+    (d, actions)
+}
+
 fn remove(d: &mut Driver, id: &str, volumes: bool) -> Vec<Action> {
     let (_, actions) = d.command(Command::Remove {
         id: cid(id),
@@ -389,12 +400,7 @@ fn a_volume_made_for_a_create_that_completed_before_a_crash_is_kept() {
         .expect("the create completes");
     // holdfastd dies after the container's record said created, before
     // the volume's said kept.
-    let mut d = Driver::new();
-    let actions = d.feed(Input::Restore(Stored {
-        containers: vec![created],
-        volumes: vec![made],
-        ..Stored::default()
-    }));
+    let (mut d, actions) = restarted_with(vec![created], vec![made]);
     assert!(
         actions.iter().any(
             |a| matches!(a, Action::PersistVolume(v) if v.name == "data" && v.made_for.is_none())
@@ -430,12 +436,7 @@ fn rm_v_cut_by_a_crash_removes_the_volume_only_once_the_container_is_gone() {
         .expect("marked for removal before the record goes");
     // holdfastd dies after marking the volume, before the container's
     // record is deleted: the next one finds both.
-    let mut d = Driver::new();
-    let actions = d.feed(Input::Restore(Stored {
-        containers: vec![removing],
-        volumes: vec![marked],
-        ..Stored::default()
-    }));
+    let (mut d, actions) = restarted_with(vec![removing], vec![marked]);
     assert!(volume_calls(&actions).is_empty(), "{actions:#?}");
     let actions = d.connect(vec![]);
     assert!(volume_calls(&actions).is_empty(), "{actions:#?}");

@@ -26,17 +26,9 @@ impl Sim {
                     exec_id,
                     pid,
                 } => {
-                    let at = self.now + self.rng_world.ms(5, 8000);
+                    let after = self.rng_world.ms(5, 8000);
                     let status = self.rng_world.pick(&[0, 0, 1, 126, 137]);
-                    self.schedule(
-                        at,
-                        Ev::UserExecExit {
-                            container,
-                            exec_id,
-                            pid,
-                            status,
-                        },
-                    );
+                    self.user_exec_exit_after(after, container, exec_id, pid, status);
                 }
             }
         }
@@ -198,6 +190,23 @@ impl Sim {
         }
     }
 
+    fn user_exec_exit_after(
+        &mut self,
+        after: std::time::Duration,
+        container: ContainerId,
+        exec_id: String,
+        pid: u32,
+        status: u32,
+    ) {
+        let event = Ev::UserExecExit {
+            container,
+            exec_id,
+            pid,
+            status,
+        };
+        self.schedule(self.now + after, event);
+    }
+
     /// A user's exec ends, if it still runs (once its task is thawed, if
     /// frozen): its TaskExit names the exec.
     pub(super) fn user_exec_exit(
@@ -214,16 +223,8 @@ impl Sim {
                 .execs
                 .contains_key(&(container.clone(), exec_id.clone()))
             {
-                let at = self.now + self.rng_world.ms(500, 3000);
-                self.schedule(
-                    at,
-                    Ev::UserExecExit {
-                        container,
-                        exec_id,
-                        pid,
-                        status,
-                    },
-                );
+                let after = self.rng_world.ms(500, 3000);
+                self.user_exec_exit_after(after, container, exec_id, pid, status);
             }
             return;
         }
