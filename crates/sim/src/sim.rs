@@ -239,6 +239,13 @@ pub struct Sim {
     answered_now: std::collections::BTreeSet<holdfast_core::RequestId>,
     /// Execs whose start the core accepted.
     exec_starts: Vec<(ContainerId, String)>,
+    /// What each prune of volumes must remove, by the core's records
+    /// when it was asked (Ready, named by no container).
+    prunes_asked: BTreeMap<holdfast_core::RequestId, Vec<String>>,
+    /// `rm -v` asked, by request: the container's volume mounts then.
+    rm_v_asked: BTreeMap<holdfast_core::RequestId, (ContainerId, Vec<holdfast_core::BindMount>)>,
+    /// Volumes a user asked to remove (rm, prune) at some point.
+    volume_removals_asked: std::collections::BTreeSet<String>,
     /// Volumes whose removal was recorded (and not made anew since).
     doomed_volumes: std::collections::BTreeSet<String>,
     /// The last exec a user made, for a resize.
@@ -363,6 +370,9 @@ impl Sim {
             answered_now: std::collections::BTreeSet::new(),
             exec_starts: Vec::new(),
             doomed_volumes: std::collections::BTreeSet::new(),
+            prunes_asked: BTreeMap::new(),
+            rm_v_asked: BTreeMap::new(),
+            volume_removals_asked: std::collections::BTreeSet::new(),
             last_exec: None,
             exec_news: None,
             violation: None,

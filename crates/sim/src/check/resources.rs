@@ -182,6 +182,39 @@ pub fn resize_refusal(
     }
 }
 
+/// `rm -v` answered done: each anonymous volume of the container that no
+/// other record names is being removed (or gone), and no named one is,
+/// unless a user asked for it with `volume rm` or `prune`.
+pub fn rm_v_volumes(
+    id: &ContainerId,
+    mounts: &[holdfast_core::BindMount],
+    stored: &Stored<'_>,
+    doomed: &std::collections::BTreeSet<String>,
+    asked: &std::collections::BTreeSet<String>,
+) -> Result<(), String> {
+    for m in mounts {
+        let Some(name) = m.volume.as_deref() else {
+            continue;
+        };
+        let named_elsewhere = stored
+            .containers
+            .values()
+            .any(|r| r.id != *id && names_volume(r, name));
+        let going = doomed.contains(name) || !stored.volumes.contains_key(name);
+        if m.anonymous && !named_elsewhere && !going {
+            return Err(format!(
+                "{id}: rm -v done, and its anonymous volume {name} is kept"
+            ));
+        }
+        if !m.anonymous && doomed.contains(name) && !asked.contains(name) {
+            return Err(format!(
+                "{id}: rm -v removes named volume {name}, which no user asked to remove"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Once healed: every volume whose removal was recorded is gone (not
 /// adopted again, nor left), unless made anew since.
 pub fn removals_done(

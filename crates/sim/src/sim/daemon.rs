@@ -87,6 +87,8 @@ impl Sim {
         self.unpauses_asked.clear();
         self.resizes_asked.clear();
         self.answered_now.clear();
+        self.prunes_asked.clear();
+        self.rm_v_asked.clear();
         self.checker.daemon_crashed();
         let down = self.rng_fault.ms(50, 5000);
         self.note(format!("FAULT holdfastd crashes; back in {down:?}"));
@@ -249,6 +251,26 @@ impl Sim {
         if let Some((id, exec_id)) = self.resizes_asked.remove(&req)
             && let Err(message) =
                 crate::check::resources::resize_refusal(&self.cd, &id, &exec_id, answer)
+        {
+            self.violation.get_or_insert(message);
+        }
+        if let Some(expected) = self.prunes_asked.remove(&req)
+            && let Answer::Pruned(removed) = answer
+            && *removed != expected
+        {
+            self.violation.get_or_insert(format!(
+                "{req}: volume prune removed {removed:?}, while {expected:?} were made and named by no container"
+            ));
+        }
+        if let Some((id, mounts)) = self.rm_v_asked.remove(&req)
+            && *answer == Answer::Done
+            && let Err(message) = crate::check::resources::rm_v_volumes(
+                &id,
+                &mounts,
+                &self.stored(),
+                &self.doomed_volumes,
+                &self.volume_removals_asked,
+            )
         {
             self.violation.get_or_insert(message);
         }

@@ -348,6 +348,34 @@ impl Sim {
                 self.resizes_asked
                     .insert(req, (id.clone(), exec_id.clone()));
             }
+            Command::PruneVolumes { names } => {
+                self.volume_removals_asked.extend(names.iter().cloned());
+                if let Some(core) = self.core.as_ref() {
+                    let mut expected: Vec<String> = names
+                        .iter()
+                        .filter(|n| {
+                            core.volume(n)
+                                .is_some_and(|v| v.state == holdfast_core::ResourceState::Ready)
+                                && core.volume_users(n).is_empty()
+                        })
+                        .cloned()
+                        .collect();
+                    expected.sort();
+                    expected.dedup();
+                    self.prunes_asked.insert(req, expected);
+                }
+            }
+            Command::RemoveVolume { name, .. } => {
+                self.volume_removals_asked.insert(name.clone());
+            }
+            Command::Remove {
+                id, volumes: true, ..
+            } => {
+                if let Some(c) = self.core.as_ref().and_then(|core| core.container(id)) {
+                    let mounts = c.record.config.mounts.clone();
+                    self.rm_v_asked.insert(req, (id.clone(), mounts));
+                }
+            }
             _ => {}
         }
         self.checker.command(req, &command, self.now);
