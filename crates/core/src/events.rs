@@ -22,9 +22,11 @@ impl Core {
                 let code = i32::try_from(exit_status).unwrap_or(i32::MAX);
                 let exec_as_init =
                     exec_id != container.as_str() && bug!(self.config, ExecExitIsContainerExit);
-                let pid = match self.containers.get(&container) {
-                    Some(c) if exec_as_init => c.rec.pid.unwrap_or(pid),
-                    _ => pid,
+                let pid = if exec_as_init {
+                    let init = self.containers.get(&container).and_then(|c| c.rec.pid);
+                    init.unwrap_or(pid)
+                } else {
+                    pid
                 };
                 if exec_id != container.as_str() && !exec_as_init {
                     if self.containers.contains_key(&container) {

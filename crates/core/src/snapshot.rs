@@ -250,12 +250,10 @@ impl Core {
                 // thaw owed stays, and a relist says whether it is needed
                 // (until then nothing known of the task is sure: found by
                 // the simulator, the thaw was dropped as moot before).
-                if step == Step::CommitFreeze
-                    && matches!(failure.kind, K::Deadline | K::Unavailable)
-                {
-                    c.confirmed = false;
-                }
                 if step == Step::CommitFreeze {
+                    if matches!(failure.kind, K::Deadline | K::Unavailable) {
+                        c.confirmed = false;
+                    }
                     self.request_refresh();
                 }
                 let message = format!("Cannot commit container {id}: {}", failure.message);
