@@ -577,6 +577,10 @@ impl Core {
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);
         c.confirmed = true;
+        // A listing asked for before it existed says nothing of it (found
+        // by the properties, whose ids are reused: a stale listing of a
+        // removed container of the same id recorded an exit for this one).
+        c.last_activity = crate::OpId(self.out.last_op);
         self.containers.insert(id.clone(), c);
         self.names.insert(name, id.clone());
         // The volumes it names that do not exist are made for it first.

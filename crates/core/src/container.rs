@@ -166,10 +166,9 @@ pub(crate) struct Container {
     /// A kill that means "stay down" reached the frozen task: thaw it once,
     /// so that it takes effect (dockerd resumes right after such a kill).
     pub(crate) thaw_due: bool,
-    /// A freeze of ours went out after the last "stay down" kill was
-    /// delivered: a freeze a relist shows may be that one (the user's
-    /// latest wish), not someone else's that the kill must be thawed from.
-    pub(crate) froze_since_kill: bool,
+    /// What `intents.froze_since_kill` was before the freeze of ours in
+    /// flight: what it is again if containerd refuses that freeze.
+    pub(crate) froze_since_kill_before: bool,
     /// StartTasks sent for this container since this daemon began: tells
     /// a restart's own start from one sent before it was asked.
     pub(crate) starts_sent: u64,
@@ -219,7 +218,7 @@ impl Container {
             paused: false,
             pause_wanted: None,
             thaw_due: false,
-            froze_since_kill: false,
+            froze_since_kill_before: false,
             starts_sent: 0,
             look_again: false,
             update_wanted: None,
@@ -248,7 +247,7 @@ impl Container {
         self.kill_announced = None;
         self.paused = false;
         self.thaw_due = false;
-        self.froze_since_kill = false;
+        self.rec.intents.froze_since_kill = false;
     }
 
     /// Whether the OOM killer ended this run (or killed one of its

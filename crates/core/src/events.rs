@@ -173,7 +173,7 @@ impl Core {
         c.paused = false;
         c.pause_wanted = None;
         c.thaw_due = false;
-        c.froze_since_kill = false;
+        c.rec.intents.froze_since_kill = false;
         self.out.timers.cancel(&TimerKind::StopDeadline(id.clone()));
         (stopped, stopped_by_user)
     }

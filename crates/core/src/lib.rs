@@ -499,6 +499,10 @@ impl Core {
             return;
         }
         let pending = c.requests[pos].1;
+        // An exec start not begun is not begun later: nobody would read
+        // what it says. Its exec stays as made, to be started again.
+        let exec_not_begun = matches!(pending, Pending::ExecStart(serial)
+            if c.rec.execs.iter().any(|e| e.serial == serial && e.state == ExecState::Created));
         match pending {
             Pending::Commit(serial) if c.commit_under_way(serial) => {
                 let at = self.out.now.at + self.config.request_answer_bound;
@@ -530,6 +534,9 @@ impl Core {
             Pending::Mount => {
                 format!("the files of container {id} could not be reached ({why}); try again")
             }
+            Pending::ExecStart(_) if exec_not_begun => {
+                format!("the exec in {id} did not start ({why}): it was not started; try again")
+            }
             _ => format!(
                 "{why}: the request for container {id} is recorded and will be carried out when possible"
             ),
@@ -540,8 +547,14 @@ impl Core {
             ErrorKind::Unavailable
         };
         self.out.answer_pending(req, error(kind, message));
-        if matches!(pending, Pending::Commit(_) | Pending::Mount) {
-            // A freeze or a mount nobody waits for is not made (or undone).
+        if matches!(
+            pending,
+            Pending::Create | Pending::Commit(_) | Pending::Mount
+        ) {
+            // A freeze or a mount nobody waits for is not made (or
+            // undone); a create rolled back is rolled back now, also one
+            // with nothing in flight (waiting for its volumes to be made:
+            // found by the properties).
             self.reconcile(&id);
         }
     }

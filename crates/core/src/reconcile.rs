@@ -372,8 +372,16 @@ impl Core {
             // kill's answer: it is no evidence of the OOM killer.
             c.sigkill_sent = true;
         }
+        // A freeze of ours after a SIGKILL of this run is no wish that
+        // stands: the process is dead once thawed, and is thawed (after a
+        // daemon restart too, when this freeze may not have happened).
         if step == Step::Pause {
-            c.froze_since_kill = true;
+            let before = c.rec.intents.froze_since_kill;
+            c.froze_since_kill_before = before;
+            c.rec.intents.froze_since_kill |= !c.sigkill_sent;
+            if c.rec.intents.froze_since_kill != before {
+                self.out.persist(&c.rec);
+            }
         }
         if let Step::Kill { signal, .. } = step
             && c.kill_announced != Some(signal)
@@ -434,7 +442,8 @@ impl Core {
             // restarted daemon thaws or unmounts it.
             Step::CommitFreeze => {
                 c.rec.intents.commit_thaw = true;
-                c.froze_since_kill = true;
+                c.froze_since_kill_before = c.rec.intents.froze_since_kill;
+                c.rec.intents.froze_since_kill |= !c.sigkill_sent;
                 self.out.persist(&c.rec);
             }
             Step::MountRootfs => {
@@ -809,7 +818,7 @@ impl Core {
                 // it next (dockerd's order: the kill, then the resume).
                 let stay_down = signal == Signal::SIGKILL || c.rec.intents.exit_on_next;
                 c.thaw_due = c.paused && stay_down;
-                c.froze_since_kill &= !stay_down;
+                c.rec.intents.froze_since_kill &= !stay_down;
                 if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
                     c.rec.intents.kills.remove(pos);
                 }
@@ -867,6 +876,17 @@ impl Core {
                     c.task = TaskState::Unknown;
                 }
             }
+        }
+        // A freeze of ours that containerd refused did not happen: a freeze
+        // a relist shows is someone else's, and a "stay down" kill waits
+        // for a thaw (found by the properties: a commit's freeze refused
+        // on a task frozen from outside left a SIGKILL held for ever).
+        if matches!(step, Step::Pause | Step::CommitFreeze)
+            && !matches!(failure.kind, K::Unavailable | K::Deadline)
+            && c.rec.intents.froze_since_kill != c.froze_since_kill_before
+        {
+            c.rec.intents.froze_since_kill = c.froze_since_kill_before;
+            self.out.persist(&c.rec);
         }
         // A created task's delete whose answer was lost may have taken
         // effect: until a relist has looked, it is not started.

@@ -238,6 +238,13 @@ pub struct Intents {
     pub policy_start: bool,
     /// The user stopped or killed this container (`unless-stopped` heeds it).
     pub user_stopped: bool,
+    /// A freeze of ours (a user's pause, a commit's) went out after the
+    /// last "stay down" kill was delivered: a freeze a relist shows may be
+    /// that one (the user's latest wish), not someone else's that the kill
+    /// must be thawed from. Persisted: a restarted daemon would otherwise
+    /// thaw a user's pause (found by the properties).
+    #[serde(default)]
+    pub froze_since_kill: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]

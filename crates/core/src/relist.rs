@@ -183,7 +183,10 @@ impl Core {
             // A view in doubt (an answer lost) waits for a relist that
             // settles it: one that cannot is as good as none. (A
             // placeholder asks for a relist soon anyway.)
-            let doubted = c.task_in_doubt && !placeholder;
+            // (So is a commit's thaw owed after a freeze whose answer was
+            // lost: found by the properties, it waited for the periodic
+            // relist.)
+            let doubted = (c.task_in_doubt || c.commit_thaw_in_doubt()) && !placeholder;
             // With no call in flight, the listing predates the last call's
             // answer: the next relist will settle it, so ask for it now.
             let stale = !settled && (disagrees || doubted);
@@ -248,7 +251,7 @@ impl Core {
                     // ours since the kill: the user's pause after it stands.)
                     let stay_down_delivered =
                         c.rec.intents.exit_on_next && c.rec.intents.kills.is_empty();
-                    let newly_frozen = c.paused && !before.1 && !c.froze_since_kill;
+                    let newly_frozen = c.paused && !before.1 && !c.rec.intents.froze_since_kill;
                     c.thaw_due = c.paused && (c.thaw_due || stay_down_delivered && newly_frozen);
                     // A start whose answer was lost took effect (also one a
                     // stop came after: the run began, and its start time is
@@ -302,7 +305,9 @@ impl Core {
                     }
                 }
             }
-            if (c.task, c.paused) != before || doubt_settled {
+            // (A commit's thaw owed after a freeze whose answer was lost
+            // is settled by this listing too: found by the properties.)
+            if (c.task, c.paused) != before || doubt_settled || c.commit_thaw_moot() {
                 touched.push(id.clone());
             }
         }

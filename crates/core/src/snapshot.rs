@@ -66,13 +66,25 @@ impl Container {
         }
     }
 
+    /// A freeze of ours for a commit may or may not have taken effect (its
+    /// answer was lost), and no relist has said since.
+    pub(crate) fn commit_thaw_in_doubt(&self) -> bool {
+        self.rec.intents.commit_thaw && !self.confirmed
+    }
+
     /// A freeze of ours for a commit is over (the commit read, the run
     /// ended, a relist showed the task thawed): nothing is left to thaw.
+    ///
+    /// A task that no longer runs holds no freeze; a running one is known
+    /// thawed only once a relist confirmed the view (found by the
+    /// properties: a run that ended while unconfirmed kept its thaw owed).
     pub(crate) fn commit_thaw_moot(&self) -> bool {
-        self.rec.intents.commit_thaw
-            && self.commits.is_empty()
-            && self.confirmed
-            && !(self.paused && matches!(self.task, TaskState::Running { .. }))
+        let thawed = match self.task {
+            TaskState::Running { .. } => self.confirmed && !self.paused,
+            TaskState::Unknown => false,
+            TaskState::Absent | TaskState::Created { .. } | TaskState::Stopped => true,
+        };
+        self.rec.intents.commit_thaw && self.commits.is_empty() && thawed
     }
 }
 

@@ -184,6 +184,92 @@ fn a_freeze_whose_answer_was_lost_is_thawed_once_a_relist_shows_it_took_effect()
     assert!(!view(&d).paused);
 }
 
+/// The same lost answer, where the freeze never took effect: the relist
+/// shows the task running, and the thaw owed is dropped then, with no
+/// thaw sent (found by the properties: nothing looked at it again, and the
+/// record kept a thaw owed for ever).
+#[test]
+fn a_freeze_whose_answer_was_lost_is_forgotten_once_a_relist_shows_it_never_took_effect() {
+    let mut d = running("c1", 10);
+    let (_, actions) = commit(&mut d, true);
+    let freeze = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.fail(freeze, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![task(TaskStatus::Running)]);
+    assert_eq!(calls(&actions), vec![], "{actions:?}");
+    assert!(!persisted(&actions).intents.commit_thaw);
+    assert!(!view(&d).paused);
+}
+
+/// A commit's freeze refused (the task was frozen by someone else just
+/// after a SIGKILL went out, which a v1 freezer holds): the freeze the
+/// relist shows is not ours, and the task is thawed so that the kill lands
+/// (found by the properties: the refused freeze was taken for ours, and
+/// the SIGKILL waited for ever).
+#[test]
+fn a_refused_commit_freeze_is_not_taken_for_ours_and_a_held_kill_is_thawed() {
+    let mut d = running("c1", 10);
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    d.ok(kill);
+    let (_, actions) = commit(&mut d, true);
+    let freeze = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.fail(freeze, FailureKind::FailedPrecondition);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![task(TaskStatus::Paused)]);
+    only_call(&actions, |c| matches!(c, Call::Resume { .. }));
+}
+
+/// The same, where the relist comes while another call of the container
+/// is on its way (it cannot settle the container): another relist is
+/// asked for once that call is answered, rather than the doubt waiting for
+/// the periodic one (found by the properties).
+#[test]
+fn a_freeze_in_doubt_is_looked_at_again_when_the_relist_came_too_early() {
+    let mut d = running("c1", 10);
+    let (_, actions) = commit(&mut d, true);
+    let freeze = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let (_, actions) = d.command(Command::UpdateResources {
+        id: cid("c1"),
+        update: ResourceUpdate {
+            memory_limit_bytes: Some(64 << 20),
+            ..ResourceUpdate::default()
+        },
+    });
+    assert_eq!(calls(&actions), vec![]);
+    let actions = d.fail(freeze, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let update = only_call(&actions, |c| matches!(c, Call::UpdateResources { .. }));
+    assert_eq!(
+        calls(&d.relist(relist, vec![task(TaskStatus::Running)])),
+        vec![]
+    );
+    let actions = d.ok(update);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![task(TaskStatus::Running)]);
+    assert!(!persisted(&actions).intents.commit_thaw);
+}
+
+/// A freeze in doubt whose run then ends: a task that no longer runs
+/// holds no freeze, and the thaw owed is dropped at once, not kept until
+/// a relist (found by the properties: a run that ended before any relist
+/// could settle the doubt kept its thaw owed).
+#[test]
+fn a_freeze_in_doubt_is_over_when_the_run_ends() {
+    let mut d = running("c1", 10);
+    let (_, actions) = commit(&mut d, true);
+    let freeze = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let actions = d.fail(freeze, FailureKind::Deadline);
+    only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.exit("c1", 10, 0);
+    let last = persisted(&actions);
+    assert!(last.exit.is_some());
+    assert!(!last.intents.commit_thaw, "{actions:#?}");
+}
+
 #[test]
 fn a_copy_out_of_a_running_container_uses_its_process_root_and_mounts_nothing() {
     let mut d = running("c1", 10);

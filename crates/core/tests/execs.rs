@@ -392,3 +392,46 @@ fn persisted(actions: &[Action]) -> Option<Record> {
         _ => None,
     })
 }
+
+/// A start that waited behind another call of its container (a commit's
+/// read) until its answer bound did not begin, and is told so: it is not
+/// begun later (nobody would read what it says), and the exec, still as
+/// made, starts when asked again. (Found by the properties: it was told
+/// "carried out when possible", and then never was.)
+#[test]
+fn an_exec_start_not_begun_by_its_bound_is_told_so_and_can_be_started_again() {
+    let mut d = running("c1", 10);
+    let (_, actions) = d.command(Command::ReadChanges {
+        id: cid("c1"),
+        pause: false,
+        layer: "l1".into(),
+    });
+    let read = only_call(&actions, |c| matches!(c, Call::ReadChanges { .. }));
+    create_exec(&mut d, "c1");
+    let (req, actions) = d.command(Command::StartExec {
+        exec_id: EXEC.into(),
+        detach: true,
+    });
+    assert_eq!(calls(&actions), vec![], "waits behind the read");
+    d.advance(CoreConfig::default().request_answer_bound);
+    let actions = d.feed(Input::Timeout);
+    match &answers(&actions)[..] {
+        [(r, Answer::Error(e))] if *r == req => {
+            assert!(e.message.contains("did not start"), "{}", e.message)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(exec_state(&d), ExecState::Created);
+    let actions = d.ok(read);
+    assert!(
+        !calls(&actions)
+            .iter()
+            .any(|c| matches!(c, Call::StartExec { .. })),
+        "{actions:#?}"
+    );
+    let (_, actions) = d.command(Command::StartExec {
+        exec_id: EXEC.into(),
+        detach: true,
+    });
+    only_call(&actions, |c| matches!(c, Call::StartExec { .. }));
+}

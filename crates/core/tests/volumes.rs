@@ -528,3 +528,66 @@ fn volumes_found_on_disk_without_a_record_are_adopted_never_removed() {
         "{actions:?}"
     );
 }
+
+/// A create told at its answer bound that it was rolled back, while the
+/// volume it waits for is still being made: the rollback goes on at once
+/// (its container deleted), and the volume made for it goes once made
+/// (found by the properties: nothing drove the rollback, and the volume
+/// was kept for ever as made for a create that never completed).
+#[test]
+fn a_create_rolled_back_at_its_bound_while_its_volume_is_made_leaves_nothing() {
+    let mut d = ready();
+    let (req, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "n-c1".into(),
+        config: with_volume("anon1", true).into(),
+    });
+    let (make, _) = only_volume_call(&actions);
+    d.advance(CoreConfig::default().request_answer_bound);
+    let (_, actions) = d.fire_timer();
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.message.contains("rolled back")),
+        "{actions:#?}"
+    );
+    let delete = only_call(&actions, |c| matches!(c, Call::DeleteContainer { .. }));
+    let actions = d.ok(delete);
+    assert!(
+        actions.contains(&Action::Unpersist(cid("c1"))),
+        "{actions:#?}"
+    );
+    assert_eq!(state(&d, "anon1"), Some(ResourceState::Removing));
+    // The make overtaken by the removal: what it made goes now.
+    let actions = d.ok(make);
+    assert_eq!(
+        only_volume_call(&actions).1,
+        VolumeCall::Remove {
+            name: "anon1".into()
+        }
+    );
+}
+
+/// A listing asked for before a container was made says nothing of it:
+/// here one naming a task of its id (as a removed container of the same id
+/// would have had) comes while its create waits for its volume, and no
+/// exit is recorded for a container that never ran (found by the
+/// properties, whose ids are reused).
+#[test]
+fn a_listing_older_than_a_container_says_nothing_of_it() {
+    let mut d = ready();
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::PeriodicRelist);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let (_, actions) = d.command(Command::Create {
+        id: cid("c1"),
+        name: "n-c1".into(),
+        config: with_volume("anon1", true).into(),
+    });
+    only_volume_call(&actions);
+    let actions = d.relist(relist, vec![stopped("c1", 5, 137, d.now.wall)]);
+    assert_eq!(events(&actions), vec![], "{actions:#?}");
+    assert!(
+        d.core
+            .container(&cid("c1"))
+            .is_some_and(|c| c.record.exit.is_none())
+    );
+}
