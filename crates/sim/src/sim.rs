@@ -238,7 +238,7 @@ pub struct Sim {
     /// answered at once was accepted.
     answered_now: std::collections::BTreeSet<holdfast_core::RequestId>,
     /// Execs whose start the core accepted.
-    exec_starts: Vec<(ContainerId, String)>,
+    exec_starts: BTreeMap<holdfast_core::RequestId, (ContainerId, String)>,
     /// What each prune of volumes must remove, by the core's records
     /// when it was asked (Ready, named by no container).
     prunes_asked: BTreeMap<holdfast_core::RequestId, Vec<String>>,
@@ -368,7 +368,7 @@ impl Sim {
             unpauses_asked: BTreeMap::new(),
             resizes_asked: BTreeMap::new(),
             answered_now: std::collections::BTreeSet::new(),
-            exec_starts: Vec::new(),
+            exec_starts: BTreeMap::new(),
             doomed_volumes: std::collections::BTreeSet::new(),
             prunes_asked: BTreeMap::new(),
             rm_v_asked: BTreeMap::new(),

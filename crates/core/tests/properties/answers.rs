@@ -146,9 +146,15 @@ impl Harness {
         Ok(())
     }
 
-    /// `docker rm`: refused without force for a running or restarting
-    /// container, never refused with force (but while it is created).
-    pub(crate) fn remove(&mut self, i: &usize, force: &bool) -> Result<(), TestCaseError> {
+    /// `docker rm` (`-v`: its anonymous volumes too): refused without
+    /// force for a running or restarting container, never refused with
+    /// force (but while it is created).
+    pub(crate) fn remove(
+        &mut self,
+        i: &usize,
+        force: &bool,
+        volumes: bool,
+    ) -> Result<(), TestCaseError> {
         let running = self
             .core
             .container(&id(i))
@@ -180,7 +186,7 @@ impl Harness {
         let req = self.command(Command::Remove {
             id: id(i),
             force: *force,
-            volumes: false,
+            volumes,
         })?;
         if shown && self.answer_of(req).is_none() {
             self.removes.insert(req);

@@ -40,11 +40,34 @@ pub(crate) enum Call {
     DeleteContainer {
         id: ContainerId,
     },
-    /// An exec's, a commit's, a copy's or a network definition's call: the
-    /// harness's users make none, so none is ever issued.
+    /// A network definition's call: the harness's users make none, so
+    /// none is ever issued.
     Unasked {
         id: Option<ContainerId>,
     },
+    /// An exec's calls (start, state, delete), a terminal's resize (of
+    /// the init when `exec_id` is `None`).
+    StartExec {
+        id: ContainerId,
+        exec_id: String,
+    },
+    ExecState {
+        id: ContainerId,
+        exec_id: String,
+    },
+    DeleteExec {
+        id: ContainerId,
+        exec_id: String,
+    },
+    ResizePty {
+        id: ContainerId,
+        exec_id: Option<String>,
+    },
+    /// A commit's read, a copy's mount and unmount.
+    Snapshot(holdfast_core::Call),
+    /// A volume's directory made, filled or removed (by the volume
+    /// executor, inside holdfastd).
+    Volume(VolumeCall),
     /// A renamed container's peers learn its name.
     RefreshNames {
         id: ContainerId,
@@ -71,6 +94,8 @@ impl Call {
         match self {
             Call::Subscribe | Call::Relist => None,
             Call::Unasked { id } => id.as_ref(),
+            Call::Snapshot(call) => call.container_id(),
+            Call::Volume(_) => None,
             Call::CreateContainer { id }
             | Call::CreateTask { id }
             | Call::StartTask { id }
@@ -80,6 +105,10 @@ impl Call {
             | Call::UpdateResources { id, .. }
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id }
+            | Call::StartExec { id, .. }
+            | Call::ExecState { id, .. }
+            | Call::DeleteExec { id, .. }
+            | Call::ResizePty { id, .. }
             | Call::RefreshNames { id }
             | Call::NetworkSetup { id, .. }
             | Call::NetworkTeardown { id }
@@ -115,13 +144,13 @@ impl Call {
                     C::UpdateResources { id, running, .. } => Call::UpdateResources { id, running },
                     C::DeleteTask { id } => Call::DeleteTask { id },
                     C::DeleteContainer { id } => Call::DeleteContainer { id },
-                    C::StartExec { id, .. }
-                    | C::ExecState { id, .. }
-                    | C::DeleteExec { id, .. }
-                    | C::ResizePty { id, .. }
-                    | C::ReadChanges { id, .. }
-                    | C::MountRootfs { id }
-                    | C::UnmountRootfs { id } => Call::Unasked { id: Some(id) },
+                    C::StartExec { id, exec_id, .. } => Call::StartExec { id, exec_id },
+                    C::ExecState { id, exec_id } => Call::ExecState { id, exec_id },
+                    C::DeleteExec { id, exec_id } => Call::DeleteExec { id, exec_id },
+                    C::ResizePty { id, exec_id, .. } => Call::ResizePty { id, exec_id },
+                    call @ (C::ReadChanges { .. }
+                    | C::MountRootfs { .. }
+                    | C::UnmountRootfs { .. }) => Call::Snapshot(call),
                 },
             ),
             Action::Network { op, call } => (
@@ -143,6 +172,7 @@ impl Call {
                     }
                 },
             ),
+            Action::Volume { op, call } => (*op, Call::Volume(call.clone())),
             _ => return None,
         };
         Some(call)

@@ -3,10 +3,12 @@
 
 use crate::calls::Call;
 use crate::health::health_consistent;
+use crate::resources::Resources;
 use crate::steps::{Step, enabled, health_check, id, restart_policy, stop_signal};
 use crate::support;
 use crate::world::World;
 use holdfast_core::*;
+use holdfast_sim::check::resources::{exec_end_harmless, exec_end_of};
 use holdfast_sim::model::Task;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -82,8 +84,10 @@ pub(crate) struct Harness {
     pub(crate) exits: BTreeMap<(ContainerId, u64), ExitRecord>,
     /// What holdfastd has on disk, as its Persist and Unpersist actions say.
     pub(crate) records: BTreeMap<ContainerId, Record>,
-    /// Configs as created, for the expected stop signal.
+    /// Configs as created, for the expected stop signal; and each create
+    /// request's, until it is answered (the one answered done is made).
     pub(crate) configs: BTreeMap<ContainerId, ContainerConfig>,
+    pub(crate) create_configs: BTreeMap<RequestId, ContainerConfig>,
     /// Containers whose change the core could not see (an event lost, a
     /// shim that died), with the newest op id at the time: a relist asked
     /// for after it must come before the view can be expected to match.
@@ -208,6 +212,8 @@ pub(crate) struct Harness {
     /// (`connects_back`), with no disconnect asked since: every run from
     /// then on has its own `eth0`, its ports published.
     pub(crate) connected_back: std::collections::BTreeSet<ContainerId>,
+    /// Volumes, execs, commits and copies (`resources.rs`).
+    pub(crate) res: Resources,
 }
 
 impl Harness {
@@ -240,6 +246,7 @@ impl Harness {
             exits: BTreeMap::new(),
             records: BTreeMap::new(),
             configs: BTreeMap::new(),
+            create_configs: BTreeMap::new(),
             unseen: BTreeMap::new(),
             last_op: 0,
             daemons: 1,
@@ -291,20 +298,41 @@ impl Harness {
             kept_down: Default::default(),
             start_not_again: Default::default(),
             connected_back: Default::default(),
+            res: Resources::default(),
         }
+    }
+
+    /// A harness whose containers mount volumes, and whose users exec,
+    /// commit, copy and manage volumes too.
+    pub(crate) fn with_resources(swarm: u8) -> Harness {
+        let mut harness = Harness::new(swarm);
+        harness.res.on = true;
+        harness
     }
 
     /// Feeds one input and checks the per-step properties.
     pub(crate) fn feed(&mut self, input: Input) -> Result<(), TestCaseError> {
         self.event_fed(&input);
+        self.res.commit_failed_now.clear();
         let answered_call = self.answering_call.take();
         self.note_answered_call(&input, &answered_call);
         let user_kill = self.note_kill_answered(&input);
         self.count_failures(&input);
         let before = self.before_input();
         self.forget_oom_of_an_earlier_run(&input);
+        // An exec's end changes nothing of its container.
+        let state_read = match &answered_call {
+            Some(Call::ExecState { id, .. }) => Some(id.clone()),
+            _ => None,
+        };
+        let exec_end = exec_end_of(&input, state_read)
+            .map(|(id, shown)| (shown(Some(&self.core), &id), id, shown));
         self.core.handle_input(self.now, input.clone());
         let actions = self.core.drain_actions();
+        if let Some((before, id, shown)) = exec_end {
+            exec_end_harmless(&id, before, shown(Some(&self.core), &id))
+                .map_err(TestCaseError::fail)?;
+        }
         self.check_refusal_keeps_the_connection(&input, &answered_call, before.ready)?;
         // A policy restart newly owed waits out dockerd's backoff.
         if !matches!(input, Input::Restore(_)) {
@@ -350,6 +378,7 @@ impl Harness {
         self.check_names()?;
         self.check_network()?;
         self.check_taken_requests_stand()?;
+        self.check_resources()?;
         for c in self.core.containers() {
             health_consistent(&self.core, &c)?;
         }
@@ -415,11 +444,9 @@ impl Harness {
             Action::Call { .. } | Action::Network { .. } => {}
             // The user networks are the test world's, defined from the start.
             Action::PersistNetwork(_) | Action::UnpersistNetwork(_) => {}
-            // The harness's containers name no volumes.
-            Action::Volume { .. } | Action::PersistVolume(_) | Action::UnpersistVolume(_) => {
-                return Err(TestCaseError::fail(format!(
-                    "a volume action nobody asked for: {action:?}"
-                )));
+            Action::Volume { .. } => {}
+            Action::PersistVolume(_) | Action::UnpersistVolume(_) => {
+                self.follow_volume_record(action)?;
             }
             Action::RunProbe(probe) => self.check_probe_asked(input, probe)?,
             Action::Publish(event) if event.kind == UserEventKind::Oom => {
@@ -513,6 +540,16 @@ impl Harness {
         answered: &mut Answered,
     ) -> Result<(), TestCaseError> {
         self.check_wait_answer(input, req, answer)?;
+        self.check_resource_answer(req, answer)?;
+        // Of two creates of one id held before the first connection, the
+        // first may be told it failed and the second be the one made
+        // (found at 30,000 cases).
+        if let Some(config) = self.create_configs.remove(req)
+            && *answer == Answer::Done
+            && let Some(id) = self.creates.get(req)
+        {
+            self.configs.insert(id.clone(), config);
+        }
         self.follow_connect_answer(input, answered_call, req, answer)?;
         self.check_remove_answer(req, answer)?;
         if let Some(wait) = self.waits.remove(req)
@@ -601,14 +638,11 @@ impl Harness {
             self.starts_asked.insert(req, self.now.at);
         }
         let creating = !matches!(command, Command::Create { .. })
-            && self
-                .core
-                .container(
-                    command
-                        .container_id()
-                        .expect("the harness addresses containers"),
-                )
+            && command
+                .container_id()
+                .and_then(|id| self.core.container(id))
                 .is_some_and(|c| c.record.presence == Presence::Creating);
+        self.note_resource_command(req, &command);
         let is_wait = matches!(command, Command::Wait { .. });
         if let Command::Wait { id, condition } = &command {
             let exit = self
@@ -752,6 +786,7 @@ impl Harness {
         self.stop_signal_ops.clear();
         self.signal_delivered.clear();
         self.kill_deadline.clear();
+        self.volume_work_dies()?;
         self.daemons += 1;
         self.core = Core::new(self.config.clone(), 9 + self.daemons, self.now);
         self.last_op = 0;
@@ -763,8 +798,13 @@ impl Harness {
         for seen in self.world.seen.values_mut() {
             seen.oom_in_order = false;
         }
-        let records: Vec<Record> = self.records.values().cloned().collect();
-        self.feed(Input::Restore(records.into()))?;
+        let stored = Stored {
+            containers: self.records.values().cloned().collect(),
+            volumes: self.res.records.values().cloned().collect(),
+            networks: Vec::new(),
+        };
+        self.feed(Input::Restore(stored))?;
+        self.restore_volumes()?;
         self.feed(Input::NetworksFound(crate::support::found_networks(
             self.now.wall,
         )))
@@ -772,21 +812,26 @@ impl Harness {
 
     pub(crate) fn run(&mut self, steps: &[Step], swarm: u8) -> Result<(), TestCaseError> {
         self.feed(Input::Restore(Vec::new().into()))?;
+        self.restore_volumes()?;
         self.feed(Input::NetworksFound(crate::support::found_networks(
             self.now.wall,
         )))?;
         self.advance(Duration::ZERO)?;
+        if self.res.on {
+            self.opening()?;
+        }
         for step in steps.iter().filter(|s| enabled(s, swarm)) {
             self.step(step)?;
         }
         self.heal()?;
+        self.check_resources_healed()?;
         self.check_healed()
     }
 
     /// Heals the world: containerd is back and connected; every call is
     /// answered and every timer passes (but the periodic relist, which is
     /// always armed while connected).
-    fn heal(&mut self) -> Result<(), TestCaseError> {
+    pub(crate) fn heal(&mut self) -> Result<(), TestCaseError> {
         self.world.containerd.up = true;
         self.feed(Input::Connection(ConnectionFact::Connected))?;
         for _ in 0..200 {
@@ -838,7 +883,7 @@ impl Harness {
                     signal: None,
                 })?;
             }
-            Step::Remove(i, force) => self.remove(i, force)?,
+            Step::Remove(i, force) => self.remove(i, force, false)?,
             Step::Wait(i, condition) => {
                 let condition = [
                     WaitCondition::NotRunning,
@@ -868,6 +913,12 @@ impl Harness {
             Step::ContainerdUp => self.containerd_up()?,
             Step::Advance(ms) => self.advance(Duration::from_millis(u64::from(*ms)))?,
             Step::ProbeResult(index, outcome) => self.probe_result(index, outcome)?,
+            Step::Exec(i, arg) => self.exec(i, arg)?,
+            Step::ExecEnds(i, status, lost) => self.exec_ends(i, status, lost)?,
+            Step::Commit(i, pause) => self.commit(i, pause)?,
+            Step::Copy(i, hold) => self.copy(i, hold)?,
+            Step::Volume(arg) => self.volume(arg)?,
+            Step::RemoveVolumes(i, force) => self.remove(i, force, true)?,
         }
         Ok(())
     }
@@ -901,6 +952,7 @@ impl Harness {
             stop_signal: stop_signal(*signals),
             image_stop_signal: stop_signal(*signals >> 2),
             healthcheck: health_check(*signals),
+            mounts: self.mounts_of(*i),
             ..Default::default()
         };
         // (A create of it still waiting is the one made, if any.)
@@ -915,6 +967,8 @@ impl Harness {
             self.exits.retain(|(cid, _), _| *cid != id(i));
             self.connected_back.remove(&id(i));
         }
+        let req = RequestId(self.next_req + 1);
+        self.create_configs.insert(req, config.clone());
         self.command(Command::Create {
             id: id(i),
             name: format!("n{i}"),

@@ -138,7 +138,10 @@ impl Harness {
             (Call::DeleteContainer { .. }, Some(c)) => c.record.intents.remove,
             // A freeze only for a user's pause; a thaw for an unpause,
             // or so that a stop, a "stay down" kill or a remove lands.
-            (Call::Pause { id }, Some(_)) => self.pauses_asked.contains(&(id.clone(), true)),
+            (Call::Pause { id }, Some(_)) => {
+                self.pauses_asked.contains(&(id.clone(), true))
+                    || self.res.commits_freezing.contains(id)
+            }
             (Call::UpdateResources { id, running, .. }, Some(c)) => {
                 self.updates_asked.contains(id)
                     && *running == matches!(c.task, TaskState::Running { .. })
@@ -154,6 +157,8 @@ impl Harness {
                     || i.stop.is_some()
                     || i.remove
                     || self.world.stay_down_frozen.contains(id)
+                    // A commit's own freeze undone.
+                    || i.commit_thaw
             }
             (Call::NetworkSetup { own_interface, .. }, Some(c)) => {
                 c.record.intents.start
@@ -185,8 +190,24 @@ impl Harness {
             (Call::Subscribe | Call::Relist | Call::CreateContainer { .. }, _) => true,
             // A rename's, of a container that was attached.
             (Call::RefreshNames { .. }, Some(c)) => c.record.intents.refresh_names,
-            // No user of the harness makes an exec, commit, copy or network.
+            // No user of the harness makes a network.
             (Call::Unasked { .. }, _) => false,
+            // An exec's start only when a user started it; its state read
+            // and its process deleted while the container is known.
+            (Call::StartExec { exec_id, .. }, Some(_)) => self.res.starts_asked.contains(exec_id),
+            (Call::ExecState { .. } | Call::DeleteExec { .. }, Some(_)) => true,
+            (Call::ResizePty { id, .. }, Some(_)) => self.res.resizes_asked.contains(id),
+            // A read for a commit; a mount for a copy or a volume's fill;
+            // an unmount whenever (it undoes).
+            (Call::Snapshot(holdfast_core::Call::ReadChanges { id, .. }), Some(_)) => {
+                self.res.commits_asked.contains(id)
+            }
+            (Call::Snapshot(holdfast_core::Call::MountRootfs { id }), Some(c)) => {
+                self.res.copies_asked.contains(id) || !c.record.config.mounts.is_empty()
+            }
+            (Call::Snapshot(_), Some(_)) => true,
+            // Judged by the volume oracles (`resources.rs`).
+            (Call::Volume(_), _) => true,
             (_, None) => false,
         }
     }

@@ -35,6 +35,14 @@
 //!    recorded attached exists, none is made twice, none outlives its task
 //!    once healed, and every wanted one of a running bridge container is
 //!    made once healed.
+//! 8. The decisions beside runs (in cases whose containers mount volumes
+//!    and whose users exec, commit, copy and manage volumes): no volume
+//!    directory without a record, none recorded made and gone, none
+//!    removed while a record names it; `rm -v` and `prune` remove what
+//!    they should and nothing else; an exec's end changes nothing of its
+//!    container and each exec shows the world's exit; once healed no
+//!    snapshot stays mounted, no task stays frozen that no user froze (a
+//!    commit's freeze is always thawed), no exec start is left owed.
 //!
 //! Where things are: the steps a case is made of and their strategies
 //! (`steps.rs`); the world (`world.rs`) and how it answers the core's calls
@@ -42,7 +50,7 @@
 //! and checks every property after each (`harness.rs`); the chosen cases
 //! (`chosen.rs`). A file per property family: 1 `intents.rs`, 2
 //! `exits.rs`, 3 `quiescent.rs`, 4 `stops.rs` and `starts.rs`, 5 here (each
-//! case run twice), 6 `healed.rs` and `answers.rs`, 7 `network.rs`; and
+//! case run twice), 6 `healed.rs` and `answers.rs`, 7 `network.rs`, 8 `resources.rs`; and
 //! `kills.rs`, `pause.rs`, `waits.rs`, `edits.rs`, `restarts.rs`,
 //! `retries.rs`, `relists.rs`, `connection.rs`, `health.rs`,
 //! `reconnect.rs`.
@@ -65,6 +73,7 @@ mod reconnect;
 mod regressions;
 mod relists;
 mod resolve;
+mod resources;
 mod restarts;
 mod retries;
 mod starts;
@@ -82,7 +91,7 @@ use proptest::prelude::*;
 use reconnect::reconnect_delay_after;
 use regressions::regressions;
 use std::time::Duration;
-use steps::{relist_race_step, step};
+use steps::{relist_race_step, resource_step, step};
 
 proptest! {
     #![proptest_config(ProptestConfig {
@@ -101,6 +110,15 @@ proptest! {
         let mut second = Harness::new(swarm);
         second.run(&steps, swarm)?;
         prop_assert_eq!(first.trace, second.trace);
+    }
+
+    /// The same properties, and property 8, with containers on volumes
+    /// and users who exec, commit, copy and manage volumes.
+    #[test]
+    fn properties_hold_with_volumes_execs_commits_and_copies(swarm in any::<u8>(), steps in proptest::collection::vec(resource_step(), 1..160)) {
+        let mut harness = Harness::with_resources(swarm);
+        harness.run(&steps, swarm)?;
+        harness.check_stops_answered_in_time()?;
     }
 
     /// The same properties, over short cases crowded around relists, with

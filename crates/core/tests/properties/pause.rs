@@ -19,6 +19,9 @@ impl Harness {
     ) -> Result<(), TestCaseError> {
         if let (Input::ActionResult(_, Err(_)), Some(Call::Pause { id } | Call::Resume { id })) =
             (&input, &answered_call)
+            // (Not a commit's freeze or thaw.)
+            && !self.res.commit_failed_now.contains(id)
+            && !self.res.commits.values().any(|c| c == id)
         {
             let ask = if matches!(answered_call, Some(Call::Pause { .. })) {
                 Ask::Pause
@@ -129,8 +132,16 @@ impl Harness {
                         self.world.stay_down_frozen.insert(id.clone());
                     }
                     let _ = self.world.containerd.pause(&id, &mut fx);
+                    // (Someone's freeze, as a user's pause: it may stand.)
+                    let asked = RequestId(self.next_req);
+                    self.res.paused_by_user.insert(id.clone(), asked);
                 } else {
                     let _ = self.world.containerd.resume(&id, &mut fx);
+                    // Their thaw undoes their freeze, not a user's pause
+                    // still on its way.
+                    if self.res.paused_by_user.get(&id) == Some(&RequestId(self.next_req)) {
+                        self.res.paused_by_user.remove(&id);
+                    }
                 }
                 // containerd's event first; a SIGKILL held by a v1
                 // freezer lands at the thaw.

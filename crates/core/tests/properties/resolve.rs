@@ -39,6 +39,17 @@ impl Harness {
         {
             return self.resolve_network(op, &call, id.clone(), failure);
         }
+        if matches!(
+            call,
+            Call::StartExec { .. }
+                | Call::ExecState { .. }
+                | Call::DeleteExec { .. }
+                | Call::ResizePty { .. }
+                | Call::Snapshot(_)
+                | Call::Volume(_)
+        ) {
+            return self.resolve_resource(op, &call, failure);
+        }
         let connection_call = matches!(call, Call::Subscribe | Call::Relist);
         self.answer_lost = failure == 9 && !connection_call;
         let kind = match failure {
@@ -145,7 +156,13 @@ impl Harness {
         let done = match call {
             // Rewriting hosts files: nothing the world models.
             Call::RefreshNames { .. } => Ok(Done::Ok),
-            Call::Unasked { .. } => {
+            Call::Unasked { .. }
+            | Call::StartExec { .. }
+            | Call::ExecState { .. }
+            | Call::DeleteExec { .. }
+            | Call::ResizePty { .. }
+            | Call::Snapshot(_)
+            | Call::Volume(_) => {
                 return Err(TestCaseError::fail(format!(
                     "{op}: a call nobody asked for: {call:?}"
                 )));

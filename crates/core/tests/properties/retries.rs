@@ -66,6 +66,11 @@ impl Harness {
         let Some(id) = call.container_id().cloned() else {
             return Ok(());
         };
+        // A resize is its request's own call, none of its container's
+        // steps: it counts neither way.
+        if matches!(call, Call::ResizePty { .. }) {
+            return Ok(());
+        }
         let kind = match result {
             Ok(_) => {
                 self.streaks.remove(&id);
@@ -97,7 +102,15 @@ impl Harness {
         }
         self.streaks
             .insert(id.clone(), (key, before + 1, uncertain || lost));
-        if let (Call::Kill { signal, .. }, true, false) = (call, user_kill, lost) {
+        // (A kill whose run ended meanwhile was answered then: nothing is
+        // left to give up.)
+        let kill_waited = |signal: Signal| {
+            let this = |(of, ask): &(ContainerId, Ask)| *of == id && *ask == Ask::Kill(signal);
+            self.asks.values().any(this) || asked_then.iter().any(|(_, a, _)| this(a))
+        };
+        if let (Call::Kill { signal, .. }, true, false) = (call, user_kill, lost)
+            && kill_waited(*signal)
+        {
             let given_up = asked_then.iter().any(|(_, (of, ask), answer)| {
                 *of == id && *ask == Ask::Kill(*signal) && matches!(answer, Answer::Error(_))
             });

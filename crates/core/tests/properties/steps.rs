@@ -88,6 +88,22 @@ pub(crate) enum Step {
     /// earlier one), passed (0..=2), failed (3), timed out (4) or could
     /// not run (5).
     ProbeResult(Pick, u8),
+    /// `docker exec -d` (bit 0 clear: attached) of a new exec, or (bit 1)
+    /// a resize of the container's newest exec.
+    Exec(usize, u8),
+    /// The container's oldest running exec ends in the world (0, 1 or
+    /// 137); its event may be lost.
+    ExecEnds(usize, u8, bool),
+    /// `docker commit`, frozen meanwhile (`--pause`, the default) or not.
+    Commit(usize, bool),
+    /// `docker cp` takes hold of a stopped container's snapshot (true) or
+    /// lets go of its oldest hold (false).
+    Copy(usize, bool),
+    /// `docker volume create` (0), `rm` (1), `rm -f` (2) of `v0` or `v1`
+    /// (bit 2), or `prune` (3).
+    Volume(u8),
+    /// `docker rm -v` (forced or not).
+    RemoveVolumes(usize, bool),
 }
 
 pub(crate) fn step() -> impl Strategy<Value = Step> {
@@ -121,6 +137,21 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::ContainerdUp),
         2 => (1..20_000u16).prop_map(Step::Advance),
         2 => (any::<u64>(), 0..6u8).prop_map(|(n, o)| Step::ProbeResult(Pick(n), o)),
+    ]
+}
+
+/// The steps of the new decisions (execs, commits, copies, volumes), or
+/// any other: for cases whose containers mount volumes.
+pub(crate) fn resource_step() -> impl Strategy<Value = Step> {
+    let idx = 0..IDS.len();
+    prop_oneof![
+        12 => step(),
+        1 => (idx.clone(), 0..4u8).prop_map(|(i, a)| Step::Exec(i, a)),
+        1 => (idx.clone(), 0..3u8, any::<bool>()).prop_map(|(i, s, lost)| Step::ExecEnds(i, s, lost)),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, p)| Step::Commit(i, p)),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, h)| Step::Copy(i, h)),
+        1 => (0..8u8).prop_map(Step::Volume),
+        1 => (idx.clone(), any::<bool>()).prop_map(|(i, f)| Step::RemoveVolumes(i, f)),
     ]
 }
 

@@ -8,7 +8,9 @@
 use crate::harness::Harness;
 use crate::steps::{Pick, id};
 use holdfast_core::*;
-use holdfast_sim::model::{Behavior, Containerd, Effect, HostNetwork, OnTerm, PidTruth};
+use holdfast_sim::model::{
+    Behavior, Containerd, Effect, HostNetwork, HostVolumes, OnTerm, PidTruth,
+};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -50,6 +52,8 @@ pub(crate) struct World {
     pub(crate) containerd: Containerd,
     /// The CNI plugins' state: attachments and endpoints.
     pub(crate) network: HostNetwork,
+    /// The volumes' directories.
+    pub(crate) volumes: HostVolumes,
     /// What the harness saw of the newest process of each (container,
     /// pid): pids are reused.
     pub(crate) seen: BTreeMap<(ContainerId, u32), Seen>,
@@ -78,6 +82,7 @@ impl World {
         World {
             containerd,
             network: HostNetwork::default(),
+            volumes: HostVolumes::default(),
             seen: BTreeMap::new(),
             create_asked: BTreeMap::new(),
             last_exit: BTreeMap::new(),
@@ -255,10 +260,14 @@ impl Harness {
         if lost {
             self.lost(&event);
             self.past_events.push(event);
-            Ok(())
         } else {
-            self.event(event)
+            self.event(event)?;
         }
+        // The execs still running die with it, killed by the kernel.
+        for (exec_id, exec_pid) in self.world.containerd.end_execs(id) {
+            self.exec_exit_event(id, exec_id, exec_pid, 137, lost)?;
+        }
+        Ok(())
     }
 
     /// The exits a change of containerd's state set going happen now (the

@@ -227,11 +227,21 @@ pub fn removals_done(
         .map(|name| format!("volume {name}: its removal was recorded, and it is still there"))
 }
 
+/// An exec start answered with an error that says it was not carried out
+/// (and will not be: it did not begin by its bound, or it failed): the
+/// start is no longer owed. One answered "carried out when possible" is.
+pub fn exec_start_dropped(answer: &holdfast_core::Answer) -> bool {
+    matches!(answer, holdfast_core::Answer::Error(e) if !e.message.contains("carried out when possible"))
+}
+
 /// Once healed: an exec whose start the core accepted was started (or
 /// found unstartable) if its container's run goes on; never left owed.
-pub fn exec_starts_done(core: Option<&Core>, accepted: &[(ContainerId, String)]) -> Option<String> {
+pub fn exec_starts_done(
+    core: Option<&Core>,
+    accepted: &BTreeMap<holdfast_core::RequestId, (ContainerId, String)>,
+) -> Option<String> {
     let core = core?;
-    accepted.iter().find_map(|(id, exec_id)| {
+    accepted.values().find_map(|(id, exec_id)| {
         let c = core
             .container(id)
             .filter(|c| c.status == holdfast_core::Status::Running)?;
@@ -258,9 +268,8 @@ pub fn exec_starts_done(core: Option<&Core>, accepted: &[(ContainerId, String)])
 pub fn exec_end_harmless(
     id: &ContainerId,
     before: Option<String>,
-    core: Option<&Core>,
+    after: Option<String>,
 ) -> Result<(), String> {
-    let after = container_apart_from_execs(core, id);
     if before != after {
         return Err(format!(
             "{id}: an exec's end changed its container\n  before: {}\n  after:  {}",
@@ -269,6 +278,66 @@ pub fn exec_end_harmless(
         ));
     }
     Ok(())
+}
+
+/// The container whose exec's end an input tells, if it tells one, and
+/// what of it must stay as it was: all but its execs for an exec's exit
+/// event; its run for an exec's state read from containerd (`state_read`:
+/// the container whose read this input answers).
+pub fn exec_end_of(
+    input: &holdfast_core::Input,
+    state_read: Option<ContainerId>,
+) -> Option<(ContainerId, ContainerShown)> {
+    match input {
+        holdfast_core::Input::Event(holdfast_core::ContainerdEvent::TaskExit {
+            container,
+            exec_id,
+            ..
+        }) if exec_id != container.as_str() => {
+            Some((container.clone(), container_apart_from_execs))
+        }
+        holdfast_core::Input::ActionResult(..) => {
+            state_read.map(|id| (id, container_run as ContainerShown))
+        }
+        _ => None,
+    }
+}
+
+/// How a check shows a container (`container_apart_from_execs`,
+/// `container_run`).
+pub type ContainerShown = fn(Option<&Core>, &ContainerId) -> Option<String>;
+
+/// The container's run as the core shows it: what an exec's state read
+/// must leave as it was. (Its answer frees the container's one call in
+/// flight, so the next call another intent owes (a commit's freeze) may go
+/// out with it and be recorded first: that is no change of the run.)
+pub fn container_run(core: Option<&Core>, id: &ContainerId) -> Option<String> {
+    let c = core?.container(id)?;
+    let r = &c.record;
+    let i = &r.intents;
+    Some(format!(
+        "run {} pid {:?} started {:?} began {:?} exit {:?} restarts {} health {:?} \
+         start {} stop {:?} kills {:?} remove {} exit_on_next {} policy {} {} stopped {} \
+         {:?} {:?} paused {}",
+        r.run,
+        r.pid,
+        r.started_at,
+        r.began_at,
+        r.exit,
+        r.restart_count,
+        r.health,
+        i.start,
+        i.stop,
+        i.kills,
+        i.remove,
+        i.exit_on_next,
+        i.policy_restart,
+        i.policy_start,
+        i.user_stopped,
+        c.status,
+        c.task,
+        c.paused
+    ))
 }
 
 /// The container as the core shows it, its execs left out.

@@ -89,6 +89,7 @@ impl Sim {
         self.answered_now.clear();
         self.prunes_asked.clear();
         self.rm_v_asked.clear();
+        self.exec_starts.clear();
         self.checker.daemon_crashed();
         let down = self.rng_fault.ms(50, 5000);
         self.note(format!("FAULT holdfastd crashes; back in {down:?}"));
@@ -112,18 +113,11 @@ impl Sim {
             self.activity.insert(id, self.last_op);
         }
         // The container whose exec's end this input tells, as it was.
-        let exec_end = match &input {
-            Input::Event(holdfast_core::ContainerdEvent::TaskExit {
-                container, exec_id, ..
-            }) if exec_id != container.as_str() => Some(container.clone()),
-            _ => self.exec_news.take(),
-        };
-        let before = exec_end
-            .as_ref()
-            .map(|id| crate::check::resources::container_apart_from_execs(Some(&*core), id));
+        let exec_end = crate::check::resources::exec_end_of(&input, self.exec_news.take());
+        let before = exec_end.as_ref().map(|(id, shown)| shown(Some(&*core), id));
         core.handle_input(now, input);
-        if let (Some(id), Some(before)) = (&exec_end, before) {
-            crate::check::resources::exec_end_harmless(id, before, Some(&*core))
+        if let (Some((id, shown)), Some(before)) = (&exec_end, before) {
+            crate::check::resources::exec_end_harmless(id, before, shown(Some(&*core), id))
                 .map_err(|m| self.failure(m))?;
         }
         let Some(core) = self.core.as_mut() else {
@@ -240,6 +234,9 @@ impl Sim {
     fn answered(&mut self, req: holdfast_core::RequestId, answer: &holdfast_core::Answer) {
         use holdfast_core::Answer;
         self.answered_now.insert(req);
+        if crate::check::resources::exec_start_dropped(answer) {
+            self.exec_starts.remove(&req);
+        }
         if let Some(id) = self.mounts_asked.remove(&req)
             && matches!(answer, Answer::Rootfs { pid: None })
         {

@@ -390,7 +390,7 @@ impl Sim {
             && self.core.is_some()
             && !self.answered_now.contains(&req)
         {
-            self.exec_starts.push(start);
+            self.exec_starts.insert(req, start);
         }
         // `docker run -d` drops its wait once the container started.
         if is_wait && self.rng_world.chance(300) {
