@@ -730,7 +730,7 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_by_fresh_generation_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 16] = [
+    let cases: [(u8, &[Step]); 18] = [
         // The model's false alarm: a second report of an exit, timed after
         // the next run's create was asked (that run's process took the
         // same pid), replayed during that run. No source would time it so.
@@ -1144,6 +1144,50 @@ fn found_by_fresh_generation_hold_every_property() {
                 Stop(2, None, None),
                 Resolve(0, 0),
                 Advance(1000),
+            ],
+        ),
+        // Two creates of one id held before the first connection: the
+        // first is told it failed at its bound, the second is made, and
+        // its stop signal is the one expected (found at 30,000 cases).
+        (
+            0,
+            &[
+                Create(1, 0, 89),
+                Advance(2731),
+                Create(1, 0, 42),
+                Advance(10808),
+                Resolve(0, 0),
+                Advance(16461),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Stop(1, None, None),
+            ],
+        ),
+        // A stop whose signal finds the process gone (its exit lost): no
+        // grace period starts, the core looks rather than escalate
+        // (found at 30,000 cases of the relist test).
+        (
+            1 << 1 | 1 << 3 | 1 << 6,
+            &[
+                Create(1, 0, 40),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Start(1),
+                Kill(1, false),
+                Advance(1),
+                Kill(1, false),
+                Kill(1, false),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                WorldExit(1, 0, true),
+                Stop(1, Some(0), None),
+                Resolve(0, 0),
+                Advance(1),
+                Create(1, 0, 0),
+                Create(1, 0, 0),
             ],
         ),
     ];

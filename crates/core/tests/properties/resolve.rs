@@ -410,6 +410,13 @@ impl Harness {
             .containerd
             .kill(id, signal, Duration::ZERO, &mut fx)
         {
+            // A stop signal that found its process gone (its exit not yet
+            // seen) starts no grace period: the core looks (a relist)
+            // rather than escalate against a process that is no more
+            // (found at 30,000 cases).
+            if refusal.kind == FailureKind::NotFound {
+                self.kill_deadline.remove(id);
+            }
             return self.feed(Input::ActionResult(op, Err(refusal)));
         }
         // Once our SIGKILL reached the task, a 137 may be ours.
