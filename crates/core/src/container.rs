@@ -250,6 +250,18 @@ impl Container {
         self.rec.intents.froze_since_kill = false;
     }
 
+    /// A freeze of ours (a user's pause, a commit's) goes out: noted, with
+    /// what was known before it (restored if containerd refuses it).
+    /// One after a SIGKILL of this run is no wish that stands: the process
+    /// is dead once thawed, and is thawed (after a daemon restart too, when
+    /// this freeze may not have happened). Whether the record changed.
+    pub(crate) fn freeze_of_ours_goes_out(&mut self) -> bool {
+        let before = self.rec.intents.froze_since_kill;
+        self.froze_since_kill_before = before;
+        self.rec.intents.froze_since_kill |= !self.sigkill_sent;
+        self.rec.intents.froze_since_kill != before
+    }
+
     /// Whether the OOM killer ended this run (or killed one of its
     /// processes), as dockerd's `OOMKilled` means it. The cgroup's count of
     /// OOM kills during the run decides when the exit's evidence carried

@@ -372,16 +372,8 @@ impl Core {
             // kill's answer: it is no evidence of the OOM killer.
             c.sigkill_sent = true;
         }
-        // A freeze of ours after a SIGKILL of this run is no wish that
-        // stands: the process is dead once thawed, and is thawed (after a
-        // daemon restart too, when this freeze may not have happened).
-        if step == Step::Pause {
-            let before = c.rec.intents.froze_since_kill;
-            c.froze_since_kill_before = before;
-            c.rec.intents.froze_since_kill |= !c.sigkill_sent;
-            if c.rec.intents.froze_since_kill != before {
-                self.out.persist(&c.rec);
-            }
+        if step == Step::Pause && c.freeze_of_ours_goes_out() {
+            self.out.persist(&c.rec);
         }
         if let Step::Kill { signal, .. } = step
             && c.kill_announced != Some(signal)
@@ -442,8 +434,7 @@ impl Core {
             // restarted daemon thaws or unmounts it.
             Step::CommitFreeze => {
                 c.rec.intents.commit_thaw = true;
-                c.froze_since_kill_before = c.rec.intents.froze_since_kill;
-                c.rec.intents.froze_since_kill |= !c.sigkill_sent;
+                c.freeze_of_ours_goes_out();
                 self.out.persist(&c.rec);
             }
             Step::MountRootfs => {
