@@ -125,8 +125,12 @@ def main():
     assert (code, out) == (4, b"in-exec\n"), (code, out)
     code, (so, se) = box.exec_run(["sh", "-c", "echo o; echo e >&2"], demux=True)
     assert (code, so, se) == (0, b"o\n", b"e\n"), (code, so, se)
-    streamed = box.exec_run(["sh", "-c", "echo a; echo b"], stream=True)
-    assert b"".join(streamed.output) == b"a\nb\n"
+    # Repeated: the SDK reads the upgraded socket beneath the buffer it read
+    # the 101 through, so output sent with the headers would be lost.
+    for _ in range(10):
+        streamed = box.exec_run(["sh", "-c", "echo a; echo b"], stream=True)
+        streamed = b"".join(streamed.output)
+        assert streamed == b"a\nb\n", streamed
     code, out = box.exec_run("id -u", user="nobody", workdir="/tmp", environment={"X": "1"})
     assert (code, out) == (0, b"65534\n"), (code, out)
     top = box.top()

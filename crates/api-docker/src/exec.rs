@@ -107,24 +107,20 @@ pub async fn start(
             .map_err(|e| ApiError::bad_request(format!("invalid JSON in the request body: {e}")))?
     };
     let upgrade = hyper::upgrade::on(&mut req);
-    let hijack = wants_upgrade(&req);
-    let started = state
-        .engine
-        .execs()
-        .start(&exec_id, start.detach, hijack)
-        .await?;
-    let session = match started {
-        ExecStarted::Detached => return Ok(StatusCode::OK.into_response()),
-        ExecStarted::FailedInStream(told) => {
-            return Ok(hijacked(upgrade, told, None, "exec", || {}));
-        }
-        ExecStarted::Attached(session) => session,
-    };
-    let (output, input, cleanup) = session.into_parts();
-    if !hijack {
-        return Ok(raw_stream(output));
+    let prepared = state.engine.execs().prepare(&exec_id, start.detach).await?;
+    if start.detach || !wants_upgrade(&req) {
+        return Ok(match prepared.begin().await? {
+            ExecStarted::Detached => StatusCode::OK.into_response(),
+            ExecStarted::Attached(session) => raw_stream(session.into_parts().0),
+        });
     }
-    Ok(hijacked(upgrade, output, input, "exec", cleanup))
+    // As dockerd: the 101 goes out before the process starts. A client
+    // that reads the upgraded socket beneath the buffer it read the
+    // headers through (the Python SDK does) would lose output already
+    // written behind them.
+    Ok(hijacked(upgrade, "exec", async move {
+        prepared.begin_in_stream().await.into_parts()
+    }))
 }
 
 /// `GET /exec/{id}/json`

@@ -12,8 +12,10 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use holdfast_engine::backend::containers::AttachOptions;
+use holdfast_engine::backend::execs::Cleanup;
 use holdfast_engine::logs::LogOptions;
 use holdfast_engine::stdio;
+use std::future::Future;
 
 pub(super) const RAW_STREAM: &str = "application/vnd.docker.raw-stream";
 const MULTIPLEXED_STREAM: &str = "application/vnd.docker.multiplexed-stream";
@@ -114,7 +116,10 @@ pub async fn attach(
     if !wants_upgrade(&req) {
         return Ok(raw_stream(frames));
     }
-    Ok(hijacked(upgrade, frames, input, "attach", || {}))
+    let no_cleanup: Cleanup = Box::new(|| {});
+    Ok(hijacked(upgrade, "attach", async move {
+        (frames, input, no_cleanup)
+    }))
 }
 
 /// `output` as a response body of the raw stream (a client that did not
@@ -127,24 +132,31 @@ pub(super) fn raw_stream(output: stdio::Output) -> Response {
 }
 
 /// A session (`what`: attach, exec) on the connection the client takes
-/// over once the 101 is out: `output` to it and its input to `input`;
-/// `then` runs when the session is over.
-pub(super) fn hijacked(
+/// over once the 101 is out: `session` (begun only then) gives the output
+/// to send, the input to take, and what to run when the session is over.
+pub(super) fn hijacked<S>(
     upgrade: hyper::upgrade::OnUpgrade,
-    output: stdio::Output,
-    input: Option<stdio::Input>,
     what: &'static str,
-    then: impl FnOnce() + Send + 'static,
-) -> Response {
+    session: S,
+) -> Response
+where
+    S: Future<Output = (stdio::Output, Option<stdio::Input>, Cleanup)> + Send + 'static,
+{
     tokio::spawn(async move {
         match upgrade.await {
             Ok(upgraded) => {
+                let (output, input, then) = session.await;
                 let connection = hyper_util::rt::TokioIo::new(upgraded);
                 stdio::session(connection, output, input).await;
+                then();
             }
-            Err(e) => tracing::debug!(error = %e, "{what} upgrade failed"),
+            Err(e) => {
+                tracing::debug!(error = %e, "{what} upgrade failed");
+                // Nothing was begun for a client that is gone: what the
+                // session would have cleaned up is dropped with it.
+                drop(session);
+            }
         }
-        then();
     });
     switching_protocols()
 }

@@ -12,7 +12,7 @@
 use crate::container::{Container, Pending, Step, TaskState};
 use crate::ids::{ContainerId, RequestId};
 use crate::input::{Done, Failure, FailureKind};
-use crate::{Answer, Core, ErrorKind, UserEventKind, error};
+use crate::{Answer, Core, ErrorKind, RequestError, UserEventKind, error};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -221,17 +221,40 @@ impl Core {
 
     /// `docker exec` (start): answered once containerd runs the process.
     pub(crate) fn start_exec(&mut self, req: RequestId, exec_id: &str, detach: bool) {
+        if let Some(refusal) = self.exec_start_refusal(exec_id) {
+            return self.out.answer_now(req, Answer::Error(refusal));
+        }
         let Some((id, serial)) = self.exec_by_id(exec_id) else {
-            return self.out.answer_now(req, no_such_exec(exec_id));
-        };
-        let ready = self.conn.is_ready();
-        let Some(c) = self.containers.get_mut(&id) else {
             return;
         };
-        let Some(e) = c.rec.execs.iter().find(|e| e.serial == serial) else {
+        let Some(e) = self
+            .containers
+            .get_mut(&id)
+            .and_then(|c| c.exec_mut(serial))
+        else {
             return;
         };
-        let refusal = if e.state != ExecState::Created
+        e.stdin = e.spec.attach_stdin && !detach;
+        let bound = Some(self.config.request_answer_bound);
+        self.add_pending(&id, req, Pending::ExecStart(serial), bound);
+        self.reconcile(&id);
+    }
+
+    /// Why a start of the exec would be refused now, if it would: no such
+    /// exec, started already, its container not running (or paused), or
+    /// containerd unreachable. The one rule, asked by `StartExec` and by an
+    /// API that must choose, before it starts, how a refusal is told.
+    pub fn exec_start_refusal(&self, exec_id: &str) -> Option<RequestError> {
+        let refused = |kind, message: String| Some(RequestError::new(kind, message));
+        let Some((id, serial)) = self.exec_by_id(exec_id) else {
+            return refused(
+                ErrorKind::NotFound,
+                format!("No such exec instance: {exec_id}"),
+            );
+        };
+        let c = self.containers.get(&id)?;
+        let e = c.rec.execs.iter().find(|e| e.serial == serial)?;
+        let conflict = if e.state != ExecState::Created
             || c.requests
                 .iter()
                 .any(|(_, p)| *p == Pending::ExecStart(serial))
@@ -244,24 +267,14 @@ impl Core {
         } else {
             exec_refusal(c)
         };
-        if let Some(message) = refusal {
-            return self
-                .out
-                .answer_now(req, error(ErrorKind::Conflict, message));
+        if let Some(message) = conflict {
+            return refused(ErrorKind::Conflict, message);
         }
-        if !ready {
+        if !self.conn.is_ready() {
             let message = "containerd is unreachable: the exec was not started; try again";
-            return self
-                .out
-                .answer_now(req, error(ErrorKind::Unavailable, message));
+            return refused(ErrorKind::Unavailable, message.to_owned());
         }
-        let Some(e) = c.exec_mut(serial) else {
-            return;
-        };
-        e.stdin = e.spec.attach_stdin && !detach;
-        let bound = Some(self.config.request_answer_bound);
-        self.add_pending(&id, req, Pending::ExecStart(serial), bound);
-        self.reconcile(&id);
+        None
     }
 
     /// `docker exec` resize, and the init's terminal's (`exec_id` `None`):
@@ -525,11 +538,4 @@ fn exec_refusal(c: &Container) -> Option<String> {
         )),
         _ => None,
     }
-}
-
-fn no_such_exec(exec_id: &str) -> Answer {
-    error(
-        ErrorKind::NotFound,
-        format!("No such exec instance: {exec_id}"),
-    )
 }

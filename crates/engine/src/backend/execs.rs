@@ -29,9 +29,6 @@ pub enum ExecStarted {
     /// Attached: its output until it exits, and the client's input to its
     /// stdin.
     Attached(ExecSession),
-    /// It could not start, and the client took over the connection: the
-    /// reason, as the stream it reads (exit 126 is recorded, as dockerd).
-    FailedInStream(Output),
 }
 
 impl std::fmt::Debug for ExecStarted {
@@ -39,7 +36,6 @@ impl std::fmt::Debug for ExecStarted {
         f.write_str(match self {
             ExecStarted::Detached => "Detached",
             ExecStarted::Attached(_) => "Attached",
-            ExecStarted::FailedInStream(_) => "FailedInStream",
         })
     }
 }
@@ -124,26 +120,29 @@ impl<'a> Execs<'a> {
             })
     }
 
-    /// `POST /exec/{id}/start`: runs the exec, once, while its container
-    /// runs (the core's command). Unless `detach`, the caller gets its
-    /// output (and, when it was created with stdin, its input); `hijack`
-    /// says the caller took over the connection, where a start that fails
-    /// is told in the stream.
-    pub async fn start(
+    /// `POST /exec/{id}/start`, first half: refuses a start the core would
+    /// refuse now (before an API has answered anything), and sets up what
+    /// must not miss the process: the watch for its end, the output reader
+    /// and our end of its stdin. [`PreparedStart::begin`] starts it.
+    pub async fn prepare(
         &self,
         exec_id: &str,
         detach: bool,
-        hijack: bool,
-    ) -> Result<ExecStarted, RequestError> {
+    ) -> Result<PreparedStart, RequestError> {
+        let wanted = exec_id.to_owned();
+        if let Some(refusal) = self
+            .engine
+            .read(move |v| v.core.exec_start_refusal(&wanted))
+            .await?
+        {
+            return Err(refusal);
+        }
         let exec = self.inspect(exec_id).await?;
         let container = exec.container.clone();
         let adapter = &self.engine.services.adapter;
         let spec = &exec.spec;
         let attached = !detach;
         let log = adapter.exec_log_path(&container, exec_id);
-        // Everything that must not miss the process is set up before it
-        // starts: the watch for its end, the output reader and our end of
-        // its stdin.
         let ended = self.ended(&container, exec_id);
         let output = (attached && (spec.attach_stdout || spec.attach_stderr)).then(|| {
             let options = LogOptions {
@@ -153,7 +152,7 @@ impl<'a> Execs<'a> {
                 raw: spec.tty,
                 ..LogOptions::default()
             };
-            logs::frames(log.clone(), options, ended.future())
+            logs::frames(log.clone(), options, ended.future()).boxed()
         });
         let with_stdin = attached && spec.attach_stdin;
         let input = if with_stdin {
@@ -191,54 +190,16 @@ impl<'a> Execs<'a> {
                 let _ = std::fs::remove_file(&stdin);
             }
         };
-        let start = Command::StartExec {
+        Ok(PreparedStart {
+            engine: self.engine.clone(),
             exec_id: exec_id.to_owned(),
             detach,
-        };
-        if let Answer::Error(e) = self.engine.command(start).await {
-            cleanup();
-            // As dockerd: a process that could not be started (exit 126,
-            // as the core records it) is told to an attached client in its
-            // stream; a refusal (not running, started already) is an answer.
-            let in_stream = attached && hijack && e.message.starts_with("exec failed");
-            if !in_stream {
-                return Err(e);
-            }
-            let text = format!("{}\r\n", e.message);
-            // On stdout, framed unless a terminal, as dockerd writes it.
-            let text = if spec.tty {
-                Bytes::from(text)
-            } else {
-                logs::stdout_frame(text.as_bytes())
-            };
-            let told = futures_util::stream::once(async move { Ok(text) });
-            return Ok(ExecStarted::FailedInStream(told.boxed()));
-        }
-        if !attached {
-            let ended = ended.future();
-            tokio::spawn(async move {
-                ended.await;
-                cleanup();
-            });
-            return Ok(ExecStarted::Detached);
-        }
-        let output = match output {
-            Some(frames) => frames.boxed(),
-            None => futures_util::stream::empty().boxed(),
-        };
-        // A session with no output still lasts as long as the process.
-        let ended = ended.future();
-        let output = output
-            .chain(futures_util::stream::once(async move {
-                ended.await;
-                Ok(Bytes::new())
-            }))
-            .boxed();
-        Ok(ExecStarted::Attached(ExecSession {
+            tty: spec.tty,
             output,
             input,
-            cleanup: Box::new(cleanup),
-        }))
+            cleanup: Some(Box::new(cleanup)),
+            ended,
+        })
     }
 
     /// `POST /exec/{id}/resize`: its terminal, while it runs (the core's
@@ -301,6 +262,110 @@ impl<'a> Execs<'a> {
         };
         let watch: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(watch);
         Ended(futures_util::FutureExt::shared(watch))
+    }
+}
+
+/// An exec ready to start: see [`Execs::prepare`].
+pub struct PreparedStart {
+    engine: EngineHandle,
+    exec_id: String,
+    detach: bool,
+    tty: bool,
+    output: Option<Output>,
+    input: Option<Input>,
+    /// Taken by `begin`; run on drop when the exec was never begun (its
+    /// client went away first): the stdin FIFO made for it goes.
+    cleanup: Option<Cleanup>,
+    ended: Ended,
+}
+
+impl Drop for PreparedStart {
+    fn drop(&mut self) {
+        if let Some(cleanup) = self.cleanup.take() {
+            cleanup();
+        }
+    }
+}
+
+impl std::fmt::Debug for PreparedStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedStart")
+            .field("exec_id", &self.exec_id)
+            .field("detach", &self.detach)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PreparedStart {
+    /// Asks the core to start the exec, once. Detached, it runs on its
+    /// own (its log and stdin go once it exits); attached, the caller gets
+    /// its output until it exits and, when it was created with stdin, its
+    /// input.
+    pub async fn begin(mut self) -> Result<ExecStarted, RequestError> {
+        let start = Command::StartExec {
+            exec_id: self.exec_id.clone(),
+            detach: self.detach,
+        };
+        if let Answer::Error(e) = self.engine.command(start).await {
+            return Err(e); // dropped: cleaned up
+        }
+        let cleanup = self.cleanup.take().unwrap_or_else(|| Box::new(|| {}));
+        if self.detach {
+            let ended = self.ended.future();
+            tokio::spawn(async move {
+                ended.await;
+                cleanup();
+            });
+            return Ok(ExecStarted::Detached);
+        }
+        let output = self
+            .output
+            .take()
+            .unwrap_or_else(|| futures_util::stream::empty().boxed());
+        // A session with no output still lasts as long as the process.
+        let ended = self.ended.future();
+        let output = output
+            .chain(futures_util::stream::once(async move {
+                ended.await;
+                Ok(Bytes::new())
+            }))
+            .boxed();
+        Ok(ExecStarted::Attached(ExecSession {
+            output,
+            input: self.input.take(),
+            cleanup,
+        }))
+    }
+
+    /// [`begin`](Self::begin) for a client that has taken over its
+    /// connection already: a start that fails is told in the stream, as
+    /// dockerd tells it (exit 126, when the process could not be started,
+    /// is recorded by the core).
+    pub async fn begin_in_stream(self) -> ExecSession {
+        let tty = self.tty;
+        match self.begin().await {
+            Ok(ExecStarted::Attached(session)) => session,
+            Ok(ExecStarted::Detached) => ExecSession {
+                output: futures_util::stream::empty().boxed(),
+                input: None,
+                cleanup: Box::new(|| {}),
+            },
+            Err(e) => {
+                let text = format!("{}\r\n", e.message);
+                // On stdout, framed unless a terminal, as dockerd writes it.
+                let text = if tty {
+                    Bytes::from(text)
+                } else {
+                    logs::stdout_frame(text.as_bytes())
+                };
+                let told = futures_util::stream::once(async move { Ok(text) });
+                ExecSession {
+                    output: told.boxed(),
+                    input: None,
+                    cleanup: Box::new(|| {}),
+                }
+            }
+        }
     }
 }
 
