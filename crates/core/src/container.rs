@@ -120,6 +120,12 @@ pub(crate) struct Container {
     /// last result received for it. A relist issued before then may predate
     /// that call's effect, so it proves nothing about this container.
     pub(crate) last_activity: OpId,
+    /// `last_activity` before the call in flight was issued: what it goes
+    /// back to when containerd answers that call "not found" (a call that
+    /// found nothing to act on changed nothing, so a relist it overlapped
+    /// still tells the truth; otherwise a retried kill of a task gone
+    /// could keep every relist from settling).
+    pub(crate) activity_before_call: OpId,
     /// Consecutive failed attempts of `retried_step`, each retried. A
     /// failure of another step starts the count over: a kill refused twice
     /// is not given up sooner because a thaw before it failed.
@@ -202,6 +208,7 @@ impl Container {
             task,
             in_flight: None,
             last_activity: OpId(0),
+            activity_before_call: OpId(0),
             attempts: 0,
             retried_step: None,
             uncertain_step: None,

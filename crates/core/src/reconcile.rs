@@ -450,6 +450,7 @@ impl Core {
             Issue::Volume(call) => self.out.volume_call(owner, call),
         };
         c.in_flight = Some((op, step));
+        c.activity_before_call = c.last_activity;
         c.last_activity = op;
     }
 
@@ -625,7 +626,12 @@ impl Core {
             return;
         }
         c.in_flight = None;
-        c.last_activity = OpId(self.out.last_op);
+        let changed_nothing = matches!(&result, Err(f) if f.kind == FailureKind::NotFound);
+        c.last_activity = if changed_nothing {
+            c.activity_before_call
+        } else {
+            OpId(self.out.last_op)
+        };
         if std::mem::take(&mut c.look_again) {
             self.request_refresh();
         }

@@ -186,7 +186,14 @@ impl Core {
             // (So is a commit's thaw owed after a freeze whose answer was
             // lost: found by the properties, it waited for the periodic
             // relist.)
-            let doubted = (c.task_in_doubt || c.commit_thaw_in_doubt()) && !placeholder;
+            // (So is a start a user's kill came after, which stands only if
+            // a settled listing shows it took effect: found by the
+            // properties, a kill answered after the relist went out left
+            // the start wanted, unsent and undecided for good.)
+            let start_undecided =
+                c.start_only_if_taken() && matches!(c.task, TaskState::Created { .. });
+            let doubted =
+                (c.task_in_doubt || c.commit_thaw_in_doubt() || start_undecided) && !placeholder;
             // With no call in flight, the listing predates the last call's
             // answer: the next relist will settle it, so ask for it now.
             let stale = !settled && (disagrees || doubted);

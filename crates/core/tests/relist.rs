@@ -81,6 +81,36 @@ fn a_relist_that_a_later_answer_made_stale_is_followed_by_another_at_once() {
 }
 
 #[test]
+fn a_call_answered_not_found_leaves_a_relist_it_overlapped_able_to_settle() {
+    // As above, but containerd answers the kill "not found": it found
+    // nothing to signal, so it changed nothing, and the listing settles
+    // the container. (Simulator seed 31016: a stop's kill, retried on a
+    // backoff shorter than a relist took, kept every relist from settling
+    // a task whose shim had died with its exit; it was shown running.)
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.run("c1", ContainerConfig::default(), 41);
+    let hup = Signal::try_from(1).expect("valid");
+    let (_, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: hup,
+    });
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    d.feed(Input::Connection(ConnectionFact::StreamBroken(
+        OpId(1),
+        "eof".into(),
+    )));
+    let relist = d.resubscribe();
+    d.fail(kill, FailureKind::NotFound);
+    d.relist(relist, vec![]);
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    let exit = c1
+        .current_exit()
+        .expect("the listing settles it: the vanished task is an exit");
+    assert_eq!(exit.exit_code, 255);
+}
+
+#[test]
 fn a_listing_of_the_last_run_stopped_is_no_exit_of_the_next_with_its_pid() {
     // Run 1 exited and was deleted; the start of run 2 is in flight when
     // the stream breaks, and the relist is read before run 2 exists: it
