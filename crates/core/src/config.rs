@@ -474,6 +474,37 @@ pub enum DeliberateBug {
     /// The address a container first got kept across its re-attachments,
     /// not the one each setup answered.
     StaleAllocation,
+    /// A run found exited at start-up (it ended while holdfastd was down)
+    /// taken as stopped by its user: its restart policy is not followed
+    /// (pouch #2519).
+    ExitFoundAtStartupIsUserStop,
+    /// An exec's exit taken, like an exit of another pid of the container,
+    /// as the end of the run an OOM event was about: on the path with no
+    /// cgroup OOM count, the container's exit is then recorded without
+    /// `OOMKilled`.
+    ExecExitErasesOom,
+}
+
+#[cfg(feature = "deliberate-bugs")]
+impl DeliberateBug {
+    /// Every deliberate bug, in the order they were added.
+    pub const ALL: [DeliberateBug; 10] = [
+        DeliberateBug::StreamErrorIsExit,
+        DeliberateBug::LateExitOverwrites,
+        DeliberateBug::SkipRelistAfterReconnect,
+        DeliberateBug::KillBeforeStopDeadline,
+        DeliberateBug::PruneIgnoresUsers,
+        DeliberateBug::CommitThawNotRecorded,
+        DeliberateBug::ExecExitIsContainerExit,
+        DeliberateBug::StaleAllocation,
+        DeliberateBug::ExitFoundAtStartupIsUserStop,
+        DeliberateBug::ExecExitErasesOom,
+    ];
+
+    /// The bug its name (as `{:?}` spells it) names.
+    pub fn from_name(name: &str) -> Option<DeliberateBug> {
+        Self::ALL.into_iter().find(|b| format!("{b:?}") == name)
+    }
 }
 
 impl CoreConfig {

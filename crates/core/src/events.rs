@@ -29,6 +29,12 @@ impl Core {
                     pid
                 };
                 if exec_id != container.as_str() && !exec_as_init {
+                    if bug!(self.config, ExecExitErasesOom)
+                        && let Some(c) = self.containers.get_mut(&container)
+                        && c.current_exit().is_none()
+                    {
+                        c.oom = false;
+                    }
                     if self.containers.contains_key(&container) {
                         self.out.publish(
                             &container,

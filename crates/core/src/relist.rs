@@ -213,6 +213,11 @@ impl Core {
                     let current = c.rec.pid.is_none_or(|pid| pid == task.pid)
                         && !task.exited_at.is_some_and(|at| c.predates_run(at));
                     if current && (settled || c.rec.pid.is_some()) {
+                        if bug!(self.config, ExitFoundAtStartupIsUserStop)
+                            && before.0 == TaskState::Unknown
+                        {
+                            c.rec.intents.exit_on_next = true;
+                        }
                         c.rec.pid = Some(task.pid);
                         c.oom_kills = task.oom_kills;
                         let code = i32::try_from(task.exit_status).unwrap_or(i32::MAX);
@@ -280,6 +285,11 @@ impl Core {
                     // It ran (or its start was sent and may have taken
                     // effect) and is gone: an exit, status unknown.
                     if unexited && (c.rec.started_at.is_some() || c.rec.start_sent) {
+                        if bug!(self.config, ExitFoundAtStartupIsUserStop)
+                            && before.0 == TaskState::Unknown
+                        {
+                            c.rec.intents.exit_on_next = true;
+                        }
                         exits.push((
                             id.clone(),
                             VANISHED_EXIT_CODE,

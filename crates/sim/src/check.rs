@@ -146,10 +146,11 @@ pub struct Checker {
     /// Tasks whose TaskDelete reached the core: the core has a reason to
     /// look (a relist) even if the exit before it was lost.
     deletes_seen: BTreeMap<(ContainerId, u32), Instant>,
-    /// The last OOM event delivered to this daemon, per container, and
-    /// whether an exit of another pid came after it (which the core takes
-    /// as the OOM's run ending).
-    oom_delivered: BTreeMap<ContainerId, (Instant, bool)>,
+    /// The last OOM event delivered to this daemon, per container: when
+    /// its shim published it (an event delivered late is still about the
+    /// run it was published in), and whether an exit of another pid came
+    /// after it (which the core takes as the OOM's run ending).
+    oom_delivered: BTreeMap<ContainerId, (holdfast_core::WallTime, bool)>,
     /// Runs whose recorded exit their restart policy calls for: a start
     /// must follow once the world heals.
     restart_owed: std::collections::BTreeSet<(ContainerId, u64)>,
@@ -241,8 +242,12 @@ impl Checker {
             E::TaskDelete { container, pid } => {
                 self.deletes_seen.insert((container.clone(), *pid), now);
             }
-            E::TaskOom { container, .. } => {
-                self.oom_delivered.insert(container.clone(), (now, false));
+            E::TaskOom {
+                container,
+                published_at,
+            } => {
+                let at = published_at.unwrap_or_else(|| crate::sim::wall(now));
+                self.oom_delivered.insert(container.clone(), (at, false));
             }
             E::TaskExit {
                 container,

@@ -25,7 +25,7 @@ struct Args {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: holdfast-sim [--seed N] [--runs N] [--safety-secs S] [--determinism] [--quiet] [--keep-going] [--trace LINES] [--bug NAME]\n\
+        "usage: holdfast-sim [--seed N] [--runs N] [--safety-secs S] [--determinism] [--quiet] [--keep-going] [--trace LINES] [--bug NAME] [--list-bugs]\n\
          env: SIM_SEED, SIM_RUNS"
     );
     ExitCode::from(2)
@@ -74,20 +74,25 @@ fn parse() -> Result<Args, String> {
 
 #[cfg(feature = "deliberate-bugs")]
 fn set_bug(opts: &mut SimOptions, name: &str) -> Result<(), String> {
-    use holdfast_core::DeliberateBug as B;
-    let bug = match name {
-        "StreamErrorIsExit" => B::StreamErrorIsExit,
-        "LateExitOverwrites" => B::LateExitOverwrites,
-        "SkipRelistAfterReconnect" => B::SkipRelistAfterReconnect,
-        "KillBeforeStopDeadline" => B::KillBeforeStopDeadline,
-        "PruneIgnoresUsers" => B::PruneIgnoresUsers,
-        "CommitThawNotRecorded" => B::CommitThawNotRecorded,
-        "ExecExitIsContainerExit" => B::ExecExitIsContainerExit,
-        "StaleAllocation" => B::StaleAllocation,
-        other => return Err(format!("unknown bug {other}")),
-    };
+    let bug = holdfast_core::DeliberateBug::from_name(name)
+        .ok_or_else(|| format!("unknown bug {name}"))?;
     opts.core_config.deliberate_bug = Some(bug);
     Ok(())
+}
+
+/// The deliberate bugs `--bug` takes, one name per line.
+#[cfg(feature = "deliberate-bugs")]
+fn list_bugs() -> ExitCode {
+    for bug in holdfast_core::DeliberateBug::ALL {
+        println!("{bug:?}");
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(not(feature = "deliberate-bugs"))]
+fn list_bugs() -> ExitCode {
+    eprintln!("holdfast-sim: --list-bugs needs the deliberate-bugs feature");
+    ExitCode::from(2)
 }
 
 #[cfg(not(feature = "deliberate-bugs"))]
@@ -99,6 +104,9 @@ fn main() -> ExitCode {
     if std::env::args().skip(1).any(|a| a == "--help" || a == "-h") {
         usage();
         return ExitCode::SUCCESS;
+    }
+    if std::env::args().skip(1).any(|a| a == "--list-bugs") {
+        return list_bugs();
     }
     let args = match parse() {
         Ok(args) => args,

@@ -239,6 +239,9 @@ pub struct Sim {
     answered_now: std::collections::BTreeSet<holdfast_core::RequestId>,
     /// Execs whose start the core accepted.
     exec_starts: BTreeMap<holdfast_core::RequestId, (ContainerId, String)>,
+    /// The processes' own execs (not the users') still running, by pid:
+    /// an OOM kill of their cgroup ends them with it.
+    background_execs: BTreeMap<u32, ContainerId>,
     /// What each prune of volumes must remove, by the core's records
     /// when it was asked (Ready, named by no container).
     prunes_asked: BTreeMap<holdfast_core::RequestId, Vec<String>>,
@@ -369,6 +372,7 @@ impl Sim {
             resizes_asked: BTreeMap::new(),
             answered_now: std::collections::BTreeSet::new(),
             exec_starts: BTreeMap::new(),
+            background_execs: BTreeMap::new(),
             doomed_volumes: std::collections::BTreeSet::new(),
             prunes_asked: BTreeMap::new(),
             rm_v_asked: BTreeMap::new(),

@@ -186,6 +186,26 @@ fn finds_a_stale_address_in_the_record() {
     assert_found(DeliberateBug::StaleAllocation, &["recorded with 10.88."]);
 }
 
+/// pouch #2519: a run that ended while holdfastd was down, found exited
+/// at start-up, taken as stopped by its user: no policy restart.
+#[test]
+fn finds_an_exit_found_at_start_up_taken_as_a_user_stop() {
+    assert_found(
+        DeliberateBug::ExitFoundAtStartupIsUserStop,
+        &["its restart policy calls for a start"],
+    );
+}
+
+/// An exec's exit between an OOM event and its container's exit taken as
+/// the end of the OOM's run, where no cgroup count says otherwise.
+#[test]
+fn finds_an_exec_exit_erasing_the_oom_evidence() {
+    assert_found(
+        DeliberateBug::ExecExitErasesOom,
+        &["the exit is recorded without OOM"],
+    );
+}
+
 /// A commit of a running container, and holdfastd killed while it reads:
 /// rare among random seeds (the window is the read's), so scripted.
 fn commit_cut_by_a_crash() -> Vec<holdfast_sim::Transition> {

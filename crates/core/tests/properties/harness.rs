@@ -205,6 +205,10 @@ pub(crate) struct Harness {
     /// restarting, before any start of the new run was sent: no new task
     /// is made for them until a user's start.
     pub(crate) kept_down: std::collections::BTreeSet<ContainerId>,
+    /// Containers a user ever stopped, killed, restarted, removed or gave
+    /// another restart policy: only the others are owed every restart
+    /// their policy calls for (the user's word outlives any daemon).
+    pub(crate) meddled: std::collections::BTreeSet<ContainerId>,
     /// Containers a "stay down" kill reached while shown restarting: no
     /// start is sent to them (again) until a user's start.
     pub(crate) start_not_again: std::collections::BTreeSet<ContainerId>,
@@ -226,6 +230,7 @@ impl Harness {
     pub(crate) fn new(swarm: u8) -> Harness {
         let now = Now::new(Instant::ZERO, WallTime::from_unix_nanos(support::WALL0));
         let mut config = CoreConfig::default();
+        with_bug_asked(&mut config);
         if swarm & (1 << 6) != 0 {
             config.relist_interval = Some(Duration::from_secs(40));
         }
@@ -296,6 +301,7 @@ impl Harness {
             restart_backoff: BTreeMap::new(),
             starts_reached: Default::default(),
             kept_down: Default::default(),
+            meddled: Default::default(),
             start_not_again: Default::default(),
             connected_back: Default::default(),
             res: Resources::default(),
@@ -338,6 +344,7 @@ impl Harness {
         if !matches!(input, Input::Restore(_)) {
             self.check_restart_backoff(&before.policy_owed)?;
         }
+        self.check_policy_followed(&input, &before.policy_owed)?;
         self.forget_removed();
         self.check_an_exit_keeps_its_pid(&input, &before.pids)?;
         self.check_restart_count(&input, &before.restart_counts)?;
@@ -618,6 +625,14 @@ impl Harness {
         }
         if let Command::Restart { .. } = &command {
             self.restarts.insert(req);
+        }
+        if let Command::Stop { id, .. }
+        | Command::Kill { id, .. }
+        | Command::Restart { id, .. }
+        | Command::Remove { id, .. }
+        | Command::UpdateRestartPolicy { id, .. } = &command
+        {
+            self.meddled.insert(id.clone());
         }
         if let Command::Create { id, .. } = &command {
             self.creates.insert(req, id.clone());
@@ -975,5 +990,28 @@ impl Harness {
             config: config.into(),
         })?;
         Ok(())
+    }
+}
+
+/// `HF_BUG=<name>` runs the properties against a deliberate bug of the
+/// core (the catalogue's script does, built with `--features
+/// deliberate-bugs`); a name it cannot switch on is an error, never
+/// ignored.
+fn with_bug_asked(config: &mut CoreConfig) {
+    let Ok(name) = std::env::var("HF_BUG") else {
+        return;
+    };
+    #[cfg(feature = "deliberate-bugs")]
+    {
+        let bug = holdfast_core::DeliberateBug::from_name(&name);
+        assert!(bug.is_some(), "HF_BUG={name}: no such deliberate bug");
+        config.deliberate_bug = bug;
+    }
+    #[cfg(not(feature = "deliberate-bugs"))]
+    {
+        let _ = config;
+        panic!(
+            "HF_BUG={name} needs the deliberate-bugs feature: cargo test -p holdfast-core --features deliberate-bugs"
+        );
     }
 }

@@ -47,6 +47,50 @@ impl Harness {
         Ok(())
     }
 
+    /// An exit no user brought about, of a run that was started, is
+    /// followed by the restart its policy calls for: a backoff is armed
+    /// (or the start is under way). However the exit was learned: from
+    /// its event, or from a relist after holdfastd was down (pouch #2519
+    /// took such an exit for a user's stop).
+    pub(crate) fn check_policy_followed(
+        &self,
+        input: &Input,
+        owed_before: &BTreeMap<ContainerId, (bool, bool)>,
+    ) -> Result<(), TestCaseError> {
+        for c in self.core.containers() {
+            let r = c.record;
+            let Some(&(_, false)) = owed_before.get(&r.id) else {
+                continue;
+            };
+            let Some(exit) = c.current_exit() else {
+                continue;
+            };
+            let owed = !self.meddled.contains(&r.id)
+                && !r.config.auto_remove
+                && !r.intents.remove
+                && r.started_at.is_some()
+                && r.config
+                    .restart_policy
+                    .wants_restart(exit.exit_code, r.restart_count, false);
+            if !owed || r.intents.start {
+                continue;
+            }
+            let armed = self
+                .core
+                .timers()
+                .any(|(_, kind)| *kind == TimerKind::RestartBackoff(r.id.clone()));
+            prop_assert!(
+                armed,
+                "{}'s run ended (exit {}) with no user's doing, and its policy {:?} calls for a restart, but none is armed after {:?}",
+                r.id,
+                exit.exit_code,
+                r.config.restart_policy,
+                input
+            );
+        }
+        Ok(())
+    }
+
     /// `RestartCount` counts the policy's restarts only: none comes while a
     /// user's start or restart is still being carried out.
     pub(crate) fn check_restart_count(

@@ -159,10 +159,9 @@ impl Checker {
             // ours to explain the 137. An OOM that comes after the exit
             // does not count: the first recorded exit is final.
             let asked = self.asked.entry(id.clone()).or_default();
-            let oom_in_order = self
-                .oom_delivered
-                .get(id)
-                .is_some_and(|(at, other_exit)| *at >= truth.created_at && !other_exit);
+            let oom_in_order = self.oom_delivered.get(id).is_some_and(|(at, other_exit)| {
+                *at >= crate::sim::wall(truth.created_at) && !other_exit
+            });
             let our_sigkill = asked
                 .sigkill_sent_at
                 .is_some_and(|at| at >= truth.created_at);

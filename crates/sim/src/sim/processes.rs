@@ -6,6 +6,7 @@ use super::{Ev, Sim, wall};
 use crate::faults::FaultKind;
 use crate::model::{Behavior, Effect, OnTerm};
 use holdfast_core::{ContainerId, ContainerdEvent};
+use std::time::Duration;
 
 impl Sim {
     pub(super) fn effects(&mut self, fx: Vec<Effect>) {
@@ -28,6 +29,9 @@ impl Sim {
                 } => {
                     let after = self.rng_world.ms(5, 8000);
                     let status = self.rng_world.pick(&[0, 0, 1, 126, 137]);
+                    if let Some(init) = self.cd.live_pid(&container) {
+                        self.exec_may_run_out_of_memory(init, pid, after);
+                    }
                     self.user_exec_exit_after(after, container, exec_id, pid, status);
                 }
             }
@@ -146,18 +150,47 @@ impl Sim {
             exited_at: wall_now,
             oom_kills: self.cd.oom_kills(pid),
         };
-        self.shim_publish(pid, event, self.now, 0);
-        // The execs still running die with it, killed by the kernel.
-        for (exec_id, exec_pid) in self.cd.end_execs(&container) {
-            let event = ContainerdEvent::TaskExit {
+        // The execs still running die with it, killed by the kernel. An
+        // OOM kill ends the whole cgroup at once (memory.oom.group), and
+        // the shim reaps in no set order: for two pids in three, the
+        // execs' exits come between the OOM event and the init's exit (the
+        // order that once made an exec's exit erase the OOM evidence).
+        let execs_first = oom && !pid.is_multiple_of(3);
+        let mut ended = self.cd.end_execs(&container);
+        if oom {
+            let background: Vec<u32> = self
+                .background_execs
+                .iter()
+                .filter(|(_, c)| **c == container)
+                .map(|(pid, _)| *pid)
+                .collect();
+            for exec_pid in background {
+                self.background_execs.remove(&exec_pid);
+                ended.push((format!("exec-{exec_pid}"), exec_pid));
+            }
+        }
+        let exec_exits: Vec<ContainerdEvent> = ended
+            .into_iter()
+            .map(|(exec_id, exec_pid)| ContainerdEvent::TaskExit {
                 container: container.clone(),
                 exec_id,
                 pid: exec_pid,
                 exit_status: 137,
                 exited_at: wall_now,
                 oom_kills: None,
-            };
-            self.shim_publish(pid, event, self.now, 0);
+            })
+            .collect();
+        let (before, after) = if execs_first {
+            (exec_exits, Vec::new())
+        } else {
+            (Vec::new(), exec_exits)
+        };
+        for exec_exit in before {
+            self.shim_publish(pid, exec_exit, self.now, 0);
+        }
+        self.shim_publish(pid, event, self.now, 0);
+        for exec_exit in after {
+            self.shim_publish(pid, exec_exit, self.now, 0);
         }
         if oom_late {
             self.schedule(
@@ -172,13 +205,31 @@ impl Sim {
         }
     }
 
+    /// Where the world has OOMs, one exec in two (the user's or the
+    /// process's own) is what runs its cgroup out of memory while it runs
+    /// (for `lasts`): the whole group is killed. Derived, not drawn, so
+    /// every seed's streams stay as they were.
+    fn exec_may_run_out_of_memory(&mut self, init_pid: u32, exec_pid: u32, lasts: Duration) {
+        if self.profile.oom_permille > 0 && exec_pid.is_multiple_of(2) {
+            let exit = Ev::ProcessExit {
+                pid: init_pid,
+                status: 137,
+                oom: true,
+            };
+            self.schedule(self.now + lasts / 2, exit);
+        }
+    }
+
     /// An exec starts in the container whose init process is `init_pid`, if
     /// that process still runs; it exits a while later.
     pub(super) fn exec_start(&mut self, container: ContainerId, init_pid: u32) {
         if self.cd.live_pid(&container) == Some(init_pid) {
             let pid = self.cd.new_pid();
-            let at = self.now + self.rng_world.ms(10, 3000);
+            self.background_execs.insert(pid, container.clone());
+            let lasts = self.rng_world.ms(10, 3000);
+            let at = self.now + lasts;
             let status = self.rng_world.pick(&[0, 1, 137]);
+            self.exec_may_run_out_of_memory(init_pid, pid, lasts);
             self.schedule(
                 at,
                 Ev::ExecExit {
@@ -245,6 +296,9 @@ impl Sim {
 
     /// An exec exits: its TaskExit names the exec, not the init process.
     pub(super) fn exec_exit(&mut self, container: ContainerId, pid: u32, status: u32) {
+        if self.background_execs.remove(&pid).is_none() {
+            return; // ended with its cgroup already
+        }
         let exec_id = format!("exec-{pid}");
         let exited_at = wall(self.now);
         self.publish(ContainerdEvent::TaskExit {

@@ -86,6 +86,39 @@ impl Sim {
         self.ids.get(i).cloned()
     }
 
+    /// The target of a stop, kill, restart or remove: never a service
+    /// left alone. One in three containers that always restart is one
+    /// nobody stops: its policy alone keeps it up, whatever happens to
+    /// holdfastd meanwhile, and the checker demands every restart it owes
+    /// until the end (a policy container users stop counts no more).
+    fn meddle_target(&self, index: u8) -> Option<ContainerId> {
+        let id = self.target(index)?;
+        (!self.left_alone(&id)).then_some(id)
+    }
+
+    fn left_alone(&self, id: &ContainerId) -> bool {
+        let n: Option<u64> = id.as_str().trim_start_matches('c').parse().ok();
+        let policy = self
+            .core
+            .as_ref()
+            .and_then(|core| core.container(id))
+            .map(|view| view.record.config.restart_policy);
+        let service = matches!(
+            policy,
+            Some(RestartPolicy::Always | RestartPolicy::UnlessStopped)
+        );
+        service && n.is_some_and(|n| n.is_multiple_of(3))
+    }
+
+    /// The services nobody stops (see [`Sim::meddle_target`]).
+    pub(super) fn services_left_alone(&self) -> Vec<ContainerId> {
+        self.ids
+            .iter()
+            .filter(|id| self.left_alone(id))
+            .cloned()
+            .collect()
+    }
+
     pub(super) fn user(&mut self, op: UserOp) -> Result<(), SimFailure> {
         if self.core.is_none() {
             // holdfastd is down: the API socket refuses the user.
@@ -165,7 +198,7 @@ impl Sim {
                 Command::Start { id }
             }
             UserOp::Stop(t, secs) => {
-                let Some(id) = self.target(t) else {
+                let Some(id) = self.meddle_target(t) else {
                     return Ok(());
                 };
                 Command::Stop {
@@ -175,7 +208,7 @@ impl Sim {
                 }
             }
             UserOp::Kill(t, s) => {
-                let Some(id) = self.target(t) else {
+                let Some(id) = self.meddle_target(t) else {
                     return Ok(());
                 };
                 let number = [9, 9, 15, 10, 1][usize::from(s) % 5];
@@ -185,7 +218,7 @@ impl Sim {
                 Command::Kill { id, signal }
             }
             UserOp::Restart(t) => {
-                let Some(id) = self.target(t) else {
+                let Some(id) = self.meddle_target(t) else {
                     return Ok(());
                 };
                 Command::Restart {
@@ -195,7 +228,7 @@ impl Sim {
                 }
             }
             UserOp::Remove(t, force) => {
-                let Some(id) = self.target(t) else {
+                let Some(id) = self.meddle_target(t) else {
                     return Ok(());
                 };
                 // `rm -v` now and then: its anonymous volumes go with it.
