@@ -483,12 +483,59 @@ pub enum DeliberateBug {
     /// cgroup OOM count, the container's exit is then recorded without
     /// `OOMKilled`.
     ExecExitErasesOom,
+    /// Losing containerd is taken as a reason to kill: every running
+    /// container is sent SIGKILL once it is back.
+    KillOnDisconnect,
+    /// A stop's grace period ends and no SIGKILL follows: the stop hangs
+    /// for as long as the process ignores its signal.
+    StopNeverEscalates,
+    /// An exit stamped before the current run began (an earlier process
+    /// whose pid the kernel gave again) taken as the current run's.
+    ReusedPidExitAccepted,
+    /// An OOM event published before the current run began (an earlier
+    /// run's, delivered late) counted for the current run.
+    EarlierRunOomCounted,
+    /// A task a complete relist no longer lists stays running in the
+    /// record: its exit, lost with its shim, is never recorded.
+    VanishedTaskStaysRunning,
+    /// An exit recorded at the time it was learned, not the time the
+    /// process ended (`FinishedAt` wrong after an outage).
+    FinishedAtIsNow,
+    /// Exit status 137 taken as an OOM kill without an OOM event, where
+    /// no cgroup count says.
+    Exit137IsOom,
+    /// A user's kill still undelivered when the run ended is delivered to
+    /// the next run.
+    KillsOutliveRun,
+    /// A kill that means "stay down" sent to a frozen task, and no thaw
+    /// after it: under a v1 freezer it never takes effect.
+    PausedKillNeverThawed,
+    /// A create cut by a crash kept (shown as created) instead of rolled
+    /// back.
+    HalfCreatedKeptAfterCrash,
+    /// A network attachment cut by a crash (its setup's outcome unknown)
+    /// taken as never made: what it allocated is never released.
+    AttachingForgottenAfterCrash,
+    /// A relist listing the current run's task stopped is not taken as
+    /// its exit: the run stays running in the record.
+    StoppedListingIgnored,
+    /// A start event of the current run, delivered after its exit was
+    /// recorded, takes the container back to running.
+    StartEventResurrects,
+    /// At start-up, a container whose policy would restart it after its
+    /// last exit is restarted, although its user stopped it.
+    StoppedRestartedAtStartup,
+    /// A network release that fails is given up: what the attachment
+    /// holds (its address, its veth) is never released.
+    TeardownGivenUp,
+    /// `rm -v` (and auto-remove) leaves the container's anonymous volumes.
+    AnonymousVolumesLeft,
 }
 
 #[cfg(feature = "deliberate-bugs")]
 impl DeliberateBug {
     /// Every deliberate bug, in the order they were added.
-    pub const ALL: [DeliberateBug; 10] = [
+    pub const ALL: [DeliberateBug; 26] = [
         DeliberateBug::StreamErrorIsExit,
         DeliberateBug::LateExitOverwrites,
         DeliberateBug::SkipRelistAfterReconnect,
@@ -499,6 +546,22 @@ impl DeliberateBug {
         DeliberateBug::StaleAllocation,
         DeliberateBug::ExitFoundAtStartupIsUserStop,
         DeliberateBug::ExecExitErasesOom,
+        DeliberateBug::KillOnDisconnect,
+        DeliberateBug::StopNeverEscalates,
+        DeliberateBug::ReusedPidExitAccepted,
+        DeliberateBug::EarlierRunOomCounted,
+        DeliberateBug::VanishedTaskStaysRunning,
+        DeliberateBug::FinishedAtIsNow,
+        DeliberateBug::Exit137IsOom,
+        DeliberateBug::KillsOutliveRun,
+        DeliberateBug::PausedKillNeverThawed,
+        DeliberateBug::HalfCreatedKeptAfterCrash,
+        DeliberateBug::AttachingForgottenAfterCrash,
+        DeliberateBug::StoppedListingIgnored,
+        DeliberateBug::StartEventResurrects,
+        DeliberateBug::StoppedRestartedAtStartup,
+        DeliberateBug::TeardownGivenUp,
+        DeliberateBug::AnonymousVolumesLeft,
     ];
 
     /// The bug its name (as `{:?}` spells it) names.

@@ -136,6 +136,12 @@ impl Core {
         }
         for c in self.containers.values_mut() {
             c.confirmed = false;
+            if bug!(self.config, KillOnDisconnect)
+                && c.is_running()
+                && !c.rec.intents.kills.contains(&crate::Signal::SIGKILL)
+            {
+                c.rec.intents.kills.push(crate::Signal::SIGKILL);
+            }
         }
         self.answer_starts_past_bound();
         let delay = self.reconnect_delay();

@@ -61,7 +61,7 @@ impl Core {
                 // exit from before the run began (its pid was reused), or no
                 // later than the previous run's recorded exit.
                 if c.rec.pid != Some(pid)
-                    || c.predates_run(exited_at)
+                    || c.predates_run(exited_at) && !bug!(self.config, ReusedPidExitAccepted)
                     || c.current_exit().is_some() && !bug!(self.config, LateExitOverwrites)
                 {
                     return;
@@ -73,6 +73,11 @@ impl Core {
                     c.task = TaskState::Stopped;
                 }
                 c.oom_kills = oom_kills;
+                let exited_at = if bug!(self.config, FinishedAtIsNow) {
+                    self.out.now.wall
+                } else {
+                    exited_at
+                };
                 self.record_exit(&container, code, exited_at, None);
                 self.reconcile(&container);
             }
@@ -85,7 +90,8 @@ impl Core {
                 };
                 // Published before this run began: an earlier run's OOM,
                 // delivered late (a shim retrying through an outage).
-                let earlier_run = published_at.is_some_and(|at| c.predates_run(at));
+                let earlier_run = published_at.is_some_and(|at| c.predates_run(at))
+                    && !bug!(self.config, EarlierRunOomCounted);
                 if c.is_running() && !c.oom && !earlier_run {
                     c.oom = true;
                     self.out.publish(&container, UserEventKind::Oom);
@@ -119,6 +125,15 @@ impl Core {
                 pid,
                 published_at,
             } => {
+                if bug!(self.config, StartEventResurrects)
+                    && let Some(c) = self.containers.get_mut(&container)
+                    && c.rec.pid == Some(pid)
+                    && c.rec.exit.as_ref().is_some_and(|e| e.run == c.rec.run)
+                {
+                    c.rec.exit = None;
+                    c.task = TaskState::Running { pid };
+                    return;
+                }
                 let Some(c) = self.containers.get(&container) else {
                     return;
                 };
@@ -174,7 +189,9 @@ impl Core {
         let stopped_by_user = stopped | std::mem::take(&mut c.rec.intents.exit_on_next);
         c.stop_deadline = None;
         c.stop_escalated = false;
-        c.rec.intents.kills.clear();
+        if !bug!(self.config, KillsOutliveRun) {
+            c.rec.intents.kills.clear();
+        }
         c.kill_announced = None;
         c.paused = false;
         c.pause_wanted = None;
@@ -285,7 +302,8 @@ impl Core {
             run: c.rec.run,
             exit_code,
             finished_at,
-            oom_killed: c.oom_killed(exit_code),
+            oom_killed: c.oom_killed(exit_code)
+                || bug!(self.config, Exit137IsOom) && c.oom_kills.is_none() && exit_code == 137,
             error: error_text,
         });
         let (stopped, stopped_by_user) = self.end_run(id);

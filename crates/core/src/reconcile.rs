@@ -512,7 +512,27 @@ impl Core {
             }
             if rec.presence == Presence::Creating {
                 // The daemon stopped mid-create: roll back, leave nothing.
-                rec.presence = Presence::Discarding;
+                rec.presence = if bug!(self.config, HalfCreatedKeptAfterCrash) {
+                    Presence::Created
+                } else {
+                    Presence::Discarding
+                };
+            }
+            if bug!(self.config, StoppedRestartedAtStartup)
+                && rec.presence == Presence::Created
+                && let Some(exit) = &rec.exit
+                && exit.run == rec.run
+                && rec
+                    .config
+                    .restart_policy
+                    .wants_restart(exit.exit_code, rec.restart_count, false)
+            {
+                rec.intents.policy_restart = true;
+            }
+            if bug!(self.config, AttachingForgottenAfterCrash)
+                && rec.network == NetworkState::Attaching
+            {
+                rec.network = NetworkState::Detached;
             }
             if bug!(self.config, CommitThawNotRecorded) {
                 rec.intents.commit_thaw = false;
@@ -814,7 +834,7 @@ impl Core {
                 // A signal that means "stay down", to a frozen task: thaw
                 // it next (dockerd's order: the kill, then the resume).
                 let stay_down = signal == Signal::SIGKILL || c.rec.intents.exit_on_next;
-                c.thaw_due = c.paused && stay_down;
+                c.thaw_due = c.paused && stay_down && !bug!(self.config, PausedKillNeverThawed);
                 c.rec.intents.froze_since_kill &= !stay_down;
                 if let Some(pos) = c.rec.intents.kills.iter().position(|s| *s == signal) {
                     c.rec.intents.kills.remove(pos);
@@ -836,6 +856,8 @@ impl Core {
                 };
                 let grace = if bug!(self.config, KillBeforeStopDeadline) {
                     stop.grace / 2
+                } else if bug!(self.config, StopNeverEscalates) {
+                    std::time::Duration::from_secs(100 * 365 * 86_400)
                 } else {
                     stop.grace
                 };
@@ -1012,6 +1034,11 @@ impl Core {
             // Refused (a host port in use, a bad address): retrying cannot
             // help. The start is given up; what the setup made is torn down.
             (Step::NetworkSetup, _) => self.give_up_start(id, step, failure),
+            (Step::NetworkTeardown, _) if bug!(self.config, TeardownGivenUp) => {
+                c.rec.network = NetworkState::Detached;
+                self.out.persist(&c.rec);
+                self.reconcile(id);
+            }
             // A release is never given up.
             (Step::NetworkTeardown | Step::EndpointTeardown(_), _) => self.schedule_retry(id, step),
             (Step::EndpointSetup(_), K::Deadline | K::Unavailable) => self.schedule_retry(id, step),

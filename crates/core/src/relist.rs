@@ -212,7 +212,10 @@ impl Core {
                     // exit event's, is an earlier run's: the pid was reused.)
                     let current = c.rec.pid.is_none_or(|pid| pid == task.pid)
                         && !task.exited_at.is_some_and(|at| c.predates_run(at));
-                    if current && (settled || c.rec.pid.is_some()) {
+                    if current
+                        && (settled || c.rec.pid.is_some())
+                        && !bug!(self.config, StoppedListingIgnored)
+                    {
                         if bug!(self.config, ExitFoundAtStartupIsUserStop)
                             && before.0 == TaskState::Unknown
                         {
@@ -280,7 +283,7 @@ impl Core {
                     }
                 }
                 Some(_) => {}
-                None if settled => {
+                None if settled && !bug!(self.config, VanishedTaskStaysRunning) => {
                     let unexited = c.rec.pid.is_some() && c.current_exit().is_none();
                     // It ran (or its start was sent and may have taken
                     // effect) and is gone: an exit, status unknown.

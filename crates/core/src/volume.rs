@@ -357,7 +357,8 @@ impl Core {
         let Some(c) = self.containers.get(id) else {
             return;
         };
-        let anonymous_too = c.rec.intents.remove_volumes || c.rec.config.auto_remove;
+        let anonymous_too = (c.rec.intents.remove_volumes || c.rec.config.auto_remove)
+            && !bug!(self.config, AnonymousVolumesLeft);
         let names: Vec<String> = named_volumes(&c.rec.config).map(str::to_owned).collect();
         for name in names {
             let goes = self.volumes.get(&name).is_some_and(|v| {
