@@ -333,3 +333,12 @@ impl Drop for BridgeDaemon {
         }
     }
 }
+
+/// The Linux bridge of a user network: `hf-` and the first 12 digits of
+/// its id (crates/engine/src/network/definitions.rs). dockerd shows no
+/// bridge name in a user network's options unless one was given, and
+/// neither does holdfast.
+pub fn bridge_of(d: &Daemon, network: &str) -> String {
+    let id = d.ok(&["network", "inspect", "-f", "{{.Id}}", network]);
+    format!("hf-{}", id.trim().chars().take(12).collect::<String>())
+}

@@ -219,17 +219,7 @@ fn crashes_between_allocation_and_start_and_many_containers_leak_nothing() {
     let subnet = net.user_subnet();
     net.d
         .ok(&["network", "create", "--subnet", &subnet, "leaky"]);
-    let bridge = net
-        .d
-        .ok(&[
-            "network",
-            "inspect",
-            "-f",
-            "{{index .Options \"com.docker.network.bridge.name\"}}",
-            "leaky",
-        ])
-        .trim()
-        .to_owned();
+    let bridge = holdfast_e2e::network::bridge_of(&net.d, "leaky");
     let ipam = net.d.exec_root().join("net/ipam").join(&bridge);
     let user_held = |net: &BridgeDaemon| {
         (

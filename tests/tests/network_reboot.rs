@@ -26,17 +26,7 @@ fn after_a_reboot_containers_start_again_and_leave_nothing_behind() {
     net.d.ok(&["rm", "-f", "warm"]);
     let subnet = net.user_subnet();
     net.d.ok(&["network", "create", "--subnet", &subnet, "app"]);
-    let bridge = net
-        .d
-        .ok(&[
-            "network",
-            "inspect",
-            "-f",
-            "{{index .Options \"com.docker.network.bridge.name\"}}",
-            "app",
-        ])
-        .trim()
-        .to_owned();
+    let bridge = holdfast_e2e::network::bridge_of(&net.d, "app");
     let app_ipam = net.d.exec_root().join("net/ipam").join(&bridge);
     let baseline = held(&net);
     let rules_before = host_rules(&net, &[(bridge.clone(), subnet.clone())]);

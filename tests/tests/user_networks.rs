@@ -155,13 +155,7 @@ fn containers_on_a_user_network_reach_each_other_by_name_and_alias() {
         "{hosts}"
     );
 
-    let bridge = d.ok(&[
-        "network",
-        "inspect",
-        "-f",
-        "{{index .Options \"com.docker.network.bridge.name\"}}",
-        "app",
-    ]);
+    let bridge = holdfast_e2e::network::bridge_of(d, "app");
     let bridge = bridge.trim();
     assert!(Path::new("/sys/class/net").join(bridge).exists());
     d.ok(&["rm", "-f", "alpha", "delta"]);
@@ -418,16 +412,7 @@ fn filter_rules_naming(bridge: &str) -> Vec<String> {
 }
 
 fn bridge_of(net: &BridgeDaemon, network: &str) -> String {
-    net.d
-        .ok(&[
-            "network",
-            "inspect",
-            "-f",
-            "{{index .Options \"com.docker.network.bridge.name\"}}",
-            network,
-        ])
-        .trim()
-        .to_owned()
+    holdfast_e2e::network::bridge_of(&net.d, network)
 }
 
 #[test]

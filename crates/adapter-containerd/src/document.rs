@@ -156,6 +156,9 @@ pub(crate) struct ConfigDocument {
     pub config: ImageConfig,
     pub diff_ids: Vec<String>,
     pub history: Vec<HistoryEntry>,
+    /// Docker's legacy `container_config` (the config of the container a
+    /// build step ran in), as written, when the config has one.
+    pub container_config: Option<Value>,
 }
 
 /// Reads an image config: the OCI part through oci-spec, Docker's
@@ -169,6 +172,10 @@ pub(crate) fn read_config(what: &str, bytes: &[u8]) -> Result<ConfigDocument, Ad
         Some(fields) => fields.remove("history").unwrap_or(Value::Null),
         None => return Err(bad(format!("{what} is not a JSON object"))),
     };
+    let container_config = doc
+        .get("container_config")
+        .filter(|c| c.is_object())
+        .cloned();
     let docker: DockerExtensions = typed(what, "image config", doc.clone())?;
     let oci: ImageConfiguration = typed(what, "image config", doc)?;
     if oci.rootfs().typ() != "layers" {
@@ -198,6 +205,7 @@ pub(crate) fn read_config(what: &str, bytes: &[u8]) -> Result<ConfigDocument, Ad
         config,
         diff_ids: oci.rootfs().diff_ids().clone(),
         history: history_of(&history),
+        container_config,
     })
 }
 

@@ -63,6 +63,8 @@ pub struct ResolvedImage {
     pub chain_id: String,
     /// The config's `history`, oldest first.
     pub history: Vec<HistoryEntry>,
+    /// Docker's legacy `container_config`, when the config has one.
+    pub container_config: Option<serde_json::Value>,
 }
 
 /// One image of [`Adapter::list_images`].
@@ -219,6 +221,7 @@ impl Adapter {
             diff_ids: file.diff_ids,
             chain_id,
             history: file.history,
+            container_config: file.container_config,
         })
     }
 

@@ -45,9 +45,15 @@ fn render(details: &NetworkDetails) -> Value {
             (m.id.to_string(), shown)
         })
         .collect();
+    // The options given at its create, as dockerd shows them: none for a
+    // user network (holdfast refuses `--opt`; clients such as
+    // docker-compose compare these with what they asked for), the
+    // bridge's name for the default one, which its configuration names.
     let options = match n {
-        Listed::Bridge(d) => json!({"com.docker.network.bridge.name": d.bridge}),
-        Listed::Builtin(_) => json!({}),
+        Listed::Bridge(d) if !d.user_defined() => {
+            json!({"com.docker.network.bridge.name": d.bridge})
+        }
+        Listed::Bridge(_) | Listed::Builtin(_) => json!({}),
     };
     json!({
         "Name": n.name(),
@@ -58,7 +64,7 @@ fn render(details: &NetworkDetails) -> Value {
         "EnableIPv6": false,
         "IPAM": { "Driver": "default", "Options": null, "Config": ipam },
         "Internal": false,
-        "Attachable": false,
+        "Attachable": matches!(n, Listed::Bridge(d) if d.attachable),
         "Ingress": false,
         "ConfigFrom": { "Network": "" },
         "ConfigOnly": false,
@@ -194,7 +200,6 @@ fn parse_create(body: &[u8]) -> Result<NetworkRequest, ApiError> {
     }
     let refused = [
         ("--internal", b.internal.unwrap_or(false)),
-        ("--attachable", b.attachable.unwrap_or(false)),
         ("--ingress", b.ingress.unwrap_or(false)),
         ("--config-only", b.config_only.unwrap_or(false)),
         ("--config-from", b.config_from.is_some_and(|c| !c.is_null())),
@@ -255,6 +260,9 @@ fn parse_create(body: &[u8]) -> Result<NetworkRequest, ApiError> {
         subnet,
         gateway,
         labels: b.labels.unwrap_or_default(),
+        // Any container may attach to a local bridge network: dockerd
+        // accepts the flag there and shows it, as holdfast does.
+        attachable: b.attachable.unwrap_or(false),
         ..NetworkRequest::default()
     })
 }

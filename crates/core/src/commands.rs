@@ -42,6 +42,7 @@ impl Core {
                 subnet,
                 gateway,
                 labels,
+                attachable,
             } => {
                 let rec = crate::NetworkRecord {
                     name,
@@ -51,6 +52,7 @@ impl Core {
                     state: crate::ResourceState::Creating,
                     asked_subnet: subnet,
                     asked_gateway: gateway,
+                    attachable,
                     defined: None,
                 };
                 return self.create_network(req, rec);
@@ -199,8 +201,19 @@ impl Core {
             NetworkState::Attaching => !setting_up,
             NetworkState::Attached => false,
         };
-        if own == network && !up && set_up_anew && eth0_free && aliases.is_empty() && ip.is_none() {
+        // Back onto its own network before it runs: its own attachment
+        // again (published ports and all, as dockerd's sandbox keeps
+        // them), with the connect's aliases and address, as dockerd
+        // replaces the endpoint's settings. (docker-compose disconnects
+        // and reconnects every container it creates, with aliases.)
+        if own == network && !up && set_up_anew && eth0_free {
             c.rec.own_disconnected = false;
+            if c.rec.config.network_aliases != aliases || c.rec.config.ip_address != ip {
+                let mut config = (*c.rec.config).clone();
+                config.network_aliases = aliases;
+                config.ip_address = ip;
+                c.rec.config = std::sync::Arc::new(config);
+            }
             self.out.persist(&c.rec);
             self.out.answer_now(req, Answer::Done);
             return;

@@ -190,6 +190,9 @@ pub enum Command {
         subnet: Option<String>,
         gateway: Option<String>,
         labels: std::collections::BTreeMap<String, String>,
+        /// `--attachable`: on a local bridge network any container may
+        /// attach anyway; recorded to be shown as asked, as dockerd does.
+        attachable: bool,
     },
     /// `docker network rm`, by its resolved name.
     RemoveNetwork {

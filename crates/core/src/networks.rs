@@ -31,6 +31,10 @@ pub struct NetworkRecord {
     /// `--subnet` and `--gateway`, as asked.
     pub asked_subnet: Option<String>,
     pub asked_gateway: Option<String>,
+    /// `--attachable`, as asked (a network found on the host without its
+    /// record: not known, false).
+    #[serde(default)]
+    pub attachable: bool,
     /// What its definition gave it, once defined.
     pub defined: Option<Definition>,
 }
@@ -381,6 +385,7 @@ impl Core {
                 state: ResourceState::Ready,
                 asked_subnet: None,
                 asked_gateway: None,
+                attachable: false,
                 defined: Some(f.definition.clone()),
             };
             self.out.persist_network(&rec);

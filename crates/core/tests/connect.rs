@@ -613,6 +613,44 @@ fn a_created_container_connected_back_to_its_own_network_gets_its_own_eth0_again
 }
 
 #[test]
+fn a_created_container_connected_back_with_aliases_takes_them_on_its_own_eth0() {
+    // docker-compose disconnects every container it creates from the
+    // project network and connects it back with its service's aliases:
+    // the container keeps its own attachment (its published ports with
+    // it, as dockerd's sandbox does), with the connect's aliases and
+    // address, not one more endpoint without them.
+    let mut d = Driver::new();
+    created(&mut d);
+    d.command(disconnect("c1", "front"));
+    let (req, actions) = d.command(Command::Connect {
+        id: cid("c1"),
+        network: "front".into(),
+        aliases: vec!["web".into()],
+        ip: Some("10.9.0.7".into()),
+    });
+    let rec = record(&d, "c1");
+    assert!(!rec.own_disconnected && rec.endpoints.is_empty(), "{rec:?}");
+    assert_eq!(rec.config.network_aliases, ["web"]);
+    assert_eq!(rec.config.ip_address.as_deref(), Some("10.9.0.7"));
+    assert_eq!(
+        actions,
+        vec![
+            Action::Persist(rec.clone()),
+            Action::Answer(req, Answer::Done)
+        ]
+    );
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    assert_eq!(
+        issued(&actions),
+        vec![Issued::Network(NetworkCall::Setup {
+            id: cid("c1"),
+            config: rec.config,
+            own_interface: true,
+        })]
+    );
+}
+
+#[test]
 fn a_disconnect_while_its_own_setup_is_under_way_releases_that_eth0_before_the_task() {
     let mut d = Driver::new();
     created(&mut d);

@@ -49,6 +49,7 @@ fn create_network(d: &mut Driver, name: &str) -> (RequestId, Vec<Action>) {
         subnet: None,
         gateway: None,
         labels: BTreeMap::new(),
+        attachable: true,
     })
 }
 
@@ -57,6 +58,12 @@ fn defined(d: &mut Driver, name: &str) {
     let (op, _) = only(&actions);
     let actions = d.feed(Input::ActionResult(op, Ok(Done::Defined(definition()))));
     assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    let made = d
+        .core
+        .networks()
+        .find(|n| n.name == name)
+        .expect("recorded");
+    assert!(made.attachable, "--attachable is recorded as asked");
 }
 
 fn on(network: &str) -> ContainerConfig {

@@ -50,6 +50,18 @@ pub(crate) fn summary_json(i: &LocalImage, size: i64, shared_size: i64, containe
     })
 }
 
+/// The config dockerd shows for an image without `container_config`:
+/// every field at its zero value.
+fn empty_container_config() -> Value {
+    json!({
+        "Hostname": "", "Domainname": "", "User": "",
+        "AttachStdin": false, "AttachStdout": false, "AttachStderr": false,
+        "Tty": false, "OpenStdin": false, "StdinOnce": false,
+        "Env": null, "Cmd": null, "Image": "", "Volumes": null,
+        "WorkingDir": "", "Entrypoint": null, "OnBuild": null, "Labels": null,
+    })
+}
+
 fn inspect_json(i: &LocalImage) -> Value {
     let c = &i.resolved.config;
     json!({
@@ -71,6 +83,11 @@ fn inspect_json(i: &LocalImage) -> Value {
             "Labels": c.labels,
             "StopSignal": c.stop_signal,
         },
+        // API 1.43 still has it (docker-compose 1 reads its `Volumes` to
+        // recreate a container): the config's own, or, for an image that
+        // has none (built by BuildKit, OCI), the empty config dockerd
+        // shows then.
+        "ContainerConfig": i.resolved.container_config.clone().unwrap_or_else(empty_container_config),
         "Architecture": "amd64",
         "Os": "linux",
         "Size": i.size,

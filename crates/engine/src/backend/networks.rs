@@ -99,6 +99,7 @@ impl<'a> Networks<'a> {
             subnet: req.subnet,
             gateway: req.gateway,
             labels: req.labels,
+            attachable: req.attachable,
         };
         super::volumes::done(self.engine.command(command).await)?;
         match self.inspect(&req.name).await?.network {
@@ -229,6 +230,7 @@ impl<'a> Networks<'a> {
                                 n.created_at.as_unix_nanos(),
                             ),
                             labels: n.labels.clone(),
+                            attachable: n.attachable,
                         })
                     })
                     .collect();

@@ -29,6 +29,9 @@ pub struct NetworkDef {
     pub created: String,
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// `--attachable`, from the core's record (not written on the host).
+    #[serde(skip)]
+    pub attachable: bool,
 }
 
 impl NetworkDef {
@@ -66,6 +69,8 @@ pub struct NetworkRequest {
     pub labels: std::collections::BTreeMap<String, String>,
     /// RFC 3339.
     pub created: String,
+    /// `--attachable` (the core records it; nothing on the host differs).
+    pub attachable: bool,
 }
 
 /// Why a network could not be created or removed.
@@ -197,6 +202,7 @@ impl Network {
             gateway,
             created: req.created,
             labels: req.labels,
+            attachable: req.attachable,
         };
         let path = self.definition_path(&def.id);
         let bytes = serde_json::to_vec_pretty(&def).map_err(|e| DefError::Other(e.to_string()))?;
@@ -292,6 +298,8 @@ impl Network {
             gateway,
             labels,
             created: holdfast_rfc3339::format_nanos(created_at.as_unix_nanos()),
+            // The core's record holds it; the host's definition does not.
+            attachable: false,
         };
         match self.create(req) {
             Ok(def) => Ok(holdfast_core::Done::Defined(definition_of(&def))),

@@ -36,8 +36,9 @@ impl Network {
     }
 
     /// Rewrites the hosts file of every container attached to `def` (a
-    /// user network): its own part, then a line per peer on each user
-    /// network it is on (through its own interface or an endpoint).
+    /// user network): its own part, then a line per container (itself
+    /// included) on each user network it is on (through its own
+    /// interface or an endpoint).
     pub(super) fn refresh_peers(&self, def: &NetworkDef) -> Result<(), Failure> {
         if !def.user_defined() {
             return Ok(());
@@ -64,8 +65,11 @@ impl Network {
                 .filter_map(|(_, _, a)| a.network.as_ref())
                 .filter(|n| n.user_defined());
             for net in nets {
-                for (peer, _, p) in &all {
-                    if peer == id || !on(p, &net.id) {
+                // Its peers, and itself: dockerd's embedded DNS answers a
+                // container's own name and aliases too (a compose service
+                // reaches itself by its service's name).
+                for (_, _, p) in &all {
+                    if !on(p, &net.id) {
                         continue;
                     }
                     if let Some(ip) = p.ip {
@@ -204,6 +208,7 @@ mod tests {
             gateway: Ipv4Addr::new(10, 8, 0, 1),
             created: String::new(),
             labels: Default::default(),
+            attachable: false,
         };
         let (app, other) = (def("app", "aaa"), def("other", "bbb"));
         let attach = |id: &str, on: &NetworkDef, ip: u8, names: &[&str]| {
@@ -228,11 +233,11 @@ mod tests {
         let hosts = |id: &ContainerId| std::fs::read_to_string(net.hosts_path(id)).expect("read");
         assert_eq!(
             hosts(&web),
-            "127.0.0.1\tlocalhost\n10.8.0.2\tweb1\n10.8.0.3\tapi api1\n"
+            "127.0.0.1\tlocalhost\n10.8.0.2\tweb1\n10.8.0.3\tapi api1\n10.8.0.2\tweb front web1\n"
         );
         assert_eq!(
             hosts(&api),
-            "127.0.0.1\tlocalhost\n10.8.0.3\tapi1\n10.8.0.2\tweb front web1\n"
+            "127.0.0.1\tlocalhost\n10.8.0.3\tapi1\n10.8.0.3\tapi api1\n10.8.0.2\tweb front web1\n"
         );
         assert_eq!(hosts(&far), "127.0.0.1\tlocalhost\n10.8.0.4\tfar1\n");
         // the default network: no peers' lines
@@ -259,6 +264,7 @@ mod tests {
             gateway: Ipv4Addr::new(10, net, 0, 1),
             created: String::new(),
             labels: Default::default(),
+            attachable: false,
         };
         let (front, back) = (def("front", "aaa", 7), def("back", "bbb", 8));
         let attach = |id: &str, slot: u8, on: &NetworkDef, ip: Ipv4Addr, names: &[&str]| {
@@ -303,17 +309,17 @@ mod tests {
         // app is on both: it sees its peers on each
         assert_eq!(
             hosts(&app),
-            "127.0.0.1\tlocalhost\n10.7.0.2\tapp1\n10.7.0.4\tfe fe1\n10.8.0.2\tdb db1\n"
+            "127.0.0.1\tlocalhost\n10.7.0.2\tapp1\n10.7.0.2\tapp app1\n10.7.0.4\tfe fe1\n10.8.0.3\tapp api2 app1\n10.8.0.2\tdb db1\n"
         );
         // db sees app by its address on back, with the endpoint's alias
         assert_eq!(
             hosts(&db),
-            "127.0.0.1\tlocalhost\n10.8.0.2\tdb1\n10.8.0.3\tapp api2 app1\n"
+            "127.0.0.1\tlocalhost\n10.8.0.2\tdb1\n10.8.0.3\tapp api2 app1\n10.8.0.2\tdb db1\n"
         );
         net.refresh_peers(&front).expect("refresh");
         assert_eq!(
             hosts(&fe),
-            "127.0.0.1\tlocalhost\n10.7.0.4\tfe1\n10.7.0.2\tapp app1\n"
+            "127.0.0.1\tlocalhost\n10.7.0.4\tfe1\n10.7.0.2\tapp app1\n10.7.0.4\tfe fe1\n"
         );
         assert_eq!(
             net.attachments()

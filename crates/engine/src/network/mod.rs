@@ -143,6 +143,7 @@ impl Network {
             gateway: subnet.gateway(),
             created: String::new(),
             labels: Default::default(),
+            attachable: false,
         };
         Ok(Network {
             inner: Arc::new(Inner {
