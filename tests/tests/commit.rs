@@ -190,6 +190,32 @@ fn history_shows_each_step_newest_first() {
         .ok(&["image", "inspect", "-f", "{{.Id}}", "made:1"])
         .trim()
         .to_owned();
+    // Created, architecture and os as the configs say: the commit's time;
+    // none for the offline busybox (its config has no `created`), whose
+    // architecture is this host's, as the commit's is.
+    let shown = |image: &str| {
+        d.ok(&[
+            "image",
+            "inspect",
+            "-f",
+            "{{.Created}}|{{.Architecture}}|{{.Os}}",
+            image,
+        ])
+        .trim()
+        .to_owned()
+    };
+    let (made, base) = (shown("made:1"), shown("busybox"));
+    let made: Vec<&str> = made.split('|').collect();
+    let base: Vec<&str> = base.split('|').collect();
+    let created = holdfast_e2e::parse_rfc3339_nanos(made[0]).expect("an RFC 3339 time");
+    let age = holdfast_e2e::now_unix_nanos() - created;
+    assert!(
+        (0..600_000_000_000).contains(&age),
+        "the commit's time, not another: {made:?}"
+    );
+    assert_eq!(base[0], "0001-01-01T00:00:00Z", "{base:?}");
+    assert_eq!((made[1], made[2]), (base[1], "linux"));
+    assert_eq!(base[2], "linux");
     let formatted = d.ok(&[
         "history",
         "--no-trunc",

@@ -159,6 +159,11 @@ pub(crate) struct ConfigDocument {
     /// Docker's legacy `container_config` (the config of the container a
     /// build step ran in), as written, when the config has one.
     pub container_config: Option<Value>,
+    /// The config's `created` (RFC 3339, as written), `architecture` and
+    /// `os`.
+    pub created: Option<String>,
+    pub architecture: String,
+    pub os: String,
 }
 
 /// Reads an image config: the OCI part through oci-spec, Docker's
@@ -206,6 +211,9 @@ pub(crate) fn read_config(what: &str, bytes: &[u8]) -> Result<ConfigDocument, Ad
         diff_ids: oci.rootfs().diff_ids().clone(),
         history: history_of(&history),
         container_config,
+        created: oci.created().clone(),
+        architecture: oci.architecture().to_string(),
+        os: oci.os().to_string(),
     })
 }
 
@@ -394,8 +402,10 @@ mod tests {
     #[test]
     fn a_docker_config_reads_with_its_extensions() {
         let config = bytes(json!({
-            "architecture": "amd64",
+            "architecture": "arm64",
             "os": "linux",
+            "created": "2024-01-02T03:04:05.123456789Z",
+            "container_config": { "Cmd": ["/bin/sh", "-c", "#(nop) CMD [\"sh\"]"] },
             "config": {
                 "Env": ["PATH=/bin"], "Cmd": ["sh"], "StopSignal": "SIGQUIT", "WorkingDir": "/w", "User": "1:2",
                 "Labels": { "z": "1", "a": "2" },
@@ -408,6 +418,19 @@ mod tests {
             "history": [{ "created_by": "ADD x /" }],
         }));
         let read = read_config("config", &config).expect("a config");
+        assert_eq!(
+            (read.architecture.as_str(), read.os.as_str()),
+            ("arm64", "linux"),
+            "as the config says"
+        );
+        assert_eq!(
+            read.created.as_deref(),
+            Some("2024-01-02T03:04:05.123456789Z")
+        );
+        assert_eq!(
+            read.container_config.as_ref().map(|c| c["Cmd"][0].clone()),
+            Some(json!("/bin/sh"))
+        );
         let c = &read.config;
         assert_eq!(c.stop_signal.as_deref(), Some("SIGQUIT"));
         assert_eq!(c.cmd, Some(vec!["sh".to_owned()]));

@@ -65,6 +65,11 @@ pub struct ResolvedImage {
     pub history: Vec<HistoryEntry>,
     /// Docker's legacy `container_config`, when the config has one.
     pub container_config: Option<serde_json::Value>,
+    /// The config's `created` (RFC 3339, as written), when it has one.
+    pub created: Option<String>,
+    /// The config's `architecture` and `os`.
+    pub architecture: String,
+    pub os: String,
 }
 
 /// One image of [`Adapter::list_images`].
@@ -222,6 +227,9 @@ impl Adapter {
             chain_id,
             history: file.history,
             container_config: file.container_config,
+            created: file.created,
+            architecture: file.architecture,
+            os: file.os,
         })
     }
 

@@ -41,7 +41,8 @@ pub(crate) fn summary_json(i: &LocalImage, size: i64, shared_size: i64, containe
         "ParentId": "",
         "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
         "RepoDigests": [],
-        "Created": 0,
+        "Created": i.resolved.created.as_deref().and_then(crate::render::parse_rfc3339)
+            .map_or(0, |t| t.as_unix_nanos().div_euclid(1_000_000_000)),
         "Size": size,
         "SharedSize": shared_size,
         "VirtualSize": size,
@@ -70,7 +71,9 @@ fn inspect_json(i: &LocalImage) -> Value {
         "RepoDigests": [],
         "Parent": "",
         "Comment": "",
-        "Created": crate::render::ZERO_TIME,
+        // As the config says (dockerd shows it as written); the zero time
+        // for a config without one, as dockerd.
+        "Created": i.resolved.created.clone().unwrap_or_else(|| crate::render::ZERO_TIME.to_owned()),
         "Container": "",
         "DockerVersion": "",
         "Author": "",
@@ -88,8 +91,8 @@ fn inspect_json(i: &LocalImage) -> Value {
         // has none (built by BuildKit, OCI), the empty config dockerd
         // shows then.
         "ContainerConfig": i.resolved.container_config.clone().unwrap_or_else(empty_container_config),
-        "Architecture": "amd64",
-        "Os": "linux",
+        "Architecture": i.resolved.architecture,
+        "Os": i.resolved.os,
         "Size": i.size,
         "VirtualSize": i.size,
         "GraphDriver": { "Name": "overlayfs", "Data": null },
