@@ -26,7 +26,7 @@ fn ticks(text: &str) -> usize {
 
 #[test]
 fn version_and_info() {
-    let d = Daemon::start();
+    let mut d = Daemon::start();
     let version = d.ok(&["version"]);
     assert!(
         version.contains("Server:"),
@@ -90,6 +90,33 @@ fn version_and_info() {
         truth.contains("containerd"),
         "info should say how containerd is (SystemStatus, Warnings or Labels): {msg}"
     );
+    // The host's own facts, not fixed values.
+    let uname = std::process::Command::new("uname")
+        .arg("-m")
+        .output()
+        .expect("uname -m");
+    let machine = String::from_utf8_lossy(&uname.stdout).trim().to_owned();
+    assert_eq!(info["Architecture"], machine.as_str(), "{msg}");
+    let forwarding = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward")
+        .expect("ip_forward")
+        .trim()
+        == "1";
+    assert_eq!(info["IPv4Forwarding"], forwarding, "{msg}");
+    assert!(info["NFd"].as_u64().unwrap_or(0) > 0, "{msg}");
+    let networks = &info["Plugins"]["Network"];
+    assert!(
+        networks
+            .as_array()
+            .is_some_and(|n| n.iter().any(|p| p == "bridge")),
+        "{msg}"
+    );
+    // A random id of this engine, kept through a restart.
+    let id = info["ID"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(id.len(), 36, "a UUID: {msg}");
+    d.sigterm_and_wait();
+    d.restart();
+    let again = d.ok(&["info", "--format", "{{.ID}}"]);
+    assert_eq!(again.trim(), id, "the same engine id after a restart");
 }
 
 #[test]

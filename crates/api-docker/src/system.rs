@@ -29,7 +29,8 @@ pub async fn ping() -> Response {
 
 pub async fn version(State(state): State<ApiState>) -> Json<Value> {
     let version = env!("CARGO_PKG_VERSION");
-    let kernel_version = state.engine.system().host().kernel_version;
+    let host = state.engine.system().host();
+    let (kernel_version, arch) = (host.kernel_version, host.oci_architecture);
     Json(json!({
         "Platform": { "Name": "holdfast" },
         "Components": [{
@@ -39,7 +40,7 @@ pub async fn version(State(state): State<ApiState>) -> Json<Value> {
                 "ApiVersion": API_VERSION,
                 "MinAPIVersion": MIN_API_VERSION,
                 "Os": "linux",
-                "Arch": "amd64",
+                "Arch": arch,
                 "KernelVersion": kernel_version,
             },
         }],
@@ -49,7 +50,7 @@ pub async fn version(State(state): State<ApiState>) -> Json<Value> {
         "GitCommit": "",
         "GoVersion": "",
         "Os": "linux",
-        "Arch": "amd64",
+        "Arch": arch,
         "KernelVersion": kernel_version,
         "BuildTime": "",
     }))
@@ -86,7 +87,7 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
     ]);
     let host = &info.host;
     Ok(Json(json!({
-        "ID": "holdfast",
+        "ID": info.engine_id,
         "Containers": info.running + info.paused + info.stopped,
         "ContainersRunning": info.running,
         "ContainersPaused": info.paused,
@@ -95,15 +96,15 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
         "Driver": "overlayfs",
         "DriverStatus": [["Backing Filesystem", "containerd snapshotter"]],
         "SystemStatus": system_status,
-        "Plugins": { "Volume": [], "Network": ["host", "null"], "Log": ["json-file"] },
+        "Plugins": { "Volume": ["local"], "Network": ["bridge", "host", "null"], "Log": ["json-file", "local"] },
         "MemoryLimit": true,
         "SwapLimit": false,
         "CpuCfsPeriod": false,
         "CpuCfsQuota": false,
         "OomKillDisable": false,
-        "IPv4Forwarding": false,
+        "IPv4Forwarding": host.ipv4_forwarding,
         "Debug": false,
-        "NFd": 0,
+        "NFd": host.open_fds,
         "NGoroutines": 0,
         "SystemTime": render::time(wall_now()),
         "LoggingDriver": "json-file",
@@ -113,7 +114,7 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
         "KernelVersion": host.kernel_version,
         "OperatingSystem": "holdfast on Linux",
         "OSType": "linux",
-        "Architecture": "x86_64",
+        "Architecture": host.architecture,
         "IndexServerAddress": "https://index.docker.io/v1/",
         "NCPU": host.cpus,
         "MemTotal": host.mem_total_bytes,

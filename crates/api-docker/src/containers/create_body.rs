@@ -845,6 +845,7 @@ mod tests {
             (br#"{"Image":"b","HostConfig":{"Mounts":[{"Type":"volume","Source":"a/b","Target":"/v"}]}}"#, "invalid HostConfig.Mounts"),
             (br#"{"Image":"b","HostConfig":{"NanoCpus":1000000000,"CpuQuota":5000}}"#, "NanoCpus"),
             (br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"syslog"}}}"#, "syslog"),
+            (br#"{"Image":"b","HostConfig":{"LogConfig":{"Type":"nope"}}}"#, "logger: no log driver named 'nope' is registered"),
             (br#"{"Image":"b","HostConfig":{"PidMode":"sideways"}}"#, "PidMode"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"container:"}}"#, "container name or id"),
             (br#"{"Image":"b","HostConfig":{"NetworkMode":"container:web"},"Hostname":"h"}"#, "hostname and the network mode"),

@@ -627,8 +627,14 @@ pub(super) fn log_driver(kind: Option<&str>) -> Result<LogDriver, ApiError> {
         "" | "json-file" => Ok(LogDriver::JsonFile),
         "local" => Ok(LogDriver::Local),
         "none" => Ok(LogDriver::None),
-        other => Err(bad(format!(
+        // dockerd's other drivers: refused by name.
+        other @ ("syslog" | "journald" | "gelf" | "fluentd" | "awslogs" | "splunk" | "gcplogs"
+        | "logentries" | "etwlogs") => Err(bad(format!(
             "HostConfig.LogConfig.Type {other:?} is not supported by holdfast (json-file, local and none are)"
+        ))),
+        // A driver no engine has: dockerd's own words.
+        other => Err(bad(format!(
+            "logger: no log driver named '{other}' is registered"
         ))),
     }
 }

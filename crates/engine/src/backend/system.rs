@@ -34,6 +34,9 @@ pub struct Info {
     pub images: usize,
     pub data_root: PathBuf,
     pub host: Host,
+    /// This engine's id: random, made once and kept under the data root
+    /// (as dockerd keeps its own), the same through restarts.
+    pub engine_id: String,
 }
 
 /// The host, as `docker info` and `docker version` show it.
@@ -45,6 +48,14 @@ pub struct Host {
     pub kernel_version: String,
     /// `1` or `2`.
     pub cgroup_version: &'static str,
+    /// The machine, as `uname -m` names it (`x86_64`, `aarch64`).
+    pub architecture: &'static str,
+    /// The same, as Go and OCI name it (`amd64`, `arm64`): `/version`'s.
+    pub oci_architecture: &'static str,
+    /// `net.ipv4.ip_forward` is on.
+    pub ipv4_forwarding: bool,
+    /// File descriptors holdfastd has open.
+    pub open_fds: usize,
 }
 
 /// What everything takes on disk (`docker system df`).
@@ -119,6 +130,7 @@ impl<'a> System<'a> {
             images,
             data_root: self.engine.services.data_root.clone(),
             host: host(),
+            engine_id: engine_id(&self.engine.services.data_root)?,
         })
     }
 
@@ -199,6 +211,39 @@ impl<'a> System<'a> {
     }
 }
 
+/// The engine's id, kept in `<data root>/engine-id`: read, or made (a
+/// random UUID, as dockerd's since 23.0) and written durably on first ask.
+fn engine_id(data_root: &Path) -> Result<String, RequestError> {
+    let path = data_root.join("engine-id");
+    if let Ok(id) = std::fs::read_to_string(&path)
+        && !id.trim().is_empty()
+    {
+        return Ok(id.trim().to_owned());
+    }
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b)
+        .map_err(|e| crate::refusal::internal(format!("no randomness for the engine id: {e}")))?;
+    b[6] = (b[6] & 0x0f) | 0x40; // version 4
+    b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
+    let h = hex::encode(b);
+    let id = format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    );
+    // Written aside and renamed: a crash leaves the old id or the new one.
+    let tmp = data_root.join("engine-id.tmp");
+    std::fs::write(&tmp, &id)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| {
+            crate::refusal::internal(format!("keeping the engine id in {}: {e}", path.display()))
+        })?;
+    Ok(id)
+}
+
 fn host() -> Host {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
@@ -221,12 +266,21 @@ fn host() -> Host {
     } else {
         "1"
     };
+    let ipv4_forwarding =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").is_ok_and(|v| v.trim() == "1");
+    let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     Host {
         name,
         mem_total_bytes,
         cpus,
         kernel_version,
         cgroup_version,
+        // Rust names the machines as uname does for those Linux runs on
+        // (x86_64, aarch64, riscv64, ...).
+        architecture: std::env::consts::ARCH,
+        oci_architecture: holdfast_adapter_containerd::host_architecture(),
+        ipv4_forwarding,
+        open_fds,
     }
 }
 
