@@ -216,6 +216,36 @@ fn history_shows_each_step_newest_first() {
     assert_eq!(base[0], "0001-01-01T00:00:00Z", "{base:?}");
     assert_eq!((made[1], made[2]), (base[1], "linux"));
     assert_eq!(base[2], "linux");
+    // The list's query is honoured: a reference, the times, dangling.
+    let listed = |args: &[&str]| {
+        let mut all = vec!["images", "--format", "{{.Repository}}:{{.Tag}}"];
+        all.extend_from_slice(args);
+        let mut names: Vec<String> = d.ok(&all).lines().map(str::to_owned).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listed(&["made"]), ["made:1"]);
+    assert_eq!(listed(&["--filter", "reference=ma*"]), ["made:1"]);
+    assert!(listed(&["nothing-of-the-kind"]).is_empty());
+    assert_eq!(listed(&["--filter", "since=busybox"]), ["made:1"]);
+    assert_eq!(listed(&["--filter", "before=made:1"]), ["busybox:latest"]);
+    assert!(listed(&["--filter", "dangling=true"]).is_empty());
+    d.fails_saying(
+        "an unknown filter",
+        &["images", "--filter", "colour=blue"],
+        "invalid filter 'colour'",
+    );
+    let refused = d.http("GET", "/images/json?digests=1", None);
+    assert_eq!(
+        refused.status, 400,
+        "digests, not known yet: {}",
+        refused.body
+    );
+    assert!(
+        refused.body.contains("digests is not supported"),
+        "{}",
+        refused.body
+    );
     let formatted = d.ok(&[
         "history",
         "--no-trunc",

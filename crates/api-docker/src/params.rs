@@ -111,6 +111,14 @@ impl Filters {
         }
     }
 
+    /// Every `label` filter (`key` or `key=value`) holds of `labels`.
+    pub fn labels_match(&self, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        self.get("label").iter().all(|l| match l.split_once('=') {
+            Some((k, v)) => labels.get(k).is_some_and(|have| have == v),
+            None => labels.contains_key(l),
+        })
+    }
+
     /// A filter with no values matches everything; else any value may match.
     pub fn any(&self, key: &str, matches: impl Fn(&str) -> bool) -> bool {
         let values = self.get(key);

@@ -37,13 +37,7 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
         let keep = filters.any("name", |n| v.volume.name.contains(n))
             && filters.any("driver", |d| d == "local")
             && filters.any("dangling", |d| matches!(d, "true" | "1") == dangling)
-            && filters
-                .get("label")
-                .iter()
-                .all(|l| match l.split_once('=') {
-                    Some((k, val)) => labels.get(k).is_some_and(|have| have == val),
-                    None => labels.contains_key(l),
-                });
+            && filters.labels_match(labels);
         if keep {
             out.push(render(&v));
         }

@@ -113,14 +113,8 @@ fn matches_filters(
     if !f.any("health", |v| v == health) {
         return Ok(false);
     }
-    for label in f.get("label") {
-        let ok = match label.split_once('=') {
-            Some((k, v)) => r.config.labels.get(k).is_some_and(|have| have == v),
-            None => r.config.labels.contains_key(label),
-        };
-        if !ok {
-            return Ok(false);
-        }
+    if !f.labels_match(&r.config.labels) {
+        return Ok(false);
     }
     let exited = f.get("exited");
     if !exited.is_empty() {

@@ -22,15 +22,124 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use holdfast_engine::backend::images::{HistoryEntry, LocalImage, Removed, familiar};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
-pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+/// `GET /images/json`: one entry per image, with the names the
+/// `reference` filter keeps, as dockerd lists them.
+pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Json<Value>, ApiError> {
+    let p = Params::parse(&query);
+    // `all` adds the intermediate images of builds: holdfast has none, so
+    // the list is the same either way. RepoDigests and SharedSize are not
+    // known yet: asked for, they are refused by name rather than shown
+    // empty.
+    for unknown in ["digests", "shared-size"] {
+        if p.bool(unknown) {
+            return Err(ApiError::bad_request(format!(
+                "images list: {unknown} is not supported by holdfast yet"
+            )));
+        }
+    }
+    let filters = p.filters()?;
+    filters.only(&["dangling", "reference", "before", "since", "label"])?;
+    for d in filters.get("dangling") {
+        if !matches!(d.as_str(), "true" | "false" | "1" | "0") {
+            return Err(ApiError::bad_request(format!(
+                "Invalid filter 'dangling={d}'"
+            )));
+        }
+    }
     let images = state.engine.images().list().await?;
-    Ok(Json(Value::Array(
-        images
+    let created = |i: &LocalImage| created_secs(i);
+    let bound = |key: &str| -> Result<Option<i64>, ApiError> {
+        match filters.get(key) {
+            [] => Ok(None),
+            [reference] => {
+                let found = images
+                    .iter()
+                    .find(|i| names_image(i, reference))
+                    .ok_or_else(|| ApiError::not_found(format!("No such image: {reference}")))?;
+                Ok(Some(created(found)))
+            }
+            _ => Err(ApiError::bad_request(format!(
+                "filter {key}: only one image may be named"
+            ))),
+        }
+    };
+    let (before, since) = (bound("before")?, bound("since")?);
+    let mut out = Vec::new();
+    for i in &images {
+        // Every image holdfast lists has a name: none is dangling.
+        let dangling = false;
+        if !filters.any("dangling", |d| matches!(d, "true" | "1") == dangling)
+            || !filters.labels_match(
+                i.resolved
+                    .config
+                    .labels
+                    .as_ref()
+                    .unwrap_or(&BTreeMap::new()),
+            )
+            || before.is_some_and(|b| created(i) >= b)
+            || since.is_some_and(|s| created(i) <= s)
+        {
+            continue;
+        }
+        let patterns = filters.get("reference");
+        let names: Vec<String> = i
+            .names
             .iter()
-            .map(|i| summary_json(i, i.size, -1, -1))
-            .collect(),
-    )))
+            .filter(|n| patterns.is_empty() || patterns.iter().any(|p| reference_matches(p, n)))
+            .cloned()
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        let shown = LocalImage { names, ..i.clone() };
+        out.push(summary_json(&shown, i.size, -1, -1));
+    }
+    Ok(Json(Value::Array(out)))
+}
+
+/// The image's `created`, in Unix seconds (0 when its config has none).
+fn created_secs(i: &LocalImage) -> i64 {
+    i.resolved
+        .created
+        .as_deref()
+        .and_then(crate::render::parse_rfc3339)
+        .map_or(0, |t| t.as_unix_nanos().div_euclid(1_000_000_000))
+}
+
+/// Whether `reference` (a name, `name:tag`, a full or short id) names `i`.
+fn names_image(i: &LocalImage, reference: &str) -> bool {
+    let id = i.resolved.config_digest.as_str();
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    let bare = reference.strip_prefix("sha256:").unwrap_or(reference);
+    i.names.iter().any(|n| {
+        let f = familiar(n);
+        f == reference || f.strip_suffix(":latest") == Some(reference)
+    }) || (bare.len() >= 4 && hex.starts_with(bare))
+}
+
+/// docker's `reference` filter: the pattern (`*` and `?` as in a shell,
+/// never across a `/`) matches the familiar name with its tag, or without.
+fn reference_matches(pattern: &str, name: &str) -> bool {
+    let full = familiar(name);
+    let repo = match full.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo.to_owned(),
+        _ => full.clone(),
+    };
+    glob(pattern.as_bytes(), full.as_bytes()) || glob(pattern.as_bytes(), repo.as_bytes())
+}
+
+/// Go's `path.Match` for `*` and `?` (other bytes match themselves).
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    match p.split_first() {
+        None => s.is_empty(),
+        Some((b'*', rest)) => (0..=s.len())
+            .take_while(|&k| !s[..k].contains(&b'/'))
+            .any(|k| glob(rest, &s[k..])),
+        Some((b'?', rest)) => s.first().is_some_and(|c| *c != b'/') && glob(rest, &s[1..]),
+        Some((c, rest)) => s.first() == Some(c) && glob(rest, &s[1..]),
+    }
 }
 
 /// An image as `docker images` and `docker system df` list it: its `size`,
@@ -41,8 +150,7 @@ pub(crate) fn summary_json(i: &LocalImage, size: i64, shared_size: i64, containe
         "ParentId": "",
         "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
         "RepoDigests": [],
-        "Created": i.resolved.created.as_deref().and_then(crate::render::parse_rfc3339)
-            .map_or(0, |t| t.as_unix_nanos().div_euclid(1_000_000_000)),
+        "Created": created_secs(i),
         "Size": size,
         "SharedSize": shared_size,
         "VirtualSize": size,
@@ -304,6 +412,23 @@ pub async fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_filter_matches_as_dockers() {
+        let cases = [
+            ("busybox", "docker.io/library/busybox:latest", true),
+            ("busybox:latest", "docker.io/library/busybox:latest", true),
+            ("busy*", "docker.io/library/busybox:1.36", true),
+            ("busybox:1.?6", "docker.io/library/busybox:1.36", true),
+            ("*", "example.com/team/app:v1", false),
+            ("example.com/*/app", "example.com/team/app:v1", true),
+            ("busybox:old", "docker.io/library/busybox:latest", false),
+            ("box", "docker.io/library/busybox:latest", false),
+        ];
+        for (pattern, name, want) in cases {
+            assert_eq!(reference_matches(pattern, name), want, "{pattern} ~ {name}");
+        }
+    }
 
     #[test]
     fn history_reads_as_dockerd_shows_it() {
