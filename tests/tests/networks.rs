@@ -81,6 +81,25 @@ fn a_published_port_reaches_httpd_and_ps_port_and_inspect_show_it() {
     let local = d.ok(&["exec", "web", "wget", "-qO-", "http://localhost:80/"]);
     assert_eq!(local.trim(), "hello-web");
 
+    // ps filters by the ports published and exposed
+    let named = |filter: &str| {
+        let mut names: Vec<String> = d
+            .ok(&["ps", "--filter", filter, "--format", "{{.Names}}"])
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(named("publish=80"), ["web", "web2"]);
+    assert_eq!(named("expose=70-90/tcp"), ["web", "web2"]);
+    assert!(named("publish=80/udp").is_empty());
+    assert!(named("is-task=true").is_empty());
+    d.fails_saying(
+        "a bad port filter",
+        &["ps", "--filter", "publish=eighty"],
+        "invalid filter 'publish=eighty'",
+    );
     let shown = d.ok(&["port", "web"]);
     assert_eq!(
         shown.trim(),

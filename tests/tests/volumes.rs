@@ -31,6 +31,29 @@ fn a_named_volume_keeps_its_data_through_containers_and_restarts() {
         ]),
         "kept\n"
     );
+    // ps finds a container by its volume, and lists its mounts.
+    d.ok(&["create", "--name", "user", "-v", "data:/data", "busybox"]);
+    for filter in ["volume=data", "volume=/data"] {
+        let found = d.ok(&[
+            "ps",
+            "-a",
+            "--filter",
+            filter,
+            "--format",
+            "{{.Names}}|{{.Mounts}}",
+        ]);
+        assert_eq!(found.trim(), "user|data", "{filter}");
+    }
+    let none = d.ok(&[
+        "ps",
+        "-a",
+        "--filter",
+        "volume=other",
+        "--format",
+        "{{.Names}}",
+    ]);
+    assert!(none.trim().is_empty(), "{none}");
+    d.ok(&["rm", "user"]);
     let out = d.docker(&[
         "run",
         "--rm",

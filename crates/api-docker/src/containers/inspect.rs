@@ -178,7 +178,7 @@ fn mount_spec_json(m: &holdfast_core::MountSpec) -> Value {
 }
 
 /// Inspect's top-level `Mounts`: the binds and `--mount`s as mounted.
-fn mount_points_json(c: &ContainerConfig) -> Vec<Value> {
+pub(super) fn mount_points_json(c: &ContainerConfig) -> Vec<Value> {
     let mut out: Vec<Value> = c
         .mounts
         .iter()

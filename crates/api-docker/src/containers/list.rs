@@ -90,7 +90,7 @@ pub(crate) fn list_json(
             }
             Value::Object(networks)
         } },
-        "Mounts": [],
+        "Mounts": super::inspect::mount_points_json(c),
     })
 }
 
@@ -152,6 +152,49 @@ fn matches_filters(
     if !f.any("network", on) {
         return Ok(false);
     }
+    // A volume by its name, or any mount by where it is mounted.
+    let mounts = |v: &str| {
+        r.config
+            .mounts
+            .iter()
+            .any(|m| m.volume.as_deref() == Some(v) || m.destination == v)
+            || r.config.mount_specs.iter().any(|m| match m {
+                holdfast_core::MountSpec::Bind { target, .. }
+                | holdfast_core::MountSpec::Tmpfs { target, .. } => target == v,
+            })
+    };
+    if !f.any("volume", mounts) {
+        return Ok(false);
+    }
+    // No swarm: no container is a task.
+    if !f.any("is-task", |v| v == "false" || v == "0") {
+        return Ok(false);
+    }
+    // Ports as dockerd's NetworkSettings.Ports and Config.ExposedPorts have
+    // them: the container's ports, published and exposed (the former only
+    // while it runs, as dockerd's).
+    let exposed: Vec<(u16, &str)> = r
+        .config
+        .ports
+        .iter()
+        .map(|p| (p.container_port, p.protocol.as_str()))
+        .chain(r.config.exposed_ports.iter().filter_map(|e| {
+            let (port, proto) = e.split_once('/').unwrap_or((e.as_str(), "tcp"));
+            Some((port.parse().ok()?, proto))
+        }))
+        .collect();
+    let running = matches!(s.status, Status::Running);
+    for (key, live_only) in [("publish", true), ("expose", false)] {
+        for v in f.get(key) {
+            let (start, end, proto) = port_filter(key, v)?;
+            let hit = exposed
+                .iter()
+                .any(|(p, pr)| (start..=end).contains(p) && *pr == proto);
+            if !hit || (live_only && !running) {
+                return Ok(false);
+            }
+        }
+    }
     let created_of = |reference: &str| {
         all_ids
             .iter()
@@ -172,6 +215,24 @@ fn matches_filters(
         }
     }
     Ok(true)
+}
+
+/// A `publish` or `expose` filter value: `80`, `80/udp`, `8000-8080/tcp`.
+fn port_filter<'a>(key: &str, v: &'a str) -> Result<(u16, u16, &'a str), ApiError> {
+    let bad = || ApiError::bad_request(format!("invalid filter '{key}={v}'"));
+    let (range, proto) = v.split_once('/').unwrap_or((v, "tcp"));
+    if !matches!(proto, "tcp" | "udp" | "sctp") {
+        return Err(bad());
+    }
+    let (start, end) = range.split_once('-').unwrap_or((range, range));
+    let (start, end): (u16, u16) = (
+        start.parse().map_err(|_| bad())?,
+        end.parse().map_err(|_| bad())?,
+    );
+    if start > end {
+        return Err(bad());
+    }
+    Ok((start, end, proto))
 }
 
 pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
@@ -204,6 +265,18 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
                 "invalid filter 'status={v}'"
             )));
         }
+    }
+    for v in filters.get("is-task") {
+        if !matches!(v.as_str(), "true" | "false" | "1" | "0") {
+            return Err(ApiError::bad_request(format!(
+                "invalid filter 'is-task={v}'"
+            )));
+        }
+    }
+    if p.bool("size") {
+        return Err(ApiError::bad_request(
+            "containers list: size (SizeRw, SizeRootFs) is not supported by holdfast yet",
+        ));
     }
     let all = p.bool("all");
     let limit: Option<i64> = p.int("limit")?;
@@ -252,6 +325,24 @@ mod tests {
     use super::*;
     use holdfast_core::{ContainerConfig, Record, TaskState};
     use std::sync::Arc;
+
+    #[test]
+    fn port_filters_read_as_dockers() {
+        assert_eq!(port_filter("publish", "80").ok(), Some((80, 80, "tcp")));
+        assert_eq!(port_filter("expose", "53/udp").ok(), Some((53, 53, "udp")));
+        assert_eq!(
+            port_filter("expose", "8000-8080/tcp").ok(),
+            Some((8000, 8080, "tcp"))
+        );
+        for bad in ["eighty", "80/icmp", "90-80", "70000", "80-", ""] {
+            let e = port_filter("publish", bad).expect_err(bad);
+            assert!(
+                e.message.contains("invalid filter 'publish="),
+                "{bad}: {}",
+                e.message
+            );
+        }
+    }
 
     #[test]
     fn ps_status_words() {
