@@ -43,14 +43,10 @@ fn a_relist_records_exits_missed_while_disconnected() {
     assert_eq!(d.exit("c2", 42, 1), vec![]);
 }
 
-#[test]
-fn a_relist_that_a_later_answer_made_stale_is_followed_by_another_at_once() {
-    // A relist is asked for while a call is in flight; the call is answered
-    // before the listing arrives. The listing cannot settle the container
-    // (the call may have changed the task after it was read), and it says
-    // the task is gone: another relist must look at once, not the periodic
-    // one a minute later (simulator seed 45374: a shim died, the container
-    // was shown running long after).
+/// c1 running (pid 41), a user's SIGHUP to it in flight, then the stream
+/// broken and a relist asked for on the new subscription: the driver,
+/// the kill's op and the relist's.
+fn kill_in_flight_then_relist_asked() -> (Driver, OpId, OpId) {
     let mut d = Driver::new();
     d.connect(vec![]);
     d.run("c1", ContainerConfig::default(), 41);
@@ -65,6 +61,18 @@ fn a_relist_that_a_later_answer_made_stale_is_followed_by_another_at_once() {
         "eof".into(),
     )));
     let relist = d.resubscribe();
+    (d, kill, relist)
+}
+
+#[test]
+fn a_relist_that_a_later_answer_made_stale_is_followed_by_another_at_once() {
+    // A relist is asked for while a call is in flight; the call is answered
+    // before the listing arrives. The listing cannot settle the container
+    // (the call may have changed the task after it was read), and it says
+    // the task is gone: another relist must look at once, not the periodic
+    // one a minute later (simulator seed 45374: a shim died, the container
+    // was shown running long after).
+    let (mut d, kill, relist) = kill_in_flight_then_relist_asked();
     assert_eq!(calls(&d.ok(kill)), vec![]);
     let actions = d.relist(relist, vec![]);
     let again = only_call(&actions, |c| matches!(c, Call::Relist));
@@ -87,20 +95,7 @@ fn a_call_answered_not_found_leaves_a_relist_it_overlapped_able_to_settle() {
     // the container. (Simulator seed 31016: a stop's kill, retried on a
     // backoff shorter than a relist took, kept every relist from settling
     // a task whose shim had died with its exit; it was shown running.)
-    let mut d = Driver::new();
-    d.connect(vec![]);
-    d.run("c1", ContainerConfig::default(), 41);
-    let hup = Signal::try_from(1).expect("valid");
-    let (_, actions) = d.command(Command::Kill {
-        id: cid("c1"),
-        signal: hup,
-    });
-    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
-    d.feed(Input::Connection(ConnectionFact::StreamBroken(
-        OpId(1),
-        "eof".into(),
-    )));
-    let relist = d.resubscribe();
+    let (mut d, kill, relist) = kill_in_flight_then_relist_asked();
     d.fail(kill, FailureKind::NotFound);
     d.relist(relist, vec![]);
     let c1 = d.core.container(&cid("c1")).expect("c1");
