@@ -854,12 +854,12 @@ impl Core {
                 let Some(stop) = c.rec.intents.stop else {
                     return;
                 };
-                let grace = if bug!(self.config, KillBeforeStopDeadline) {
-                    stop.grace / 2
-                } else if bug!(self.config, StopNeverEscalates) {
-                    std::time::Duration::from_secs(100 * 365 * 86_400)
-                } else {
-                    stop.grace
+                let early = bug!(self.config, KillBeforeStopDeadline);
+                let never = bug!(self.config, StopNeverEscalates);
+                let grace = match (early, never) {
+                    (true, _) => stop.grace / 2,
+                    (_, true) => std::time::Duration::from_secs(100 * 365 * 86_400),
+                    _ => stop.grace,
                 };
                 let deadline = now.at + grace;
                 c.stop_deadline = Some(deadline);
