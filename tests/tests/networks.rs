@@ -78,6 +78,14 @@ fn a_published_port_reaches_httpd_and_ps_port_and_inspect_show_it() {
     let id = v["Id"].as_str().unwrap_or_default();
     let hosts = d.ok(&["exec", "web", "cat", "/etc/hosts"]);
     assert!(hosts.contains(&format!("{ip}\t{}", &id[..12])), "{hosts}");
+    // inspect names the file bound there, and the host's resolver
+    let hosts_path = v["HostsPath"].as_str().unwrap_or_default();
+    assert_eq!(
+        std::fs::read_to_string(hosts_path).ok().as_deref(),
+        Some(hosts.as_str()),
+        "HostsPath {hosts_path:?}"
+    );
+    assert_eq!(v["ResolvConfPath"], "/etc/resolv.conf", "{v}");
     let local = d.ok(&["exec", "web", "wget", "-qO-", "http://localhost:80/"]);
     assert_eq!(local.trim(), "hello-web");
 

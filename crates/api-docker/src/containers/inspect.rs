@@ -343,6 +343,8 @@ fn inspect_json(
             "Health": s.health.as_ref().map(crate::health::state_json),
         },
         "Image": c.image_id.clone().unwrap_or_default(),
+        // Set by `inspect` from what is bound there. No file is bound at
+        // /etc/hostname (the spec sets the hostname): none to show.
         "ResolvConfPath": "",
         "HostnamePath": "",
         "HostsPath": "",
@@ -425,6 +427,12 @@ pub async fn inspect(
         &details.default_bridge,
         details.attachment.as_ref(),
     );
+    let shown = |p: &Option<std::path::PathBuf>| {
+        p.as_ref()
+            .map_or_else(String::new, |p| p.to_string_lossy().into_owned())
+    };
+    out["HostsPath"] = json!(shown(&details.hosts_path));
+    out["ResolvConfPath"] = json!(shown(&details.resolv_conf_path));
     if let Some(networks) = out["NetworkSettings"]["Networks"].as_object_mut() {
         for (name, endpoint) in endpoints_json(&details.endpoints) {
             networks.insert(name, endpoint);

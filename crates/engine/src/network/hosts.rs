@@ -89,6 +89,14 @@ impl Network {
         Ok(())
     }
 
+    /// The files bound at a bridged container's `/etc/hosts` and
+    /// `/etc/resolv.conf`, where they exist (the resolver file only with
+    /// `--dns` options), as `inspect` shows them.
+    pub fn container_files(&self, id: &ContainerId) -> (Option<PathBuf>, Option<PathBuf>) {
+        let exists = |p: PathBuf| p.exists().then_some(p);
+        (exists(self.hosts_path(id)), exists(self.resolv_path(id)))
+    }
+
     /// `<state>/hosts/<id>`: the container's `/etc/hosts`.
     pub(super) fn hosts_path(&self, id: &ContainerId) -> PathBuf {
         self.inner

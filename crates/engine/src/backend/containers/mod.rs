@@ -134,6 +134,11 @@ pub struct ContainerDetails {
     pub default_bridge: String,
     /// The networks it was connected to after its create.
     pub endpoints: Vec<EndpointDetails>,
+    /// What is bound at its `/etc/hosts` and `/etc/resolv.conf` (the
+    /// host's own for `--network host`; none known for `none` and a
+    /// shared namespace).
+    pub hosts_path: Option<PathBuf>,
+    pub resolv_conf_path: Option<PathBuf>,
 }
 
 /// A network a container was connected to (`docker network connect`).
@@ -218,7 +223,23 @@ impl<'a> Containers<'a> {
                 }
             })
             .collect();
+        let (hosts_path, resolv_conf_path) = match r.config.network {
+            holdfast_core::NetworkMode::Bridge => {
+                let (hosts, own_resolver) = network.container_files(&r.id);
+                let resolver = own_resolver.unwrap_or_else(|| PathBuf::from("/etc/resolv.conf"));
+                (hosts, Some(resolver))
+            }
+            holdfast_core::NetworkMode::Host => (
+                Some(PathBuf::from("/etc/hosts")),
+                Some(PathBuf::from("/etc/resolv.conf")),
+            ),
+            holdfast_core::NetworkMode::None | holdfast_core::NetworkMode::Container => {
+                (None, None)
+            }
+        };
         Ok(ContainerDetails {
+            hosts_path,
+            resolv_conf_path,
             log_path: self.engine.services.adapter.log_path(&r.id),
             attachment: attachment_of(&snapshot, &ids, network.name()),
             default_bridge: network.name().to_owned(),
