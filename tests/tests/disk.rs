@@ -81,6 +81,20 @@ fn system_df_measures_and_image_prune_removes_only_unused_images() {
     // Dangling only: there are none.
     let out = d.ok(&["image", "prune", "-f"]);
     assert!(out.contains("Total reclaimed space: 0B"), "{out}");
+    // A label no image has: nothing goes.
+    let out = d.ok(&[
+        "image",
+        "prune",
+        "-a",
+        "-f",
+        "--filter",
+        "label=no-such-label",
+    ]);
+    assert!(out.contains("Total reclaimed space: 0B"), "{out}");
+    assert!(
+        d.ok(&["images", "--format", "{{.Repository}}"])
+            .contains("extra")
+    );
     // -a: what no container uses goes; busybox stays.
     let out = d.ok(&["image", "prune", "-a", "-f"]);
     assert!(out.contains("extra:1"), "{out}");
@@ -91,8 +105,13 @@ fn system_df_measures_and_image_prune_removes_only_unused_images() {
         d.diagnostics()
     );
     d.fails_saying(
+        "a bad time",
+        &["image", "prune", "-f", "--filter", "until=soon"],
+        "invalid filter 'until=soon'",
+    );
+    d.fails_saying(
         "an unknown prune filter",
-        &["image", "prune", "-f", "--filter", "until=1h"],
-        "invalid filter",
+        &["image", "prune", "-f", "--filter", "colour=blue"],
+        "invalid filter 'colour'",
     );
 }

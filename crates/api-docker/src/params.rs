@@ -111,12 +111,14 @@ impl Filters {
         }
     }
 
-    /// Every `label` filter (`key` or `key=value`) holds of `labels`.
+    /// Every `label` filter (`key` or `key=value`) holds of `labels`, and
+    /// no `label!` filter does (where an endpoint takes it).
     pub fn labels_match(&self, labels: &std::collections::BTreeMap<String, String>) -> bool {
-        self.get("label").iter().all(|l| match l.split_once('=') {
+        let has = |l: &String| match l.split_once('=') {
             Some((k, v)) => labels.get(k).is_some_and(|have| have == v),
             None => labels.contains_key(l),
-        })
+        };
+        self.get("label").iter().all(has) && !self.get("label!").iter().any(has)
     }
 
     /// A filter with no values matches everything; else any value may match.

@@ -19,28 +19,15 @@ pub async fn containers(
 ) -> Result<Response, ApiError> {
     let filters = Params::parse(&query).filters()?;
     filters.only(&["label", "label!", "until"])?;
-    let until: Vec<WallTime> = filters
-        .get("until")
-        .iter()
-        .map(|u| {
-            super::render::parse_client_time(u)
-                .ok_or_else(|| ApiError::bad_request(format!("invalid filter 'until={u}'")))
-        })
-        .collect::<Result<_, _>>()?;
-    let labels_match = |labels: &BTreeMap<String, String>| {
-        let has = |l: &String| match l.split_once('=') {
-            Some((k, v)) => labels.get(k).is_some_and(|have| have == v),
-            None => labels.contains_key(l),
-        };
-        filters.get("label").iter().all(has) && !filters.get("label!").iter().any(has)
-    };
+    let until = until_of(&filters)?;
     let now = wall_now();
     let deleted = state
         .engine
         .containers()
         .prune(|s| {
             let created = s.record.created_at;
-            labels_match(&s.record.config.labels) && until.iter().all(|u| created < *u && *u <= now)
+            filters.labels_match(&s.record.config.labels)
+                && until.iter().all(|u| created < *u && *u <= now)
         })
         .await?;
     Ok(Json(json!({ "ContainersDeleted": deleted, "SpaceReclaimed": 0 })).into_response())
@@ -52,7 +39,8 @@ pub async fn containers(
 /// last name), so there is never a dangling one to remove.
 pub async fn images(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
     let filters = Params::parse(&query).filters()?;
-    filters.only(&["dangling"])?;
+    filters.only(&["dangling", "label", "label!", "until"])?;
+    let until = until_of(&filters)?;
     let mut dangling_only = true;
     for v in filters.get("dangling") {
         dangling_only = match v.as_str() {
@@ -65,7 +53,33 @@ pub async fn images(State(state): State<ApiState>, query: RawQuery) -> Result<Re
             }
         };
     }
-    let (removed, reclaimed) = state.engine.images().prune(dangling_only).await?;
+    // `until`: made before then, by the image's own `created` (an image
+    // whose config has none is older than any time).
+    let no_labels = BTreeMap::new();
+    let wanted = |i: &holdfast_engine::backend::images::LocalImage| {
+        let created = i
+            .resolved
+            .created
+            .as_deref()
+            .and_then(super::render::parse_rfc3339)
+            .unwrap_or(WallTime::from_unix_nanos(i64::MIN));
+        filters.labels_match(i.resolved.config.labels.as_ref().unwrap_or(&no_labels))
+            && until.iter().all(|u| created < *u)
+    };
+    let (removed, reclaimed) = state.engine.images().prune(dangling_only, wanted).await?;
     let deleted: Vec<_> = removed.iter().map(super::images::removed_json).collect();
     Ok(Json(json!({ "ImagesDeleted": deleted, "SpaceReclaimed": reclaimed })).into_response())
+}
+
+/// The `until` filters: each a time as clients write it (RFC 3339, Unix
+/// seconds or a duration before now).
+fn until_of(filters: &super::params::Filters) -> Result<Vec<WallTime>, ApiError> {
+    filters
+        .get("until")
+        .iter()
+        .map(|u| {
+            super::render::parse_client_time(u)
+                .ok_or_else(|| ApiError::bad_request(format!("invalid filter 'until={u}'")))
+        })
+        .collect()
 }

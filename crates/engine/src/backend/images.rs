@@ -349,7 +349,11 @@ impl<'a> Images<'a> {
     /// (containerd's image store has none: an image goes with its last
     /// name); else every image no container uses. What was removed, and the
     /// bytes its layers took.
-    pub async fn prune(&self, dangling_only: bool) -> Result<(Vec<Removed>, i64), RequestError> {
+    pub async fn prune(
+        &self,
+        dangling_only: bool,
+        wanted: impl Fn(&LocalImage) -> bool,
+    ) -> Result<(Vec<Removed>, i64), RequestError> {
         let mut deleted = Vec::new();
         let mut reclaimed = 0i64;
         if dangling_only {
@@ -367,7 +371,7 @@ impl<'a> Images<'a> {
         let adapter = &self.engine.services.adapter;
         for image in self.list().await? {
             let id = image.resolved.config_digest.clone();
-            if used.contains(&id) {
+            if used.contains(&id) || !wanted(&image) {
                 continue;
             }
             let size = adapter
