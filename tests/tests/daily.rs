@@ -132,13 +132,38 @@ fn stats_read_the_cgroup_once_and_as_a_stream() {
 fn prune_removes_what_is_not_running_and_port_is_empty_without_networks() {
     let d = Daemon::start();
     d.ok(&["run", "-d", "--name", "stays", "busybox", "sleep", "1000"]);
-    d.ok(&["run", "--name", "done", "busybox", "true"]);
+    // It writes 300 kB: what its prune reclaims.
+    d.ok(&[
+        "run",
+        "--name",
+        "done",
+        "busybox",
+        "dd",
+        "if=/dev/zero",
+        "of=/written",
+        "bs=1000",
+        "count=300",
+    ]);
     d.ok(&[
         "create", "--name", "kept", "--label", "keep=yes", "busybox", "true",
     ]);
     d.ok(&["create", "--name", "fresh", "busybox", "true"]);
-    let out = d.ok(&["container", "prune", "--force", "--filter", "label!=keep"]);
-    assert!(out.contains("Deleted Containers"), "{out}");
+    let pruned = d.http(
+        "POST",
+        "/containers/prune?filters=%7B%22label!%22%3A%5B%22keep%22%5D%7D",
+        None,
+    );
+    let body = pruned.json().unwrap_or_default();
+    assert_eq!(
+        body["ContainersDeleted"].as_array().map(Vec::len),
+        Some(2),
+        "{body}"
+    );
+    let reclaimed = body["SpaceReclaimed"].as_i64().unwrap_or(0);
+    assert!(
+        (300_000..400_000).contains(&reclaimed),
+        "what the pruned containers wrote: {body}"
+    );
     let names = d.ok(&["ps", "-a", "--format", "{{.Names}}"]);
     let mut names: Vec<&str> = names.lines().collect();
     names.sort_unstable();

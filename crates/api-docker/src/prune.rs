@@ -21,7 +21,7 @@ pub async fn containers(
     filters.only(&["label", "label!", "until"])?;
     let until = until_of(&filters)?;
     let now = wall_now();
-    let deleted = state
+    let (deleted, reclaimed) = state
         .engine
         .containers()
         .prune(|s| {
@@ -30,7 +30,7 @@ pub async fn containers(
                 && until.iter().all(|u| created < *u && *u <= now)
         })
         .await?;
-    Ok(Json(json!({ "ContainersDeleted": deleted, "SpaceReclaimed": 0 })).into_response())
+    Ok(Json(json!({ "ContainersDeleted": deleted, "SpaceReclaimed": reclaimed })).into_response())
 }
 
 /// `POST /images/prune?filters={"dangling":["false"]}`: `docker image

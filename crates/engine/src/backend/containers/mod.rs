@@ -303,7 +303,7 @@ impl<'a> Containers<'a> {
     pub async fn prune(
         &self,
         wanted: impl Fn(&Snapshot) -> bool,
-    ) -> Result<Vec<String>, RequestError> {
+    ) -> Result<(Vec<String>, i64), RequestError> {
         let candidates: Vec<ContainerId> = self
             .snapshots()
             .await?
@@ -312,7 +312,16 @@ impl<'a> Containers<'a> {
             .map(|s| s.record.id)
             .collect();
         let mut deleted = Vec::new();
+        let mut reclaimed = 0i64;
+        let adapter = &self.engine.services.adapter;
         for id in candidates {
+            // What it wrote, measured before it goes (one without a
+            // snapshot wrote nothing; one that cannot be measured counts
+            // nothing rather than a guess).
+            let written = adapter.container_rw_size(&id).await.unwrap_or_else(|e| {
+                tracing::debug!(container = %id, error = %e, "size before prune");
+                0
+            });
             // A container started since the read is refused by the core: skipped.
             match self
                 .engine
@@ -323,11 +332,14 @@ impl<'a> Containers<'a> {
                 })
                 .await
             {
-                Answer::Done => deleted.push(id.to_string()),
+                Answer::Done => {
+                    deleted.push(id.to_string());
+                    reclaimed = reclaimed.saturating_add(written);
+                }
                 other => tracing::debug!(container = %id, answer = ?other, "not pruned"),
             }
         }
-        Ok(deleted)
+        Ok((deleted, reclaimed))
     }
 
     /// `docker rename`: the core's rename (which also has its peers on
