@@ -206,7 +206,18 @@ impl<'a> Execs<'a> {
     /// command; a process without a terminal has nothing to resize:
     /// accepted as dockerd does).
     pub async fn resize(&self, exec_id: &str, height: u32, width: u32) -> Result<(), RequestError> {
-        let exec = self.inspect(exec_id).await?;
+        // A client resizes as soon as its session is up, which is before
+        // the process runs (the 101 goes out first): as dockerd, wait for
+        // the start, at most 10 s, then resize (or refuse, if it never ran).
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut exec = self.inspect(exec_id).await?;
+        while exec.spec.tty
+            && matches!(exec.state, ExecState::Created | ExecState::Starting)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            exec = self.inspect(exec_id).await?;
+        }
         if !exec.spec.tty {
             if exec.state.may_run() {
                 return Ok(());
