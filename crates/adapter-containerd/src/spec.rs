@@ -371,7 +371,7 @@ fn process(
         .set_cwd(cwd.into())
         .set_capabilities(Some(capabilities(config, host)?))
         .set_rlimits(Some(rlimits(config)?))
-        .set_no_new_privileges(Some(false));
+        .set_no_new_privileges(Some(config.security.no_new_privileges));
     Ok(process)
 }
 
@@ -960,12 +960,26 @@ fn linux(
             .set_readonly_paths(None)
             .set_seccomp(None);
     } else {
+        let security = &config.security;
+        let seccomp = if security.seccomp_unconfined {
+            None
+        } else {
+            Some(crate::seccomp::profile(&capability_names(config, host)?)?)
+        };
         linux
-            .set_masked_paths(Some(MASKED_PATHS.map(str::to_owned).to_vec()))
-            .set_readonly_paths(Some(READONLY_PATHS.map(str::to_owned).to_vec()))
-            .set_seccomp(Some(crate::seccomp::profile(&capability_names(
-                config, host,
-            )?)?));
+            .set_masked_paths(Some(
+                security
+                    .masked_paths
+                    .clone()
+                    .unwrap_or_else(|| MASKED_PATHS.map(str::to_owned).to_vec()),
+            ))
+            .set_readonly_paths(Some(
+                security
+                    .readonly_paths
+                    .clone()
+                    .unwrap_or_else(|| READONLY_PATHS.map(str::to_owned).to_vec()),
+            ))
+            .set_seccomp(seccomp);
     }
     Ok(linux)
 }

@@ -126,6 +126,62 @@ pub struct ContainerConfig {
     /// The health check (`--health-*` merged over the image's `HEALTHCHECK`).
     #[serde(default)]
     pub healthcheck: Option<crate::health::HealthConfig>,
+    /// What its process may do beyond its capabilities (seccomp, masked
+    /// paths, no_new_privs); the defaults are dockerd's.
+    #[serde(default)]
+    pub security: Security,
+    /// Made through the CRI: a pod's sandbox or a container of a pod, with
+    /// what kubelet names it by. `None` for what the Docker API made.
+    #[serde(default)]
+    pub pod: Option<PodMember>,
+}
+
+/// The confinement of a container's process, where it differs from the
+/// default (dockerd's for a container that is not privileged: its seccomp
+/// profile, its masked and read-only paths of `/proc` and `/sys`).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Security {
+    /// No seccomp filter (`seccomp=unconfined`, the CRI's `Unconfined`).
+    pub seccomp_unconfined: bool,
+    /// The process cannot gain privileges (setuid, file capabilities).
+    pub no_new_privileges: bool,
+    /// Instead of the default masked paths, these (may be empty).
+    pub masked_paths: Option<Vec<String>>,
+    /// Instead of the default read-only paths, these (may be empty).
+    pub readonly_paths: Option<Vec<String>>,
+}
+
+/// What the CRI made a container for, kept in its record so that every
+/// CRI answer (status, lists, their filters) is read from the core.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct PodMember {
+    pub role: PodRole,
+    /// The pod's `metadata` (name, uid, namespace) as kubelet gave it.
+    pub pod_name: String,
+    pub pod_uid: String,
+    pub pod_namespace: String,
+    /// The sandbox's or the container's `metadata.attempt`.
+    pub attempt: u32,
+    /// The CRI's annotations (the labels are the container's own).
+    pub annotations: BTreeMap<String, String>,
+    /// The sandbox's `log_directory`, or the container's log file in it.
+    pub log_path: Option<String>,
+    /// The image as kubelet asked for it (a container's `image.image`).
+    pub image_ref: Option<String>,
+}
+
+/// A pod's sandbox (the container holding its namespaces) or one of the
+/// pod's containers.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum PodRole {
+    Sandbox,
+    Container {
+        /// The sandbox's full id.
+        sandbox: String,
+        /// The container's `metadata.name`.
+        name: String,
+    },
 }
 
 /// Where a container's stdout and stderr go.

@@ -91,8 +91,8 @@ pub use action::{
 pub use commands::NAME_TAKEN;
 pub use config::{
     BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
-    NamespaceMode, Namespaces, NetworkMode, PortBinding, Privileges, ResourceUpdate, Resources,
-    RestartPolicy, SharedNetwork, Ulimit,
+    NamespaceMode, Namespaces, NetworkMode, PodMember, PodRole, PortBinding, Privileges,
+    ResourceUpdate, Resources, RestartPolicy, Security, SharedNetwork, Ulimit,
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};

@@ -480,6 +480,8 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<NewContainer, ApiError> {
         restart_policy,
         auto_remove,
         healthcheck,
+        security: Default::default(),
+        pod: None,
     };
     if let Some(w) = &config.working_dir
         && !w.starts_with('/')
