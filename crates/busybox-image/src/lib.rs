@@ -184,7 +184,19 @@ pub fn build_docker_archive(dir: &Path, reference: &str) -> Result<PathBuf> {
 
 /// As [`build_docker_archive`], from the busybox at `busybox`.
 pub fn build_docker_archive_from(busybox: &Path, dir: &Path, reference: &str) -> Result<PathBuf> {
-    let image = Contents::new(busybox, reference, None, 0)?;
+    build_docker_archive_with_cmd(busybox, dir, reference, &["sh"])
+}
+
+/// As [`build_docker_archive_from`], with `cmd` as the config's `Cmd`: an
+/// image of its own (another config, another id) on the same layer.
+pub fn build_docker_archive_with_cmd(
+    busybox: &Path,
+    dir: &Path,
+    reference: &str,
+    cmd: &[&str],
+) -> Result<PathBuf> {
+    let mut image = Contents::new(busybox, reference, None, 0)?;
+    image.cmd = cmd.iter().map(|a| (*a).to_owned()).collect();
     create_dir(dir)?;
     let (archive, _) = image.docker_archive()?;
     let path = dir.join(image.file_name(ImageFormat::DockerArchive));
@@ -215,6 +227,8 @@ struct Contents {
     layer: Vec<u8>,
     diff_id: String,
     stop_signal: Option<String>,
+    /// The config's `Cmd`: `sh`, unless built with another.
+    cmd: Vec<String>,
 }
 
 impl Contents {
@@ -237,6 +251,7 @@ impl Contents {
             diff_id: digest(&layer),
             layer,
             stop_signal: stop_signal.map(str::to_owned),
+            cmd: vec!["sh".to_owned()],
         })
     }
 
@@ -248,7 +263,7 @@ impl Contents {
     }
 
     fn config(&self, arch: &str) -> Result<Vec<u8>> {
-        let mut config = json!({ "Env": [PATH_ENV], "Cmd": ["sh"] });
+        let mut config = json!({ "Env": [PATH_ENV], "Cmd": self.cmd });
         if let Some(signal) = &self.stop_signal {
             config["StopSignal"] = json!(signal);
         }

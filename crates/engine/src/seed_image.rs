@@ -2,16 +2,34 @@
 //! `busybox-static`), with the builder the test kit uses too.
 
 use holdfast_busybox_image::BuildError;
+
+/// The image a CRI pod's sandbox runs (see `holdfast-api-cri`): the host's
+/// busybox with `sleep infinity` as its command, an image of its own (not
+/// `busybox:latest` under another name), seeded beside it and never pulled
+/// (`holdfast.local` is no registry), so that pods run offline whatever a
+/// user does to `busybox`.
+pub const PAUSE_IMAGE: &str = "holdfast.local/pause:1";
+
+/// The pause image's process: it only holds the pod's namespaces.
+const PAUSE_CMD: [&str; 2] = ["sleep", "infinity"];
 use std::path::{Path, PathBuf};
 
-/// Writes a docker-archive tarball of `reference` (e.g. `busybox:latest`)
-/// into `dir` and returns its path. Blocking (it reads busybox and runs
+/// Writes a docker-archive tarball of `reference` (e.g. `busybox:latest`,
+/// or [`PAUSE_IMAGE`] with its own command) into `dir` and returns its path. Blocking (it reads busybox and runs
 /// `busybox --list`): call it from `spawn_blocking`. The error's message says
 /// which path or tool failed and, when busybox is missing or not the static
 /// build, to `apt-get install busybox-static`; its kind is `NotFound` when
 /// there is no busybox at all.
 pub fn build_busybox_archive(dir: &Path, reference: &str) -> std::io::Result<PathBuf> {
-    holdfast_busybox_image::build_docker_archive(dir, reference).map_err(|err| {
+    let cmd: &[&str] = if reference == PAUSE_IMAGE {
+        &PAUSE_CMD
+    } else {
+        &["sh"]
+    };
+    let built = holdfast_busybox_image::find_busybox().and_then(|busybox| {
+        holdfast_busybox_image::build_docker_archive_with_cmd(&busybox, dir, reference, cmd)
+    });
+    built.map_err(|err| {
         let kind = match err {
             BuildError::NotFound | BuildError::Missing { .. } => std::io::ErrorKind::NotFound,
             _ => std::io::ErrorKind::Other,

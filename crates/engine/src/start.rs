@@ -223,10 +223,10 @@ async fn report_containerd_restarts(
     }
 }
 
-/// Makes `busybox:latest` usable offline: built from the host's static
-/// busybox and imported when the image store lacks it.
+/// Makes `busybox:latest` and the CRI's pause image usable offline: built
+/// from the host's static busybox and imported when the image store lacks
+/// them.
 async fn seed_busybox(adapter: Adapter, data_root: PathBuf) {
-    const NAME: &str = "docker.io/library/busybox:latest";
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let images = loop {
         match adapter.list_images().await {
@@ -241,31 +241,40 @@ async fn seed_busybox(adapter: Adapter, data_root: PathBuf) {
             }
         }
     };
-    if images.iter().any(|i| i.name == NAME) {
-        return;
+    // The pause image first: whoever waits for busybox finds both.
+    for reference in [seed_image::PAUSE_IMAGE, "busybox:latest"] {
+        let name = holdfast_adapter_containerd::normalize_reference(reference);
+        if images.iter().any(|i| i.name == name) {
+            continue;
+        }
+        seed_one(&adapter, &data_root, reference).await;
     }
+}
+
+async fn seed_one(adapter: &Adapter, data_root: &Path, reference: &'static str) {
+    let data_root = data_root.to_owned();
     let built = tokio::task::spawn_blocking(move || {
         let dir = tempfile::Builder::new()
             .prefix("seed-")
             .tempdir_in(&data_root)?;
-        let tarball = seed_image::build_busybox_archive(dir.path(), "busybox:latest")?;
+        let tarball = seed_image::build_busybox_archive(dir.path(), reference)?;
         Ok::<_, std::io::Error>((dir, tarball))
     })
     .await;
     let (dir, tarball) = match built {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "busybox:latest not seeded: cannot build it (apt-get install busybox-static)");
+            tracing::warn!(error = %e, reference, "not seeded: cannot build it (apt-get install busybox-static)");
             return;
         }
         Err(e) => {
-            tracing::warn!(error = %e, "busybox:latest not seeded");
+            tracing::warn!(error = %e, reference, "not seeded");
             return;
         }
     };
     match adapter.import_image(&tarball).await {
-        Ok(imported) => tracing::info!(?imported, "seeded busybox:latest from the host's busybox"),
-        Err(e) => tracing::warn!(error = %e, "busybox:latest not seeded: import failed"),
+        Ok(imported) => tracing::info!(?imported, reference, "seeded from the host's busybox"),
+        Err(e) => tracing::warn!(error = %e, reference, "not seeded: import failed"),
     }
     drop(dir);
 }
