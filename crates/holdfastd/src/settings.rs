@@ -62,6 +62,12 @@ pub struct Flags {
     /// Where the CNI plugins are [default: /usr/lib/cni]
     #[arg(long, value_name = "DIR")]
     pub cni_plugin_dir: Option<PathBuf>,
+    /// The Kubernetes CRI socket kubelet's --container-runtime-endpoint names, as unix://PATH [default: unix://<exec-root>/cri.sock]
+    #[arg(long, value_name = "unix://PATH")]
+    pub cri_socket: Option<String>,
+    /// Do not serve the CRI
+    #[arg(long)]
+    pub no_cri: bool,
 }
 
 /// The config file: the same settings as the flags.
@@ -82,6 +88,8 @@ struct FileSettings {
     bridge: Option<String>,
     bridge_subnet: Option<String>,
     cni_plugin_dir: Option<PathBuf>,
+    cri_socket: Option<String>,
+    cri: Option<bool>,
 }
 
 #[derive(Clone, Debug)]
@@ -103,6 +111,8 @@ pub struct Settings {
     pub bridge_name: String,
     pub bridge_subnet: Option<String>,
     pub cni_plugin_dir: PathBuf,
+    /// Where the CRI is served; `None`: it is not.
+    pub cri_socket: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +121,8 @@ pub enum SettingsError {
     File { path: PathBuf, message: String },
     #[error("-H {0}: only unix://PATH sockets are supported")]
     Host(String),
+    #[error("--cri-socket {0}: only unix://PATH sockets are supported")]
+    CriSocket(String),
     #[error("{0} must be an absolute path")]
     Relative(PathBuf),
 }
@@ -138,11 +150,16 @@ impl Settings {
             .pidfile
             .or(file.pidfile)
             .unwrap_or_else(|| exec_root.join("holdfastd.pid"));
-        for p in [&data_root, &exec_root, &socket, &pidfile] {
+        let cri_socket = match flags.cri_socket.or(file.cri_socket) {
+            Some(host) => parse_host(&host).map_err(|_| SettingsError::CriSocket(host))?,
+            None => exec_root.join("cri.sock"),
+        };
+        for p in [&data_root, &exec_root, &socket, &pidfile, &cri_socket] {
             if !p.is_absolute() {
                 return Err(SettingsError::Relative(p.clone()));
             }
         }
+        let cri = !flags.no_cri && file.cri.unwrap_or(true);
         Ok(Settings {
             data_root,
             exec_root,
@@ -182,6 +199,7 @@ impl Settings {
                 .cni_plugin_dir
                 .or(file.cni_plugin_dir)
                 .unwrap_or_else(|| PathBuf::from("/usr/lib/cni")),
+            cri_socket: cri.then_some(cri_socket),
         })
     }
 }
@@ -220,6 +238,22 @@ mod tests {
         assert_eq!(s.namespace, "holdfast");
         assert!(s.seed_image);
         assert!(s.insecure_registries.is_empty());
+        assert_eq!(s.cri_socket, Some(PathBuf::from("/x/cri.sock")));
+    }
+
+    #[test]
+    fn the_cri_is_served_unless_turned_off() {
+        let s = Settings::resolve(Flags::parse_from([
+            "holdfastd",
+            "--cri-socket",
+            "unix:///k/cri.sock",
+        ]))
+        .expect("resolves");
+        assert_eq!(s.cri_socket, Some(PathBuf::from("/k/cri.sock")));
+        let s = Settings::resolve(Flags::parse_from(["holdfastd", "--no-cri"])).expect("resolves");
+        assert_eq!(s.cri_socket, None);
+        let bad = Settings::resolve(Flags::parse_from(["holdfastd", "--cri-socket", "/k.sock"]));
+        assert!(matches!(bad, Err(SettingsError::CriSocket(_))), "{bad:?}");
     }
 
     #[test]

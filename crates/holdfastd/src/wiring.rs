@@ -1,9 +1,10 @@
 //! holdfastd's life, wired: its directories and pid file, the engine
-//! started with what the flags settled, the Docker API served over the
-//! engine's handle on its socket, until SIGTERM or SIGINT.
+//! started with what the flags settled, the Docker API and the CRI served
+//! over the engine's handle on their sockets, until SIGTERM or SIGINT.
 
 use crate::settings::Settings;
 use crate::socket::{self, BindError};
+use holdfast_api_cri as cri;
 use holdfast_api_docker as api;
 use holdfast_engine::path_io::PathIoError;
 use holdfast_engine::start::{self as engine, EngineConfig, StartError};
@@ -71,10 +72,48 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         containerd = %engine.containerd_socket().display(),
         "serving"
     );
-    api::serve(listener, engine.handle().clone(), shutdown_signal()).await;
-    tracing::info!("API closed; stopping the engine (containers keep running)");
+    // Both APIs end together: on SIGTERM/SIGINT, or when either stops.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let cri_server = match &settings.cri_socket {
+        Some(path) => {
+            let listener = socket::bind(path)?;
+            eprintln!(
+                "holdfastd: serving the Kubernetes CRI; point kubelet at it with:\n  --container-runtime-endpoint unix://{}",
+                path.display()
+            );
+            let engine = engine.handle().clone();
+            let shutdown = stopped(stop_rx.clone());
+            let stop = stop_tx.clone();
+            Some(tokio::spawn(async move {
+                if let Err(e) = cri::serve(listener, engine, shutdown).await {
+                    tracing::error!(error = %e, "the CRI server failed");
+                }
+                let _ = stop.send(true);
+            }))
+        }
+        None => None,
+    };
+    let cri_stopped = stopped(stop_rx);
+    let shutdown = async move {
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            _ = cri_stopped => {}
+        }
+    };
+    api::serve(listener, engine.handle().clone(), shutdown).await;
+    let _ = stop_tx.send(true);
+    if let Some(server) = cri_server {
+        let _ = server.await;
+    }
+    tracing::info!("APIs closed; stopping the engine (containers keep running)");
     engine.stop().await;
     let _ = std::fs::remove_file(&settings.socket);
+    if let Some(path) = &settings.cri_socket {
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
 

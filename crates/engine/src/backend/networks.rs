@@ -76,6 +76,12 @@ impl<'a> Networks<'a> {
         Networks { engine }
     }
 
+    /// Why a pod or container cannot be put on the default network now,
+    /// `None` when it can.
+    pub fn not_ready(&self) -> Option<String> {
+        self.engine.services.network.not_ready()
+    }
+
     /// Every network with what is on it: the bridge networks, then `host`
     /// and `none`.
     pub async fn list(&self) -> Result<Vec<NetworkDetails>, RequestError> {

@@ -159,6 +159,27 @@ impl Network {
         self.inner.settings.bridge != "none"
     }
 
+    /// Why a container cannot be put on the default network now: the
+    /// network is off, or a CNI plugin it needs is not installed. `None`
+    /// when it can (the CRI's `NetworkReady`).
+    pub fn not_ready(&self) -> Option<String> {
+        if !self.enabled() {
+            return Some("the bridge network is disabled (holdfastd --bridge none)".to_owned());
+        }
+        let dir = &self.inner.settings.plugin_dir;
+        let missing: Vec<&str> = ["bridge", "host-local", "loopback", "firewall", "portmap"]
+            .into_iter()
+            .filter(|p| !dir.join(p).is_file())
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "CNI plugins missing in {}: {} (apt-get install containernetworking-plugins)",
+                dir.display(),
+                missing.join(", ")
+            )
+        })
+    }
+
     pub fn netns_dir(&self) -> PathBuf {
         self.inner.settings.state_dir.join("netns")
     }

@@ -1,0 +1,511 @@
+//! A pod's containers: `CreateContainer` (in the sandbox's network, IPC
+//! and UTS namespaces, and its PID namespace when the pod shares one),
+//! `StartContainer`, `StopContainer`, `RemoveContainer`, `ListContainers`,
+//! `ContainerStatus`. Each is one command or one read of the core.
+
+use crate::Cri;
+use crate::names::{checked, container_name};
+use crate::pods::{apparmor_supported, labels_match, ns, run_as, seccomp_supported, to_map};
+use crate::status::{create_status, invalid, status, unsupported};
+use holdfast_core::{
+    Answer, BindMount, Command, ContainerConfig, DeviceMapping, NamespaceMode, NetworkMode,
+    PodMember, PodRole, Security, SharedNetwork, Status as Run,
+};
+use holdfast_engine::backend::containers::{NewContainer, Snapshot};
+use k8s_cri::v1 as cri;
+use std::time::Duration;
+use tonic::Status;
+
+impl Cri {
+    pub(crate) async fn create_container(
+        &self,
+        r: cri::CreateContainerRequest,
+    ) -> Result<cri::CreateContainerResponse, Status> {
+        let sandbox = self.sandbox(&r.pod_sandbox_id).await?.ok_or_else(|| {
+            Status::not_found(format!("pod sandbox {:?} not found", r.pod_sandbox_id))
+        })?;
+        if sandbox.status != Run::Running {
+            return Err(Status::failed_precondition(format!(
+                "pod sandbox {} is not ready",
+                sandbox.record.id
+            )));
+        }
+        let config = r
+            .config
+            .ok_or_else(|| invalid("config", "a container config is required"))?;
+        let asked = config
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| invalid("config.image.image", "must not be empty"))?;
+        // kubelet names the image by what PullImage answered (its id) or
+        // as the pod spec says: either way, one of the store's names.
+        let image = self.engine.images().find(&asked).await.map_err(status)?;
+        let image_name = image
+            .names
+            .first()
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("image {asked:?} has no name")))?;
+        let (name, container) = container_config(config, &sandbox, image_name, asked)?;
+        let new = NewContainer {
+            config: container,
+            warnings: Vec::new(),
+            cgroupns_defaulted: true,
+            publish_all: false,
+            network_defaulted: false,
+            platform: None,
+            name: Some(name),
+        };
+        let created = self
+            .engine
+            .containers()
+            .create(new)
+            .await
+            .map_err(create_status)?;
+        Ok(cri::CreateContainerResponse {
+            container_id: created.id.to_string(),
+        })
+    }
+
+    pub(crate) async fn start_container(&self, id: &str) -> Result<(), Status> {
+        let c = self.member(id).await?.ok_or_else(|| not_found(id))?;
+        match self
+            .engine
+            .command(Command::Start {
+                id: c.record.id.clone(),
+            })
+            .await
+        {
+            Answer::Error(e) => Err(status(e)),
+            Answer::NotModified => Err(Status::failed_precondition(format!(
+                "container {} is already running",
+                c.record.id
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The stop signal (the image's, or SIGTERM), then SIGKILL after
+    /// `timeout` seconds. Stopping what is stopped or gone succeeds.
+    pub(crate) async fn stop_container(&self, id: &str, timeout: i64) -> Result<(), Status> {
+        let Some(c) = self.member(id).await? else {
+            return Ok(());
+        };
+        let grace = Duration::from_secs(u64::try_from(timeout).unwrap_or(0));
+        self.stop(c.record.id.as_str(), grace).await
+    }
+
+    pub(crate) async fn remove_container(&self, id: &str) -> Result<(), Status> {
+        let Some(c) = self.member(id).await? else {
+            return Ok(());
+        };
+        self.remove(c.record.id.as_str()).await
+    }
+
+    pub(crate) async fn list_containers(
+        &self,
+        filter: Option<cri::ContainerFilter>,
+    ) -> Result<Vec<cri::Container>, Status> {
+        let filter = filter.unwrap_or_default();
+        let all = self.engine.containers().snapshots().await.map_err(status)?;
+        Ok(all
+            .iter()
+            .filter_map(|s| Some((s, member_of(s)?)))
+            .filter(|(s, _)| filter.id.is_empty() || s.record.id.as_str().starts_with(&filter.id))
+            .filter(|(_, (_, sandbox, _))| {
+                filter.pod_sandbox_id.is_empty() || sandbox.starts_with(&filter.pod_sandbox_id)
+            })
+            .filter(|(s, _)| filter.state.is_none_or(|f| f.state == container_state(s)))
+            .filter(|(s, _)| labels_match(&filter.label_selector, &s.record.config.labels))
+            .map(|(s, (pod, sandbox, name))| cri::Container {
+                id: s.record.id.to_string(),
+                pod_sandbox_id: sandbox.to_owned(),
+                metadata: Some(cri::ContainerMetadata {
+                    name: name.to_owned(),
+                    attempt: pod.attempt,
+                }),
+                image: Some(image_spec(pod, s)),
+                image_ref: image_id(s),
+                state: container_state(s),
+                created_at: s.record.created_at.as_unix_nanos(),
+                labels: to_map(&s.record.config.labels),
+                annotations: to_map(&pod.annotations),
+                image_id: image_id(s),
+            })
+            .collect())
+    }
+
+    pub(crate) async fn container_status(&self, id: &str) -> Result<cri::ContainerStatus, Status> {
+        let s = self.member(id).await?.ok_or_else(|| not_found(id))?;
+        let (pod, _, name) = member_of(&s).ok_or_else(|| not_found(id))?;
+        let exit = s.record.exit.as_ref().filter(|_| s.status == Run::Exited);
+        let (reason, message) = match exit {
+            Some(e) if e.oom_killed => ("OOMKilled", e.error.clone().unwrap_or_default()),
+            Some(e) if e.exit_code == 0 && e.error.is_none() => ("Completed", String::new()),
+            Some(e) => ("Error", e.error.clone().unwrap_or_default()),
+            None => ("", String::new()),
+        };
+        let config = &s.record.config;
+        Ok(cri::ContainerStatus {
+            id: s.record.id.to_string(),
+            metadata: Some(cri::ContainerMetadata {
+                name: name.to_owned(),
+                attempt: pod.attempt,
+            }),
+            state: container_state(&s),
+            created_at: s.record.created_at.as_unix_nanos(),
+            started_at: s.record.started_at.map_or(0, |t| t.as_unix_nanos()),
+            finished_at: exit.map_or(0, |e| e.finished_at.as_unix_nanos()),
+            exit_code: exit.map_or(0, |e| e.exit_code),
+            image: Some(image_spec(pod, &s)),
+            image_ref: image_id(&s),
+            reason: reason.to_owned(),
+            message,
+            labels: to_map(&config.labels),
+            annotations: to_map(&pod.annotations),
+            mounts: config
+                .mounts
+                .iter()
+                .filter(|m| m.volume.is_none())
+                .map(|m| cri::Mount {
+                    container_path: m.destination.clone(),
+                    host_path: m.source.clone(),
+                    readonly: m.read_only,
+                    ..cri::Mount::default()
+                })
+                .collect(),
+            log_path: pod.log_path.clone().unwrap_or_default(),
+            resources: None,
+            image_id: image_id(&s),
+            user: None,
+        })
+    }
+
+    /// The pod's container `id` names, `None` when there is none.
+    async fn member(&self, id: &str) -> Result<Option<Snapshot>, Status> {
+        if id.is_empty() {
+            return Err(invalid("container_id", "must not be empty"));
+        }
+        match self.engine.containers().snapshot(id).await {
+            Ok(s) if member_of(&s).is_some() => Ok(Some(s)),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind == holdfast_core::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(status(e)),
+        }
+    }
+}
+
+fn not_found(id: &str) -> Status {
+    Status::not_found(format!("container {id:?} not found"))
+}
+
+/// The pod, the sandbox's id and the container's name, for a container
+/// of a pod.
+fn member_of(s: &Snapshot) -> Option<(&PodMember, &str, &str)> {
+    let pod = s.record.config.pod.as_ref()?;
+    match &pod.role {
+        PodRole::Container { sandbox, name } => Some((pod, sandbox.as_str(), name.as_str())),
+        PodRole::Sandbox => None,
+    }
+}
+
+fn container_state(s: &Snapshot) -> i32 {
+    use cri::ContainerState as S;
+    (match s.status {
+        Run::Created => S::ContainerCreated,
+        Run::Running | Run::Restarting => S::ContainerRunning,
+        Run::Exited => S::ContainerExited,
+        Run::Removing => S::ContainerUnknown,
+    }) as i32
+}
+
+fn image_spec(pod: &PodMember, s: &Snapshot) -> cri::ImageSpec {
+    cri::ImageSpec {
+        image: pod
+            .image_ref
+            .clone()
+            .unwrap_or_else(|| s.record.config.image.clone()),
+        ..cri::ImageSpec::default()
+    }
+}
+
+fn image_id(s: &Snapshot) -> String {
+    s.record.config.image_id.clone().unwrap_or_default()
+}
+
+/// The container's docker name and config, from kubelet's.
+fn container_config(
+    c: cri::ContainerConfig,
+    sandbox: &Snapshot,
+    image: String,
+    asked: String,
+) -> Result<(String, ContainerConfig), Status> {
+    let meta = c
+        .metadata
+        .ok_or_else(|| invalid("config.metadata", "is required"))?;
+    let name = checked("config.metadata.name", &meta.name)?.to_owned();
+    let Some(pod) = sandbox.record.config.pod.as_ref() else {
+        return Err(Status::not_found("the sandbox is not a pod's"));
+    };
+    if c.windows.is_some() {
+        return Err(unsupported(
+            "config.windows",
+            "holdfast runs Linux containers",
+        ));
+    }
+    if !c.cdi_devices.is_empty() {
+        return Err(unsupported("config.cdi_devices", "CDI devices"));
+    }
+    let sandbox_id = sandbox.record.id.to_string();
+    let sandbox_pid = sandbox.running_pid();
+    let join = || NamespaceMode::Container {
+        id: sandbox_id.clone(),
+        pid: sandbox_pid,
+    };
+    let shared = &sandbox.record.config;
+    let mut config = ContainerConfig {
+        image,
+        entrypoint: (!c.command.is_empty()).then_some(c.command),
+        cmd: (!c.args.is_empty()).then_some(c.args),
+        env: c
+            .envs
+            .into_iter()
+            .map(|kv| format!("{}={}", kv.key, kv.value))
+            .collect(),
+        working_dir: (!c.working_dir.is_empty()).then_some(c.working_dir),
+        labels: c.labels.into_iter().collect(),
+        tty: c.tty,
+        open_stdin: c.stdin,
+        stdin_once: c.stdin_once,
+        network: NetworkMode::Container,
+        network_container: Some(SharedNetwork {
+            id: sandbox_id.clone(),
+            pid: sandbox_pid,
+        }),
+        cgroup_parent: shared.cgroup_parent.clone(),
+        ..ContainerConfig::default()
+    };
+    config.namespaces.ipc = match shared.namespaces.ipc {
+        NamespaceMode::Host => NamespaceMode::Host,
+        _ => join(),
+    };
+    config.namespaces.uts = match shared.namespaces.uts {
+        NamespaceMode::Host => NamespaceMode::Host,
+        _ => join(),
+    };
+    for (i, m) in c.mounts.iter().enumerate() {
+        config.mounts.push(mount(i, m)?);
+    }
+    for (i, d) in c.devices.iter().enumerate() {
+        if d.host_path.is_empty() || d.container_path.is_empty() {
+            return Err(invalid(
+                &format!("config.devices[{i}]"),
+                "host_path and container_path are required",
+            ));
+        }
+        config.privileges.devices.push(DeviceMapping {
+            path_on_host: d.host_path.clone(),
+            path_in_container: d.container_path.clone(),
+            cgroup_permissions: if d.permissions.is_empty() {
+                "rwm".to_owned()
+            } else {
+                d.permissions.clone()
+            },
+        });
+    }
+    let linux = c.linux.unwrap_or_default();
+    if let Some(r) = linux.resources {
+        resources(&mut config, r)?;
+    }
+    let security = linux.security_context.unwrap_or_default();
+    let options = security.namespace_options.clone().unwrap_or_default();
+    config.namespaces.pid = match options.pid {
+        ns::POD => match shared.namespaces.pid {
+            NamespaceMode::Host => NamespaceMode::Host,
+            _ => join(),
+        },
+        ns::CONTAINER => NamespaceMode::Private,
+        ns::NODE => NamespaceMode::Host,
+        _ => {
+            return Err(unsupported(
+                "config.linux.security_context.namespace_options.pid",
+                "only POD, CONTAINER and NODE",
+            ));
+        }
+    };
+    container_security(&mut config, security)?;
+    let log_path = match (pod.log_path.as_deref(), c.log_path.as_str()) {
+        (_, "") => None,
+        (Some(dir), file) => Some(format!("{}/{file}", dir.trim_end_matches('/'))),
+        (None, file) => Some(file.to_owned()),
+    };
+    let docker_name = container_name(
+        &name,
+        &pod.pod_name,
+        &pod.pod_namespace,
+        &pod.pod_uid,
+        meta.attempt,
+    );
+    config.pod = Some(PodMember {
+        role: PodRole::Container {
+            sandbox: sandbox_id,
+            name,
+        },
+        pod_name: pod.pod_name.clone(),
+        pod_uid: pod.pod_uid.clone(),
+        pod_namespace: pod.pod_namespace.clone(),
+        attempt: meta.attempt,
+        annotations: c.annotations.into_iter().collect(),
+        log_path,
+        image_ref: Some(asked),
+    });
+    Ok((docker_name, config))
+}
+
+fn mount(i: usize, m: &cri::Mount) -> Result<BindMount, Status> {
+    let field = format!("config.mounts[{i}]");
+    if m.container_path.is_empty() || !m.container_path.starts_with('/') {
+        return Err(invalid(
+            &format!("{field}.container_path"),
+            "must be an absolute path",
+        ));
+    }
+    if m.host_path.is_empty() || !m.host_path.starts_with('/') {
+        return Err(invalid(
+            &format!("{field}.host_path"),
+            "must be an absolute path",
+        ));
+    }
+    if m.propagation != 0 {
+        return Err(unsupported(
+            &format!("{field}.propagation"),
+            "only PROPAGATION_PRIVATE",
+        ));
+    }
+    if m.selinux_relabel
+        || m.recursive_read_only
+        || !m.uid_mappings.is_empty()
+        || !m.gid_mappings.is_empty()
+        || m.image.is_some()
+    {
+        return Err(unsupported(
+            &field,
+            "SELinux relabels, recursive read-only mounts, id-mapped mounts and image volumes",
+        ));
+    }
+    Ok(BindMount {
+        source: m.host_path.clone(),
+        destination: m.container_path.clone(),
+        read_only: m.readonly,
+        volume: None,
+        anonymous: false,
+    })
+}
+
+fn resources(config: &mut ContainerConfig, r: cri::LinuxContainerResources) -> Result<(), Status> {
+    const FIELD: &str = "config.linux.resources";
+    let positive = |what: &str, v: i64| -> Result<Option<u64>, Status> {
+        match v {
+            0 => Ok(None),
+            v if v > 0 => Ok(Some(v as u64)),
+            v => Err(invalid(
+                &format!("{FIELD}.{what}"),
+                format!("{v} is negative"),
+            )),
+        }
+    };
+    config.memory_limit_bytes = positive("memory_limit_in_bytes", r.memory_limit_in_bytes)?;
+    let res = &mut config.resources;
+    res.cpu_shares = positive("cpu_shares", r.cpu_shares)?;
+    res.cpu_period_us = positive("cpu_period", r.cpu_period)?;
+    res.cpu_quota_us = positive("cpu_quota", r.cpu_quota)?.map(|q| q as i64);
+    res.cpuset_cpus = (!r.cpuset_cpus.is_empty()).then_some(r.cpuset_cpus);
+    res.cpuset_mems = (!r.cpuset_mems.is_empty()).then_some(r.cpuset_mems);
+    res.memory_swap_bytes = match r.memory_swap_limit_in_bytes {
+        0 => None,
+        v => Some(v),
+    };
+    if !r.hugepage_limits.is_empty() {
+        return Err(unsupported(
+            &format!("{FIELD}.hugepage_limits"),
+            "hugepage limits",
+        ));
+    }
+    if !r.unified.is_empty() {
+        return Err(unsupported(
+            &format!("{FIELD}.unified"),
+            "cgroup v2 unified keys",
+        ));
+    }
+    if r.oom_score_adj != 0 {
+        return Err(unsupported(
+            &format!("{FIELD}.oom_score_adj"),
+            "an OOM score adjustment",
+        ));
+    }
+    Ok(())
+}
+
+// The deprecated fields are still read, so that an older client's are
+// honoured or refused, never ignored.
+#[allow(deprecated)]
+fn container_security(
+    config: &mut ContainerConfig,
+    s: cri::LinuxContainerSecurityContext,
+) -> Result<(), Status> {
+    const FIELD: &str = "config.linux.security_context";
+    config.privileges.privileged = s.privileged;
+    if let Some(caps) = s.capabilities {
+        if !caps.add_ambient_capabilities.is_empty() {
+            return Err(unsupported(
+                &format!("{FIELD}.capabilities.add_ambient_capabilities"),
+                "ambient capabilities",
+            ));
+        }
+        config.privileges.cap_add = caps.add_capabilities;
+        config.privileges.cap_drop = caps.drop_capabilities;
+    }
+    if s.selinux_options
+        .as_ref()
+        .is_some_and(|o| *o != cri::SeLinuxOption::default())
+    {
+        return Err(unsupported(
+            &format!("{FIELD}.selinux_options"),
+            "no SELinux on this runtime",
+        ));
+    }
+    config.user = run_as(FIELD, s.run_as_user, s.run_as_group)?;
+    if !s.run_as_username.is_empty() {
+        if config.user.is_some() {
+            return Err(invalid(
+                &format!("{FIELD}.run_as_username"),
+                "given with run_as_user",
+            ));
+        }
+        config.user = Some(s.run_as_username);
+    }
+    config.read_only_rootfs = s.readonly_rootfs;
+    config.privileges.group_add = s.supplemental_groups.iter().map(i64::to_string).collect();
+    seccomp_supported(
+        &format!("{FIELD}.seccomp"),
+        s.seccomp.as_ref(),
+        &s.seccomp_profile_path,
+    )?;
+    apparmor_supported(
+        &format!("{FIELD}.apparmor"),
+        s.apparmor.as_ref(),
+        &s.apparmor_profile,
+    )?;
+    config.security = Security {
+        seccomp_unconfined: s.seccomp.as_ref().is_some_and(|p| p.profile_type == 1)
+            || s.seccomp_profile_path == "unconfined",
+        no_new_privileges: s.no_new_privs,
+        // kubelet sends the paths it wants masked for a container that is
+        // not privileged (its defaults), none for a privileged one.
+        // (an empty list is the runtime's defaults, as containerd reads it).
+        masked_paths: (!s.masked_paths.is_empty()).then_some(s.masked_paths),
+        readonly_paths: (!s.readonly_paths.is_empty()).then_some(s.readonly_paths),
+    };
+    Ok(())
+}

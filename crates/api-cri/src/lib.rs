@@ -1,0 +1,56 @@
+//! The Kubernetes Container Runtime Interface (CRI, `runtime.v1`) of
+//! holdfastd: kubelet's RuntimeService and ImageService over gRPC on a unix
+//! socket, a second thin translator over the same engine as the Docker API.
+//!
+//! A pod's sandbox is a container holding the pod's namespaces (network,
+//! IPC, UTS; PID when the pod shares one), and each of the pod's containers
+//! joins them; both are containers of the core, recorded with what kubelet
+//! names them by ([`holdfast_core::PodMember`]), so that every answer is read
+//! from the core and every change goes through it with the same guarantee
+//! as a `docker` command. A file per family: `runtime.rs` (version, status,
+//! the methods not served), `pods.rs`, `containers.rs`, `images.rs`;
+//! `status.rs` maps every refusal onto a gRPC status in one place.
+
+mod containers;
+mod images;
+mod names;
+mod pods;
+mod runtime;
+mod status;
+
+use holdfast_engine::engine::EngineHandle;
+use k8s_cri::v1::image_service_server::ImageServiceServer;
+use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+use std::future::Future;
+
+/// The image every sandbox runs: built offline from the host's busybox at
+/// holdfastd's start (never pulled), its process a `sleep` that only holds
+/// the pod's namespaces.
+pub use holdfast_engine::seed_image::PAUSE_IMAGE;
+
+/// Both CRI services, over the engine's handle.
+#[derive(Clone, Debug)]
+pub struct Cri {
+    engine: EngineHandle,
+}
+
+impl Cri {
+    pub fn new(engine: EngineHandle) -> Cri {
+        Cri { engine }
+    }
+}
+
+/// Serves the CRI on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::UnixListener,
+    engine: EngineHandle,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let cri = Cri::new(engine);
+    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    tonic::transport::Server::builder()
+        .add_service(RuntimeServiceServer::new(cri.clone()))
+        .add_service(ImageServiceServer::new(cri))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}

@@ -1,0 +1,727 @@
+//! The Kubernetes CRI (runtime.v1) of a real holdfastd on a real
+//! containerd, driven over its unix socket by the CRI's own generated
+//! client, as kubelet drives a runtime: the runtime's version and status,
+//! images, a pod whose containers share its network (localhost between
+//! them, its IP from the host, a port mapping), exits with their codes and
+//! reasons, kubelet's idempotent stops and removals, a container's exit
+//! while containerd is away found once it is back, and bad input answered
+//! with the status kubelet expects, leaving nothing behind.
+
+use holdfast_e2e::network::{BridgeDaemon, free_port, http_get, httpd};
+use holdfast_e2e::{Daemon, gated_exit, open_gate};
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// The two CRI clients on one connection to the daemon's `cri.sock`.
+struct Cri {
+    runtime: RuntimeServiceClient<Channel>,
+    images: ImageServiceClient<Channel>,
+}
+
+impl Cri {
+    async fn connect(d: &Daemon) -> Cri {
+        let socket: PathBuf = d.exec_root().join("cri.sock");
+        let channel = Endpoint::from_static("http://holdfast.invalid")
+            .connect_with_connector(tower::service_fn(move |_: Uri| {
+                let socket = socket.clone();
+                async move {
+                    let stream = tokio::net::UnixStream::connect(socket).await?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                }
+            }))
+            .await
+            .unwrap_or_else(|e| panic!("connect to the CRI socket: {e}{}", d.diagnostics()));
+        Cri {
+            runtime: RuntimeServiceClient::new(channel.clone()),
+            images: ImageServiceClient::new(channel),
+        }
+    }
+}
+
+/// What kubelet sends for a pod named `name`.
+fn pod_config(name: &str, ports: Vec<cri::PortMapping>) -> cri::PodSandboxConfig {
+    cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: name.to_owned(),
+            uid: format!("uid-{name}"),
+            namespace: "default".to_owned(),
+            attempt: 0,
+        }),
+        hostname: name.to_owned(),
+        log_directory: format!("/var/log/pods/default_{name}"),
+        port_mappings: ports,
+        labels: HashMap::from([("app".to_owned(), name.to_owned())]),
+        annotations: HashMap::from([("note".to_owned(), "from the test".to_owned())]),
+        ..cri::PodSandboxConfig::default()
+    }
+}
+
+/// [`pod_config`] on the host's network (`NamespaceMode` NODE): what a
+/// daemon without a bridge network can run.
+fn host_pod_config(name: &str) -> cri::PodSandboxConfig {
+    let mut config = pod_config(name, Vec::new());
+    config.linux = Some(cri::LinuxPodSandboxConfig {
+        security_context: Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                network: 2, // NODE
+                ..cri::NamespaceOption::default()
+            }),
+            ..cri::LinuxSandboxSecurityContext::default()
+        }),
+        ..cri::LinuxPodSandboxConfig::default()
+    });
+    config
+}
+
+/// A busybox container running `script`.
+fn container_config(name: &str, script: &str) -> cri::ContainerConfig {
+    cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: name.to_owned(),
+            attempt: 0,
+        }),
+        image: Some(cri::ImageSpec {
+            image: "busybox:latest".to_owned(),
+            ..cri::ImageSpec::default()
+        }),
+        command: vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()],
+        labels: HashMap::from([("role".to_owned(), name.to_owned())]),
+        log_path: format!("{name}/0.log"),
+        ..cri::ContainerConfig::default()
+    }
+}
+
+impl Cri {
+    async fn run_pod(&mut self, d: &Daemon, config: cri::PodSandboxConfig) -> String {
+        let r = self
+            .runtime
+            .run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(config),
+                runtime_handler: String::new(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("RunPodSandbox: {e}{}", d.diagnostics()));
+        r.into_inner().pod_sandbox_id
+    }
+
+    async fn create(&mut self, d: &Daemon, pod: &str, config: cri::ContainerConfig) -> String {
+        let r = self
+            .runtime
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: pod.to_owned(),
+                config: Some(config),
+                sandbox_config: None,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("CreateContainer: {e}{}", d.diagnostics()));
+        r.into_inner().container_id
+    }
+
+    async fn start(&mut self, d: &Daemon, id: &str) {
+        self.runtime
+            .start_container(cri::StartContainerRequest {
+                container_id: id.to_owned(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("StartContainer {id}: {e}{}", d.diagnostics()));
+    }
+
+    async fn status(&mut self, id: &str) -> Result<cri::ContainerStatus, tonic::Status> {
+        let r = self
+            .runtime
+            .container_status(cri::ContainerStatusRequest {
+                container_id: id.to_owned(),
+                verbose: false,
+            })
+            .await?;
+        Ok(r.into_inner().status.unwrap_or_default())
+    }
+
+    async fn pod_status(&mut self, id: &str) -> Result<cri::PodSandboxStatus, tonic::Status> {
+        let r = self
+            .runtime
+            .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                pod_sandbox_id: id.to_owned(),
+                verbose: false,
+            })
+            .await?;
+        Ok(r.into_inner().status.unwrap_or_default())
+    }
+
+    /// Polls `ContainerStatus` until the container has exited.
+    async fn wait_exited(&mut self, d: &Daemon, id: &str) -> cri::ContainerStatus {
+        let deadline = std::time::Instant::now() + holdfast_e2e::WAIT_BOUND;
+        loop {
+            let s = self.status(id).await;
+            if let Ok(s) = &s
+                && s.state == cri::ContainerState::ContainerExited as i32
+            {
+                return s.clone();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "container {id} did not exit: {s:?}{}",
+                d.diagnostics()
+            );
+            tokio::time::sleep(holdfast_e2e::POLL_INTERVAL).await;
+        }
+    }
+
+    async fn pods(&mut self) -> Vec<cri::PodSandbox> {
+        let r = self
+            .runtime
+            .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+            .await
+            .expect("ListPodSandbox");
+        r.into_inner().items
+    }
+
+    async fn containers(&mut self, filter: Option<cri::ContainerFilter>) -> Vec<cri::Container> {
+        let r = self
+            .runtime
+            .list_containers(cri::ListContainersRequest { filter })
+            .await
+            .expect("ListContainers");
+        r.into_inner().containers
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn version_status_and_images() {
+    let d = Daemon::start();
+    let mut cri = Cri::connect(&d).await;
+
+    let v = cri
+        .runtime
+        .version(cri::VersionRequest::default())
+        .await
+        .expect("Version")
+        .into_inner();
+    assert_eq!(v.runtime_name, "holdfast");
+    assert_eq!(v.runtime_api_version, "v1");
+
+    // The test daemon has no bridge network: the runtime is ready, the
+    // pod network is not, and says why.
+    let status = cri
+        .runtime
+        .status(cri::StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    let conditions = status.status.expect("a status").conditions;
+    let condition = |kind: &str| {
+        conditions
+            .iter()
+            .find(|c| c.r#type == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {conditions:?}"))
+    };
+    assert!(condition("RuntimeReady").status, "{conditions:?}");
+    let network = condition("NetworkReady");
+    assert!(!network.status, "{conditions:?}");
+    assert!(network.message.contains("--bridge none"), "{conditions:?}");
+
+    // busybox and the pause image (pinned, so kubelet's GC leaves it)
+    let images = cri
+        .images
+        .list_images(cri::ListImagesRequest::default())
+        .await
+        .expect("ListImages")
+        .into_inner()
+        .images;
+    let busybox = images
+        .iter()
+        .find(|i| {
+            i.repo_tags
+                .iter()
+                .any(|t| t == "docker.io/library/busybox:latest")
+        })
+        .unwrap_or_else(|| panic!("no busybox in {images:?}"));
+    assert!(busybox.id.starts_with("sha256:"), "{busybox:?}");
+    assert!(busybox.size > 0, "{busybox:?}");
+    assert!(!busybox.pinned, "{busybox:?}");
+    let pause = images
+        .iter()
+        .find(|i| i.repo_tags.iter().any(|t| t == "holdfast.local/pause:1"))
+        .unwrap_or_else(|| panic!("no pause image in {images:?}"));
+    assert!(pause.pinned, "{pause:?}");
+    assert_ne!(
+        pause.id, busybox.id,
+        "the pause image is an image of its own"
+    );
+
+    // ImageStatus by name and by id; a missing image is no image, not an error
+    for reference in ["busybox", busybox.id.as_str()] {
+        let found = cri
+            .images
+            .image_status(cri::ImageStatusRequest {
+                image: Some(cri::ImageSpec {
+                    image: reference.to_owned(),
+                    ..cri::ImageSpec::default()
+                }),
+                verbose: false,
+            })
+            .await
+            .expect("ImageStatus")
+            .into_inner()
+            .image;
+        assert_eq!(found.map(|i| i.id), Some(busybox.id.clone()), "{reference}");
+    }
+    let missing = cri
+        .images
+        .image_status(cri::ImageStatusRequest {
+            image: Some(cri::ImageSpec {
+                image: "no-such-image:1".to_owned(),
+                ..cri::ImageSpec::default()
+            }),
+            verbose: false,
+        })
+        .await
+        .expect("ImageStatus of a missing image")
+        .into_inner();
+    assert!(missing.image.is_none(), "{missing:?}");
+
+    // A pull from a registry that is not there fails, and says so.
+    let pull = cri
+        .images
+        .pull_image(cri::PullImageRequest {
+            image: Some(cri::ImageSpec {
+                image: "127.0.0.1:1/nothing:1".to_owned(),
+                ..cri::ImageSpec::default()
+            }),
+            auth: None,
+            sandbox_config: None,
+        })
+        .await
+        .expect_err("a pull from nowhere");
+    assert!(pull.message().contains("127.0.0.1:1"), "{pull:?}");
+
+    // RemoveImage: an image of the test's own (committed, so not busybox's
+    // id) goes with all its names, as containerd's CRI plugin removes it;
+    // removing it again (gone) succeeds.
+    d.ok(&["create", "--name", "source", "busybox", "true"]);
+    d.ok(&["commit", "source", "doomed:1"]);
+    d.ok(&["rm", "source"]);
+    d.ok(&["tag", "doomed:1", "doomed:2"]);
+    for _ in 0..2 {
+        cri.images
+            .remove_image(cri::RemoveImageRequest {
+                image: Some(cri::ImageSpec {
+                    image: "doomed:1".to_owned(),
+                    ..cri::ImageSpec::default()
+                }),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("RemoveImage: {e}{}", d.diagnostics()));
+    }
+    let left = d.ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    assert!(!left.contains("doomed"), "{left}");
+    assert!(left.contains("busybox:latest"), "busybox went too: {left}");
+
+    let fs = cri
+        .images
+        .image_fs_info(cri::ImageFsInfoRequest {})
+        .await
+        .expect("ImageFsInfo")
+        .into_inner();
+    let usage = fs.image_filesystems.first().expect("an image filesystem");
+    assert!(
+        usage.used_bytes.as_ref().is_some_and(|u| u.value > 0),
+        "{fs:?}"
+    );
+    assert_eq!(
+        usage.fs_id.as_ref().map(|f| PathBuf::from(&f.mountpoint)),
+        Some(d.data_root())
+    );
+
+    // What holdfast does not serve yet says so.
+    let exec = cri
+        .runtime
+        .exec_sync(cri::ExecSyncRequest {
+            container_id: "x".to_owned(),
+            cmd: vec!["true".to_owned()],
+            timeout: 1,
+        })
+        .await
+        .expect_err("ExecSync is not served yet");
+    assert_eq!(exec.code(), tonic::Code::Unimplemented, "{exec:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
+    let net = BridgeDaemon::start();
+    let d = &net.d;
+    let mut cri = Cri::connect(d).await;
+    let host_port = free_port();
+    let pod = cri
+        .run_pod(
+            d,
+            pod_config(
+                "web",
+                vec![cri::PortMapping {
+                    protocol: cri::Protocol::Tcp as i32,
+                    container_port: 80,
+                    host_port: i32::from(host_port),
+                    host_ip: String::new(),
+                }],
+            ),
+        )
+        .await;
+
+    let status = cri.pod_status(&pod).await.expect("PodSandboxStatus");
+    assert_eq!(
+        status.state,
+        cri::PodSandboxState::SandboxReady as i32,
+        "{status:?}"
+    );
+    let ip = status
+        .network
+        .as_ref()
+        .map(|n| n.ip.clone())
+        .unwrap_or_default();
+    let prefix = net.subnet.trim_end_matches("0/24");
+    assert!(
+        ip.starts_with(prefix),
+        "pod IP {ip:?} not in {}: {status:?}",
+        net.subnet
+    );
+    assert_eq!(
+        status.metadata.as_ref().map(|m| m.name.as_str()),
+        Some("web")
+    );
+    assert_eq!(status.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(
+        status.annotations.get("note").map(String::as_str),
+        Some("from the test")
+    );
+
+    // A web server in the pod, reached from the host on the pod's IP and
+    // through the port mapping.
+    let server = cri
+        .create(d, &pod, container_config("server", &httpd("hello-pod")))
+        .await;
+    cri.start(d, &server).await;
+    d.wait_until("the pod serves on its IP", || {
+        http_get(&format!("http://{ip}:80/")).is_some_and(|b| b.trim() == "hello-pod")
+    });
+    d.wait_until("the pod serves on its host port", || {
+        http_get(&format!("http://127.0.0.1:{host_port}/")).is_some_and(|b| b.trim() == "hello-pod")
+    });
+
+    // A second container reaches it on localhost and has the pod's hostname.
+    let client = cri
+        .create(
+            d,
+            &pod,
+            container_config(
+                "client",
+                "until wget -qO- http://127.0.0.1:80/ | grep -q hello-pod; do sleep 0.1; done; \
+                 [ \"$(hostname)\" = web ] || exit 9; exit 0",
+            ),
+        )
+        .await;
+    cri.start(d, &client).await;
+    let done = cri.wait_exited(d, &client).await;
+    assert_eq!(done.exit_code, 0, "{done:?}{}", d.diagnostics());
+    assert_eq!(done.reason, "Completed", "{done:?}");
+    assert!(
+        done.started_at > 0 && done.finished_at >= done.started_at,
+        "{done:?}"
+    );
+    assert_eq!(done.log_path, "/var/log/pods/default_web/client/0.log");
+    assert_eq!(
+        done.metadata.as_ref().map(|m| m.name.as_str()),
+        Some("client")
+    );
+
+    // A failure is an Error with its code.
+    let failing = cri
+        .create(d, &pod, container_config("failing", "exit 3"))
+        .await;
+    cri.start(d, &failing).await;
+    let failed = cri.wait_exited(d, &failing).await;
+    assert_eq!(
+        (failed.exit_code, failed.reason.as_str()),
+        (3, "Error"),
+        "{failed:?}"
+    );
+
+    // The lists, with their filters.
+    let mine = cri
+        .containers(Some(cri::ContainerFilter {
+            pod_sandbox_id: pod.clone(),
+            ..cri::ContainerFilter::default()
+        }))
+        .await;
+    assert_eq!(mine.len(), 3, "{mine:?}");
+    let running = cri
+        .containers(Some(cri::ContainerFilter {
+            state: Some(cri::ContainerStateValue {
+                state: cri::ContainerState::ContainerRunning as i32,
+            }),
+            ..cri::ContainerFilter::default()
+        }))
+        .await;
+    assert_eq!(
+        running.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        [server.as_str()]
+    );
+    let by_label = cri
+        .containers(Some(cri::ContainerFilter {
+            label_selector: HashMap::from([("role".to_owned(), "failing".to_owned())]),
+            ..cri::ContainerFilter::default()
+        }))
+        .await;
+    assert_eq!(
+        by_label.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        [failing.as_str()]
+    );
+
+    // docker sees them, by names that read as kubelet's.
+    let names = d.ok(&["ps", "-a", "--format", "{{.Names}}"]);
+    for name in [
+        "k8s_POD_web_default_uid-web_0",
+        "k8s_server_web_default_uid-web_0",
+    ] {
+        assert!(names.lines().any(|n| n == name), "{name} not in {names}");
+    }
+
+    // StopContainer with its grace period; stopping again is fine.
+    for _ in 0..2 {
+        cri.runtime
+            .stop_container(cri::StopContainerRequest {
+                container_id: server.clone(),
+                timeout: 2,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("StopContainer: {e}{}", d.diagnostics()));
+    }
+    let stopped = cri.status(&server).await.expect("ContainerStatus");
+    assert_eq!(
+        stopped.state,
+        cri::ContainerState::ContainerExited as i32,
+        "{stopped:?}"
+    );
+
+    // StopPodSandbox (twice, as kubelet may), then RemovePodSandbox (twice).
+    for _ in 0..2 {
+        cri.runtime
+            .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                pod_sandbox_id: pod.clone(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("StopPodSandbox: {e}{}", d.diagnostics()));
+    }
+    let status = cri.pod_status(&pod).await.expect("PodSandboxStatus");
+    assert_eq!(
+        status.state,
+        cri::PodSandboxState::SandboxNotready as i32,
+        "{status:?}"
+    );
+    for _ in 0..2 {
+        cri.runtime
+            .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                pod_sandbox_id: pod.clone(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("RemovePodSandbox: {e}{}", d.diagnostics()));
+    }
+    assert!(cri.pods().await.is_empty());
+    assert!(cri.containers(None).await.is_empty());
+    d.assert_no_containers("RemovePodSandbox removes the pod's containers and its sandbox");
+    let gone = cri.pod_status(&pod).await.expect_err("a removed pod");
+    assert_eq!(gone.code(), tonic::Code::NotFound, "{gone:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exit_during_a_containerd_outage_is_in_container_status() {
+    let d = Daemon::start();
+    let mut cri = Cri::connect(&d).await;
+    let pod = cri.run_pod(&d, host_pod_config("gated")).await;
+    let id = cri
+        .create(&d, &pod, container_config("gate", &gated_exit(7)))
+        .await;
+    cri.start(&d, &id).await;
+    let pid = d.pid_of(&id);
+
+    let outage = d.hold_containerd_down();
+    open_gate(pid);
+    d.wait_until("the gated process exits", || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    });
+    drop(outage);
+
+    let exited = cri.wait_exited(&d, &id).await;
+    assert_eq!(exited.exit_code, 7, "{exited:?}{}", d.diagnostics());
+    assert_eq!(exited.reason, "Error", "{exited:?}");
+    // The pod itself never stopped.
+    let status = cri.pod_status(&pod).await.expect("PodSandboxStatus");
+    assert_eq!(
+        status.state,
+        cri::PodSandboxState::SandboxReady as i32,
+        "{status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_gets_the_status_kubelet_expects_and_leaves_nothing() {
+    let d = Daemon::start();
+    let mut cri = Cri::connect(&d).await;
+
+    let none = cri
+        .runtime
+        .run_pod_sandbox(cri::RunPodSandboxRequest::default())
+        .await
+        .expect_err("no config");
+    assert_eq!(none.code(), tonic::Code::InvalidArgument);
+    assert!(none.message().starts_with("config"), "{none:?}");
+
+    let mut nameless = pod_config("x", Vec::new());
+    if let Some(m) = nameless.metadata.as_mut() {
+        m.name.clear();
+    }
+    let e = cri
+        .runtime
+        .run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(nameless),
+            runtime_handler: String::new(),
+        })
+        .await
+        .expect_err("no name");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("config.metadata.name"), "{e:?}");
+
+    let e = cri
+        .runtime
+        .run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(pod_config("x", Vec::new())),
+            runtime_handler: "kata".to_owned(),
+        })
+        .await
+        .expect_err("an unknown handler");
+    assert!(e.message().contains("runtime_handler"), "{e:?}");
+
+    // No network on this daemon: a pod asking for the pod network is
+    // refused and nothing is left.
+    let e = cri
+        .runtime
+        .run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(pod_config("x", Vec::new())),
+            runtime_handler: String::new(),
+        })
+        .await
+        .expect_err("the bridge network is disabled");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    d.assert_no_containers("a refused RunPodSandbox leaves nothing");
+
+    // A pod on the host's network runs; the same pod twice is AlreadyExists.
+    let host = host_pod_config("hostnet");
+    let pod = cri.run_pod(&d, host.clone()).await;
+    let twice = cri
+        .runtime
+        .run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(host),
+            runtime_handler: String::new(),
+        })
+        .await
+        .expect_err("the same pod twice");
+    assert_eq!(twice.code(), tonic::Code::AlreadyExists, "{twice:?}");
+
+    // Unknown ids: NotFound for what must exist, success for what is
+    // removed or stopped already.
+    let e = cri
+        .runtime
+        .create_container(cri::CreateContainerRequest {
+            pod_sandbox_id: "0123456789ab".to_owned(),
+            config: Some(container_config("c", "true")),
+            sandbox_config: None,
+        })
+        .await
+        .expect_err("no such sandbox");
+    assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+    let e = cri
+        .status("0123456789ab")
+        .await
+        .expect_err("no such container");
+    assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+    cri.runtime
+        .stop_container(cri::StopContainerRequest {
+            container_id: "0123456789ab".to_owned(),
+            timeout: 0,
+        })
+        .await
+        .expect("StopContainer of nothing succeeds");
+    cri.runtime
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: "0123456789ab".to_owned(),
+        })
+        .await
+        .expect("RemovePodSandbox of nothing succeeds");
+    let e = cri
+        .runtime
+        .stop_container(cri::StopContainerRequest::default())
+        .await
+        .expect_err("an empty id");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    // A sandbox is not a container of the CRI, nor a container a sandbox.
+    let e = cri.status(&pod).await.expect_err("a sandbox's id");
+    assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+
+    // Containers: a missing image, a missing name, a mount that is not
+    // absolute, a mount propagation holdfast cannot give; none is left.
+    let mut no_image = container_config("c", "true");
+    no_image.image = Some(cri::ImageSpec {
+        image: "no-such-image:1".to_owned(),
+        ..cri::ImageSpec::default()
+    });
+    let mut no_name = container_config("c", "true");
+    no_name.metadata = None;
+    let mut relative = container_config("c", "true");
+    relative.mounts = vec![cri::Mount {
+        container_path: "data".to_owned(),
+        host_path: "/tmp".to_owned(),
+        ..cri::Mount::default()
+    }];
+    let mut shared = container_config("c", "true");
+    shared.mounts = vec![cri::Mount {
+        container_path: "/data".to_owned(),
+        host_path: "/tmp".to_owned(),
+        propagation: 2, // bidirectional
+        ..cri::Mount::default()
+    }];
+    for (config, code, field) in [
+        (no_image, tonic::Code::NotFound, "no-such-image"),
+        (no_name, tonic::Code::InvalidArgument, "config.metadata"),
+        (
+            relative,
+            tonic::Code::InvalidArgument,
+            "config.mounts[0].container_path",
+        ),
+        (
+            shared,
+            tonic::Code::InvalidArgument,
+            "config.mounts[0].propagation",
+        ),
+    ] {
+        let e = cri
+            .runtime
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: pod.clone(),
+                config: Some(config),
+                sandbox_config: None,
+            })
+            .await
+            .expect_err(field);
+        assert_eq!(e.code(), code, "{field}: {e:?}");
+        assert!(e.message().contains(field), "{field}: {e:?}");
+    }
+    assert!(
+        cri.containers(None).await.is_empty(),
+        "a refused create left a container"
+    );
+    let ids = d.container_ids(true);
+    assert_eq!(ids.len(), 1, "only the sandbox: {ids:?}");
+}
