@@ -12,8 +12,8 @@ mod common;
 use common::{Env, busybox, cid};
 use holdfast_adapter_containerd::Adapter;
 use holdfast_core::{
-    Action, Answer, Call, Command, ConnectionState, ContainerId, Core, CoreConfig, Input, Instant,
-    Now, Record, RequestId, Status, TaskState, UserEvent, UserEventKind, WallTime,
+    Action, Answer, Api, Call, Command, ConnectionState, ContainerId, Core, CoreConfig, Input,
+    Instant, Now, Record, RequestId, Status, TaskState, UserEvent, UserEventKind, WallTime,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -100,7 +100,7 @@ impl Loop {
     fn command(&mut self, command: Command) -> RequestId {
         self.next_req += 1;
         let req = RequestId(self.next_req);
-        self.feed(Input::Command(req, command));
+        self.feed(Input::Command(req, Api::Docker, command));
         req
     }
 

@@ -223,7 +223,7 @@ impl Mix {
             self.next_req += 1;
             self.core.handle_input(
                 at,
-                Input::Command(RequestId(self.next_req), Command::Start { id }),
+                Input::Command(RequestId(self.next_req), Api::Docker, Command::Start { id }),
             );
             while let Some(action) = self.core.poll_action() {
                 if let Action::Call {

@@ -4,7 +4,7 @@
 
 use crate::container::{Container, Pending, Step, TaskState};
 use crate::ids::{ContainerId, RequestId};
-use crate::input::{Command, WaitCondition};
+use crate::input::{Api, Command, WaitCondition};
 use crate::record::{Endpoint, NetworkState, Presence, Record, StopIntent};
 use crate::signal::Signal;
 use crate::{
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl Core {
-    pub(crate) fn command(&mut self, req: RequestId, command: Command) {
+    pub(crate) fn command(&mut self, req: RequestId, api: Api, command: Command) {
         if self.out.request_owner.contains_key(&req) {
             // A caller bug: the same request id twice. Answer the newcomer so
             // nothing hangs, and leave the first one alone.
@@ -29,7 +29,12 @@ impl Core {
             return;
         }
         let command = match command {
-            Command::Create { id, name, config } => return self.create(req, id, name, config),
+            Command::Create { id, name, config } => {
+                if let Some(refusal) = api_refuses_create(api, &config) {
+                    return self.out.answer_now(req, refusal);
+                }
+                return self.create(req, id, name, config);
+            }
             Command::StartExec { exec_id, detach } => {
                 return self.start_exec(req, &exec_id, detach);
             }
@@ -71,6 +76,10 @@ impl Core {
             );
             return;
         };
+        if let Some(refusal) = api_refuses(api, &c.rec, &command) {
+            self.out.answer_now(req, refusal);
+            return;
+        }
         if c.rec.presence == Presence::Creating && !matches!(command, Command::Wait { .. }) {
             let message = format!("container {id} is still being created");
             self.out
@@ -1044,6 +1053,43 @@ impl Core {
         for req in answered {
             self.out.answer_pending(req, answer());
         }
+    }
+}
+
+/// What the CRI made is kubelet's: the Docker API may read it, wait on it
+/// and exec into it, and is refused every other change (409, naming the
+/// CRI and the pod); the CRI finds nothing it did not make.
+fn api_refuses(api: Api, rec: &Record, command: &Command) -> Option<Answer> {
+    let pod = rec.config.pod.as_ref();
+    match (api, pod) {
+        (Api::Cri, None) => Some(error(
+            ErrorKind::NotFound,
+            format!("No such container: {}", rec.id),
+        )),
+        (Api::Docker, Some(pod)) if command.changes_container() => Some(error(
+            ErrorKind::Conflict,
+            format!(
+                "container {} belongs to the Kubernetes pod {}/{} and is managed through the CRI: change it with kubelet (or crictl), not the Docker API",
+                rec.name, pod.pod_namespace, pod.pod_name
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// A pod's containers are made through the CRI, every other through the
+/// Docker API.
+fn api_refuses_create(api: Api, config: &ContainerConfig) -> Option<Answer> {
+    match (api, config.pod.is_some()) {
+        (Api::Docker, true) => Some(error(
+            ErrorKind::Invalid,
+            "a pod's containers are created through the CRI",
+        )),
+        (Api::Cri, false) => Some(error(
+            ErrorKind::Invalid,
+            "the CRI creates only pod sandboxes and their containers",
+        )),
+        _ => None,
     }
 }
 

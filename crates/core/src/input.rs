@@ -24,8 +24,9 @@ pub enum Input {
     /// host, after `Restore`, with the slots of their endpoints: the
     /// network side's relist of its attachments.
     AttachmentsFound(Vec<(ContainerId, Vec<u8>)>),
-    /// A user request, answered exactly once by [`crate::Action::Answer`].
-    Command(RequestId, Command),
+    /// A user request through one of the APIs, answered exactly once by
+    /// [`crate::Action::Answer`].
+    Command(RequestId, Api, Command),
     /// An event from containerd's event stream.
     Event(ContainerdEvent),
     /// What the adapter knows about its connection to containerd.
@@ -66,6 +67,16 @@ impl From<Vec<Record>> for Stored {
 
 /// User commands, addressed by resolved container id (the API layer resolves
 /// names and prefixes through [`crate::Core::resolve`]).
+/// The API a command came through. What the CRI made (a pod's sandbox or
+/// container, [`crate::PodMember`]) is changed only through the CRI, as
+/// kubelet owns it: the Docker API sees it and may exec into it, but its
+/// changes are refused; the CRI sees nothing else.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Api {
+    Docker,
+    Cri,
+}
+
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Command {
     Create {
@@ -213,6 +224,40 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether it changes the container it is addressed to (its run, its
+    /// name, its policy, resources or networks), as opposed to reading it,
+    /// waiting on it or running an exec in it.
+    pub fn changes_container(&self) -> bool {
+        match self {
+            Command::Start { .. }
+            | Command::Stop { .. }
+            | Command::Kill { .. }
+            | Command::Restart { .. }
+            | Command::Remove { .. }
+            | Command::Rename { .. }
+            | Command::UpdateRestartPolicy { .. }
+            | Command::Pause { .. }
+            | Command::Unpause { .. }
+            | Command::UpdateResources { .. }
+            | Command::Connect { .. }
+            | Command::Disconnect { .. } => true,
+            Command::Create { .. }
+            | Command::Wait { .. }
+            | Command::CreateExec { .. }
+            | Command::StartExec { .. }
+            | Command::Resize { .. }
+            | Command::ReadChanges { .. }
+            | Command::MountRootfs { .. }
+            | Command::UnmountRootfs { .. }
+            | Command::CreateVolume { .. }
+            | Command::RemoveVolume { .. }
+            | Command::PruneVolumes { .. }
+            | Command::CreateNetwork { .. }
+            | Command::RemoveNetwork { .. }
+            | Command::PruneNetworks { .. } => false,
+        }
+    }
+
     /// The container the command is addressed to; `None` for one addressed
     /// by an exec's id (the core knows its container).
     pub fn container_id(&self) -> Option<&ContainerId> {

@@ -102,7 +102,7 @@ pub use health::{
 };
 pub use ids::{ContainerId, OpId, RequestId};
 pub use input::{
-    Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
+    Api, Command, ConnectionFact, ContainerdEvent, Done, Failure, FailureKind, Input, RelistPart,
     Stored, TaskInfo, TaskStatus, WaitCondition,
 };
 pub use networks::{Definition, FoundNetwork, NetworkRecord};
@@ -305,7 +305,7 @@ impl Core {
             Input::VolumesFound(found) => self.volumes_found(found),
             Input::NetworksFound(found) => self.networks_found(found),
             Input::AttachmentsFound(found) => self.attachments_found(found),
-            Input::Command(req, command) => self.command(req, command),
+            Input::Command(req, api, command) => self.command(req, api, command),
             Input::Event(event) => self.event(event),
             Input::Connection(fact) => self.connection_fact(fact),
             Input::Relist(op, part) => self.relist_part(op, part),

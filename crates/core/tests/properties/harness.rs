@@ -666,7 +666,7 @@ impl Harness {
                 .and_then(|c| c.record.exit.as_ref().map(|e| (e.run, e.finished_at)));
             self.waits.insert(req, (id.clone(), *condition, exit));
         }
-        self.feed(Input::Command(req, command))?;
+        self.feed(Input::Command(req, Api::Docker, command))?;
         // A name no container shows is free: a removed container's too.
         let answer = self.trace.iter().rev().find_map(|a| match a {
             Action::Answer(r, answer) if *r == req => Some(answer),

@@ -330,7 +330,7 @@ impl Harness {
         if let Some((cid, net)) = self.connects.get(req)
             && let Answer::Error(e) = answer
             && e.kind == ErrorKind::Conflict
-            && !matches!(&input, Input::Command(r, _) if r == req)
+            && !matches!(&input, Input::Command(r, _, _) if r == req)
             && !matches!(answered_call, Some(Call::EndpointSetup { .. }))
         {
             prop_assert!(

@@ -76,7 +76,7 @@ impl Harness {
             let was_wanted = before.get(&c.record.id).copied().unwrap_or(false);
             // A restart asks for a start of its own, even while an
             // earlier start is still wanted.
-            let restart = matches!(&input, Input::Command(_, Command::Restart { id, .. })
+            let restart = matches!(&input, Input::Command(_, _, Command::Restart { id, .. })
                 if *id == c.record.id && c.record.intents.start);
             let ledger = self.start_ledger.entry(c.record.id.clone()).or_default();
             ledger.0 += u64::from(c.record.intents.start && (!was_wanted || restart));

@@ -18,7 +18,7 @@ impl Harness {
         if self.waits.contains_key(req)
             && let Answer::Error(e) = answer
         {
-            let asked_now = matches!(&input, Input::Command(r, _) if r == req);
+            let asked_now = matches!(&input, Input::Command(r, _, _) if r == req);
             prop_assert!(
                 e.kind == ErrorKind::Cancelled || e.kind == ErrorKind::NotFound && asked_now,
                 "{} (a wait) answered {:?}",

@@ -47,6 +47,9 @@ pub struct Driver {
     pub core: Core,
     pub now: Now,
     next_req: u64,
+    /// The API the commands come through (the Docker API unless a test
+    /// says otherwise).
+    pub api: Api,
 }
 
 impl Driver {
@@ -60,6 +63,7 @@ impl Driver {
             core: Core::new(config, 1, now),
             now,
             next_req: 0,
+            api: Api::Docker,
         };
         // The user networks the tests put containers on are defined.
         d.feed(Input::NetworksFound(found_networks(now.wall)));
@@ -95,7 +99,7 @@ impl Driver {
 
     pub fn command(&mut self, command: Command) -> (RequestId, Vec<Action>) {
         let req = self.req();
-        let actions = self.feed(Input::Command(req, command));
+        let actions = self.feed(Input::Command(req, self.api, command));
         (req, actions)
     }
 

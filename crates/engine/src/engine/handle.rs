@@ -5,7 +5,7 @@
 
 use super::View;
 use super::services::Services;
-use holdfast_core::{Answer, Command, ContainerId, ErrorKind, RequestError, RequestId};
+use holdfast_core::{Answer, Api, Command, ContainerId, ErrorKind, RequestError, RequestId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
@@ -17,6 +17,7 @@ pub(super) type MakeCommand = Box<dyn FnOnce(ContainerId) -> Command + Send>;
 pub(super) enum Request {
     Command {
         req: RequestId,
+        api: Api,
         command: Command,
         reply: oneshot::Sender<Answer>,
     },
@@ -24,6 +25,7 @@ pub(super) enum Request {
     /// in the same step (see [`EngineHandle::container_command`]).
     ContainerCommand {
         req: RequestId,
+        api: Api,
         reference: String,
         make: MakeCommand,
         accepted: oneshot::Sender<Result<ContainerId, RequestError>>,
@@ -53,6 +55,9 @@ impl From<EngineGone> for RequestError {
 pub struct EngineHandle {
     tx: mpsc::UnboundedSender<Request>,
     next_req: Arc<AtomicU64>,
+    /// The API whose commands this handle sends: the core decides what
+    /// each may change (see [`Api`]).
+    api: Api,
     /// What the backends use besides the loop.
     pub(crate) services: Arc<Services>,
 }
@@ -60,9 +65,16 @@ pub struct EngineHandle {
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Request::Command { req, command, .. } => write!(f, "Command({req}, {command:?})"),
-            Request::ContainerCommand { req, reference, .. } => {
-                write!(f, "ContainerCommand({req}, {reference:?})")
+            Request::Command {
+                req, api, command, ..
+            } => write!(f, "Command({req}, {api:?}, {command:?})"),
+            Request::ContainerCommand {
+                req,
+                api,
+                reference,
+                ..
+            } => {
+                write!(f, "ContainerCommand({req}, {api:?}, {reference:?})")
             }
             Request::Cancel(req) => write!(f, "Cancel({req})"),
             Request::Read(_) => f.write_str("Read"),
@@ -77,7 +89,17 @@ impl EngineHandle {
         EngineHandle {
             tx,
             next_req: Arc::new(AtomicU64::new(0)),
+            api: Api::Docker,
             services: Arc::new(services),
+        }
+    }
+
+    /// The same engine, its commands sent as `api`'s: the handle the CRI
+    /// serves with (the engine's own handle is the Docker API's).
+    pub fn for_api(&self, api: Api) -> EngineHandle {
+        EngineHandle {
+            api,
+            ..self.clone()
         }
     }
 
@@ -89,6 +111,7 @@ impl EngineHandle {
         let (reply, answer) = oneshot::channel();
         let sent = self.tx.send(Request::Command {
             req,
+            api: self.api,
             command,
             reply,
         });
@@ -136,6 +159,7 @@ impl EngineHandle {
         let (accepted, resolved) = oneshot::channel();
         let sent = self.tx.send(Request::ContainerCommand {
             req,
+            api: self.api,
             reference: reference.to_owned(),
             make: Box::new(make),
             accepted,

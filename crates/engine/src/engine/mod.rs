@@ -218,14 +218,16 @@ impl Engine {
         match request {
             Request::Command {
                 req,
+                api,
                 command,
                 reply,
             } => {
                 self.replies.insert(req, reply);
-                self.feed(Input::Command(req, command));
+                self.feed(Input::Command(req, api, command));
             }
             Request::ContainerCommand {
                 req,
+                api,
                 reference,
                 make,
                 accepted,
@@ -238,7 +240,7 @@ impl Engine {
                     let command = make(id.clone());
                     let _ = accepted.send(Ok(id));
                     self.replies.insert(req, reply);
-                    self.feed(Input::Command(req, command));
+                    self.feed(Input::Command(req, api, command));
                 }
             },
             Request::Cancel(req) => {
@@ -262,7 +264,7 @@ impl Engine {
     fn feed(&mut self, input: Input) {
         if self.store.is_none() {
             // Recovering from a failed write: the core is about to be rebuilt.
-            if let Input::Command(req, _) = input {
+            if let Input::Command(req, ..) = input {
                 self.answer(req, store_failed_answer("the store is being reopened"));
             }
             return;

@@ -4,7 +4,7 @@
 use super::{Sim, SimFailure};
 use crate::check::UserKind;
 use holdfast_core::{
-    Command, ContainerConfig, ContainerId, HealthConfig, Input, NetworkMode, RequestId,
+    Api, Command, ContainerConfig, ContainerId, HealthConfig, Input, NetworkMode, RequestId,
     RestartPolicy, Signal, WaitCondition,
 };
 use std::time::Duration;
@@ -418,7 +418,7 @@ impl Sim {
             }
             _ => None,
         };
-        self.feed(Input::Command(req, command))?;
+        self.feed(Input::Command(req, Api::Docker, command))?;
         if let Some(start) = exec_start
             && self.core.is_some()
             && !self.answered_now.contains(&req)
