@@ -3,9 +3,10 @@
 //! client, as kubelet drives a runtime: the runtime's version and status,
 //! images, a pod whose containers share its network (localhost between
 //! them, its IP from the host, a port mapping), exits with their codes and
-//! reasons, kubelet's idempotent stops and removals, a container's exit
-//! while containerd is away found once it is back, and bad input answered
-//! with the status kubelet expects, leaving nothing behind.
+//! reasons, kubelet's idempotent stops and removals, the Docker API kept
+//! from changing a pod, a container's exit while containerd is away found
+//! once it is back, a pod's stop asked then kept and carried out, and bad
+//! input answered with the status kubelet expects, leaving nothing behind.
 
 use holdfast_e2e::network::{BridgeDaemon, free_port, http_get, httpd};
 use holdfast_e2e::{Daemon, gated_exit, open_gate};
@@ -489,6 +490,27 @@ async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
         assert!(names.lines().any(|n| n == name), "{name} not in {names}");
     }
 
+    // The Docker API sees the pod and may exec into it, but changes
+    // nothing of it: kubelet owns it. No prune takes it either.
+    let refused = d.fails(&["stop", "k8s_server_web_default_uid-web_0"]);
+    assert!(
+        refused.stderr.contains("managed through the CRI"),
+        "{refused:?}"
+    );
+    let refused = d.fails(&["rm", "-f", "k8s_POD_web_default_uid-web_0"]);
+    assert!(refused.stderr.contains("default/web"), "{refused:?}");
+    assert_eq!(
+        d.ok(&["exec", "k8s_server_web_default_uid-web_0", "hostname"])
+            .trim(),
+        "web"
+    );
+    d.ok(&["container", "prune", "-f"]);
+    assert_eq!(
+        cri.containers(None).await.len(),
+        3,
+        "a prune took a pod's container"
+    );
+
     // StopContainer with its grace period; stopping again is fine.
     for _ in 0..2 {
         cri.runtime
@@ -534,6 +556,13 @@ async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
     d.assert_no_containers("RemovePodSandbox removes the pod's containers and its sandbox");
     let gone = cri.pod_status(&pod).await.expect_err("a removed pod");
     assert_eq!(gone.code(), tonic::Code::NotFound, "{gone:?}");
+
+    // With no pod left, a prune of every unused image spares the pause
+    // image: pods are made from it offline.
+    d.ok(&["image", "prune", "-a", "-f"]);
+    let images = d.ok(&["images", "--format", "{{.Repository}}"]);
+    assert!(images.contains("holdfast.local/pause"), "{images}");
+    assert!(!images.contains("busybox"), "the prune did prune: {images}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -564,6 +593,44 @@ async fn an_exit_during_a_containerd_outage_is_in_container_status() {
         cri::PodSandboxState::SandboxReady as i32,
         "{status:?}"
     );
+
+    // A StopPodSandbox while containerd is away, whose caller gives up
+    // (kubelet's deadline), is kept and carried out once it is back.
+    let ticker = cri
+        .create(&d, &pod, container_config("ticker", holdfast_e2e::TICKER))
+        .await;
+    cri.start(&d, &ticker).await;
+    let outage = d.hold_containerd_down();
+    let request = cri::StopPodSandboxRequest {
+        pod_sandbox_id: pod.clone(),
+    };
+    let asked = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        cri.runtime.stop_pod_sandbox(request),
+    )
+    .await;
+    assert!(
+        !matches!(asked, Ok(Ok(_))),
+        "stopped with containerd away? {asked:?}"
+    );
+    drop(outage);
+    let stopped = cri.wait_exited(&d, &ticker).await;
+    // Ended by the stop's signal: TERM (the pod shares one PID namespace,
+    // so sh is no pid 1 immune to it) or KILL.
+    assert!([143, 137].contains(&stopped.exit_code), "{stopped:?}");
+    let deadline = std::time::Instant::now() + holdfast_e2e::WAIT_BOUND;
+    loop {
+        let status = cri.pod_status(&pod).await.expect("PodSandboxStatus");
+        if status.state == cri::PodSandboxState::SandboxNotready as i32 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox was not stopped: {status:?}{}",
+            d.diagnostics()
+        );
+        tokio::time::sleep(holdfast_e2e::POLL_INTERVAL).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -35,8 +35,13 @@ pub struct Cri {
 }
 
 impl Cri {
+    /// Over the engine's handle, its commands sent as the CRI's (the core
+    /// refuses them what the CRI did not make, and refuses the Docker API
+    /// changes to what it made).
     pub fn new(engine: EngineHandle) -> Cri {
-        Cri { engine }
+        Cri {
+            engine: engine.for_api(holdfast_core::Api::Cri),
+        }
     }
 }
 

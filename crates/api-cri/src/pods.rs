@@ -68,35 +68,43 @@ impl Cri {
         }
     }
 
-    /// Stops every container of the pod (at once: kubelet stopped them
-    /// with their grace periods before), then the sandbox, which releases
-    /// the pod's network. Stopping what is stopped or gone succeeds.
+    /// Stops every container of the pod and the sandbox (which releases
+    /// the pod's network), all asked of the core at once: kubelet stopped
+    /// the containers with their grace periods before, and each stop is
+    /// recorded as it arrives, so one that cannot be made now (containerd
+    /// away) is kept and carried out, whatever became of the others.
+    /// Stopping what is stopped or gone succeeds.
     pub(crate) async fn stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         let Some(sandbox) = self.sandbox(id).await? else {
             return Ok(());
         };
-        let sandbox_id = sandbox.record.id.to_string();
-        let members = self.members(&sandbox_id).await?;
-        let stops = members
-            .iter()
-            .map(|m| self.stop(m.record.id.as_str(), Duration::ZERO));
-        for stopped in futures_util::future::join_all(stops).await {
-            stopped?;
-        }
-        self.stop(&sandbox_id, Duration::ZERO).await
+        let pod = self.pod_ids(&sandbox).await?;
+        let stops = pod.iter().map(|id| self.stop(id, Duration::ZERO));
+        first_error(futures_util::future::join_all(stops).await)
     }
 
-    /// Removes every container of the pod, then the sandbox. Removing what
-    /// is gone succeeds.
+    /// Removes every container of the pod and the sandbox, all asked at
+    /// once as for a stop. Removing what is gone succeeds.
     pub(crate) async fn remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         let Some(sandbox) = self.sandbox(id).await? else {
             return Ok(());
         };
+        let pod = self.pod_ids(&sandbox).await?;
+        let removals = pod.iter().map(|id| self.remove(id));
+        first_error(futures_util::future::join_all(removals).await)
+    }
+
+    /// The full ids of the pod's containers, then its sandbox's.
+    async fn pod_ids(&self, sandbox: &Snapshot) -> Result<Vec<String>, Status> {
         let sandbox_id = sandbox.record.id.to_string();
-        for m in self.members(&sandbox_id).await? {
-            self.remove(m.record.id.as_str()).await?;
-        }
-        self.remove(&sandbox_id).await
+        let mut ids: Vec<String> = self
+            .members(&sandbox_id)
+            .await?
+            .into_iter()
+            .map(|m| m.record.id.to_string())
+            .collect();
+        ids.push(sandbox_id);
+        Ok(ids)
     }
 
     pub(crate) async fn pod_sandbox_status(
@@ -227,6 +235,10 @@ impl Cri {
     pub(crate) async fn remove(&self, id: &str) -> Result<(), Status> {
         tolerate_gone(self.engine.containers().remove(id, true, true).await)
     }
+}
+
+fn first_error(results: Vec<Result<(), Status>>) -> Result<(), Status> {
+    results.into_iter().collect()
 }
 
 /// Done, nothing to do, or gone: what kubelet's idempotent calls accept.

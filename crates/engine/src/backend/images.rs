@@ -369,9 +369,12 @@ impl<'a> Images<'a> {
             })
             .await?;
         let adapter = &self.engine.services.adapter;
+        // The CRI's pause image is pinned: sandboxes are made from it
+        // offline, so no prune takes it (as kubelet's image GC spares it).
+        let pause = normalize_reference(crate::seed_image::PAUSE_IMAGE);
         for image in self.list().await? {
             let id = image.resolved.config_digest.clone();
-            if used.contains(&id) || !wanted(&image) {
+            if used.contains(&id) || !wanted(&image) || image.names.contains(&pause) {
                 continue;
             }
             let size = adapter

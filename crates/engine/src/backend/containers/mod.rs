@@ -322,7 +322,8 @@ impl<'a> Containers<'a> {
                 tracing::debug!(container = %id, error = %e, "size before prune");
                 0
             });
-            // A container started since the read is refused by the core: skipped.
+            // A container started since the read, or a pod's (kubelet's,
+            // through the CRI), is refused by the core: skipped.
             match self
                 .engine
                 .command(Command::Remove {
