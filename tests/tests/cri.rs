@@ -338,17 +338,178 @@ async fn version_status_and_images() {
         Some(d.data_root())
     );
 
-    // What holdfast does not serve yet says so.
-    let exec = cri
+    // The cgroup driver kubelet must use; a pod CIDR that is not the
+    // bridge network's is refused by name (this daemon has none).
+    let config = cri
         .runtime
-        .exec_sync(cri::ExecSyncRequest {
-            container_id: "x".to_owned(),
-            cmd: vec!["true".to_owned()],
-            timeout: 1,
+        .runtime_config(cri::RuntimeConfigRequest {})
+        .await
+        .expect("RuntimeConfig")
+        .into_inner();
+    assert_eq!(
+        config.linux.map(|l| l.cgroup_driver),
+        Some(cri::CgroupDriver::Cgroupfs as i32)
+    );
+    let cidr = cri
+        .runtime
+        .update_runtime_config(cri::UpdateRuntimeConfigRequest {
+            runtime_config: Some(cri::RuntimeConfig {
+                network_config: Some(cri::NetworkConfig {
+                    pod_cidr: "10.244.0.0/24".to_owned(),
+                }),
+            }),
         })
         .await
-        .expect_err("ExecSync is not served yet");
-    assert_eq!(exec.code(), tonic::Code::Unimplemented, "{exec:?}");
+        .expect_err("another pod CIDR");
+    assert!(cidr.message().contains("pod_cidr"), "{cidr:?}");
+
+    // What holdfast does not serve yet says so.
+    let attach = cri
+        .runtime
+        .attach(cri::AttachRequest {
+            container_id: "x".to_owned(),
+            ..cri::AttachRequest::default()
+        })
+        .await
+        .expect_err("Attach is not served yet");
+    assert_eq!(attach.code(), tonic::Code::Unimplemented, "{attach:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_sync_stats_and_resource_updates() {
+    let d = Daemon::start();
+    let mut cri = Cri::connect(&d).await;
+    let pod = cri.run_pod(&d, host_pod_config("probe")).await;
+    let id = cri
+        .create(&d, &pod, container_config("app", holdfast_e2e::TICKER))
+        .await;
+    cri.start(&d, &id).await;
+
+    // ExecSync: both streams and the exit code, as kubelet's exec probes read them.
+    let exec = |cmd: &str, timeout: i64| cri::ExecSyncRequest {
+        container_id: id.clone(),
+        cmd: vec!["sh".to_owned(), "-c".to_owned(), cmd.to_owned()],
+        timeout,
+    };
+    let r = cri
+        .runtime
+        .exec_sync(exec("echo out; echo err >&2; exit 4", 10))
+        .await
+        .unwrap_or_else(|e| panic!("ExecSync: {e}{}", d.diagnostics()))
+        .into_inner();
+    assert_eq!(
+        (r.stdout.as_slice(), r.stderr.as_slice(), r.exit_code),
+        (&b"out\n"[..], &b"err\n"[..], 4)
+    );
+    let slow = cri
+        .runtime
+        .exec_sync(exec("sleep 30", 1))
+        .await
+        .expect_err("past its timeout");
+    assert_eq!(slow.code(), tonic::Code::DeadlineExceeded, "{slow:?}");
+    let empty = cri
+        .runtime
+        .exec_sync(cri::ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: Vec::new(),
+            timeout: 0,
+        })
+        .await
+        .expect_err("no command");
+    assert_eq!(empty.code(), tonic::Code::InvalidArgument, "{empty:?}");
+
+    // Stats from the container's cgroup.
+    let stats = cri
+        .runtime
+        .container_stats(cri::ContainerStatsRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .expect("ContainerStats")
+        .into_inner()
+        .stats
+        .expect("stats");
+    let memory = stats
+        .memory
+        .as_ref()
+        .expect("memory of a running container");
+    assert!(
+        memory.usage_bytes.as_ref().is_some_and(|u| u.value > 0),
+        "{stats:?}"
+    );
+    assert!(
+        stats
+            .cpu
+            .as_ref()
+            .and_then(|c| c.usage_core_nano_seconds.as_ref())
+            .is_some_and(|u| u.value > 0),
+        "{stats:?}"
+    );
+    let listed = cri
+        .runtime
+        .list_container_stats(cri::ListContainerStatsRequest {
+            filter: Some(cri::ContainerStatsFilter {
+                pod_sandbox_id: pod.clone(),
+                ..cri::ContainerStatsFilter::default()
+            }),
+        })
+        .await
+        .expect("ListContainerStats")
+        .into_inner()
+        .stats;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let pod_stats = cri
+        .runtime
+        .pod_sandbox_stats(cri::PodSandboxStatsRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .expect("PodSandboxStats")
+        .into_inner()
+        .stats
+        .and_then(|s| s.linux)
+        .expect("Linux pod stats");
+    assert_eq!(pod_stats.containers.len(), 1, "{pod_stats:?}");
+    let pod_usage = pod_stats
+        .memory
+        .and_then(|m| m.usage_bytes)
+        .map(|u| u.value);
+    assert!(
+        pod_usage >= memory.usage_bytes.as_ref().map(|u| u.value),
+        "the pod uses at least what its container does: {pod_usage:?}"
+    );
+
+    // UpdateContainerResources reaches the running cgroup.
+    cri.runtime
+        .update_container_resources(cri::UpdateContainerResourcesRequest {
+            container_id: id.clone(),
+            linux: Some(cri::LinuxContainerResources {
+                memory_limit_in_bytes: 64 << 20,
+                cpu_period: 100_000,
+                cpu_quota: 50_000,
+                ..cri::LinuxContainerResources::default()
+            }),
+            ..cri::UpdateContainerResourcesRequest::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("UpdateContainerResources: {e}{}", d.diagnostics()));
+    let host = d.inspect(&id)["HostConfig"].clone();
+    assert_eq!(host["Memory"], 64 << 20, "{host}");
+    assert_eq!(host["NanoCpus"], 500_000_000, "{host}");
+    let odd = cri
+        .runtime
+        .update_container_resources(cri::UpdateContainerResourcesRequest {
+            container_id: id.clone(),
+            linux: Some(cri::LinuxContainerResources {
+                cpu_period: 50_000,
+                cpu_quota: 50_000,
+                ..cri::LinuxContainerResources::default()
+            }),
+            ..cri::UpdateContainerResourcesRequest::default()
+        })
+        .await
+        .expect_err("another CFS period");
+    assert!(odd.message().contains("cpu_period"), "{odd:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

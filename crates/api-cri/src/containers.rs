@@ -9,7 +9,7 @@ use crate::pods::{apparmor_supported, labels_match, ns, run_as, seccomp_supporte
 use crate::status::{create_status, invalid, status, unsupported};
 use holdfast_core::{
     Answer, BindMount, Command, ContainerConfig, DeviceMapping, NamespaceMode, NetworkMode,
-    PodMember, PodRole, Security, SharedNetwork, Status as Run,
+    PodMember, PodRole, ResourceUpdate, Security, SharedNetwork, Status as Run,
 };
 use holdfast_engine::backend::containers::{NewContainer, Snapshot};
 use k8s_cri::v1 as cri;
@@ -182,8 +182,42 @@ impl Cri {
         })
     }
 
+    /// New limits for the container's cgroup (and its later runs), through
+    /// the core as `docker update` goes. What the update cannot carry is
+    /// refused by name.
+    pub(crate) async fn update_container_resources(
+        &self,
+        id: &str,
+        linux: Option<cri::LinuxContainerResources>,
+        windows: bool,
+    ) -> Result<(), Status> {
+        if windows {
+            return Err(unsupported("windows", "holdfast runs Linux containers"));
+        }
+        let c = self.member(id).await?.ok_or_else(|| not_found(id))?;
+        let Some(r) = linux else {
+            return Ok(()); // nothing asked
+        };
+        let update = resource_update(r)?;
+        let id = c.record.id.clone();
+        match self
+            .engine
+            .command(Command::UpdateResources { id, update })
+            .await
+        {
+            Answer::Error(e) => Err(status(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The full id of the pod's container `id` names, `None` when there
+    /// is none.
+    pub(crate) async fn member_id(&self, id: &str) -> Result<Option<String>, Status> {
+        Ok(self.member(id).await?.map(|s| s.record.id.to_string()))
+    }
+
     /// The pod's container `id` names, `None` when there is none.
-    async fn member(&self, id: &str) -> Result<Option<Snapshot>, Status> {
+    pub(crate) async fn member(&self, id: &str) -> Result<Option<Snapshot>, Status> {
         if id.is_empty() {
             return Err(invalid("container_id", "must not be empty"));
         }
@@ -202,7 +236,7 @@ fn not_found(id: &str) -> Status {
 
 /// The pod, the sandbox's id and the container's name, for a container
 /// of a pod.
-fn member_of(s: &Snapshot) -> Option<(&PodMember, &str, &str)> {
+pub(crate) fn member_of(s: &Snapshot) -> Option<(&PodMember, &str, &str)> {
     let pod = s.record.config.pod.as_ref()?;
     match &pod.role {
         PodRole::Container { sandbox, name } => Some((pod, sandbox.as_str(), name.as_str())),
@@ -445,6 +479,53 @@ fn resources(config: &mut ContainerConfig, r: cri::LinuxContainerResources) -> R
         ));
     }
     Ok(())
+}
+
+/// kubelet's resources as the core's update: CPU as a quota per 100 ms
+/// period (the one period `docker update --cpus` sets, and kubelet's),
+/// shares, memory and swap.
+fn resource_update(r: cri::LinuxContainerResources) -> Result<ResourceUpdate, Status> {
+    const FIELD: &str = "linux";
+    let positive = |what: &str, v: i64| -> Result<Option<u64>, Status> {
+        match v {
+            0 => Ok(None),
+            v if v > 0 => Ok(Some(v as u64)),
+            v => Err(invalid(
+                &format!("{FIELD}.{what}"),
+                format!("{v} is negative"),
+            )),
+        }
+    };
+    let period = positive("cpu_period", r.cpu_period)?;
+    let quota = positive("cpu_quota", r.cpu_quota)?;
+    if period.is_some_and(|p| p != 100_000) {
+        return Err(unsupported(
+            &format!("{FIELD}.cpu_period"),
+            "a period other than 100000 µs in an update",
+        ));
+    }
+    if !r.cpuset_cpus.is_empty() || !r.cpuset_mems.is_empty() {
+        return Err(unsupported(
+            &format!("{FIELD}.cpuset_cpus/cpuset_mems"),
+            "cpusets in an update",
+        ));
+    }
+    if !r.hugepage_limits.is_empty() || !r.unified.is_empty() || r.oom_score_adj != 0 {
+        return Err(unsupported(
+            &format!("{FIELD}.hugepage_limits/unified/oom_score_adj"),
+            "hugepages, unified keys and OOM scores",
+        ));
+    }
+    Ok(ResourceUpdate {
+        memory_limit_bytes: positive("memory_limit_in_bytes", r.memory_limit_in_bytes)?,
+        memory_swap_bytes: match r.memory_swap_limit_in_bytes {
+            0 => None,
+            v => Some(v),
+        },
+        // quota µs per 100,000 µs: quota × 10,000 nano-CPUs.
+        nano_cpus: quota.map(|q| q.saturating_mul(10_000)),
+        cpu_shares: positive("cpu_shares", r.cpu_shares)?,
+    })
 }
 
 // The deprecated fields are still read, so that an older client's are

@@ -12,10 +12,12 @@
 //! `status.rs` maps every refusal onto a gRPC status in one place.
 
 mod containers;
+mod exec;
 mod images;
 mod names;
 mod pods;
 mod runtime;
+mod stats;
 mod status;
 
 use holdfast_engine::engine::EngineHandle;

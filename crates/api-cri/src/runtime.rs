@@ -181,9 +181,18 @@ impl RuntimeService for Cri {
 
     async fn update_container_resources(
         &self,
-        _: Request<cri::UpdateContainerResourcesRequest>,
+        r: Request<cri::UpdateContainerResourcesRequest>,
     ) -> Answer<cri::UpdateContainerResourcesResponse> {
-        not_served("UpdateContainerResources")
+        let r = r.into_inner();
+        if !r.annotations.is_empty() {
+            return Err(crate::status::unsupported(
+                "annotations",
+                "annotations in an update",
+            ));
+        }
+        self.update_container_resources(&r.container_id, r.linux, r.windows.is_some())
+            .await?;
+        Ok(Response::new(cri::UpdateContainerResourcesResponse {}))
     }
 
     async fn reopen_container_log(
@@ -193,8 +202,8 @@ impl RuntimeService for Cri {
         not_served("ReopenContainerLog")
     }
 
-    async fn exec_sync(&self, _: Request<cri::ExecSyncRequest>) -> Answer<cri::ExecSyncResponse> {
-        not_served("ExecSync")
+    async fn exec_sync(&self, r: Request<cri::ExecSyncRequest>) -> Answer<cri::ExecSyncResponse> {
+        Ok(Response::new(self.exec_sync(r.into_inner()).await?))
     }
 
     async fn exec(&self, _: Request<cri::ExecRequest>) -> Answer<cri::ExecResponse> {
@@ -214,37 +223,65 @@ impl RuntimeService for Cri {
 
     async fn container_stats(
         &self,
-        _: Request<cri::ContainerStatsRequest>,
+        r: Request<cri::ContainerStatsRequest>,
     ) -> Answer<cri::ContainerStatsResponse> {
-        not_served("ContainerStats")
+        let stats = self.container_stats(&r.into_inner().container_id).await?;
+        Ok(Response::new(cri::ContainerStatsResponse {
+            stats: Some(stats),
+        }))
     }
 
     async fn list_container_stats(
         &self,
-        _: Request<cri::ListContainerStatsRequest>,
+        r: Request<cri::ListContainerStatsRequest>,
     ) -> Answer<cri::ListContainerStatsResponse> {
-        not_served("ListContainerStats")
+        let stats = self.list_container_stats(r.into_inner().filter).await?;
+        Ok(Response::new(cri::ListContainerStatsResponse { stats }))
     }
 
     async fn pod_sandbox_stats(
         &self,
-        _: Request<cri::PodSandboxStatsRequest>,
+        r: Request<cri::PodSandboxStatsRequest>,
     ) -> Answer<cri::PodSandboxStatsResponse> {
-        not_served("PodSandboxStats")
+        let stats = self
+            .pod_sandbox_stats(&r.into_inner().pod_sandbox_id)
+            .await?;
+        Ok(Response::new(cri::PodSandboxStatsResponse {
+            stats: Some(stats),
+        }))
     }
 
     async fn list_pod_sandbox_stats(
         &self,
-        _: Request<cri::ListPodSandboxStatsRequest>,
+        r: Request<cri::ListPodSandboxStatsRequest>,
     ) -> Answer<cri::ListPodSandboxStatsResponse> {
-        not_served("ListPodSandboxStats")
+        let stats = self.list_pod_sandbox_stats(r.into_inner().filter).await?;
+        Ok(Response::new(cri::ListPodSandboxStatsResponse { stats }))
     }
 
+    /// kubelet tells the pod CIDR it was given: holdfast's pods get their
+    /// addresses from the default bridge network's subnet, so a CIDR is
+    /// taken when it is that subnet and refused by name otherwise.
     async fn update_runtime_config(
         &self,
-        _: Request<cri::UpdateRuntimeConfigRequest>,
+        r: Request<cri::UpdateRuntimeConfigRequest>,
     ) -> Answer<cri::UpdateRuntimeConfigResponse> {
-        not_served("UpdateRuntimeConfig")
+        let cidr = r
+            .into_inner()
+            .runtime_config
+            .and_then(|c| c.network_config)
+            .map(|n| n.pod_cidr)
+            .unwrap_or_default();
+        let subnet = self.engine.networks().default_subnet();
+        if !cidr.is_empty() && cidr != subnet {
+            return Err(crate::status::unsupported(
+                "runtime_config.network_config.pod_cidr",
+                format!(
+                    "{cidr}: pods get addresses from the bridge network's subnet {subnet} (holdfastd --bridge-subnet {cidr})"
+                ),
+            ));
+        }
+        Ok(Response::new(cri::UpdateRuntimeConfigResponse {}))
     }
 
     async fn checkpoint_container(
@@ -279,11 +316,17 @@ impl RuntimeService for Cri {
         not_served("ListPodSandboxMetrics")
     }
 
+    /// The cgroup driver kubelet must match: holdfast makes cgroups as
+    /// cgroupfs paths, never through systemd.
     async fn runtime_config(
         &self,
         _: Request<cri::RuntimeConfigRequest>,
     ) -> Answer<cri::RuntimeConfigResponse> {
-        not_served("RuntimeConfig")
+        Ok(Response::new(cri::RuntimeConfigResponse {
+            linux: Some(cri::LinuxRuntimeConfiguration {
+                cgroup_driver: cri::CgroupDriver::Cgroupfs as i32,
+            }),
+        }))
     }
 }
 

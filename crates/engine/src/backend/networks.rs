@@ -76,6 +76,11 @@ impl<'a> Networks<'a> {
         Networks { engine }
     }
 
+    /// The default bridge network's subnet, `a.b.c.d/len`.
+    pub fn default_subnet(&self) -> String {
+        self.engine.services.network.subnet().to_string()
+    }
+
     /// Why a pod or container cannot be put on the default network now,
     /// `None` when it can.
     pub fn not_ready(&self) -> Option<String> {
