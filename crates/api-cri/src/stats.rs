@@ -183,7 +183,7 @@ impl Cri {
 fn sum_cpu<'a>(all: impl Iterator<Item = &'a cri::CpuUsage>) -> Option<cri::CpuUsage> {
     let mut total: Option<cri::CpuUsage> = None;
     for c in all {
-        let t = total.get_or_insert_with(|| cri::CpuUsage {
+        let t = total.get_or_insert(cri::CpuUsage {
             timestamp: c.timestamp,
             usage_core_nano_seconds: Some(cri::UInt64Value { value: 0 }),
             usage_nano_cores: None,
