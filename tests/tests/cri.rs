@@ -736,6 +736,13 @@ async fn an_exit_during_a_containerd_outage_is_in_container_status() {
         .await;
     cri.start(&d, &id).await;
     let pid = d.pid_of(&id);
+    // kubelet's evented PLEG listens from here on.
+    let mut events = cri
+        .runtime
+        .get_container_events(cri::GetEventsRequest {})
+        .await
+        .expect("GetContainerEvents")
+        .into_inner();
 
     let outage = d.hold_containerd_down();
     open_gate(pid);
@@ -747,6 +754,33 @@ async fn an_exit_during_a_containerd_outage_is_in_container_status() {
     let exited = cri.wait_exited(&d, &id).await;
     assert_eq!(exited.exit_code, 7, "{exited:?}{}", d.diagnostics());
     assert_eq!(exited.reason, "Error", "{exited:?}");
+    // The exit learned after the outage is streamed like any other, with
+    // the pod's status and the container's exit in it.
+    let stopped = tokio::time::timeout(holdfast_e2e::WAIT_BOUND, async {
+        while let Some(event) = events.message().await.expect("the event stream") {
+            if event.container_id == id
+                && event.container_event_type
+                    == cri::ContainerEventType::ContainerStoppedEvent as i32
+            {
+                return Some(event);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| panic!("no STOPPED event for {id}{}", d.diagnostics()));
+    assert_eq!(
+        stopped.pod_sandbox_status.as_ref().map(|p| p.id.as_str()),
+        Some(pod.as_str())
+    );
+    let seen = stopped
+        .containers_statuses
+        .iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("{stopped:?}"));
+    assert_eq!(seen.exit_code, 7, "{stopped:?}");
     // The pod itself never stopped.
     let status = cri.pod_status(&pod).await.expect("PodSandboxStatus");
     assert_eq!(

@@ -12,6 +12,7 @@
 //! `status.rs` maps every refusal onto a gRPC status in one place.
 
 mod containers;
+mod events;
 mod exec;
 mod images;
 mod names;

@@ -299,7 +299,8 @@ impl RuntimeService for Cri {
         &self,
         _: Request<cri::GetEventsRequest>,
     ) -> Answer<Self::GetContainerEventsStream> {
-        not_served("GetContainerEvents")
+        let events = self.container_events().await?;
+        Ok(Response::new(Box::pin(events)))
     }
 
     async fn list_metric_descriptors(
