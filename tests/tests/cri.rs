@@ -43,8 +43,9 @@ impl Cri {
     }
 }
 
-/// What kubelet sends for a pod named `name`.
-fn pod_config(name: &str, ports: Vec<cri::PortMapping>) -> cri::PodSandboxConfig {
+/// What kubelet sends for a pod named `name`, its logs under the daemon's
+/// temporary root.
+fn pod_config(d: &Daemon, name: &str, ports: Vec<cri::PortMapping>) -> cri::PodSandboxConfig {
     cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
             name: name.to_owned(),
@@ -53,7 +54,11 @@ fn pod_config(name: &str, ports: Vec<cri::PortMapping>) -> cri::PodSandboxConfig
             attempt: 0,
         }),
         hostname: name.to_owned(),
-        log_directory: format!("/var/log/pods/default_{name}"),
+        log_directory: d
+            .root()
+            .join(format!("pods/default_{name}"))
+            .display()
+            .to_string(),
         port_mappings: ports,
         labels: HashMap::from([("app".to_owned(), name.to_owned())]),
         annotations: HashMap::from([("note".to_owned(), "from the test".to_owned())]),
@@ -63,8 +68,8 @@ fn pod_config(name: &str, ports: Vec<cri::PortMapping>) -> cri::PodSandboxConfig
 
 /// [`pod_config`] on the host's network (`NamespaceMode` NODE): what a
 /// daemon without a bridge network can run.
-fn host_pod_config(name: &str) -> cri::PodSandboxConfig {
-    let mut config = pod_config(name, Vec::new());
+fn host_pod_config(d: &Daemon, name: &str) -> cri::PodSandboxConfig {
+    let mut config = pod_config(d, name, Vec::new());
     config.linux = Some(cri::LinuxPodSandboxConfig {
         security_context: Some(cri::LinuxSandboxSecurityContext {
             namespace_options: Some(cri::NamespaceOption {
@@ -379,11 +384,29 @@ async fn version_status_and_images() {
 async fn exec_sync_stats_and_resource_updates() {
     let d = Daemon::start();
     let mut cri = Cri::connect(&d).await;
-    let pod = cri.run_pod(&d, host_pod_config("probe")).await;
+    let pod = cri.run_pod(&d, host_pod_config(&d, "probe")).await;
     let id = cri
         .create(&d, &pod, container_config("app", holdfast_e2e::TICKER))
         .await;
     cri.start(&d, &id).await;
+
+    // kubelet's log rotation: the file renamed away, then reopened; the
+    // output goes on in a new file at the path.
+    let log = d.root().join("pods/default_probe/app/0.log");
+    let has_ticks = |p: &std::path::Path| {
+        std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.ends_with(" stdout F tick")))
+    };
+    d.wait_until("the CRI log has ticks", || has_ticks(&log));
+    let rotated = log.with_extension("log.1");
+    std::fs::rename(&log, &rotated).expect("rotate the log");
+    cri.runtime
+        .reopen_container_log(cri::ReopenContainerLogRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("ReopenContainerLog: {e}{}", d.diagnostics()));
+    d.wait_until("the reopened log has ticks", || has_ticks(&log));
+    assert!(has_ticks(&rotated));
 
     // ExecSync: both streams and the exit code, as kubelet's exec probes read them.
     let exec = |cmd: &str, timeout: i64| cri::ExecSyncRequest {
@@ -522,6 +545,7 @@ async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
         .run_pod(
             d,
             pod_config(
+                d,
                 "web",
                 vec![cri::PortMapping {
                     protocol: cri::Protocol::Tcp as i32,
@@ -593,7 +617,8 @@ async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
         done.started_at > 0 && done.finished_at >= done.started_at,
         "{done:?}"
     );
-    assert_eq!(done.log_path, "/var/log/pods/default_web/client/0.log");
+    let client_log = d.root().join("pods/default_web/client/0.log");
+    assert_eq!(PathBuf::from(&done.log_path), client_log);
     assert_eq!(
         done.metadata.as_ref().map(|m| m.name.as_str()),
         Some("client")
@@ -730,7 +755,7 @@ async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
 async fn an_exit_during_a_containerd_outage_is_in_container_status() {
     let d = Daemon::start();
     let mut cri = Cri::connect(&d).await;
-    let pod = cri.run_pod(&d, host_pod_config("gated")).await;
+    let pod = cri.run_pod(&d, host_pod_config(&d, "gated")).await;
     let id = cri
         .create(&d, &pod, container_config("gate", &gated_exit(7)))
         .await;
@@ -841,7 +866,7 @@ async fn bad_input_gets_the_status_kubelet_expects_and_leaves_nothing() {
     assert_eq!(none.code(), tonic::Code::InvalidArgument);
     assert!(none.message().starts_with("config"), "{none:?}");
 
-    let mut nameless = pod_config("x", Vec::new());
+    let mut nameless = pod_config(&d, "x", Vec::new());
     if let Some(m) = nameless.metadata.as_mut() {
         m.name.clear();
     }
@@ -859,7 +884,7 @@ async fn bad_input_gets_the_status_kubelet_expects_and_leaves_nothing() {
     let e = cri
         .runtime
         .run_pod_sandbox(cri::RunPodSandboxRequest {
-            config: Some(pod_config("x", Vec::new())),
+            config: Some(pod_config(&d, "x", Vec::new())),
             runtime_handler: "kata".to_owned(),
         })
         .await
@@ -871,7 +896,7 @@ async fn bad_input_gets_the_status_kubelet_expects_and_leaves_nothing() {
     let e = cri
         .runtime
         .run_pod_sandbox(cri::RunPodSandboxRequest {
-            config: Some(pod_config("x", Vec::new())),
+            config: Some(pod_config(&d, "x", Vec::new())),
             runtime_handler: String::new(),
         })
         .await
@@ -880,7 +905,7 @@ async fn bad_input_gets_the_status_kubelet_expects_and_leaves_nothing() {
     d.assert_no_containers("a refused RunPodSandbox leaves nothing");
 
     // A pod on the host's network runs; the same pod twice is AlreadyExists.
-    let host = host_pod_config("hostnet");
+    let host = host_pod_config(&d, "hostnet");
     let pod = cri.run_pod(&d, host.clone()).await;
     let twice = cri
         .runtime

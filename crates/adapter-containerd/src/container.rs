@@ -86,6 +86,22 @@ pub struct RootfsMount {
     pub options: Vec<String>,
 }
 
+/// A container label naming the file kubelet reads a pod's container's
+/// output from (the logger writes it in the CRI's format, see
+/// [`crate::logger`]).
+const CRI_LOG_LABEL: &str = "io.holdfast.cri-log";
+
+fn cri_log_label(config: &ContainerConfig) -> Vec<(String, String)> {
+    match &config.pod {
+        Some(holdfast_core::PodMember {
+            role: holdfast_core::PodRole::Container { .. },
+            log_path: Some(path),
+            ..
+        }) => vec![(CRI_LOG_LABEL.to_owned(), path.clone())],
+        _ => Vec::new(),
+    }
+}
+
 /// Container labels that carry `-t` and `-i` to every task.
 const TTY_LABEL: &str = "io.holdfast.tty";
 const STDIN_LABEL: &str = "io.holdfast.stdin";
@@ -253,6 +269,7 @@ impl Adapter {
                 .chain(io_labels(config))
                 .chain(log_driver_labels(config))
                 .chain(joins_label(config))
+                .chain(cri_log_label(config))
                 .collect(),
             image: image.name.clone(),
             runtime: Some(Runtime {
@@ -478,6 +495,7 @@ impl Adapter {
             LoggerArgs {
                 limits: log_limits_of(&container.labels),
                 tty: terminal,
+                cri_log: container.labels.get(CRI_LOG_LABEL).map(PathBuf::from),
                 ..LoggerArgs::new(&log_path)
             },
             stdin,

@@ -24,6 +24,14 @@
 //! path never goes missing and never names an unlocked file while the logger
 //! runs).
 //!
+//! A container of a Kubernetes pod also has its output written, line by
+//! line, to the file kubelet named (`cri-log`), in the CRI's format:
+//! `<RFC 3339 time> <stdout|stderr> <F|P> <line>`, `P` for a piece of a
+//! line that goes on in the next record. kubelet rotates that file itself
+//! (it renames it, then asks the runtime to reopen it): before each record
+//! the logger checks that the path still names the file it writes, and
+//! opens a new one there when it does not.
+//!
 //! The daemon passes itself as the logger: when [`is_logger_invocation`] says
 //! so, its `main` calls [`run_logger`] and exits.
 
@@ -48,6 +56,8 @@ pub const TTY_ARG: &str = "tty";
 /// (see [`LoggerArgs::output_fifos`]).
 pub const STDOUT_FIFO_ARG: &str = "stdout-fifo";
 pub const STDERR_FIFO_ARG: &str = "stderr-fifo";
+/// The URI argument naming a second log in the CRI's format (pods' containers).
+pub const CRI_LOG_ARG: &str = "cri-log";
 /// A partial line longer than this is written out as its own record (Docker: 16 KiB).
 const MAX_LINE_BYTES: usize = 16 * 1024;
 /// How long the logger waits for another holder of the log file's lock (a
@@ -106,6 +116,9 @@ pub struct LoggerArgs {
     /// a terminal gets FIFOs and a logger that holdfast starts itself
     /// ([`crate::Adapter`] spawns it, detached, before creating the task).
     pub output_fifos: Option<(PathBuf, PathBuf)>,
+    /// Also write the output here, in the CRI's format (kubelet's log of a
+    /// pod's container).
+    pub cri_log: Option<PathBuf>,
 }
 
 impl LoggerArgs {
@@ -115,6 +128,7 @@ impl LoggerArgs {
             limits: LogLimits::default(),
             tty: false,
             output_fifos: None,
+            cri_log: None,
         }
     }
 
@@ -136,6 +150,9 @@ impl LoggerArgs {
             push(STDOUT_FIFO_ARG, out);
             push(STDERR_FIFO_ARG, err);
         }
+        if let Some(cri_log) = &self.cri_log {
+            push(CRI_LOG_ARG, cri_log);
+        }
         if self.tty {
             args.push(TTY_ARG.to_owned());
             args.push("1".to_owned());
@@ -154,6 +171,12 @@ impl LoggerArgs {
         );
         if self.tty {
             uri.push_str(&format!("&{TTY_ARG}=1"));
+        }
+        if let Some(cri_log) = &self.cri_log {
+            uri.push_str(&format!(
+                "&{CRI_LOG_ARG}={}",
+                escape(&cri_log.to_string_lossy(), true)
+            ));
         }
         uri
     }
@@ -182,6 +205,7 @@ impl LoggerArgs {
             output_fifos: arg_value(args, STDOUT_FIFO_ARG)
                 .zip(arg_value(args, STDERR_FIFO_ARG))
                 .map(|(o, e)| (PathBuf::from(o), PathBuf::from(e))),
+            cri_log: arg_value(args, CRI_LOG_ARG).map(PathBuf::from),
         })
     }
 }
@@ -247,6 +271,7 @@ pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerEr
         limits,
         tty,
         output_fifos,
+        cri_log,
     } = LoggerArgs::parse(&args)?;
     if let Some(dir) = log_file.parent() {
         std::fs::create_dir_all(dir).map_err(io_err(format!("create {}", dir.display())))?;
@@ -258,8 +283,11 @@ pub fn run_logger(args: impl IntoIterator<Item = String>) -> Result<(), LoggerEr
         .map_err(io_err("handle SIGTERM"))?;
     // Locked before the ready signal: the container cannot have written
     // anything the lock does not cover.
-    let out = LogWriter::open(&log_file, limits)
+    let mut out = LogWriter::open(&log_file, limits)
         .map_err(io_err(format!("open {}", log_file.display())))?;
+    if let Some(path) = cri_log {
+        out.cri = Some(CriLog::open(&path).map_err(io_err(format!("open {}", path.display())))?);
+    }
     if let Some((stdout, stderr)) = output_fifos {
         return copy_from_fifos(&stdout, &stderr, out).map_err(io_err("copy output"));
     }
@@ -412,7 +440,61 @@ fn write_record(out: &Mutex<LogWriter>, stream: LogStream, line: &[u8]) -> io::R
     let mut writer = out
         .lock()
         .map_err(|_| io::Error::other("log file lock poisoned"))?;
+    if let Some(cri) = writer.cri.as_mut() {
+        // Best effort, as kubelet's own reader is: the json-file log is
+        // the record holdfast reads back.
+        let _ = cri.write(&record.time, stream, line);
+    }
     writer.write(&text)
+}
+
+/// The CRI-format log of a pod's container, reopened when kubelet has
+/// renamed it away (its rotation).
+#[derive(Debug)]
+struct CriLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl CriLog {
+    fn open(path: &Path) -> io::Result<CriLog> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(CriLog {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    /// `<time> <stream> <F|P> <line>`: `F` for a whole line (its newline
+    /// is the record's end), `P` for a piece of one.
+    fn write(&mut self, time: &str, stream: LogStream, line: &[u8]) -> io::Result<()> {
+        if !self.still_at_path() {
+            *self = CriLog::open(&self.path)?;
+        }
+        let (body, tag) = match line.strip_suffix(b"\n") {
+            Some(body) => (body, "F"),
+            None => (line, "P"),
+        };
+        let stream = match stream {
+            LogStream::Stdout => "stdout",
+            LogStream::Stderr => "stderr",
+        };
+        let mut record = Vec::with_capacity(body.len() + 48);
+        record.extend_from_slice(format!("{time} {stream} {tag} ").as_bytes());
+        record.extend_from_slice(body);
+        record.push(b'\n');
+        self.file.write_all(&record)
+    }
+
+    fn still_at_path(&self) -> bool {
+        match (std::fs::metadata(&self.path), self.file.metadata()) {
+            (Ok(at_path), Ok(open)) => at_path.ino() == open.ino() && at_path.dev() == open.dev(),
+            _ => false,
+        }
+    }
 }
 
 /// The live log file, exclusively locked, and its rotation.
@@ -422,6 +504,8 @@ struct LogWriter {
     file: File,
     size: u64,
     limits: LogLimits,
+    /// The CRI-format copy, for a pod's container.
+    cri: Option<CriLog>,
 }
 
 impl LogWriter {
@@ -435,6 +519,7 @@ impl LogWriter {
             file,
             size,
             limits,
+            cri: None,
         })
     }
 
@@ -790,5 +875,50 @@ mod tests {
             .collect();
         assert_eq!(err, ["e\n"]);
         assert!(!locked(&path));
+    }
+
+    /// A pod's container's log in the CRI's format, whole lines `F` and
+    /// pieces `P`, each stream named; after kubelet renames the file away
+    /// (its rotation), the next record starts a new file at the path.
+    #[test]
+    fn the_cri_log_has_kubelets_format_and_follows_its_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pods/default_web/app/0.log");
+        let mut log = CriLog::open(&path).unwrap();
+        log.write(
+            "2026-12-06T00:00:00.000000001Z",
+            LogStream::Stdout,
+            b"hello\n",
+        )
+        .unwrap();
+        log.write("2026-12-06T00:00:00.000000002Z", LogStream::Stderr, b"part")
+            .unwrap();
+        let rotated = dir.path().join("pods/default_web/app/0.log.20261206");
+        std::fs::rename(&path, &rotated).unwrap();
+        log.write("2026-12-06T00:00:01Z", LogStream::Stdout, b"after\n")
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&rotated).unwrap(),
+            "2026-12-06T00:00:00.000000001Z stdout F hello\n\
+             2026-12-06T00:00:00.000000002Z stderr P part\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "2026-12-06T00:00:01Z stdout F after\n"
+        );
+    }
+
+    #[test]
+    fn the_cri_log_is_an_argument_of_the_uri() {
+        let args = LoggerArgs {
+            cri_log: Some(PathBuf::from("/var/log/pods/a b/app/0.log")),
+            ..LoggerArgs::new(Path::new("/l/c.log"))
+        };
+        let uri = args.uri(Path::new("/usr/bin/holdfastd"));
+        assert!(
+            uri.ends_with("&cri-log=/var/log/pods/a%20b/app/0.log"),
+            "{uri}"
+        );
+        assert_eq!(LoggerArgs::parse(&args.to_args()).unwrap(), args);
     }
 }

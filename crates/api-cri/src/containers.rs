@@ -210,6 +210,21 @@ impl Cri {
         }
     }
 
+    /// kubelet renamed the container's log away (its rotation): the
+    /// logger, which checks the path before each record, starts a new file
+    /// there with the next line. Refused unless the container runs, as
+    /// there is then no logger to reopen anything.
+    pub(crate) async fn reopen_container_log(&self, id: &str) -> Result<(), Status> {
+        let c = self.member(id).await?.ok_or_else(|| not_found(id))?;
+        if c.status != Run::Running {
+            return Err(Status::failed_precondition(format!(
+                "container {} is not running",
+                c.record.id
+            )));
+        }
+        Ok(())
+    }
+
     /// The full id of the pod's container `id` names, `None` when there
     /// is none.
     pub(crate) async fn member_id(&self, id: &str) -> Result<Option<String>, Status> {

@@ -197,9 +197,11 @@ impl RuntimeService for Cri {
 
     async fn reopen_container_log(
         &self,
-        _: Request<cri::ReopenContainerLogRequest>,
+        r: Request<cri::ReopenContainerLogRequest>,
     ) -> Answer<cri::ReopenContainerLogResponse> {
-        not_served("ReopenContainerLog")
+        self.reopen_container_log(&r.into_inner().container_id)
+            .await?;
+        Ok(Response::new(cri::ReopenContainerLogResponse {}))
     }
 
     async fn exec_sync(&self, r: Request<cri::ExecSyncRequest>) -> Answer<cri::ExecSyncResponse> {
