@@ -284,7 +284,7 @@ fn image_id(s: &Snapshot) -> String {
 }
 
 /// The container's docker name and config, from kubelet's.
-fn container_config(
+pub(crate) fn container_config(
     c: cri::ContainerConfig,
     sandbox: &Snapshot,
     image: String,
@@ -499,7 +499,7 @@ fn resources(config: &mut ContainerConfig, r: cri::LinuxContainerResources) -> R
 /// kubelet's resources as the core's update: CPU as a quota per 100 ms
 /// period (the one period `docker update --cpus` sets, and kubelet's),
 /// shares, memory and swap.
-fn resource_update(r: cri::LinuxContainerResources) -> Result<ResourceUpdate, Status> {
+pub(crate) fn resource_update(r: cri::LinuxContainerResources) -> Result<ResourceUpdate, Status> {
     const FIELD: &str = "linux";
     let positive = |what: &str, v: i64| -> Result<Option<u64>, Status> {
         match v {

@@ -181,7 +181,7 @@ fn spec_reference(field: &str, spec: Option<cri::ImageSpec>) -> Result<String, S
 
 /// kubelet's credentials: a user and password (or `auth`, their base64
 /// `user:password`), or a registry's token.
-fn pull_auth(auth: Option<cri::AuthConfig>) -> Result<PullAuth, Status> {
+pub(crate) fn pull_auth(auth: Option<cri::AuthConfig>) -> Result<PullAuth, Status> {
     let Some(a) = auth else {
         return Ok(PullAuth::Anonymous);
     };

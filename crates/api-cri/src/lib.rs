@@ -14,6 +14,7 @@
 mod containers;
 mod events;
 mod exec;
+pub mod fuzz;
 mod images;
 mod names;
 mod pods;

@@ -254,7 +254,9 @@ fn tolerate_gone(answer: Answer) -> Result<(), Status> {
 }
 
 /// The sandbox's container: its docker name and config, from kubelet's.
-fn sandbox_config(c: cri::PodSandboxConfig) -> Result<(String, ContainerConfig), Status> {
+pub(crate) fn sandbox_config(
+    c: cri::PodSandboxConfig,
+) -> Result<(String, ContainerConfig), Status> {
     let meta = c
         .metadata
         .ok_or_else(|| invalid("config.metadata", "is required"))?;
