@@ -586,12 +586,15 @@ pub enum DeliberateBug {
     TeardownGivenUp,
     /// `rm -v` (and auto-remove) leaves the container's anonymous volumes.
     AnonymousVolumesLeft,
+    /// The Docker API changes (stops, removes, renames ...) a pod's
+    /// container, which kubelet owns through the CRI.
+    DockerApiChangesPods,
 }
 
 #[cfg(feature = "deliberate-bugs")]
 impl DeliberateBug {
     /// Every deliberate bug, in the order they were added.
-    pub const ALL: [DeliberateBug; 26] = [
+    pub const ALL: [DeliberateBug; 27] = [
         DeliberateBug::StreamErrorIsExit,
         DeliberateBug::LateExitOverwrites,
         DeliberateBug::SkipRelistAfterReconnect,
@@ -618,6 +621,7 @@ impl DeliberateBug {
         DeliberateBug::StoppedRestartedAtStartup,
         DeliberateBug::TeardownGivenUp,
         DeliberateBug::AnonymousVolumesLeft,
+        DeliberateBug::DockerApiChangesPods,
     ];
 
     /// The bug its name (as `{:?}` spells it) names.

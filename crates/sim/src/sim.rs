@@ -247,6 +247,12 @@ pub struct Sim {
     prunes_asked: BTreeMap<holdfast_core::RequestId, Vec<String>>,
     /// `rm -v` asked, by request: the container's volume mounts then.
     rm_v_asked: BTreeMap<holdfast_core::RequestId, (ContainerId, Vec<holdfast_core::BindMount>)>,
+    /// Containers made through the CRI (a pod's): the users change them
+    /// through the CRI, and now and then try the Docker API first.
+    pod_containers: std::collections::BTreeSet<ContainerId>,
+    /// Docker API commands changing a pod's container, each refused at
+    /// once by the core with nothing changed: the container, as it was.
+    meddles: BTreeMap<holdfast_core::RequestId, (ContainerId, Option<holdfast_core::Record>)>,
     /// Volumes a user asked to remove (rm, prune) at some point.
     volume_removals_asked: std::collections::BTreeSet<String>,
     /// Volumes whose removal was recorded (and not made anew since).
@@ -376,6 +382,8 @@ impl Sim {
             doomed_volumes: std::collections::BTreeSet::new(),
             prunes_asked: BTreeMap::new(),
             rm_v_asked: BTreeMap::new(),
+            pod_containers: std::collections::BTreeSet::new(),
+            meddles: BTreeMap::new(),
             volume_removals_asked: std::collections::BTreeSet::new(),
             last_exec: None,
             exec_news: None,

@@ -174,6 +174,14 @@ fn finds_prune_removing_volumes_in_use() {
 }
 
 #[test]
+fn finds_the_docker_api_changing_a_pod() {
+    assert_found(
+        DeliberateBug::DockerApiChangesPods,
+        &["a Docker API change of pod container"],
+    );
+}
+
+#[test]
 fn finds_an_exec_exit_taken_as_its_container_exit() {
     assert_found(
         DeliberateBug::ExecExitIsContainerExit,

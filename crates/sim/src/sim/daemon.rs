@@ -196,6 +196,21 @@ impl Sim {
         }
         self.trace
             .push(self.now, TraceItem::Out(Box::new(action.clone())));
+        if let Action::Answer(req, answer) = &action
+            && let Some((id, before)) = self.meddles.remove(req)
+        {
+            // A Docker API change of a pod's container: refused, naming
+            // why (or not found, once it is gone).
+            let refused = matches!(answer, holdfast_core::Answer::Error(e)
+                if e.kind == holdfast_core::ErrorKind::Conflict
+                    || e.kind == holdfast_core::ErrorKind::NotFound && before.is_none());
+            if !refused {
+                return Err(self.failure(format!(
+                    "{req}: a Docker API change of pod container {id} was answered {answer:?}"
+                )));
+            }
+            return Ok(());
+        }
         let core = self.core.as_ref();
         self.checker
             .action(&action, core, &self.cd, self.now)

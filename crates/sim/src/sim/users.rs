@@ -171,8 +171,26 @@ impl Sim {
                         }),
                     ),
                 };
+                // Every seventh is a pod's container, made through the CRI.
+                let pod = (n % 7 == 3).then(|| holdfast_core::PodMember {
+                    role: holdfast_core::PodRole::Container {
+                        sandbox: "sandbox".to_owned(),
+                        name: format!("app{n}"),
+                    },
+                    pod_name: "pod".to_owned(),
+                    pod_uid: "uid".to_owned(),
+                    pod_namespace: "sim".to_owned(),
+                    attempt: 0,
+                    annotations: Default::default(),
+                    log_path: None,
+                    image_ref: None,
+                });
+                if pod.is_some() {
+                    self.pod_containers.insert(id.clone());
+                }
                 let config = ContainerConfig {
                     image: "busybox".into(),
+                    pod,
                     network,
                     network_name,
                     network_container,
@@ -358,8 +376,20 @@ impl Sim {
         self.send(command)
     }
 
-    /// One command from a user, as the API sends it.
+    /// One command from a user, as the API sends it: a pod's container's
+    /// through the CRI (after a try through the Docker API when it would
+    /// change it), every other through the Docker API.
     fn send(&mut self, command: Command) -> Result<(), SimFailure> {
+        let pod = match &command {
+            Command::Create { config, .. } => config.pod.is_some(),
+            command => command
+                .container_id()
+                .is_some_and(|id| self.pod_containers.contains(id)),
+        };
+        if pod && command.changes_container() {
+            self.meddle(command.clone())?;
+        }
+        let api = if pod { Api::Cri } else { Api::Docker };
         self.next_req += 1;
         let req = RequestId(self.next_req);
         let is_wait = matches!(command, Command::Wait { .. });
@@ -418,7 +448,7 @@ impl Sim {
             }
             _ => None,
         };
-        self.feed(Input::Command(req, Api::Docker, command))?;
+        self.feed(Input::Command(req, api, command))?;
         if let Some(start) = exec_start
             && self.core.is_some()
             && !self.answered_now.contains(&req)
@@ -434,6 +464,39 @@ impl Sim {
 }
 
 impl Sim {
+    /// A Docker API command that would change a pod's container: the core
+    /// must refuse it at once (kubelet owns the pod) and change nothing.
+    /// It asks for nothing, so the checker of requests never hears of it.
+    fn meddle(&mut self, command: Command) -> Result<(), SimFailure> {
+        let Some(id) = command.container_id().cloned() else {
+            return Ok(());
+        };
+        self.next_req += 1;
+        let req = RequestId(self.next_req);
+        let before = self
+            .core
+            .as_ref()
+            .and_then(|core| core.container(&id))
+            .map(|c| c.record.clone());
+        self.meddles.insert(req, (id.clone(), before.clone()));
+        self.feed(Input::Command(req, Api::Docker, command))?;
+        let Some(core) = self.core.as_ref() else {
+            return Ok(()); // holdfastd died: the client saw the request fail
+        };
+        let after = core.container(&id).map(|c| c.record.clone());
+        if self.meddles.remove(&req).is_some() {
+            return Err(self.failure(format!(
+                "{req}: a Docker API change of pod container {id} was not refused at once"
+            )));
+        }
+        if after != before {
+            return Err(self.failure(format!(
+                "{req}: a Docker API command changed pod container {id}'s record"
+            )));
+        }
+        Ok(())
+    }
+
     /// `docker exec -d`: its create, then its start; or a resize of the
     /// last exec made.
     fn exec(&mut self, id: ContainerId, arg: u8) -> Result<(), SimFailure> {
