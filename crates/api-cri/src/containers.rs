@@ -24,12 +24,6 @@ impl Cri {
         let sandbox = self.sandbox(&r.pod_sandbox_id).await?.ok_or_else(|| {
             Status::not_found(format!("pod sandbox {:?} not found", r.pod_sandbox_id))
         })?;
-        if sandbox.status != Run::Running {
-            return Err(Status::failed_precondition(format!(
-                "pod sandbox {} is not ready",
-                sandbox.record.id
-            )));
-        }
         let config = r
             .config
             .ok_or_else(|| invalid("config", "a container config is required"))?;

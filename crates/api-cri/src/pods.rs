@@ -9,7 +9,7 @@ use crate::status::{create_status, invalid, status, unsupported};
 use crate::{Cri, PAUSE_IMAGE};
 use holdfast_core::{
     Answer, Command, ContainerConfig, NamespaceMode, NetworkMode, PodMember, PodRole, PortBinding,
-    RequestError, Status as Run,
+    RequestError, Status as Run, WaitCondition,
 };
 use holdfast_engine::backend::containers::{NewContainer, Snapshot};
 use k8s_cri::v1 as cri;
@@ -68,43 +68,39 @@ impl Cri {
         }
     }
 
-    /// Stops every container of the pod and the sandbox (which releases
-    /// the pod's network), all asked of the core at once: kubelet stopped
-    /// the containers with their grace periods before, and each stop is
-    /// recorded as it arrives, so one that cannot be made now (containerd
-    /// away) is kept and carried out, whatever became of the others.
-    /// Stopping what is stopped or gone succeeds.
+    /// Stops the pod: one command for the core, which stops the sandbox
+    /// (releasing the pod's network) and every container of the pod in the
+    /// same step (kubelet stopped them with their grace periods before), so
+    /// that all of it is recorded at once and carried out whatever happens
+    /// next (containerd away, holdfastd killed). Answered once every one of
+    /// them has stopped. Stopping what is stopped or gone succeeds.
     pub(crate) async fn stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         let Some(sandbox) = self.sandbox(id).await? else {
             return Ok(());
         };
-        let pod = self.pod_ids(&sandbox).await?;
-        let stops = pod.iter().map(|id| self.stop(id, Duration::ZERO));
-        first_error(futures_util::future::join_all(stops).await)
+        let sandbox_id = sandbox.record.id.to_string();
+        self.stop(&sandbox_id, Duration::ZERO).await?;
+        let members = self.members(&sandbox_id).await?;
+        let waits = members
+            .iter()
+            .map(|m| self.wait(m.record.id.as_str(), WaitCondition::NotRunning));
+        first_error(futures_util::future::join_all(waits).await)
     }
 
-    /// Removes every container of the pod and the sandbox, all asked at
-    /// once as for a stop. Removing what is gone succeeds.
+    /// Removes the pod: one command for the core, which removes the
+    /// sandbox and every container of the pod in the same step, answered
+    /// once all are gone. Removing what is gone succeeds.
     pub(crate) async fn remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         let Some(sandbox) = self.sandbox(id).await? else {
             return Ok(());
         };
-        let pod = self.pod_ids(&sandbox).await?;
-        let removals = pod.iter().map(|id| self.remove(id));
-        first_error(futures_util::future::join_all(removals).await)
-    }
-
-    /// The full ids of the pod's containers, then its sandbox's.
-    async fn pod_ids(&self, sandbox: &Snapshot) -> Result<Vec<String>, Status> {
         let sandbox_id = sandbox.record.id.to_string();
-        let mut ids: Vec<String> = self
-            .members(&sandbox_id)
-            .await?
-            .into_iter()
-            .map(|m| m.record.id.to_string())
-            .collect();
-        ids.push(sandbox_id);
-        Ok(ids)
+        let members = self.members(&sandbox_id).await?;
+        self.remove(&sandbox_id).await?;
+        let waits = members
+            .iter()
+            .map(|m| self.wait(m.record.id.as_str(), WaitCondition::Removed));
+        first_error(futures_util::future::join_all(waits).await)
     }
 
     pub(crate) async fn pod_sandbox_status(
@@ -230,6 +226,13 @@ impl Cri {
         tolerate_gone(self.engine.container_command(id, stop).await)
     }
 
+    /// Waits (a read of the core, no change) for the container to reach
+    /// `condition`; one that is gone has.
+    async fn wait(&self, id: &str, condition: WaitCondition) -> Result<(), Status> {
+        let wait = move |id| Command::Wait { id, condition };
+        tolerate_gone(self.engine.container_command(id, wait).await)
+    }
+
     /// A removal through the core (forced, with the anonymous volumes an
     /// image's `VOLUME` made); one of what is gone succeeds.
     pub(crate) async fn remove(&self, id: &str) -> Result<(), Status> {
@@ -343,10 +346,25 @@ pub(crate) fn sandbox_config(
     if host_network {
         config.namespaces.uts = NamespaceMode::Host;
     }
-    if let Some(dns) = c.dns_config {
-        config.dns = dns.servers;
-        config.dns_search = dns.searches;
-        config.dns_options = dns.options;
+    match c.dns_config {
+        // A pod on the host's network has the host's resolver file: what
+        // kubelet sends for one (the node's, under dnsPolicy Default and
+        // ClusterFirst) is honoured by it; any other is refused by name.
+        Some(dns) if host_network => {
+            let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+            if !is_hosts_resolver(&dns, &host) {
+                return Err(unsupported(
+                    "config.dns_config",
+                    "a pod on the host's network gets the host's /etc/resolv.conf; other servers, searches or options need the pod network",
+                ));
+            }
+        }
+        Some(dns) => {
+            config.dns = dns.servers;
+            config.dns_search = dns.searches;
+            config.dns_options = dns.options;
+        }
+        None => {}
     }
     for (i, p) in c.port_mappings.iter().enumerate() {
         if host_network {
@@ -366,6 +384,26 @@ pub(crate) fn sandbox_config(
         image_ref: None,
     });
     Ok((name, config))
+}
+
+/// Whether `dns` is what the resolver file `host` says, as kubelet copies
+/// a node's: its first three name servers, its search domains, its options.
+fn is_hosts_resolver(dns: &cri::DnsConfig, host: &str) -> bool {
+    let mut servers = Vec::new();
+    let mut searches = Vec::new();
+    let mut options = Vec::new();
+    for line in host.lines() {
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("nameserver") => servers.extend(words.next().map(str::to_owned)),
+            Some("search" | "domain") => searches = words.map(str::to_owned).collect(),
+            Some("options") => options.extend(words.map(str::to_owned)),
+            _ => {}
+        }
+    }
+    servers.truncate(3);
+    let empty = dns.servers.is_empty() && dns.searches.is_empty() && dns.options.is_empty();
+    empty || (dns.servers == servers && dns.searches == searches && dns.options == options)
 }
 
 fn port_binding(i: usize, p: &cri::PortMapping) -> Result<PortBinding, Status> {
@@ -559,4 +597,32 @@ pub(crate) fn labels_match(
     labels: &std::collections::BTreeMap<String, String>,
 ) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_network_pod_takes_only_the_hosts_resolver() {
+        let host = "# comment\nnameserver 10.0.0.2\nnameserver 10.0.0.3\nnameserver 10.0.0.4\nnameserver 10.0.0.5\nsearch lan corp\noptions ndots:2\n";
+        let dns = |servers: &[&str], searches: &[&str], options: &[&str]| cri::DnsConfig {
+            servers: servers.iter().map(|s| (*s).to_owned()).collect(),
+            searches: searches.iter().map(|s| (*s).to_owned()).collect(),
+            options: options.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let node = dns(
+            &["10.0.0.2", "10.0.0.3", "10.0.0.4"],
+            &["lan", "corp"],
+            &["ndots:2"],
+        );
+        assert!(is_hosts_resolver(&node, host));
+        assert!(is_hosts_resolver(&dns(&[], &[], &[]), host));
+        let cluster = dns(
+            &["10.96.0.10"],
+            &["default.svc.cluster.local"],
+            &["ndots:5"],
+        );
+        assert!(!is_hosts_resolver(&cluster, host));
+    }
 }

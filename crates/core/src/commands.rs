@@ -8,8 +8,8 @@ use crate::input::{Api, Command, WaitCondition};
 use crate::record::{Endpoint, NetworkState, Presence, Record, StopIntent};
 use crate::signal::Signal;
 use crate::{
-    Answer, ContainerConfig, Core, ErrorKind, NetworkMode, RestartPolicy, TimerKind, UserEventKind,
-    error,
+    Answer, ContainerConfig, Core, ErrorKind, NetworkMode, PodMember, PodRole, RestartPolicy,
+    TimerKind, UserEventKind, error,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,9 @@ impl Core {
         }
         let command = match command {
             Command::Create { id, name, config } => {
-                if let Some(refusal) = api_refuses_create(api, &config) {
+                if let Some(refusal) =
+                    api_refuses_create(api, &config).or_else(|| self.sandbox_refuses(&config))
+                {
                     return self.out.answer_now(req, refusal);
                 }
                 return self.create(req, id, name, config);
@@ -86,6 +88,57 @@ impl Core {
             self.out
                 .answer_now(req, error(ErrorKind::Conflict, message));
             return;
+        }
+        // A pod's stop or removal is its containers' too, recorded in the
+        // same step as the sandbox's: one decision, carried out whatever
+        // happens after it.
+        if api == Api::Cri
+            && c.rec
+                .config
+                .pod
+                .as_ref()
+                .is_some_and(|p| p.role == PodRole::Sandbox)
+        {
+            let cascade = match &command {
+                Command::Stop { .. } => Some((Some(Duration::ZERO), false)),
+                Command::Remove { force: true, .. } => Some((None, true)),
+                _ => None,
+            };
+            if let Some((timeout, remove)) = cascade {
+                let members = self.members_of(&id);
+                let creating = members.iter().any(|m| {
+                    self.containers
+                        .get(m)
+                        .is_some_and(|c| c.rec.presence == Presence::Creating)
+                });
+                if creating {
+                    // Its create is not done: it could not be stopped or
+                    // removed with the others. kubelet asks again.
+                    let message = format!(
+                        "a container of pod sandbox {id} is still being created: stop or remove the pod once it is made"
+                    );
+                    self.out
+                        .answer_now(req, error(ErrorKind::Conflict, message));
+                    return;
+                }
+                for member in members {
+                    let internal = self.out.internal_request();
+                    let command = if remove {
+                        Command::Remove {
+                            id: member,
+                            force: true,
+                            volumes: true,
+                        }
+                    } else {
+                        Command::Stop {
+                            id: member,
+                            timeout,
+                            signal: None,
+                        }
+                    };
+                    self.command(internal, Api::Cri, command);
+                }
+            }
         }
         match command {
             Command::Create { .. }
@@ -1054,6 +1107,58 @@ impl Core {
         for req in answered {
             self.out.answer_pending(req, answer());
         }
+    }
+}
+
+impl Core {
+    /// A pod's container is made in a sandbox that runs (its namespaces
+    /// exist): refused otherwise, as kubelet's "not ready".
+    fn sandbox_refuses(&self, config: &ContainerConfig) -> Option<Answer> {
+        let Some(PodMember {
+            role: PodRole::Container { sandbox, .. },
+            ..
+        }) = &config.pod
+        else {
+            return None;
+        };
+        let ready = sandbox
+            .parse::<ContainerId>()
+            .ok()
+            .and_then(|id| self.containers.get(&id))
+            .filter(|c| c.visible() && !c.rec.intents.remove)
+            .is_some_and(|c| {
+                c.rec
+                    .config
+                    .pod
+                    .as_ref()
+                    .is_some_and(|p| p.role == PodRole::Sandbox)
+                    && c.is_running()
+                    && c.rec.intents.stop.is_none()
+            });
+        (!ready).then(|| {
+            error(
+                ErrorKind::Conflict,
+                format!(
+                    "pod sandbox {sandbox} is not ready: its containers are made while it runs"
+                ),
+            )
+        })
+    }
+
+    /// The containers of the pod whose sandbox is `sandbox`, in id order.
+    fn members_of(&self, sandbox: &ContainerId) -> Vec<ContainerId> {
+        let mut members: Vec<ContainerId> = self
+            .containers
+            .values()
+            .filter(|c| c.visible())
+            .filter(|c| {
+                matches!(&c.rec.config.pod, Some(PodMember { role: PodRole::Container { sandbox: of, .. }, .. })
+                    if of == sandbox.as_str())
+            })
+            .map(|c| c.rec.id.clone())
+            .collect();
+        members.sort();
+        members
     }
 }
 

@@ -102,6 +102,18 @@ numeric_id!(
     "req"
 );
 
+impl RequestId {
+    /// The first id of the requests the core makes itself (a pod's stop
+    /// asking each of its containers to stop): callers count up from 1 and
+    /// never reach it. Their answers go to nobody.
+    pub const FIRST_INTERNAL: u64 = 1 << 63;
+
+    /// Made by the core for itself, not by a caller.
+    pub fn is_internal(self) -> bool {
+        self.0 >= Self::FIRST_INTERNAL
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

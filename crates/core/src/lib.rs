@@ -186,6 +186,8 @@ struct Outbox {
     request_network: Map<RequestId, String>,
     /// Prunes waiting for their volumes or networks to be gone.
     prunes: std::collections::BTreeMap<RequestId, volume::Prune>,
+    /// The last request the core made itself ([`RequestId::is_internal`]).
+    last_internal: u64,
 }
 
 impl Outbox {
@@ -247,7 +249,15 @@ impl Outbox {
 
     /// Answers a request that was never registered as pending.
     fn answer_now(&mut self, req: RequestId, answer: Answer) {
-        self.actions.push_back(Action::Answer(req, answer));
+        if !req.is_internal() {
+            self.actions.push_back(Action::Answer(req, answer));
+        }
+    }
+
+    /// A request of the core's own, answered to nobody.
+    fn internal_request(&mut self) -> RequestId {
+        self.last_internal += 1;
+        RequestId(RequestId::FIRST_INTERNAL + self.last_internal)
     }
 
     /// Answers a pending request and forgets it.
@@ -255,7 +265,9 @@ impl Outbox {
         self.timers.cancel(&TimerKind::AnswerBound(req));
         self.request_owner.remove(&req);
         self.starts_past_bound.remove(&req);
-        self.actions.push_back(Action::Answer(req, answer));
+        if !req.is_internal() {
+            self.actions.push_back(Action::Answer(req, answer));
+        }
     }
 }
 
@@ -422,7 +434,13 @@ impl Core {
 
     /// Requests accepted and not yet answered (for simulators' invariants).
     pub fn requests_pending(&self) -> usize {
-        self.out.request_owner.len()
+        // The core's own requests (a pod's stop of its containers) are
+        // nobody's to wait on.
+        self.out
+            .request_owner
+            .keys()
+            .filter(|r| !r.is_internal())
+            .count()
             + self.held_creates.len()
             + self.out.request_volume.len()
             + self.out.request_network.len()

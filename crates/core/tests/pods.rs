@@ -33,14 +33,7 @@ fn pod_and_docker_container() -> Driver {
         ..Default::default()
     };
     d.run("s1", sandbox, 10);
-    let member = ContainerConfig {
-        pod: Some(pod_member(PodRole::Container {
-            sandbox: "s1".to_owned(),
-            name: "app".to_owned(),
-        })),
-        ..Default::default()
-    };
-    d.run("c1", member, 11);
+    d.run("c1", member_config("s1", "app"), 11);
     d.api = Api::Docker;
     d.run("d1", ContainerConfig::default(), 12);
     d
@@ -200,4 +193,135 @@ fn each_api_creates_only_its_own() {
         "{actions:?}"
     );
     assert!(d.core.container(&cid("x1")).is_none() && d.core.container(&cid("x2")).is_none());
+}
+
+fn member_config(sandbox: &str, name: &str) -> ContainerConfig {
+    ContainerConfig {
+        pod: Some(pod_member(PodRole::Container {
+            sandbox: sandbox.to_owned(),
+            name: name.to_owned(),
+        })),
+        ..Default::default()
+    }
+}
+
+/// The calls in `actions` that kill `id`.
+fn kills_of(actions: &[Action], id: &str) -> usize {
+    actions
+        .iter()
+        .filter(|a| matches!(a, Action::Call { call: Call::Kill { id: k, .. }, .. } if k.as_str() == id))
+        .count()
+}
+
+#[test]
+fn a_pods_stop_stops_its_containers_in_the_same_step_and_answers_only_its_caller() {
+    let mut d = pod_and_docker_container();
+    d.api = Api::Cri;
+    let (req, actions) = d.command(Command::Stop {
+        id: cid("s1"),
+        timeout: Some(std::time::Duration::ZERO),
+        signal: None,
+    });
+    // Both recorded (persisted with their stop intent) and both signalled.
+    for id in ["s1", "c1"] {
+        assert!(
+            actions.iter().any(|a| matches!(a, Action::Persist(r)
+                if r.id.as_str() == id && r.intents.stop.is_some())),
+            "{id}'s stop is not recorded: {actions:#?}"
+        );
+        assert_eq!(kills_of(&actions, id), 1, "{id}: {actions:#?}");
+    }
+    // The Docker container is not the pod's.
+    assert_eq!(kills_of(&actions, "d1"), 0);
+    // The member's stop is the core's own request: nobody is answered
+    // but the caller, and the caller only once the sandbox stopped.
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Answer(..))),
+        "{actions:#?}"
+    );
+    d.exit("c1", 11, 137);
+    let actions = d.exit("s1", 10, 137);
+    let answers: Vec<&Action> = actions
+        .iter()
+        .filter(|a| matches!(a, Action::Answer(..)))
+        .collect();
+    assert!(
+        matches!(answers[..], [Action::Answer(r, Answer::Done)] if *r == req),
+        "{actions:#?}"
+    );
+}
+
+#[test]
+fn a_pods_removal_removes_its_containers_and_a_refused_one_removes_nothing() {
+    let mut d = pod_and_docker_container();
+    d.api = Api::Cri;
+    // Not forced: a running sandbox is refused, and its containers stay.
+    let (req, actions) = d.command(Command::Remove {
+        id: cid("s1"),
+        force: false,
+        volumes: false,
+    });
+    assert!(
+        matches!(answered(&actions, req), Answer::Error(e) if e.kind == ErrorKind::Conflict),
+        "{actions:?}"
+    );
+    let member = d
+        .core
+        .container(&cid("c1"))
+        .map(|c| c.record.intents.remove);
+    assert_eq!(member, Some(false));
+    // Forced (as the CRI sends it): both marked for removal at once.
+    let (_, actions) = d.command(Command::Remove {
+        id: cid("s1"),
+        force: true,
+        volumes: true,
+    });
+    for id in ["s1", "c1"] {
+        assert!(
+            actions.iter().any(|a| matches!(a, Action::Persist(r)
+                if r.id.as_str() == id && r.intents.remove)),
+            "{id}'s removal is not recorded: {actions:#?}"
+        );
+    }
+    assert!(
+        d.core
+            .container(&cid("d1"))
+            .is_some_and(|c| !c.record.intents.remove),
+        "the Docker container is not the pod's"
+    );
+}
+
+#[test]
+fn a_pods_container_is_made_only_in_a_running_sandbox() {
+    let mut d = pod_and_docker_container();
+    d.api = Api::Cri;
+    // A sandbox that is not one, one that does not exist.
+    for (sandbox, what) in [("d1", "a Docker container"), ("nope", "no container")] {
+        let (req, actions) = d.command(Command::Create {
+            id: cid("c9"),
+            name: "n-c9".to_owned(),
+            config: member_config(sandbox, "x").into(),
+        });
+        assert!(
+            matches!(answered(&actions, req), Answer::Error(e)
+                if e.kind == ErrorKind::Conflict && e.message.contains("not ready")),
+            "{what}: {actions:?}"
+        );
+    }
+    // A stopping sandbox is not ready either.
+    d.command(Command::Stop {
+        id: cid("s1"),
+        timeout: Some(std::time::Duration::from_secs(30)),
+        signal: None,
+    });
+    let (req, actions) = d.command(Command::Create {
+        id: cid("c9"),
+        name: "n-c9".to_owned(),
+        config: member_config("s1", "x").into(),
+    });
+    assert!(
+        matches!(answered(&actions, req), Answer::Error(e) if e.kind == ErrorKind::Conflict),
+        "{actions:?}"
+    );
+    assert!(d.core.container(&cid("c9")).is_none());
 }

@@ -250,9 +250,12 @@ pub struct Sim {
     /// Containers made through the CRI (a pod's): the users change them
     /// through the CRI, and now and then try the Docker API first.
     pod_containers: std::collections::BTreeSet<ContainerId>,
-    /// Docker API commands changing a pod's container, each refused at
-    /// once by the core with nothing changed: the container, as it was.
-    meddles: BTreeMap<holdfast_core::RequestId, (ContainerId, Option<holdfast_core::Record>)>,
+    /// The last pod sandbox the users made: the next pod container's.
+    last_sandbox: Option<ContainerId>,
+    /// Commands the core must refuse at once with nothing changed (a
+    /// Docker API change of a pod's container, a pod's stop while one of
+    /// its containers is being made): the container, as it was.
+    refusals_owed: BTreeMap<holdfast_core::RequestId, (ContainerId, Option<holdfast_core::Record>)>,
     /// Volumes a user asked to remove (rm, prune) at some point.
     volume_removals_asked: std::collections::BTreeSet<String>,
     /// Volumes whose removal was recorded (and not made anew since).
@@ -383,7 +386,8 @@ impl Sim {
             prunes_asked: BTreeMap::new(),
             rm_v_asked: BTreeMap::new(),
             pod_containers: std::collections::BTreeSet::new(),
-            meddles: BTreeMap::new(),
+            last_sandbox: None,
+            refusals_owed: BTreeMap::new(),
             volume_removals_asked: std::collections::BTreeSet::new(),
             last_exec: None,
             exec_news: None,

@@ -177,7 +177,7 @@ fn finds_prune_removing_volumes_in_use() {
 fn finds_the_docker_api_changing_a_pod() {
     assert_found(
         DeliberateBug::DockerApiChangesPods,
-        &["a Docker API change of pod container"],
+        &["the core must refuse was answered"],
     );
 }
 

@@ -195,6 +195,14 @@ impl Checker {
         );
     }
 
+    /// What a user's command implies for another container, as a request
+    /// of its own that nobody waits on (a pod's stop stops its containers):
+    /// what it permits and rules out, without an answer to expect.
+    pub fn implied(&mut self, req: RequestId, command: &Command, now: Instant) {
+        self.command(req, command, now);
+        self.outstanding.remove(&req);
+    }
+
     /// Checks one action as the core emits it.
     pub fn action(
         &mut self,

@@ -197,16 +197,16 @@ impl Sim {
         self.trace
             .push(self.now, TraceItem::Out(Box::new(action.clone())));
         if let Action::Answer(req, answer) = &action
-            && let Some((id, before)) = self.meddles.remove(req)
+            && let Some((id, before)) = self.refusals_owed.remove(req)
         {
-            // A Docker API change of a pod's container: refused, naming
-            // why (or not found, once it is gone).
+            // A change of a pod's container the core must refuse: refused,
+            // naming why (or not found, once it is gone).
             let refused = matches!(answer, holdfast_core::Answer::Error(e)
                 if e.kind == holdfast_core::ErrorKind::Conflict
                     || e.kind == holdfast_core::ErrorKind::NotFound && before.is_none());
             if !refused {
                 return Err(self.failure(format!(
-                    "{req}: a Docker API change of pod container {id} was answered {answer:?}"
+                    "{req}: a change of pod container {id} the core must refuse was answered {answer:?}"
                 )));
             }
             return Ok(());

@@ -171,12 +171,22 @@ impl Sim {
                         }),
                     ),
                 };
-                // Every seventh is a pod's container, made through the CRI.
-                let pod = (n % 7 == 3).then(|| holdfast_core::PodMember {
-                    role: holdfast_core::PodRole::Container {
-                        sandbox: "sandbox".to_owned(),
+                // Of every seven, one is a pod's sandbox and the next a
+                // container of the last sandbox made (refused unless it
+                // runs): both made and changed through the CRI.
+                let role = match (n % 7, &self.last_sandbox) {
+                    (3, _) => Some(holdfast_core::PodRole::Sandbox),
+                    (4, Some(sandbox)) => Some(holdfast_core::PodRole::Container {
+                        sandbox: sandbox.to_string(),
                         name: format!("app{n}"),
-                    },
+                    }),
+                    _ => None,
+                };
+                if role == Some(holdfast_core::PodRole::Sandbox) {
+                    self.last_sandbox = Some(id.clone());
+                }
+                let pod = role.map(|role| holdfast_core::PodMember {
+                    role,
                     pod_name: "pod".to_owned(),
                     pod_uid: "uid".to_owned(),
                     pod_namespace: "sim".to_owned(),
@@ -387,7 +397,12 @@ impl Sim {
                 .is_some_and(|id| self.pod_containers.contains(id)),
         };
         if pod && command.changes_container() {
-            self.meddle(command.clone())?;
+            self.refused(Api::Docker, command.clone())?;
+        }
+        if pod && self.pod_still_being_made(&command) {
+            // The core refuses the pod's stop or removal at once: it asks
+            // for nothing, so the checker of requests never hears of it.
+            return self.refused(Api::Cri, command);
         }
         let api = if pod { Api::Cri } else { Api::Docker };
         self.next_req += 1;
@@ -442,6 +457,9 @@ impl Sim {
             _ => {}
         }
         self.checker.command(req, &command, self.now);
+        if pod {
+            self.implied_by_pod(&command);
+        }
         let exec_start = match (&command, &self.last_exec) {
             (Command::StartExec { exec_id, .. }, Some((id, last))) if last == exec_id => {
                 Some((id.clone(), exec_id.clone()))
@@ -464,10 +482,73 @@ impl Sim {
 }
 
 impl Sim {
-    /// A Docker API command that would change a pod's container: the core
-    /// must refuse it at once (kubelet owns the pod) and change nothing.
-    /// It asks for nothing, so the checker of requests never hears of it.
-    fn meddle(&mut self, command: Command) -> Result<(), SimFailure> {
+    /// A pod's stop or (forced) removal is its containers' too, decided by
+    /// the core in the same step: the checker learns it as the users'.
+    fn implied_by_pod(&mut self, command: &Command) {
+        let (sandbox, remove) = match command {
+            Command::Stop { id, .. } => (id, false),
+            Command::Remove {
+                id, force: true, ..
+            } => (id, true),
+            _ => return,
+        };
+        let Some(core) = self.core.as_ref() else {
+            return;
+        };
+        let is_sandbox = core.container(sandbox).is_some_and(|c| {
+            c.record
+                .config
+                .pod
+                .as_ref()
+                .is_some_and(|p| p.role == holdfast_core::PodRole::Sandbox)
+        });
+        if !is_sandbox {
+            return;
+        }
+        for member in members_of(core, sandbox) {
+            self.next_req += 1;
+            let req = RequestId(self.next_req);
+            let implied = if remove {
+                Command::Remove {
+                    id: member,
+                    force: true,
+                    volumes: true,
+                }
+            } else {
+                Command::Stop {
+                    id: member,
+                    timeout: Some(Duration::ZERO),
+                    signal: None,
+                }
+            };
+            self.checker.implied(req, &implied, self.now);
+        }
+    }
+
+    /// A pod's stop or forced removal while one of its containers is still
+    /// being created: the core refuses it (kubelet asks again).
+    fn pod_still_being_made(&self, command: &Command) -> bool {
+        let sandbox = match command {
+            Command::Stop { id, .. }
+            | Command::Remove {
+                id, force: true, ..
+            } => id,
+            _ => return false,
+        };
+        let Some(core) = self.core.as_ref() else {
+            return false;
+        };
+        members_of(core, sandbox).iter().any(|m| {
+            core.container(m)
+                .is_some_and(|c| c.record.presence == holdfast_core::Presence::Creating)
+        })
+    }
+
+    /// A command the core must refuse at once, changing nothing: a Docker
+    /// API change of a pod's container (kubelet owns the pod), a pod's
+    /// stop while one of its containers is being made. It asks for
+    /// nothing, so the checker of requests never hears of it.
+    fn refused(&mut self, api: Api, command: Command) -> Result<(), SimFailure> {
         let Some(id) = command.container_id().cloned() else {
             return Ok(());
         };
@@ -478,20 +559,20 @@ impl Sim {
             .as_ref()
             .and_then(|core| core.container(&id))
             .map(|c| c.record.clone());
-        self.meddles.insert(req, (id.clone(), before.clone()));
-        self.feed(Input::Command(req, Api::Docker, command))?;
+        self.refusals_owed.insert(req, (id.clone(), before.clone()));
+        self.feed(Input::Command(req, api, command))?;
         let Some(core) = self.core.as_ref() else {
             return Ok(()); // holdfastd died: the client saw the request fail
         };
         let after = core.container(&id).map(|c| c.record.clone());
-        if self.meddles.remove(&req).is_some() {
+        if self.refusals_owed.remove(&req).is_some() {
             return Err(self.failure(format!(
-                "{req}: a Docker API change of pod container {id} was not refused at once"
+                "{req}: a change of pod container {id} through {api:?} was not refused at once"
             )));
         }
         if after != before {
             return Err(self.failure(format!(
-                "{req}: a Docker API command changed pod container {id}'s record"
+                "{req}: a refused command through {api:?} changed pod container {id}'s record"
             )));
         }
         Ok(())
@@ -612,4 +693,16 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         | Command::RemoveVolume { .. }
         | Command::PruneVolumes { .. } => UserKind::Volume,
     }
+}
+
+/// The containers of the pod whose sandbox is `sandbox`, as the core has them.
+fn members_of(core: &holdfast_core::Core, sandbox: &ContainerId) -> Vec<ContainerId> {
+    core.containers()
+        .filter(|c| {
+            matches!(&c.record.config.pod, Some(p)
+                if matches!(&p.role, holdfast_core::PodRole::Container { sandbox: of, .. }
+                    if of == sandbox.as_str()))
+        })
+        .map(|c| c.record.id.clone())
+        .collect()
 }
