@@ -152,6 +152,11 @@ pub(crate) struct Container {
     pub(crate) stop_escalated: bool,
     /// An OOM event was seen during the current run.
     pub(crate) oom: bool,
+    /// The newest OOM event that came while no run was known (its task's
+    /// create sent, not answered): when it was published. It is the run's
+    /// whose exit is recorded next, if published between that run's
+    /// create and its exit.
+    pub(crate) unplaced_oom: Option<WallTime>,
     /// The cgroup's count of OOM kills in the current run, carried by the
     /// evidence of its exit (`None`: not known).
     pub(crate) oom_kills: Option<u64>,
@@ -218,6 +223,7 @@ impl Container {
             stop_deadline: None,
             stop_escalated: false,
             oom: false,
+            unplaced_oom: None,
             oom_kills: None,
             sigkill_sent: false,
             kill_announced: None,
@@ -278,10 +284,13 @@ impl Container {
     /// must be 137, and not one our own SIGKILL explains. (That misses an
     /// OOM-killed child whose init exited otherwise; a wrong OOMKilled
     /// would be worse.)
-    pub(crate) fn oom_killed(&self, exit_code: i32) -> bool {
+    pub(crate) fn oom_killed(&self, exit_code: i32, finished_at: WallTime) -> bool {
+        let unplaced = self.unplaced_oom.is_some_and(|at| {
+            at <= finished_at && self.rec.create_sent_at.is_some_and(|sent| at >= sent)
+        });
         match self.oom_kills {
             Some(kills) => kills > 0,
-            None => self.oom && exit_code == 137 && !self.sigkill_sent,
+            None => (self.oom || unplaced) && exit_code == 137 && !self.sigkill_sent,
         }
     }
 

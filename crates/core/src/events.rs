@@ -95,6 +95,16 @@ impl Core {
                 if c.is_running() && !c.oom && !earlier_run {
                     c.oom = true;
                     self.out.publish(&container, UserEventKind::Oom);
+                } else if !c.is_running()
+                    && c.current_exit().is_none()
+                    && matches!(c.in_flight, Some((_, Step::CreateTask)))
+                    && let Some(at) = published_at
+                {
+                    // The task being created was OOM-killed before its
+                    // create was answered (no run is known yet): kept for
+                    // the exit that the answer or a relist will bring.
+                    c.unplaced_oom = Some(at);
+                    self.out.publish(&container, UserEventKind::Oom);
                 }
             }
             ContainerdEvent::TaskDelete { container, pid } => {
@@ -302,10 +312,11 @@ impl Core {
             run: c.rec.run,
             exit_code,
             finished_at,
-            oom_killed: c.oom_killed(exit_code)
+            oom_killed: c.oom_killed(exit_code, finished_at)
                 || bug!(self.config, Exit137IsOom) && c.oom_kills.is_none() && exit_code == 137,
             error: error_text,
         });
+        c.unplaced_oom = None;
         let (stopped, stopped_by_user) = self.end_run(id);
         let Some(c) = self.containers.get_mut(id) else {
             return;

@@ -145,3 +145,80 @@ fn a_137_that_overtakes_our_sigkill_answer_is_ours_not_the_oom_killers() {
         Some(false)
     );
 }
+
+/// Simulator seed 111415: the task being created is OOM-killed before its
+/// create is answered. Its OOM event and its exit come while no run is
+/// known (the exit names a pid the core has not learned), the create's
+/// answer is lost, and a relist finds the task stopped with 137 and no
+/// cgroup count: the OOM, published after the create was sent and no
+/// later than the exit, is that run's.
+#[test]
+fn an_oom_before_the_create_was_answered_marks_the_exit_a_relist_finds() {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.create("c1", ContainerConfig::default());
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    d.advance(Duration::from_secs(1));
+    let killed_at = d.now.wall;
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+        published_at: Some(killed_at),
+    }));
+    assert_eq!(events(&actions), vec![UserEventKind::Oom]);
+    d.feed(Input::Event(ContainerdEvent::TaskExit {
+        container: cid("c1"),
+        exec_id: "c1".to_owned(),
+        pid: 140,
+        exit_status: 137,
+        exited_at: killed_at,
+        oom_kills: None,
+    }));
+    let actions = d.fail(create, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    d.relist(
+        relist,
+        vec![TaskInfo {
+            container: cid("c1"),
+            pid: 140,
+            status: TaskStatus::Stopped,
+            exit_status: 137,
+            exited_at: Some(killed_at),
+            oom_kills: None,
+        }],
+    );
+    assert_eq!(oom_killed(&d, "c1"), Some(true));
+}
+
+/// An OOM event published before this run's create was sent (an earlier
+/// run's, late) is not this run's, even while no run is known.
+#[test]
+fn an_oom_from_before_the_create_is_not_the_new_runs() {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.create("c1", ContainerConfig::default());
+    let stale = d.now.wall;
+    d.advance(Duration::from_secs(1));
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    d.advance(Duration::from_secs(1));
+    d.feed(Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+        published_at: Some(stale),
+    }));
+    let killed_at = d.now.wall;
+    let actions = d.fail(create, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    d.relist(
+        relist,
+        vec![TaskInfo {
+            container: cid("c1"),
+            pid: 140,
+            status: TaskStatus::Stopped,
+            exit_status: 137,
+            exited_at: Some(killed_at),
+            oom_kills: None,
+        }],
+    );
+    assert_eq!(oom_killed(&d, "c1"), Some(false));
+}
