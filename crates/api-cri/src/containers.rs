@@ -42,23 +42,8 @@ impl Cri {
             .cloned()
             .ok_or_else(|| Status::not_found(format!("image {asked:?} has no name")))?;
         let (name, container) = container_config(config, &sandbox, image_name, asked)?;
-        let new = NewContainer {
-            config: container,
-            warnings: Vec::new(),
-            cgroupns_defaulted: true,
-            publish_all: false,
-            network_defaulted: false,
-            platform: None,
-            name: Some(name),
-        };
-        let created = self
-            .engine
-            .containers()
-            .create(new)
-            .await
-            .map_err(create_status)?;
         Ok(cri::CreateContainerResponse {
-            container_id: created.id.to_string(),
+            container_id: self.create_named(name, container).await?.to_string(),
         })
     }
 
@@ -223,6 +208,26 @@ impl Cri {
     /// is none.
     pub(crate) async fn member_id(&self, id: &str) -> Result<Option<String>, Status> {
         Ok(self.member(id).await?.map(|s| s.record.id.to_string()))
+    }
+
+    /// Makes the container `config` describes under `name` (the engine
+    /// completes it from its image and the host, the core records it).
+    pub(crate) async fn create_named(
+        &self,
+        name: String,
+        config: ContainerConfig,
+    ) -> Result<holdfast_core::ContainerId, Status> {
+        let new = NewContainer {
+            config,
+            warnings: Vec::new(),
+            cgroupns_defaulted: true,
+            publish_all: false,
+            network_defaulted: false,
+            platform: None,
+            name: Some(name),
+        };
+        let created = self.engine.containers().create(new).await;
+        Ok(created.map_err(create_status)?.id)
     }
 
     /// The pod's container `id` names, `None` when there is none.
@@ -448,42 +453,54 @@ fn mount(i: usize, m: &cri::Mount) -> Result<BindMount, Status> {
 
 fn resources(config: &mut ContainerConfig, r: cri::LinuxContainerResources) -> Result<(), Status> {
     const FIELD: &str = "config.linux.resources";
-    let positive = |what: &str, v: i64| -> Result<Option<u64>, Status> {
-        match v {
-            0 => Ok(None),
-            v if v > 0 => Ok(Some(v as u64)),
-            v => Err(invalid(
-                &format!("{FIELD}.{what}"),
-                format!("{v} is negative"),
-            )),
-        }
-    };
-    config.memory_limit_bytes = positive("memory_limit_in_bytes", r.memory_limit_in_bytes)?;
+    refuse_unsupported_resources(FIELD, &r)?;
+    config.memory_limit_bytes = positive(FIELD, "memory_limit_in_bytes", r.memory_limit_in_bytes)?;
     let res = &mut config.resources;
-    res.cpu_shares = positive("cpu_shares", r.cpu_shares)?;
-    res.cpu_period_us = positive("cpu_period", r.cpu_period)?;
-    res.cpu_quota_us = positive("cpu_quota", r.cpu_quota)?.map(|q| q as i64);
+    res.cpu_shares = positive(FIELD, "cpu_shares", r.cpu_shares)?;
+    res.cpu_period_us = positive(FIELD, "cpu_period", r.cpu_period)?;
+    res.cpu_quota_us = positive(FIELD, "cpu_quota", r.cpu_quota)?.map(|q| q as i64);
     res.cpuset_cpus = (!r.cpuset_cpus.is_empty()).then_some(r.cpuset_cpus);
     res.cpuset_mems = (!r.cpuset_mems.is_empty()).then_some(r.cpuset_mems);
     res.memory_swap_bytes = match r.memory_swap_limit_in_bytes {
         0 => None,
         v => Some(v),
     };
+    Ok(())
+}
+
+/// A limit kubelet gives as an `int64` where 0 is none: a count, never
+/// negative.
+fn positive(field: &str, what: &str, v: i64) -> Result<Option<u64>, Status> {
+    match v {
+        0 => Ok(None),
+        v if v > 0 => Ok(Some(v as u64)),
+        v => Err(invalid(
+            &format!("{field}.{what}"),
+            format!("{v} is negative"),
+        )),
+    }
+}
+
+/// What of kubelet's resources holdfast cannot apply, refused by name.
+fn refuse_unsupported_resources(
+    field: &str,
+    r: &cri::LinuxContainerResources,
+) -> Result<(), Status> {
     if !r.hugepage_limits.is_empty() {
         return Err(unsupported(
-            &format!("{FIELD}.hugepage_limits"),
+            &format!("{field}.hugepage_limits"),
             "hugepage limits",
         ));
     }
     if !r.unified.is_empty() {
         return Err(unsupported(
-            &format!("{FIELD}.unified"),
+            &format!("{field}.unified"),
             "cgroup v2 unified keys",
         ));
     }
     if r.oom_score_adj != 0 {
         return Err(unsupported(
-            &format!("{FIELD}.oom_score_adj"),
+            &format!("{field}.oom_score_adj"),
             "an OOM score adjustment",
         ));
     }
@@ -495,18 +512,9 @@ fn resources(config: &mut ContainerConfig, r: cri::LinuxContainerResources) -> R
 /// shares, memory and swap.
 pub(crate) fn resource_update(r: cri::LinuxContainerResources) -> Result<ResourceUpdate, Status> {
     const FIELD: &str = "linux";
-    let positive = |what: &str, v: i64| -> Result<Option<u64>, Status> {
-        match v {
-            0 => Ok(None),
-            v if v > 0 => Ok(Some(v as u64)),
-            v => Err(invalid(
-                &format!("{FIELD}.{what}"),
-                format!("{v} is negative"),
-            )),
-        }
-    };
-    let period = positive("cpu_period", r.cpu_period)?;
-    let quota = positive("cpu_quota", r.cpu_quota)?;
+    refuse_unsupported_resources(FIELD, &r)?;
+    let period = positive(FIELD, "cpu_period", r.cpu_period)?;
+    let quota = positive(FIELD, "cpu_quota", r.cpu_quota)?;
     if period.is_some_and(|p| p != 100_000) {
         return Err(unsupported(
             &format!("{FIELD}.cpu_period"),
@@ -519,21 +527,15 @@ pub(crate) fn resource_update(r: cri::LinuxContainerResources) -> Result<Resourc
             "cpusets in an update",
         ));
     }
-    if !r.hugepage_limits.is_empty() || !r.unified.is_empty() || r.oom_score_adj != 0 {
-        return Err(unsupported(
-            &format!("{FIELD}.hugepage_limits/unified/oom_score_adj"),
-            "hugepages, unified keys and OOM scores",
-        ));
-    }
     Ok(ResourceUpdate {
-        memory_limit_bytes: positive("memory_limit_in_bytes", r.memory_limit_in_bytes)?,
+        memory_limit_bytes: positive(FIELD, "memory_limit_in_bytes", r.memory_limit_in_bytes)?,
         memory_swap_bytes: match r.memory_swap_limit_in_bytes {
             0 => None,
             v => Some(v),
         },
         // quota µs per 100,000 µs: quota × 10,000 nano-CPUs.
         nano_cpus: quota.map(|q| q.saturating_mul(10_000)),
-        cpu_shares: positive("cpu_shares", r.cpu_shares)?,
+        cpu_shares: positive(FIELD, "cpu_shares", r.cpu_shares)?,
     })
 }
 

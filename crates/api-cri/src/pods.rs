@@ -5,13 +5,13 @@
 //! the pod's containers join them (`containers.rs`).
 
 use crate::names::{checked, sandbox_name};
-use crate::status::{create_status, invalid, status, unsupported};
+use crate::status::{invalid, status, unsupported};
 use crate::{Cri, PAUSE_IMAGE};
 use holdfast_core::{
     Answer, Command, ContainerConfig, NamespaceMode, NetworkMode, PodMember, PodRole, PortBinding,
     RequestError, Status as Run, WaitCondition,
 };
-use holdfast_engine::backend::containers::{NewContainer, Snapshot};
+use holdfast_engine::backend::containers::Snapshot;
 use k8s_cri::v1 as cri;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -41,21 +41,7 @@ impl Cri {
             .ok_or_else(|| invalid("config", "a sandbox config is required"))?;
         let (name, container) = sandbox_config(config)?;
         let engine = &self.engine;
-        let new = NewContainer {
-            config: container,
-            warnings: Vec::new(),
-            cgroupns_defaulted: true,
-            publish_all: false,
-            network_defaulted: false,
-            platform: None,
-            name: Some(name),
-        };
-        let created = engine
-            .containers()
-            .create(new)
-            .await
-            .map_err(create_status)?;
-        let id = created.id;
+        let id = self.create_named(name, container).await?;
         match engine.command(Command::Start { id: id.clone() }).await {
             Answer::Error(e) => {
                 // A sandbox is ready or is not made: kubelet asks again.

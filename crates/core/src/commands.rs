@@ -105,7 +105,7 @@ impl Core {
                 _ => None,
             };
             if let Some((timeout, remove)) = cascade {
-                let members = self.members_of(&id);
+                let members = self.pod_members(&id);
                 let creating = members.iter().any(|m| {
                     self.containers
                         .get(m)
@@ -1146,7 +1146,7 @@ impl Core {
     }
 
     /// The containers of the pod whose sandbox is `sandbox`, in id order.
-    fn members_of(&self, sandbox: &ContainerId) -> Vec<ContainerId> {
+    pub fn pod_members(&self, sandbox: &ContainerId) -> Vec<ContainerId> {
         let mut members: Vec<ContainerId> = self
             .containers
             .values()

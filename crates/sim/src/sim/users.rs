@@ -505,7 +505,7 @@ impl Sim {
         if !is_sandbox {
             return;
         }
-        for member in members_of(core, sandbox) {
+        for member in core.pod_members(sandbox) {
             self.next_req += 1;
             let req = RequestId(self.next_req);
             let implied = if remove {
@@ -538,7 +538,7 @@ impl Sim {
         let Some(core) = self.core.as_ref() else {
             return false;
         };
-        members_of(core, sandbox).iter().any(|m| {
+        core.pod_members(sandbox).iter().any(|m| {
             core.container(m)
                 .is_some_and(|c| c.record.presence == holdfast_core::Presence::Creating)
         })
@@ -693,16 +693,4 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         | Command::RemoveVolume { .. }
         | Command::PruneVolumes { .. } => UserKind::Volume,
     }
-}
-
-/// The containers of the pod whose sandbox is `sandbox`, as the core has them.
-fn members_of(core: &holdfast_core::Core, sandbox: &ContainerId) -> Vec<ContainerId> {
-    core.containers()
-        .filter(|c| {
-            matches!(&c.record.config.pod, Some(p)
-                if matches!(&p.role, holdfast_core::PodRole::Container { sandbox: of, .. }
-                    if of == sandbox.as_str()))
-        })
-        .map(|c| c.record.id.clone())
-        .collect()
 }
