@@ -50,7 +50,7 @@ fn many_seeds_hold_every_invariant() {
 /// Seeds outside CI's range that once found a bug in the core, each fixed
 /// with a handler test: kept, so that the bug cannot come back unseen (as
 /// long as the simulator draws these worlds the same way).
-const SEEDS_THAT_FOUND_BUGS: [u64; 11] = [
+const SEEDS_THAT_FOUND_BUGS: [u64; 13] = [
     44_701,  // a stop while a refused policy start's task was deleted
     45_374,  // a relist that could not settle asked for no other
     400_519, // a stop during a lost create, then the task's own exit
@@ -62,6 +62,8 @@ const SEEDS_THAT_FOUND_BUGS: [u64; 11] = [
     6_123,   // a start sent to a created task whose delete's answer was lost
     22_343,  // (the checker's) a restart owed after a user's start failed
     51_406,  // the same, another world
+    111_415, // an OOM of a task whose create's answer was lost
+    7_763,   // (the checker's) a pod removed while its container was being made
 ];
 
 #[test]
