@@ -89,23 +89,18 @@ impl Cri {
         if kind == cri::ContainerEventType::ContainerDeletedEvent {
             known.remove(&id);
         }
-        // The pod as it is now (none once it is removed).
-        let pod_status = self.pod_sandbox_status(&sandbox).await.ok();
-        let mut statuses = Vec::new();
-        if pod_status.is_some()
-            && let Ok(members) = self.members(&sandbox).await
-        {
-            for m in members {
-                if let Ok(s) = self.container_status(m.record.id.as_str()).await {
-                    statuses.push(s);
-                }
-            }
-        }
+        // The pod as it is now, its containers' statuses with it (none
+        // once it is removed).
+        let pod = self.pod_sandbox_status(&sandbox).await.ok();
+        let (pod_status, statuses) = match pod {
+            Some(p) => (p.status, p.containers_statuses),
+            None => (None, Vec::new()),
+        };
         Some(cri::ContainerEventResponse {
             container_id: id,
             container_event_type: kind as i32,
             created_at: event.time_nanos,
-            pod_sandbox_status: pod_status.and_then(|p| p.status),
+            pod_sandbox_status: pod_status,
             containers_statuses: statuses,
         })
     }

@@ -115,6 +115,14 @@ impl Cri {
         let Some(pod) = sandbox.record.config.pod.as_ref() else {
             return Err(Status::not_found(format!("pod sandbox {id:?} not found")));
         };
+        // The pod's containers as they are now (what kubelet's evented
+        // PLEG reads instead of relisting).
+        let mut containers_statuses = Vec::new();
+        for m in self.members(sandbox.record.id.as_str()).await? {
+            if let Ok(s) = self.container_status(m.record.id.as_str()).await {
+                containers_statuses.push(s);
+            }
+        }
         Ok(cri::PodSandboxStatusResponse {
             status: Some(cri::PodSandboxStatus {
                 id: sandbox.record.id.to_string(),
@@ -135,8 +143,8 @@ impl Cri {
                 runtime_handler: String::new(),
             }),
             info: HashMap::new(),
-            containers_statuses: Vec::new(),
-            timestamp: 0,
+            containers_statuses,
+            timestamp: crate::stats::now_nanos(),
         })
     }
 

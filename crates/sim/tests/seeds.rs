@@ -63,7 +63,7 @@ const SEEDS_THAT_FOUND_BUGS: [u64; 13] = [
     22_343,  // (the checker's) a restart owed after a user's start failed
     51_406,  // the same, another world
     111_415, // an OOM of a task whose create's answer was lost
-    7_763,   // (the checker's) a pod removed while its container was being made
+    7_763,   // a pod removed while one of its containers was being made
 ];
 
 #[test]
