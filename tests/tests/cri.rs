@@ -230,7 +230,12 @@ async fn version_status_and_images() {
     assert!(!network.status, "{conditions:?}");
     assert!(network.message.contains("--bridge none"), "{conditions:?}");
 
-    // busybox and the pause image (pinned, so kubelet's GC leaves it)
+    // The pause image is seeded by the first pod (a Docker user who runs
+    // none never sees it): then busybox and it (pinned, so kubelet's GC
+    // leaves it).
+    let before = d.ok(&["images", "--format", "{{.Repository}}"]);
+    assert!(!before.contains("pause"), "{before}");
+    cri.run_pod(&d, host_pod_config(&d, "first")).await;
     let images = cri
         .images
         .list_images(cri::ListImagesRequest::default())

@@ -41,6 +41,11 @@ impl Cri {
             .ok_or_else(|| invalid("config", "a sandbox config is required"))?;
         let (name, container) = sandbox_config(config)?;
         let engine = &self.engine;
+        engine
+            .images()
+            .ensure_seeded(PAUSE_IMAGE)
+            .await
+            .map_err(status)?;
         let id = self.create_named(name, container).await?;
         match engine.command(Command::Start { id: id.clone() }).await {
             Answer::Error(e) => {

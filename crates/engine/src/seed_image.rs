@@ -5,9 +5,10 @@ use holdfast_busybox_image::BuildError;
 
 /// The image a CRI pod's sandbox runs (see `holdfast-api-cri`): the host's
 /// busybox with `sleep infinity` as its command, an image of its own (not
-/// `busybox:latest` under another name), seeded beside it and never pulled
-/// (`holdfast.local` is no registry), so that pods run offline whatever a
-/// user does to `busybox`.
+/// `busybox:latest` under another name), seeded when the first pod needs
+/// it and never pulled (`holdfast.local` is no registry), so that pods run
+/// offline whatever a user does to `busybox`, and a Docker user who runs
+/// no pod never sees it.
 pub const PAUSE_IMAGE: &str = "holdfast.local/pause:1";
 
 /// The pause image's process: it only holds the pod's namespaces.
@@ -36,6 +37,35 @@ pub fn build_busybox_archive(dir: &Path, reference: &str) -> std::io::Result<Pat
         };
         std::io::Error::new(kind, err)
     })
+}
+
+/// Builds `reference` from the host's busybox (see
+/// [`build_busybox_archive`]) in a scratch directory under `data_root` and
+/// imports it. The error says what failed.
+pub async fn seed(
+    adapter: &holdfast_adapter_containerd::Adapter,
+    data_root: &Path,
+    reference: &'static str,
+) -> Result<(), String> {
+    let data_root = data_root.to_owned();
+    let built = tokio::task::spawn_blocking(move || {
+        let dir = tempfile::Builder::new()
+            .prefix("seed-")
+            .tempdir_in(&data_root)?;
+        let tarball = build_busybox_archive(dir.path(), reference)?;
+        Ok::<_, std::io::Error>((dir, tarball))
+    })
+    .await;
+    let (dir, tarball) = match built {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => return Err(format!("cannot build {reference}: {e}")),
+        Err(e) => return Err(format!("cannot build {reference}: {e}")),
+    };
+    let imported = adapter.import_image(&tarball).await;
+    drop(dir);
+    imported
+        .map(|_| ())
+        .map_err(|e| format!("cannot import {reference}: {e}"))
 }
 
 #[cfg(test)]

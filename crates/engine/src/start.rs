@@ -223,9 +223,9 @@ async fn report_containerd_restarts(
     }
 }
 
-/// Makes `busybox:latest` and the CRI's pause image usable offline: built
-/// from the host's static busybox and imported when the image store lacks
-/// them.
+/// Makes `busybox:latest` usable offline: built from the host's static
+/// busybox and imported when the image store lacks it. (The CRI's pause
+/// image is seeded the same way, at the first pod: `Images::ensure_seeded`.)
 async fn seed_busybox(adapter: Adapter, data_root: PathBuf) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let images = loop {
@@ -241,40 +241,12 @@ async fn seed_busybox(adapter: Adapter, data_root: PathBuf) {
             }
         }
     };
-    // The pause image first: whoever waits for busybox finds both.
-    for reference in [seed_image::PAUSE_IMAGE, "busybox:latest"] {
-        let name = holdfast_adapter_containerd::normalize_reference(reference);
-        if images.iter().any(|i| i.name == name) {
-            continue;
-        }
-        seed_one(&adapter, &data_root, reference).await;
+    const NAME: &str = "docker.io/library/busybox:latest";
+    if images.iter().any(|i| i.name == NAME) {
+        return;
     }
-}
-
-async fn seed_one(adapter: &Adapter, data_root: &Path, reference: &'static str) {
-    let data_root = data_root.to_owned();
-    let built = tokio::task::spawn_blocking(move || {
-        let dir = tempfile::Builder::new()
-            .prefix("seed-")
-            .tempdir_in(&data_root)?;
-        let tarball = seed_image::build_busybox_archive(dir.path(), reference)?;
-        Ok::<_, std::io::Error>((dir, tarball))
-    })
-    .await;
-    let (dir, tarball) = match built {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, reference, "not seeded: cannot build it (apt-get install busybox-static)");
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, reference, "not seeded");
-            return;
-        }
-    };
-    match adapter.import_image(&tarball).await {
-        Ok(imported) => tracing::info!(?imported, reference, "seeded from the host's busybox"),
-        Err(e) => tracing::warn!(error = %e, reference, "not seeded: import failed"),
+    match seed_image::seed(&adapter, &data_root, "busybox:latest").await {
+        Ok(()) => tracing::info!("seeded busybox:latest from the host's busybox"),
+        Err(e) => tracing::warn!(error = %e, "busybox:latest not seeded"),
     }
-    drop(dir);
 }

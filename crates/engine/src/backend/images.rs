@@ -178,6 +178,26 @@ impl<'a> Images<'a> {
         found.ok_or_else(not_found)
     }
 
+    /// Makes sure the image `reference` names, one holdfast builds itself
+    /// from the host's busybox (the CRI's pause image), is in the store:
+    /// seeded now when it is not.
+    pub async fn ensure_seeded(&self, reference: &'static str) -> Result<(), RequestError> {
+        // One seeding at a time: two first pods must not import it twice.
+        static SEEDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one = SEEDING.lock().await;
+        match self.find(reference).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind != ErrorKind::NotFound => return Err(e),
+            Err(_) => {}
+        }
+        let services = &self.engine.services;
+        crate::seed_image::seed(&services.adapter, &services.data_root, reference)
+            .await
+            .map_err(|e| internal(format!("{e} (apt-get install busybox-static)")))?;
+        tracing::info!(reference, "seeded from the host's busybox");
+        Ok(())
+    }
+
     /// The image as a container is made from it.
     pub async fn resolve(&self, reference: &str) -> Result<ResolvedImage, RequestError> {
         self.engine
