@@ -2,7 +2,7 @@
 //! containerd, driven over its unix socket by the CRI's own generated
 //! client, as kubelet drives a runtime: the runtime's version and status,
 //! images, a pod whose containers share its network (localhost between
-//! them, its IP from the host, a port mapping), exits with their codes and
+//! them, its IP from the host and from another pod, a port mapping), exits with their codes and
 //! reasons, kubelet's idempotent stops and removals, the Docker API kept
 //! from changing a pod, a container's exit while containerd is away found
 //! once it is back, a pod's stop asked then kept and carried out, and bad
@@ -628,6 +628,22 @@ async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
         done.metadata.as_ref().map(|m| m.name.as_str()),
         Some("client")
     );
+
+    // Another pod reaches this one on its IP, over the pod network.
+    let other = cri.run_pod(d, pod_config(d, "other", Vec::new())).await;
+    let probe = format!("until wget -qO- http://{ip}:80/ | grep -q hello-pod; do sleep 0.1; done");
+    let caller = cri
+        .create(d, &other, container_config("caller", &probe))
+        .await;
+    cri.start(d, &caller).await;
+    let reached = cri.wait_exited(d, &caller).await;
+    assert_eq!(reached.exit_code, 0, "{reached:?}{}", d.diagnostics());
+    cri.runtime
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: other,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("RemovePodSandbox: {e}{}", d.diagnostics()));
 
     // A failure is an Error with its code.
     let failing = cri
