@@ -389,11 +389,48 @@ async fn version_status_and_images() {
 async fn exec_sync_stats_and_resource_updates() {
     let d = Daemon::start();
     let mut cri = Cri::connect(&d).await;
-    let pod = cri.run_pod(&d, host_pod_config(&d, "probe")).await;
-    let id = cri
-        .create(&d, &pod, container_config("app", holdfast_e2e::TICKER))
-        .await;
+    // What every kubelet sends: the pod's resources and overhead, and for
+    // each container its QoS class's OOM score, a zero limit for each
+    // hugepage size and, on cgroup v2, `memory.oom.group`.
+    let mut sandbox = host_pod_config(&d, "probe");
+    if let Some(linux) = sandbox.linux.as_mut() {
+        linux.resources = Some(cri::LinuxContainerResources::default());
+        linux.overhead = Some(cri::LinuxContainerResources::default());
+    }
+    let pod = cri.run_pod(&d, sandbox).await;
+    let cgroup_v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let mut app = container_config("app", holdfast_e2e::TICKER);
+    app.linux = Some(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            oom_score_adj: 900,
+            hugepage_limits: vec![cri::HugepageLimit {
+                page_size: "2MB".to_owned(),
+                limit: 0,
+            }],
+            unified: if cgroup_v2 {
+                HashMap::from([("memory.oom.group".to_owned(), "1".to_owned())])
+            } else {
+                HashMap::new()
+            },
+            ..cri::LinuxContainerResources::default()
+        }),
+        security_context: None,
+    });
+    let id = cri.create(&d, &pod, app).await;
     cri.start(&d, &id).await;
+    let pid = d.pid_of(&id);
+    let score = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap_or_default();
+    assert_eq!(score.trim(), "900", "{}", d.diagnostics());
+    if cgroup_v2 {
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let path = cgroup
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap_or_default();
+        let group = std::fs::read_to_string(format!("/sys/fs/cgroup{path}/memory.oom.group"))
+            .unwrap_or_default();
+        assert_eq!(group.trim(), "1", "cgroup {path}");
+    }
 
     // kubelet's log rotation: the file renamed away, then reopened; the
     // output goes on in a new file at the path.

@@ -461,7 +461,14 @@ impl CriLog {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        // Readable by its owner's group only, as containerd makes it: a
+        // pod's output may hold what only its readers may see.
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .open(path)?;
         Ok(CriLog {
             path: path.to_owned(),
             file,

@@ -371,7 +371,8 @@ fn process(
         .set_cwd(cwd.into())
         .set_capabilities(Some(capabilities(config, host)?))
         .set_rlimits(Some(rlimits(config)?))
-        .set_no_new_privileges(Some(config.security.no_new_privileges));
+        .set_no_new_privileges(Some(config.security.no_new_privileges))
+        .set_oom_score_adj(config.resources.oom_score_adj);
     Ok(process)
 }
 
@@ -893,6 +894,16 @@ fn resources(config: &ContainerConfig, host: &HostFacts) -> Result<LinuxResource
         .set_devices(Some(device_rules(config, host)?))
         .set_memory(memory(config)?)
         .set_cpu(cpu(config)?);
+    if !config.resources.unified.is_empty() {
+        resources.set_unified(Some(
+            config
+                .resources
+                .unified
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ));
+    }
     if let Some(limit) = config.resources.pids_limit {
         resources.set_pids(Some(
             LinuxPidsBuilder::default()

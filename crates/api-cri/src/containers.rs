@@ -177,7 +177,7 @@ impl Cri {
         let Some(r) = linux else {
             return Ok(()); // nothing asked
         };
-        let update = resource_update(r)?;
+        let update = resource_update(r, &c.record.config.resources)?;
         let id = c.record.id.clone();
         match self
             .engine
@@ -200,6 +200,18 @@ impl Cri {
                 "container {} is not running",
                 c.record.id
             )));
+        }
+        // The new file is there when this answers, also for a container
+        // that writes nothing for a while (kubelet reads it at once); the
+        // logger moves to it before its next line.
+        if let Some(path) = member_of(&c).and_then(|(pod, _, _)| pod.log_path.clone()) {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o640)
+                .open(&path)
+                .map_err(|e| Status::internal(format!("reopen {path}: {e}")))?;
         }
         Ok(())
     }
@@ -238,6 +250,10 @@ impl Cri {
         match self.engine.containers().snapshot(id).await {
             Ok(s) if member_of(&s).is_some() => Ok(Some(s)),
             Ok(_) => Ok(None),
+            // A prefix that names more than one is no answer of "gone".
+            Err(e) if e.message.starts_with("multiple IDs") => {
+                Err(Status::invalid_argument(e.message))
+            }
             Err(e) if e.kind == holdfast_core::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(status(e)),
         }
@@ -453,7 +469,9 @@ fn mount(i: usize, m: &cri::Mount) -> Result<BindMount, Status> {
 
 fn resources(config: &mut ContainerConfig, r: cri::LinuxContainerResources) -> Result<(), Status> {
     const FIELD: &str = "config.linux.resources";
-    refuse_unsupported_resources(FIELD, &r)?;
+    check_hugepages(FIELD, &r)?;
+    config.resources.unified = unified(FIELD, &r)?;
+    config.resources.oom_score_adj = oom_score_adj(FIELD, r.oom_score_adj)?;
     config.memory_limit_bytes = positive(FIELD, "memory_limit_in_bytes", r.memory_limit_in_bytes)?;
     let res = &mut config.resources;
     res.cpu_shares = positive(FIELD, "cpu_shares", r.cpu_shares)?;
@@ -482,37 +500,73 @@ fn positive(field: &str, what: &str, v: i64) -> Result<Option<u64>, Status> {
 }
 
 /// What of kubelet's resources holdfast cannot apply, refused by name.
-fn refuse_unsupported_resources(
-    field: &str,
-    r: &cri::LinuxContainerResources,
-) -> Result<(), Status> {
-    if !r.hugepage_limits.is_empty() {
+fn check_hugepages(field: &str, r: &cri::LinuxContainerResources) -> Result<(), Status> {
+    // kubelet sends a limit of 0 for every size a pod did not ask for (no
+    // hugepages: what a container gets here); a reservation is refused.
+    if r.hugepage_limits.iter().any(|h| h.limit != 0) {
         return Err(unsupported(
             &format!("{field}.hugepage_limits"),
-            "hugepage limits",
-        ));
-    }
-    if !r.unified.is_empty() {
-        return Err(unsupported(
-            &format!("{field}.unified"),
-            "cgroup v2 unified keys",
-        ));
-    }
-    if r.oom_score_adj != 0 {
-        return Err(unsupported(
-            &format!("{field}.oom_score_adj"),
-            "an OOM score adjustment",
+            "hugepage reservations (only 0)",
         ));
     }
     Ok(())
 }
 
+/// kubelet's `unified` (cgroup v2 files, `memory.oom.group`): applied on a
+/// cgroup v2 host, refused by name on v1, which has no such files.
+fn unified(
+    field: &str,
+    r: &cri::LinuxContainerResources,
+) -> Result<std::collections::BTreeMap<String, String>, Status> {
+    if !r.unified.is_empty() && !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        return Err(unsupported(
+            &format!("{field}.unified"),
+            "cgroup v2 files on a cgroup v1 host",
+        ));
+    }
+    Ok(r.unified
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect())
+}
+
+/// The OOM score adjustment kubelet gives by QoS class (0: none given).
+fn oom_score_adj(field: &str, v: i64) -> Result<Option<i32>, Status> {
+    match v {
+        0 => Ok(None),
+        -1000..=1000 => Ok(i32::try_from(v).ok()),
+        v => Err(invalid(
+            &format!("{field}.oom_score_adj"),
+            format!("{v} is not within -1000..1000"),
+        )),
+    }
+}
+
 /// kubelet's resources as the core's update: CPU as a quota per 100 ms
 /// period (the one period `docker update --cpus` sets, and kubelet's),
 /// shares, memory and swap.
-pub(crate) fn resource_update(r: cri::LinuxContainerResources) -> Result<ResourceUpdate, Status> {
+/// What the update cannot change (the OOM score, the cgroup v2 files) must
+/// be what the container has: kubelet's in-place resize sends them as they
+/// were; another value is refused by name.
+pub(crate) fn resource_update(
+    r: cri::LinuxContainerResources,
+    current: &holdfast_core::Resources,
+) -> Result<ResourceUpdate, Status> {
     const FIELD: &str = "linux";
-    refuse_unsupported_resources(FIELD, &r)?;
+    check_hugepages(FIELD, &r)?;
+    if oom_score_adj(FIELD, r.oom_score_adj)?.is_some_and(|o| Some(o) != current.oom_score_adj) {
+        return Err(unsupported(
+            &format!("{FIELD}.oom_score_adj"),
+            "a change of the OOM score adjustment",
+        ));
+    }
+    if !r.unified.is_empty() && unified(FIELD, &r)? != current.unified {
+        return Err(unsupported(
+            &format!("{FIELD}.unified"),
+            "a change of cgroup v2 files",
+        ));
+    }
     let period = positive(FIELD, "cpu_period", r.cpu_period)?;
     let quota = positive(FIELD, "cpu_quota", r.cpu_quota)?;
     if period.is_some_and(|p| p != 100_000) {

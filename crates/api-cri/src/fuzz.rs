@@ -53,7 +53,12 @@ pub fn fuzz_cri_request(data: &[u8]) -> Outcome {
             Err(_) => Outcome::Undecodable,
         },
         b'u' => match cri::UpdateContainerResourcesRequest::decode(bytes) {
-            Ok(r) => outcome(r.linux.map(resource_update).transpose().map(|_| ())),
+            Ok(r) => outcome(
+                r.linux
+                    .map(|l| resource_update(l, &holdfast_core::Resources::default()))
+                    .transpose()
+                    .map(|_| ()),
+            ),
             Err(_) => Outcome::Undecodable,
         },
         b'p' => match cri::PullImageRequest::decode(bytes) {

@@ -197,6 +197,10 @@ impl Cri {
                 Ok(Some(s))
             }
             Ok(_) => Ok(None),
+            // A prefix that names more than one is no answer of "gone".
+            Err(e) if e.message.starts_with("multiple IDs") => {
+                Err(Status::invalid_argument(e.message))
+            }
             Err(e) if e.kind == holdfast_core::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(status(e)),
         }
@@ -272,12 +276,9 @@ pub(crate) fn sandbox_config(
         ));
     }
     let linux = c.linux.unwrap_or_default();
-    if linux.overhead.is_some() || linux.resources.is_some() {
-        return Err(unsupported(
-            "config.linux.overhead/resources",
-            "the pod's cgroup is kubelet's (config.linux.cgroup_parent)",
-        ));
-    }
+    // `linux.resources` and `overhead` describe the pod's cgroup, which is
+    // kubelet's own (`cgroup_parent`): kubelet sets and enforces it, and a
+    // runc runtime reads nothing of them (containerd's plugin neither).
     let security = linux.security_context.unwrap_or_default();
     sandbox_security_supported(&security)?;
     let options = security.namespace_options.unwrap_or_default();

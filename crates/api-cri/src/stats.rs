@@ -37,7 +37,12 @@ impl Cri {
                 && (filter.pod_sandbox_id.is_empty() || sandbox.starts_with(&filter.pod_sandbox_id))
                 && labels_match(&filter.label_selector, &s.record.config.labels)
             {
-                out.push(self.stats_of(s).await?);
+                match self.stats_of(s).await {
+                    Ok(stats) => out.push(stats),
+                    // Removed since the listing: not listed.
+                    Err(e) if e.code() == tonic::Code::NotFound => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(out)
@@ -69,7 +74,11 @@ impl Cri {
                 && (filter.id.is_empty() || s.record.id.as_str().starts_with(&filter.id))
                 && labels_match(&filter.label_selector, &s.record.config.labels)
             {
-                out.push(self.pod_stats_of(s).await?);
+                match self.pod_stats_of(s).await {
+                    Ok(stats) => out.push(stats),
+                    Err(e) if e.code() == tonic::Code::NotFound => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(out)
@@ -103,7 +112,11 @@ impl Cri {
         };
         let mut containers = Vec::new();
         for m in self.members(sandbox.record.id.as_str()).await? {
-            containers.push(self.stats_of(&m).await?);
+            match self.stats_of(&m).await {
+                Ok(stats) => containers.push(stats),
+                Err(e) if e.code() == tonic::Code::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         let (own_cpu, own_memory) = self.usage(sandbox).await?;
         let cpu = sum_cpu(

@@ -252,6 +252,12 @@ pub struct Resources {
     pub ulimits: Vec<Ulimit>,
     /// Size of `/dev/shm` (default 64 MiB).
     pub shm_size_bytes: Option<u64>,
+    /// The process's OOM score adjustment (kubelet's QoS: -997 to 1000).
+    #[serde(default)]
+    pub oom_score_adj: Option<i32>,
+    /// cgroup v2 files written as given (kubelet's `memory.oom.group`).
+    #[serde(default)]
+    pub unified: BTreeMap<String, String>,
 }
 
 /// `docker update` of the resources a running task can change: each field

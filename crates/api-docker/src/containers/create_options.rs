@@ -328,6 +328,10 @@ pub(super) fn resources(o: &mut OptionsBody, memory: Option<u64>) -> Result<Reso
         memory_reservation_bytes,
         ulimits: ulimits(o.ulimits.take())?,
         shm_size_bytes,
+        // Refused by name in the body's decoding (HostConfig.OomScoreAdj);
+        // cgroup v2 files are the CRI's.
+        oom_score_adj: None,
+        unified: Default::default(),
     })
 }
 
