@@ -98,11 +98,13 @@ impl Core {
                 } else if !c.is_running()
                     && c.current_exit().is_none()
                     && matches!(c.in_flight, Some((_, Step::CreateTask)))
+                    && c.unplaced_oom.is_none()
                     && let Some(at) = published_at
                 {
                     // The task being created was OOM-killed before its
                     // create was answered (no run is known yet): kept for
-                    // the exit that the answer or a relist will bring.
+                    // the exit that the answer or a relist will bring, and
+                    // announced once (a replayed event is the same OOM).
                     c.unplaced_oom = Some(at);
                     self.out.publish(&container, UserEventKind::Oom);
                 }

@@ -222,3 +222,21 @@ fn an_oom_from_before_the_create_is_not_the_new_runs() {
     );
     assert_eq!(oom_killed(&d, "c1"), Some(false));
 }
+
+/// The OOM event of a task being created, delivered twice (containerd
+/// replays what a broken stream lost), is one OOM: announced once
+/// (properties, minimal case: start, OOM, the same OOM again).
+#[test]
+fn a_replayed_oom_before_the_create_was_answered_is_announced_once() {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.create("c1", ContainerConfig::default());
+    d.command(Command::Start { id: cid("c1") });
+    d.advance(Duration::from_secs(1));
+    let oom = Input::Event(ContainerdEvent::TaskOom {
+        container: cid("c1"),
+        published_at: Some(d.now.wall),
+    });
+    assert_eq!(events(&d.feed(oom.clone())), vec![UserEventKind::Oom]);
+    assert_eq!(events(&d.feed(oom)), vec![]);
+}
