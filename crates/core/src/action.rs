@@ -122,6 +122,13 @@ pub enum Call {
         /// Give it a stdin to write to (an attached start that asked for it).
         stdin: bool,
     },
+    /// Signal an exec's process (`Tasks.Kill` naming the exec): the user
+    /// asked for it (`Command::KillExec`). NotFound: the process is gone.
+    KillExec {
+        id: ContainerId,
+        exec_id: String,
+        signal: Signal,
+    },
     /// Ask containerd about an exec's process: answers `Done::Process`
     /// (its exit code once ended), or `NotFound`. Its `exec_die` may have
     /// been lost (an outage, a crash, a start whose answer was lost).
@@ -174,6 +181,7 @@ impl Call {
             | Call::DeleteTask { id }
             | Call::DeleteContainer { id }
             | Call::StartExec { id, .. }
+            | Call::KillExec { id, .. }
             | Call::ExecState { id, .. }
             | Call::DeleteExec { id, .. }
             | Call::ResizePty { id, .. }

@@ -40,6 +40,9 @@ impl Core {
             Command::StartExec { exec_id, detach } => {
                 return self.start_exec(req, &exec_id, detach);
             }
+            Command::KillExec { exec_id, signal } => {
+                return self.kill_exec(req, &exec_id, signal);
+            }
             Command::CreateVolume { name, labels } => return self.create_volume(req, name, labels),
             Command::RemoveVolume { name, force } => return self.remove_volume(req, &name, force),
             Command::PruneVolumes { names } => return self.prune_volumes(req, names),
@@ -143,6 +146,7 @@ impl Core {
         match command {
             Command::Create { .. }
             | Command::StartExec { .. }
+            | Command::KillExec { .. }
             | Command::CreateVolume { .. }
             | Command::RemoveVolume { .. }
             | Command::PruneVolumes { .. }

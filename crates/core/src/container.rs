@@ -52,6 +52,7 @@ pub(crate) enum Step {
     EndpointTeardown(u8),
     /// Of the exec with this serial.
     StartExec(u32),
+    KillExec(u32),
     ExecState(u32),
     DeleteExec(u32),
     /// A commit's freeze and thaw (`Call::Pause`, `Call::Resume`).
@@ -97,6 +98,8 @@ pub(crate) enum Pending {
     Disconnect(u8),
     /// A start of the exec with this serial.
     ExecStart(u32),
+    /// A kill of the exec with this serial.
+    ExecKill(u32),
     /// The commit with this serial.
     Commit(u32),
     /// A copy waiting for the snapshot to be mounted.

@@ -54,6 +54,11 @@ pub struct ExecRecord {
     /// Started with a stdin (attached, and asked for one).
     #[serde(default)]
     pub stdin: bool,
+    /// A signal the user asked its process sent, not yet delivered: kept
+    /// (across a containerd outage, and a restart of the daemon) until
+    /// delivered or the process has ended.
+    #[serde(default)]
+    pub kill: Option<crate::Signal>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
@@ -107,6 +112,11 @@ impl Container {
         let current = || self.rec.execs.iter().filter(move |e| e.run == run);
         if let Some(e) = current().find(|e| self.exec_start_wanted(e.serial)) {
             return Some(Step::StartExec(e.serial));
+        }
+        if let Some(e) = current().find(|e| {
+            e.kill.is_some() && matches!(e.state, ExecState::Running { .. })
+        }) {
+            return Some(Step::KillExec(e.serial));
         }
         if let Some(e) = current().find(|e| self.exec_looks.contains(&e.serial)) {
             return Some(Step::ExecState(e.serial));
@@ -209,6 +219,7 @@ impl Core {
             state: ExecState::Created,
             released: false,
             stdin: false,
+            kill: None,
         });
         let forgotten = c.forget_old_execs();
         self.out.persist(&c.rec);
@@ -238,6 +249,66 @@ impl Core {
         let bound = Some(self.config.request_answer_bound);
         self.add_pending(&id, req, Pending::ExecStart(serial), bound);
         self.reconcile(&id);
+    }
+
+    /// A kill of an exec's process: recorded, sent once it runs (a start
+    /// whose answer is not in yet waits for it), answered once delivered
+    /// or once the process has ended. An exec that has ended is killed
+    /// already; one never started cannot be.
+    pub(crate) fn kill_exec(&mut self, req: RequestId, exec_id: &str, signal: crate::Signal) {
+        let Some((id, serial)) = self.exec_by_id(exec_id) else {
+            let message = format!("No such exec instance: {exec_id}");
+            return self
+                .out
+                .answer_now(req, error(ErrorKind::NotFound, message));
+        };
+        let Some(c) = self.containers.get_mut(&id) else {
+            return;
+        };
+        let Some(e) = c.exec_mut(serial) else {
+            return;
+        };
+        match e.state {
+            ExecState::Exited { .. } => return self.out.answer_now(req, Answer::Done),
+            ExecState::Created => {
+                let message = format!("Exec {exec_id} is not running");
+                return self
+                    .out
+                    .answer_now(req, error(ErrorKind::Conflict, message));
+            }
+            ExecState::Starting | ExecState::Running { .. } => {}
+        }
+        e.kill = Some(signal);
+        self.out.persist(&c.rec);
+        let bound = Some(self.config.request_answer_bound);
+        self.add_pending(&id, req, Pending::ExecKill(serial), bound);
+        self.reconcile(&id);
+    }
+
+    /// Answers the kills of execs that were delivered or whose process
+    /// ended (and forgets a kill that an end made moot).
+    pub(crate) fn settle_exec_kills(&mut self, id: &ContainerId) {
+        let Some(c) = self.containers.get_mut(id) else {
+            return;
+        };
+        let mut settled = Vec::new();
+        let mut changed = false;
+        for e in &mut c.rec.execs {
+            if !e.state.may_run() && e.kill.take().is_some() {
+                changed = true;
+            }
+            if e.kill.is_none() {
+                settled.push(e.serial);
+            }
+        }
+        if changed {
+            self.out.persist(&c.rec);
+        }
+        self.answer_pending_where(
+            id,
+            |p| matches!(p, Pending::ExecKill(s) if settled.contains(&s)),
+            || Answer::Done,
+        );
     }
 
     /// Why a start of the exec would be refused now, if it would: no such
@@ -422,6 +493,13 @@ impl Core {
                 }
                 self.answer_pending_where(id, |p| p == Pending::ExecStart(serial), || Answer::Done);
             }
+            Step::KillExec(serial) => {
+                if let Some(e) = c.exec_mut(serial) {
+                    e.kill = None;
+                    self.out.persist(&c.rec);
+                }
+                self.settle_exec_kills(id);
+            }
             Step::DeleteExec(serial) => {
                 if let Some(e) = c.exec_mut(serial) {
                     e.released = true;
@@ -504,6 +582,15 @@ impl Core {
                         )
                     },
                 );
+            }
+            // The process is gone (its end may not be heard yet: looked at).
+            (Step::KillExec(serial), K::NotFound) => {
+                c.exec_looks.insert(serial);
+                if let Some(e) = c.exec_mut(serial) {
+                    e.kill = None;
+                    self.out.persist(&c.rec);
+                }
+                self.settle_exec_kills(id);
             }
             (Step::DeleteExec(serial), K::NotFound) => {
                 if let Some(e) = c.exec_mut(serial) {

@@ -164,6 +164,15 @@ pub enum Command {
         exec_id: String,
         detach: bool,
     },
+    /// Signal an exec's process (the CRI's `ExecSync` past its timeout
+    /// kills it, as containerd's plugin does): kept until delivered or the
+    /// process has ended, so a kill asked while containerd is away is
+    /// carried out once it is back. Answered once delivered (or when the
+    /// process ended first).
+    KillExec {
+        exec_id: String,
+        signal: crate::Signal,
+    },
     /// `docker commit`: write what the container changed to `layer`, the
     /// container frozen meanwhile when `pause` (and running).
     ReadChanges {
@@ -245,6 +254,7 @@ impl Command {
             | Command::Wait { .. }
             | Command::CreateExec { .. }
             | Command::StartExec { .. }
+            | Command::KillExec { .. }
             | Command::Resize { .. }
             | Command::ReadChanges { .. }
             | Command::MountRootfs { .. }
@@ -263,6 +273,7 @@ impl Command {
     pub fn container_id(&self) -> Option<&ContainerId> {
         Some(match self {
             Command::StartExec { .. }
+            | Command::KillExec { .. }
             | Command::CreateVolume { .. }
             | Command::RemoveVolume { .. }
             | Command::PruneVolumes { .. }

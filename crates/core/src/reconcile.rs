@@ -313,7 +313,10 @@ fn allocation_of(done: Done) -> Option<crate::record::Allocation> {
 
 /// The call of an exec step of `c`.
 fn exec_call(c: &Container, step: Step) -> Option<(Issue, Step)> {
-    let (Step::StartExec(serial) | Step::ExecState(serial) | Step::DeleteExec(serial)) = step
+    let (Step::StartExec(serial)
+    | Step::KillExec(serial)
+    | Step::ExecState(serial)
+    | Step::DeleteExec(serial)) = step
     else {
         return None;
     };
@@ -326,6 +329,11 @@ fn exec_call(c: &Container, step: Step) -> Option<(Issue, Step)> {
             spec: e.spec.clone(),
             stdin: e.stdin,
         },
+        Step::KillExec(_) => Call::KillExec {
+            id,
+            exec_id,
+            signal: e.kill?,
+        },
         Step::ExecState(_) => Call::ExecState { id, exec_id },
         _ => Call::DeleteExec { id, exec_id },
     };
@@ -336,6 +344,7 @@ impl Core {
     /// Issues the next call for `id` if the core may act and nothing is in flight.
     pub(crate) fn reconcile(&mut self, id: &ContainerId) {
         self.settle_connects(id);
+        self.settle_exec_kills(id);
         if !self.conn.is_ready() {
             return;
         }
@@ -786,7 +795,7 @@ impl Core {
                 self.out.persist(&c.rec);
                 self.answer_pending_where(id, |p| p == Pending::Disconnect(slot), || Answer::Done);
             }
-            Step::StartExec(_) | Step::ExecState(_) | Step::DeleteExec(_) => {
+            Step::StartExec(_) | Step::KillExec(_) | Step::ExecState(_) | Step::DeleteExec(_) => {
                 self.exec_step_done(id, step, done);
             }
             Step::CommitFreeze
@@ -916,9 +925,10 @@ impl Core {
             c.task_in_doubt = true;
         }
         match (step, failure.kind) {
-            (Step::StartExec(_) | Step::ExecState(_) | Step::DeleteExec(_), _) => {
-                self.exec_step_failed(id, step, failure)
-            }
+            (
+                Step::StartExec(_) | Step::KillExec(_) | Step::ExecState(_) | Step::DeleteExec(_),
+                _,
+            ) => self.exec_step_failed(id, step, failure),
             (
                 Step::CommitFreeze
                 | Step::CommitThaw

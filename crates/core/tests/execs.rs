@@ -435,3 +435,123 @@ fn an_exec_start_not_begun_by_its_bound_is_told_so_and_can_be_started_again() {
     });
     only_call(&actions, |c| matches!(c, Call::StartExec { .. }));
 }
+
+fn kill_exec(d: &mut Driver) -> (RequestId, Vec<Action>) {
+    d.command(Command::KillExec {
+        exec_id: EXEC.into(),
+        signal: Signal::SIGKILL,
+    })
+}
+
+#[test]
+fn a_kill_of_a_running_exec_is_sent_and_answered_once_delivered_its_container_untouched() {
+    let mut d = running("c1", 10);
+    let (_, op) = exec_starting(&mut d);
+    d.feed(Input::ActionResult(op, Ok(Done::ExecStarted { pid: 20 })));
+    let (req, actions) = kill_exec(&mut d);
+    // Owned before it is sent: a crash from here on still delivers it.
+    assert!(
+        matches!(&actions[0], Action::Persist(r) if r.execs[0].kill == Some(Signal::SIGKILL)),
+        "{actions:?}"
+    );
+    assert_eq!(
+        calls(&actions),
+        vec![Call::KillExec {
+            id: cid("c1"),
+            exec_id: EXEC.into(),
+            signal: Signal::SIGKILL,
+        }]
+    );
+    assert!(answers(&actions).is_empty(), "answered before delivered");
+    let op = only_call(&actions, |c| matches!(c, Call::KillExec { .. }));
+    let actions = d.ok(op);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(calls(&actions).is_empty(), "sent once: {actions:?}");
+    let actions = exec_exit(&mut d, 20, 137);
+    assert_eq!(exec_state(&d), ExecState::Exited { code: Some(137) });
+    assert!(
+        !calls(&actions)
+            .iter()
+            .any(|c| matches!(c, Call::Kill { .. })),
+        "the container's run goes on: {actions:?}"
+    );
+}
+
+#[test]
+fn a_kill_asked_while_containerd_is_away_is_kept_and_delivered_once_it_is_back() {
+    let mut d = running("c1", 10);
+    let (_, op) = exec_starting(&mut d);
+    d.feed(Input::ActionResult(op, Ok(Done::ExecStarted { pid: 20 })));
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "gone".into(),
+    )));
+    let (_, actions) = kill_exec(&mut d);
+    assert!(calls(&actions).is_empty(), "nothing sent to nobody: {actions:?}");
+    let relist = d.resubscribe();
+    let actions = d.relist(relist, vec![running_task("c1", 10)]);
+    only_call(
+        &actions,
+        |c| matches!(c, Call::KillExec { exec_id, signal: Signal::SIGKILL, .. } if exec_id == EXEC),
+    );
+}
+
+#[test]
+fn a_kill_survives_a_restart_of_the_daemon() {
+    let mut d = running("c1", 10);
+    let (_, op) = exec_starting(&mut d);
+    d.feed(Input::ActionResult(op, Ok(Done::ExecStarted { pid: 20 })));
+    let (_, actions) = kill_exec(&mut d);
+    let rec = persisted(&actions).expect("the kill is persisted");
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec].into()));
+    let actions = d.connect(vec![running_task("c1", 10)]);
+    let sent: Vec<Call> = calls(&actions);
+    assert!(
+        sent.iter().any(|c| matches!(c, Call::KillExec { .. })),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_kill_of_an_exec_that_ended_or_never_started_is_answered_at_once() {
+    let mut d = running("c1", 10);
+    create_exec(&mut d, "c1");
+    let (req, actions) = kill_exec(&mut d);
+    conflict(&actions, req, "is not running");
+    let (start, actions) = d.command(Command::StartExec {
+        exec_id: EXEC.into(),
+        detach: false,
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::StartExec { .. }));
+    d.feed(Input::ActionResult(op, Ok(Done::ExecStarted { pid: 20 })));
+    exec_exit(&mut d, 20, 0);
+    let (req, actions) = kill_exec(&mut d);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    let _ = start;
+    let (req, actions) = d.command(Command::KillExec {
+        exec_id: "nope".into(),
+        signal: Signal::SIGKILL,
+    });
+    assert!(
+        matches!(answers(&actions).as_slice(), [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::NotFound),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_kill_waits_for_a_start_not_yet_answered_and_one_whose_process_ended_first_is_answered() {
+    let mut d = running("c1", 10);
+    let (_, op) = exec_starting(&mut d);
+    let (req, actions) = kill_exec(&mut d);
+    assert!(calls(&actions).is_empty(), "no pid yet: {actions:?}");
+    let actions = d.feed(Input::ActionResult(op, Ok(Done::ExecStarted { pid: 20 })));
+    let kill = only_call(&actions, |c| matches!(c, Call::KillExec { .. }));
+    // The process ends before the kill's answer, which then finds nothing.
+    let actions = exec_exit(&mut d, 20, 0);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    let actions = d.fail(kill, FailureKind::NotFound);
+    assert!(answers(&actions).is_empty(), "answered once: {actions:?}");
+    assert_eq!(exec_state(&d), ExecState::Exited { code: Some(0) });
+    assert_eq!(d.core.exec(EXEC).expect("kept").1.kill, None);
+}

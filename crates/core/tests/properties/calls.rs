@@ -63,6 +63,12 @@ pub(crate) enum Call {
         id: ContainerId,
         exec_id: Option<String>,
     },
+    /// A signal to an exec's process (the CRI's ExecSync timeout): the
+    /// harness's users ask none, so none may be issued.
+    KillExec {
+        id: ContainerId,
+        exec_id: String,
+    },
     /// A commit's read, a copy's mount and unmount.
     Snapshot(holdfast_core::Call),
     /// A volume's directory made, filled or removed (by the volume
@@ -109,6 +115,7 @@ impl Call {
             | Call::ExecState { id, .. }
             | Call::DeleteExec { id, .. }
             | Call::ResizePty { id, .. }
+            | Call::KillExec { id, .. }
             | Call::RefreshNames { id }
             | Call::NetworkSetup { id, .. }
             | Call::NetworkTeardown { id }
@@ -148,6 +155,7 @@ impl Call {
                     C::ExecState { id, exec_id } => Call::ExecState { id, exec_id },
                     C::DeleteExec { id, exec_id } => Call::DeleteExec { id, exec_id },
                     C::ResizePty { id, exec_id, .. } => Call::ResizePty { id, exec_id },
+                    C::KillExec { id, exec_id, .. } => Call::KillExec { id, exec_id },
                     call @ (C::ReadChanges { .. }
                     | C::MountRootfs { .. }
                     | C::UnmountRootfs { .. }) => Call::Snapshot(call),

@@ -197,6 +197,8 @@ impl Harness {
             (Call::StartExec { exec_id, .. }, Some(_)) => self.res.starts_asked.contains(exec_id),
             (Call::ExecState { .. } | Call::DeleteExec { .. }, Some(_)) => true,
             (Call::ResizePty { id, .. }, Some(_)) => self.res.resizes_asked.contains(id),
+            // No user of the harness signals an exec.
+            (Call::KillExec { .. }, _) => false,
             // A read for a commit; a mount for a copy or a volume's fill;
             // an unmount whenever (it undoes).
             (Call::Snapshot(holdfast_core::Call::ReadChanges { id, .. }), Some(_)) => {

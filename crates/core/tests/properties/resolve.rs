@@ -45,6 +45,7 @@ impl Harness {
                 | Call::ExecState { .. }
                 | Call::DeleteExec { .. }
                 | Call::ResizePty { .. }
+                | Call::KillExec { .. }
                 | Call::Snapshot(_)
                 | Call::Volume(_)
         ) {
@@ -161,6 +162,7 @@ impl Harness {
             | Call::ExecState { .. }
             | Call::DeleteExec { .. }
             | Call::ResizePty { .. }
+            | Call::KillExec { .. }
             | Call::Snapshot(_)
             | Call::Volume(_) => {
                 return Err(TestCaseError::fail(format!(
