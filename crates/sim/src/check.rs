@@ -13,7 +13,7 @@ use crate::model::Containerd;
 use holdfast_core::{
     ContainerConfig, ContainerId, CoreConfig, ExitRecord, Instant, RequestId, WaitCondition,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 mod calls;
@@ -133,10 +133,13 @@ pub struct Checker {
     asked: BTreeMap<ContainerId, Asked>,
     /// The container of each exec a user created.
     exec_containers: BTreeMap<String, ContainerId>,
+    /// The execs a user asked to kill: only these may be signalled, and
+    /// none of them may still run once the world has healed.
+    exec_kills_asked: BTreeSet<String>,
     /// Recorded exits by container, pid and run (pids are reused).
     exits: BTreeMap<(ContainerId, u32, u64), ExitRecord>,
     /// Processes (container, pid, created) whose exit was recorded.
-    verified: std::collections::BTreeSet<(ContainerId, u32, Instant)>,
+    verified: BTreeSet<(ContainerId, u32, Instant)>,
     dies: BTreeMap<(ContainerId, u32, u64), u32>,
     /// Since when the core has been connected without a break.
     ready_since: Option<Instant>,
@@ -175,6 +178,7 @@ impl Checker {
             outstanding: BTreeMap::new(),
             asked: BTreeMap::new(),
             exec_containers: BTreeMap::new(),
+            exec_kills_asked: BTreeSet::new(),
             exits: BTreeMap::new(),
             dies: BTreeMap::new(),
             ready_since: None,

@@ -86,6 +86,14 @@ pub enum Effect {
         exec_id: String,
         pid: u32,
     },
+    /// A user's exec was signalled: it dies of it (status 128 + signal)
+    /// as soon as its task is not frozen.
+    ExecSignalled {
+        container: ContainerId,
+        exec_id: String,
+        pid: u32,
+        status: u32,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -206,6 +214,33 @@ impl Containerd {
     /// containerd forgets a task's execs with the task.
     fn forget_execs(&mut self, id: &ContainerId) {
         self.execs.retain(|(c, _), _| c != id);
+    }
+
+    /// Signals an exec's process: one that ended, or that went with its
+    /// task, is not found (containerd: "process already finished").
+    pub fn kill_exec(
+        &mut self,
+        id: &ContainerId,
+        exec_id: &str,
+        signal: Signal,
+        fx: &mut Vec<Effect>,
+    ) -> Result<Done, Failure> {
+        if !self.tasks.contains_key(id) {
+            return fail(FailureKind::NotFound, "no such task");
+        }
+        match self.execs.get(&(id.clone(), exec_id.to_owned())) {
+            Some(&(pid, None)) => {
+                fx.push(Effect::ExecSignalled {
+                    container: id.clone(),
+                    exec_id: exec_id.to_owned(),
+                    pid,
+                    status: 128 + signal.number(),
+                });
+                Ok(Done::Ok)
+            }
+            Some((_, Some(_))) => fail(FailureKind::NotFound, "process already finished"),
+            None => fail(FailureKind::NotFound, "no such process"),
+        }
     }
 
     pub fn exec_state(&self, id: &ContainerId, exec_id: &str) -> Result<Done, Failure> {

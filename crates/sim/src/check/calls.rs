@@ -41,6 +41,11 @@ impl Checker {
             .map_or(RestartPolicy::No, |c| c.restart_policy);
         let auto_remove = asked.config.as_ref().is_some_and(|c| c.auto_remove);
         match call {
+            Call::KillExec { exec_id, .. } if !self.exec_kills_asked.contains(exec_id) => {
+                return Err(format!(
+                    "{op}: kill of exec {exec_id} of {id} that no user asked for"
+                ));
+            }
             Call::Kill { signal, .. } => {
                 let Some(pid) = cd.live_pid(id) else {
                     return Ok(());

@@ -122,6 +122,21 @@ impl Checker {
                 ));
             }
         }
+        // An exec a user asked to kill (the CRI's ExecSync past its
+        // timeout) does not run on: the kill was delivered, whatever
+        // happened to containerd or holdfastd since it was asked (a frozen
+        // one acts on it once a user thaws it).
+        for ((id, exec_id), (pid, exit)) in &cd.execs {
+            let frozen = cd
+                .tasks
+                .get(id)
+                .is_some_and(|t| t.status == holdfast_core::TaskStatus::Paused);
+            if exit.is_none() && !frozen && self.exec_kills_asked.contains(exec_id) {
+                return Some(format!(
+                    "{id}: exec {exec_id} (pid {pid}) was asked killed, still runs"
+                ));
+            }
+        }
         // A forced remove that was not refused is carried out.
         for (id, asked) in &self.asked {
             if asked.force_removed && (core.container(id).is_some() || cd.containers.contains(id)) {

@@ -15,8 +15,13 @@ impl Checker {
         if let Command::CreateExec { id, exec_id, .. } = command {
             self.exec_containers.insert(exec_id.clone(), id.clone());
         }
+        if let Command::KillExec { exec_id, .. } = command {
+            self.exec_kills_asked.insert(exec_id.clone());
+        }
         let id = match command {
-            Command::StartExec { exec_id, .. } => self.exec_containers.get(exec_id).cloned(),
+            Command::StartExec { exec_id, .. } | Command::KillExec { exec_id, .. } => {
+                self.exec_containers.get(exec_id).cloned()
+            }
             command => command.container_id().cloned(),
         };
         // Not a container's (a volume's, a network's, an exec no user
@@ -174,6 +179,7 @@ impl Checker {
             | Command::MountRootfs { .. }
             | Command::UnmountRootfs { .. }
             | Command::StartExec { .. }
+            | Command::KillExec { .. }
             | Command::Resize { .. }
             | Command::Wait { .. }
             | Command::Rename { .. }

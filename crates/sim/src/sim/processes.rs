@@ -28,10 +28,27 @@ impl Sim {
                     pid,
                 } => {
                     let after = self.rng_world.ms(5, 8000);
+                    // One in four runs for minutes (an exec probe that
+                    // hangs): its users' kill must end it. Drawn from
+                    // its pid, so the seed's streams are as before.
+                    let after = if pid.is_multiple_of(4) {
+                        after * 60
+                    } else {
+                        after
+                    };
                     let status = self.rng_world.pick(&[0, 0, 1, 126, 137]);
                     if let Some(init) = self.cd.live_pid(&container) {
                         self.exec_may_run_out_of_memory(init, pid, after);
                     }
+                    self.user_exec_exit_after(after, container, exec_id, pid, status);
+                }
+                Effect::ExecSignalled {
+                    container,
+                    exec_id,
+                    pid,
+                    status,
+                } => {
+                    let after = self.rng_world.ms(1, 20);
                     self.user_exec_exit_after(after, container, exec_id, pid, status);
                 }
             }

@@ -230,6 +230,11 @@ impl Sim {
                 Call::DeleteTask { id } => self.cd.delete_task(id, &mut fx),
                 Call::DeleteContainer { id } => self.cd.delete_container(id),
                 Call::StartExec { id, exec_id, .. } => self.cd.start_exec(id, exec_id, &mut fx),
+                Call::KillExec {
+                    id,
+                    exec_id,
+                    signal,
+                } => self.cd.kill_exec(id, exec_id, *signal, &mut fx),
                 Call::ExecState { id, exec_id } => self.cd.exec_state(id, exec_id),
                 Call::DeleteExec { id, exec_id } => self.cd.delete_exec(id, exec_id),
                 Call::ResizePty { id, exec_id, .. } => self.cd.resize(id, exec_id.as_deref()),

@@ -29,8 +29,9 @@ pub enum UserOp {
     Edit(u8, u8),
     /// `docker pause` (true) or `docker unpause` (false).
     Pause(u8, bool),
-    /// `docker exec -d` (its create, then its start), or (odd argument) a
-    /// resize of the last exec made.
+    /// `docker exec -d` (its create, then its start), or a resize (1 in
+    /// 4) or a kill (the CRI's `ExecSync` past its timeout; 1 in 4) of the
+    /// last exec made.
     Exec(u8, u8),
     /// `docker commit` (argument 0: frozen, as by default; 1: not), or a
     /// copy's hold on the snapshot (2: taken, 3: the oldest released).
@@ -578,13 +579,19 @@ impl Sim {
         Ok(())
     }
 
-    /// `docker exec -d`: its create, then its start; or a resize of the
-    /// last exec made.
+    /// `docker exec -d`: its create, then its start; or a resize or a
+    /// kill of the last exec made.
     fn exec(&mut self, id: ContainerId, arg: u8) -> Result<(), SimFailure> {
         if arg % 2 == 1 {
             let Some((id, exec_id)) = self.last_exec.clone() else {
                 return Ok(());
             };
+            if arg % 4 == 3 {
+                return self.send(Command::KillExec {
+                    exec_id,
+                    signal: holdfast_core::Signal::SIGKILL,
+                });
+            }
             return self.send(Command::Resize {
                 id,
                 exec_id: Some(exec_id),
@@ -680,9 +687,10 @@ pub(crate) fn user_kind(command: &Command) -> UserKind {
         | Command::Disconnect { .. } => UserKind::Edit,
         Command::Pause { .. } => UserKind::Pause,
         Command::Unpause { .. } => UserKind::Unpause,
-        Command::CreateExec { .. } | Command::StartExec { .. } | Command::Resize { .. } => {
-            UserKind::Exec
-        }
+        Command::CreateExec { .. }
+        | Command::StartExec { .. }
+        | Command::KillExec { .. }
+        | Command::Resize { .. } => UserKind::Exec,
         Command::ReadChanges { .. }
         | Command::MountRootfs { .. }
         | Command::UnmountRootfs { .. } => UserKind::Snapshot,
