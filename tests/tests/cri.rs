@@ -468,10 +468,24 @@ async fn exec_sync_stats_and_resource_updates() {
     );
     let slow = cri
         .runtime
-        .exec_sync(exec("sleep 30", 1))
+        .exec_sync(exec("exec sleep 31", 1))
         .await
         .expect_err("past its timeout");
     assert_eq!(slow.code(), tonic::Code::DeadlineExceeded, "{slow:?}");
+    // ... and killed, as containerd's plugin kills it: nothing is left
+    // running once the answer has come.
+    let left = cri
+        .runtime
+        .exec_sync(exec("ps | grep '[s]leep 31' || true", 10))
+        .await
+        .unwrap_or_else(|e| panic!("ExecSync ps: {e}{}", d.diagnostics()))
+        .into_inner();
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout),
+        "",
+        "the timed-out command still runs{}",
+        d.diagnostics()
+    );
     let empty = cri
         .runtime
         .exec_sync(cri::ExecSyncRequest {

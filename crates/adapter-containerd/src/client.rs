@@ -257,6 +257,14 @@ impl Adapter {
                 .map(|()| Done::Ok),
             Call::MountRootfs { id } => self.mount_rootfs(&id).await.map(|()| Done::Ok),
             Call::UnmountRootfs { id } => self.unmount_rootfs(&id).map(|()| Done::Ok),
+            Call::KillExec {
+                id,
+                exec_id,
+                signal,
+            } => self
+                .kill_exec(&id, &exec_id, signal.number())
+                .await
+                .map(|()| Done::Ok),
             Call::ResizePty {
                 id,
                 exec_id,
@@ -445,6 +453,7 @@ pub fn call_name(call: &Call) -> &'static str {
         Call::StartExec { .. } => "start_exec",
         Call::ExecState { .. } => "exec_state",
         Call::DeleteExec { .. } => "delete_exec",
+        Call::KillExec { .. } => "kill_exec",
         Call::ResizePty { .. } => "resize_pty",
         Call::ReadChanges { .. } => "read_changes",
         Call::MountRootfs { .. } => "mount_rootfs",

@@ -1,7 +1,8 @@
 //! `ExecSync`: a command run in a pod's container to its end (kubelet's
 //! exec probes), through the same execs as `docker exec`: the core
 //! creates and starts it and records its exit code. Its output is capped,
-//! as containerd's plugin caps it.
+//! as containerd's plugin caps it; past its timeout it is killed (a signal
+//! the core keeps until containerd has taken it).
 
 use crate::Cri;
 use crate::status::{invalid, status};
@@ -15,6 +16,9 @@ use tonic::Status;
 
 /// The most of each stream an `ExecSync` answers (containerd's cap).
 const OUTPUT_CAP: usize = 16 << 20;
+
+/// How long a killed command's output is read on before the answer goes.
+const OUTPUT_DRAIN: Duration = Duration::from_secs(5);
 
 impl Cri {
     pub(crate) async fn exec_sync(
@@ -55,11 +59,26 @@ impl Cri {
         let outcome = if timeout == 0 {
             read.await
         } else {
-            match tokio::time::timeout(Duration::from_secs(timeout), read).await {
+            tokio::pin!(read);
+            match tokio::time::timeout(Duration::from_secs(timeout), &mut read).await {
                 Ok(done) => done,
-                Err(_) => Err(Status::deadline_exceeded(format!(
-                    "the command did not end within its timeout of {timeout} s"
-                ))),
+                Err(_) => {
+                    // As containerd's plugin: the process is killed, and
+                    // the answer waits for its end (its output closes),
+                    // so that a probe past its timeout leaves nothing
+                    // behind. The core keeps the kill through an outage.
+                    match execs.kill(&exec_id, holdfast_core::Signal::SIGKILL).await {
+                        Ok(()) => {
+                            // Bounded: a child the command left behind may
+                            // hold its output open after it is gone.
+                            let _ = tokio::time::timeout(OUTPUT_DRAIN, &mut read).await;
+                            Err(Status::deadline_exceeded(format!(
+                                "timeout {timeout}s exceeded: the command was killed"
+                            )))
+                        }
+                        Err(e) => Err(status(e)),
+                    }
+                }
             }
         };
         cleanup();

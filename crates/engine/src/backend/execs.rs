@@ -233,6 +233,18 @@ impl<'a> Execs<'a> {
         super::volumes::done(self.engine.command(resize).await)
     }
 
+    /// Signals a running exec's process (the CRI's `ExecSync` past its
+    /// timeout): the core keeps the signal until containerd has taken it
+    /// or the process has ended, through an outage or a restart of
+    /// holdfastd, and answers once it has.
+    pub async fn kill(&self, exec_id: &str, signal: holdfast_core::Signal) -> Result<(), RequestError> {
+        let kill = Command::KillExec {
+            exec_id: exec_id.to_owned(),
+            signal,
+        };
+        super::volumes::done(self.engine.command(kill).await)
+    }
+
     /// Resolves once the core has recorded the exec's end (the `exec_die`
     /// it publishes, from the event or from what containerd said), or its
     /// container's run is over. Subscribed before the core is asked to
