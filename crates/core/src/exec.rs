@@ -113,9 +113,9 @@ impl Container {
         if let Some(e) = current().find(|e| self.exec_start_wanted(e.serial)) {
             return Some(Step::StartExec(e.serial));
         }
-        if let Some(e) = current().find(|e| {
-            e.kill.is_some() && matches!(e.state, ExecState::Running { .. })
-        }) {
+        if let Some(e) =
+            current().find(|e| e.kill.is_some() && matches!(e.state, ExecState::Running { .. }))
+        {
             return Some(Step::KillExec(e.serial));
         }
         if let Some(e) = current().find(|e| self.exec_looks.contains(&e.serial)) {

@@ -486,7 +486,10 @@ fn a_kill_asked_while_containerd_is_away_is_kept_and_delivered_once_it_is_back()
         "gone".into(),
     )));
     let (_, actions) = kill_exec(&mut d);
-    assert!(calls(&actions).is_empty(), "nothing sent to nobody: {actions:?}");
+    assert!(
+        calls(&actions).is_empty(),
+        "nothing sent to nobody: {actions:?}"
+    );
     let relist = d.resubscribe();
     let actions = d.relist(relist, vec![running_task("c1", 10)]);
     only_call(

@@ -237,7 +237,11 @@ impl<'a> Execs<'a> {
     /// timeout): the core keeps the signal until containerd has taken it
     /// or the process has ended, through an outage or a restart of
     /// holdfastd, and answers once it has.
-    pub async fn kill(&self, exec_id: &str, signal: holdfast_core::Signal) -> Result<(), RequestError> {
+    pub async fn kill(
+        &self,
+        exec_id: &str,
+        signal: holdfast_core::Signal,
+    ) -> Result<(), RequestError> {
         let kill = Command::KillExec {
             exec_id: exec_id.to_owned(),
             signal,
