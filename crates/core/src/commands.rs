@@ -649,11 +649,21 @@ impl Core {
             self.out.answer_now(req, error(kind, message));
             return;
         }
-        let rec = Record {
+        let mut rec = Record {
             name: name.clone(),
             config: config.clone(),
             ..Record::new(id.clone(), self.out.now.wall)
         };
+        // A pod's sandbox exists to hold the pod's namespaces: its create
+        // is its start too (kubelet's RunPodSandbox is both), one intent
+        // persisted with the record, so that a crash between the two
+        // never leaves a sandbox made and not started (carried out once
+        // the create is done; a crash before that rolls the create back).
+        rec.intents.start = config
+            .pod
+            .as_ref()
+            .is_some_and(|p| p.role == PodRole::Sandbox)
+            && !bug!(self.config, SandboxStartedApart);
         self.out.persist(&rec);
         let mut c = Container::new(rec, TaskState::Absent, self.config.restart_initial);
         c.confirmed = true;

@@ -595,12 +595,16 @@ pub enum DeliberateBug {
     /// The Docker API changes (stops, removes, renames ...) a pod's
     /// container, which kubelet owns through the CRI.
     DockerApiChangesPods,
+    /// A pod's sandbox created without its start (kubelet's
+    /// RunPodSandbox carried out as a create, then a start of its own):
+    /// a crash between the two leaves a sandbox made and never started.
+    SandboxStartedApart,
 }
 
 #[cfg(feature = "deliberate-bugs")]
 impl DeliberateBug {
     /// Every deliberate bug, in the order they were added.
-    pub const ALL: [DeliberateBug; 27] = [
+    pub const ALL: [DeliberateBug; 28] = [
         DeliberateBug::StreamErrorIsExit,
         DeliberateBug::LateExitOverwrites,
         DeliberateBug::SkipRelistAfterReconnect,
@@ -628,6 +632,7 @@ impl DeliberateBug {
         DeliberateBug::TeardownGivenUp,
         DeliberateBug::AnonymousVolumesLeft,
         DeliberateBug::DockerApiChangesPods,
+        DeliberateBug::SandboxStartedApart,
     ];
 
     /// The bug its name (as `{:?}` spells it) names.

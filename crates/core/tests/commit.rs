@@ -28,17 +28,6 @@ fn view<'a>(d: &'a Driver) -> ContainerView<'a> {
     d.core.container(&cid("c1")).expect("exists")
 }
 
-fn persisted(actions: &[Action]) -> Record {
-    actions
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            Action::Persist(r) => Some(r.clone()),
-            _ => None,
-        })
-        .expect("a persisted record")
-}
-
 fn task(status: TaskStatus) -> TaskInfo {
     TaskInfo {
         container: cid("c1"),

@@ -325,3 +325,79 @@ fn a_pods_container_is_made_only_in_a_running_sandbox() {
     );
     assert!(d.core.container(&cid("c9")).is_none());
 }
+
+fn sandbox_config() -> ContainerConfig {
+    ContainerConfig {
+        pod: Some(pod_member(PodRole::Sandbox)),
+        ..Default::default()
+    }
+}
+
+/// kubelet's RunPodSandbox is a create and a start: the sandbox's create
+/// records both, and its start follows at once; the CRI's start then only
+/// waits for it.
+#[test]
+fn a_sandboxs_create_is_its_start() {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.api = Api::Cri;
+    let (created, actions) = d.command(Command::Create {
+        id: cid("s1"),
+        name: "s1".to_owned(),
+        config: sandbox_config().into(),
+    });
+    assert!(persisted(&actions).intents.start, "{actions:?}");
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    let actions = d.ok(op);
+    assert!(
+        answers(&actions).contains(&(created, Answer::Done)),
+        "{actions:?}"
+    );
+    let task = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let (start, actions) = d.command(Command::Start { id: cid("s1") });
+    assert!(calls(&actions).is_empty(), "one start only: {actions:?}");
+    let actions = d.feed(Input::ActionResult(task, Ok(Done::TaskCreated { pid: 10 })));
+    let op = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let actions = d.ok(op);
+    assert!(
+        answers(&actions).contains(&(start, Answer::Done)),
+        "{actions:?}"
+    );
+    assert_eq!(
+        d.core.container(&cid("s1")).map(|c| c.status),
+        Some(Status::Running)
+    );
+}
+
+/// holdfastd killed once the sandbox's create is done and before its
+/// start is sent (RunPodSandbox's answer never came): the next holdfastd
+/// starts it; no sandbox is left made and not started.
+#[test]
+fn a_sandbox_made_before_a_crash_is_started_by_the_next_holdfastd() {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.api = Api::Cri;
+    let (_, actions) = d.command(Command::Create {
+        id: cid("s1"),
+        name: "s1".to_owned(),
+        config: sandbox_config().into(),
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    let actions = d.ok(op);
+    let rec = persisted(&actions);
+    assert_eq!(rec.presence, Presence::Created);
+    let mut d = Driver::new();
+    d.feed(Input::Restore(vec![rec].into()));
+    let actions = d.connect(vec![]);
+    only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+}
+
+/// A Docker container's create is not its start.
+#[test]
+fn a_docker_containers_create_starts_nothing() {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    let actions = d.create("c1", ContainerConfig::default());
+    assert!(calls(&actions).is_empty(), "{actions:?}");
+    assert!(!created_record(&d, "c1").intents.start);
+}

@@ -165,19 +165,27 @@ impl Driver {
 
     /// Creates and starts `id` with `config`; returns the init pid.
     /// `docker create` of `id` (named `n-{id}`), done.
-    pub fn create(&mut self, id: &str, config: ContainerConfig) {
+    /// Creates `id`; the actions once containerd has it (a sandbox's
+    /// start begins there).
+    pub fn create(&mut self, id: &str, config: ContainerConfig) -> Vec<Action> {
         let (_, actions) = self.command(Command::Create {
             id: cid(id),
             name: format!("n-{id}"),
             config: config.into(),
         });
         let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
-        self.ok(op);
+        self.ok(op)
     }
 
     pub fn run(&mut self, id: &str, config: ContainerConfig, pid: u32) {
-        self.create(id, config);
-        let (_, actions) = self.command(Command::Start { id: cid(id) });
+        let sandbox = config
+            .pod
+            .as_ref()
+            .is_some_and(|p| p.role == PodRole::Sandbox);
+        let created = self.create(id, config);
+        let (_, started) = self.command(Command::Start { id: cid(id) });
+        // A pod's sandbox was started by its create (the start waits on it).
+        let actions = if sandbox { created } else { started };
         let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
         let actions = self.feed(Input::ActionResult(op, Ok(Done::TaskCreated { pid })));
         let op = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
@@ -314,6 +322,18 @@ pub fn placeholder(id: &str) -> TaskInfo {
         exited_at: None,
         oom_kills: None,
     }
+}
+
+/// The last record `actions` persist.
+pub fn persisted(actions: &[Action]) -> Record {
+    actions
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::Persist(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("a persisted record")
 }
 
 pub fn created_record(d: &Driver, id: &str) -> Record {
