@@ -94,8 +94,13 @@ struct Asked {
     stayed_down: bool,
     /// A user start or restart not yet carried out (no start sent since).
     start_wanted: bool,
-    /// The kill that set `stayed_down`: refused (not running), it did not.
+    /// A start of it was ever attempted (its network's setup or a
+    /// `CreateTask` went out), whatever came of it.
+    start_attempted: bool,
+    /// The kill or stop that set `stayed_down`: refused, it did not.
     stayed_down_by: Option<RequestId>,
+    /// `start_wanted` before that stop (a refused stop cancelled no start).
+    start_wanted_before: bool,
     /// Signals the user asked for and the current run has not ended: each
     /// with the request that asked (a refused request takes its permit
     /// back). A stop permits its resolved signal and SIGKILL after the grace

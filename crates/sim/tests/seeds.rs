@@ -183,6 +183,16 @@ fn finds_the_docker_api_changing_a_pod() {
     );
 }
 
+/// A pod's sandbox created without its start (RunPodSandbox as two
+/// steps): one made and never started.
+#[test]
+fn finds_a_sandbox_started_apart_from_its_create() {
+    assert_found(
+        DeliberateBug::SandboxStartedApart,
+        &["a pod's sandbox made and never started"],
+    );
+}
+
 #[test]
 fn finds_an_exec_exit_taken_as_its_container_exit() {
     assert_found(

@@ -149,6 +149,7 @@ impl Checker {
                 if matches!(call, Call::StartTask { .. }) {
                     asked.start_wanted = false;
                 }
+                asked.start_attempted = true;
                 let ran_before = cd
                     .truth
                     .values()

@@ -122,6 +122,28 @@ impl Checker {
                 ));
             }
         }
+        // A pod's sandbox whose create was answered done was started
+        // (whatever came of it: a refused start is its create's failure),
+        // unless a user stopped or removed it first: none is left made and
+        // never started, whatever crashed between its create and its start.
+        for view in core.containers() {
+            let id = &view.record.id;
+            let sandbox = view
+                .record
+                .config
+                .pod
+                .as_ref()
+                .is_some_and(|p| p.role == holdfast_core::PodRole::Sandbox);
+            if let Some(asked) = self.asked.get(id)
+                && sandbox
+                && asked.create_done
+                && !asked.start_attempted
+                && !asked.stayed_down
+                && !asked.remove
+            {
+                return Some(format!("{id}: a pod's sandbox made and never started"));
+            }
+        }
         // An exec a user asked to kill (the CRI's ExecSync past its
         // timeout) does not run on: the kill was delivered, whatever
         // happened to containerd or holdfastd since it was asked (a frozen

@@ -55,6 +55,16 @@ impl Checker {
         let bound = match command {
             Command::Create { config, .. } => {
                 asked.config = Some(ContainerConfig::clone(config));
+                // A pod's sandbox is created to run: its create is its
+                // start too (kubelet's RunPodSandbox).
+                if config
+                    .pod
+                    .as_ref()
+                    .is_some_and(|p| p.role == holdfast_core::PodRole::Sandbox)
+                {
+                    asked.start = true;
+                    asked.start_wanted = true;
+                }
                 Some(self.config.request_answer_bound + slack)
             }
             Command::Stop { timeout, .. } => {
@@ -113,7 +123,10 @@ impl Checker {
         match command {
             Command::Stop { timeout, .. } => {
                 asked.stayed_down = true;
-                asked.stayed_down_by = None;
+                // Refused (a create not done, a pod's container through
+                // the Docker API), it did not.
+                asked.stayed_down_by = Some(req);
+                asked.start_wanted_before = asked.start_wanted;
                 asked.start_wanted = false;
                 asked.kill_at = Some(now);
                 let g = grace(*timeout);
@@ -131,6 +144,7 @@ impl Checker {
                 {
                     asked.stayed_down = true;
                     asked.stayed_down_by = Some(req);
+                    asked.start_wanted_before = asked.start_wanted;
                 }
                 asked.kill_at = Some(now);
                 if *signal == holdfast_core::Signal::SIGKILL {
@@ -229,6 +243,9 @@ impl Checker {
             | Action::UnpersistNetwork(_) => Ok(()),
             Action::Network { op, call } => {
                 self.last_op = self.last_op.max(op.0);
+                if let holdfast_core::NetworkCall::Setup { id, .. } = call {
+                    self.asked.entry(id.clone()).or_default().start_attempted = true;
+                }
                 if self.blind {
                     return Err(format!(
                         "{op}: {call:?} while blind: after a (re)connect, before its relist ended"
@@ -271,13 +288,19 @@ impl Checker {
                         asked.force_removed = false;
                     }
                 }
-                if request.kind == UserKind::Kill
-                    && matches!(answer, Answer::Error(e) if e.kind == holdfast_core::ErrorKind::Conflict)
+                // Refused with nothing done (not running, not made yet, not
+                // the Docker API's to change): it did not keep it down.
+                if matches!(request.kind, UserKind::Kill | UserKind::Stop)
+                    && matches!(answer, Answer::Error(e) if matches!(
+                        e.kind,
+                        holdfast_core::ErrorKind::Conflict | holdfast_core::ErrorKind::NotFound
+                    ))
                 {
                     let asked = self.asked.entry(id.clone()).or_default();
                     if asked.stayed_down_by == Some(*req) {
                         asked.stayed_down = false;
                         asked.stayed_down_by = None;
+                        asked.start_wanted |= asked.start_wanted_before;
                     }
                 }
                 if request.kind == UserKind::Create && *answer == Answer::Done {
