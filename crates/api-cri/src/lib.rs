@@ -58,8 +58,18 @@ pub async fn serve(
     let cri = Cri::new(engine);
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
     tonic::transport::Server::builder()
+        .layer(tower::util::MapRequestLayer::new(log_request))
         .add_service(RuntimeServiceServer::new(cri.clone()))
         .add_service(ImageServiceServer::new(cri))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
+}
+
+/// Logs the method of every request (`cri request method=/runtime.v1...`):
+/// the diagnostics of a failure say what kubelet asked and when.
+fn log_request(
+    request: tonic::codegen::http::Request<tonic::body::Body>,
+) -> tonic::codegen::http::Request<tonic::body::Body> {
+    tracing::debug!(method = %request.uri().path(), "cri request");
+    request
 }

@@ -46,6 +46,9 @@ impl Cri {
             .ensure_seeded(PAUSE_IMAGE)
             .await
             .map_err(status)?;
+        // The core starts a sandbox with its create (one intent, so that
+        // a crash between the two never leaves it made and not started):
+        // this start only waits for that run, and tells how it went.
         let id = self.create_named(name, container).await?;
         match engine.command(Command::Start { id: id.clone() }).await {
             Answer::Error(e) => {
