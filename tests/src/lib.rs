@@ -26,6 +26,9 @@
 //!   it with `skopeo` from OCI layouts built here, and a proxy that cuts a
 //!   blob off mid-transfer.
 //!
+//! - [`cri`]: the CRI's generated client over a daemon's `cri.sock`, and
+//!   the steps the CRI suites share on pods and their containers.
+//!
 //! - [`archive`]: docker-archive tarballs with their image config edited
 //!   (a `HEALTHCHECK`, a `VOLUME`).
 //!
@@ -35,6 +38,7 @@
 pub mod archive;
 mod command;
 mod containers;
+pub mod cri;
 mod daemon;
 pub mod engine;
 pub mod network;

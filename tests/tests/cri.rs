@@ -8,40 +8,12 @@
 //! once it is back, a pod's stop asked then kept and carried out, and bad
 //! input answered with the status kubelet expects, leaving nothing behind.
 
+use holdfast_e2e::cri::Cri;
 use holdfast_e2e::network::{BridgeDaemon, free_port, http_get, httpd};
 use holdfast_e2e::{Daemon, gated_exit, open_gate};
 use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use tonic::transport::{Channel, Endpoint, Uri};
-
-/// The two CRI clients on one connection to the daemon's `cri.sock`.
-struct Cri {
-    runtime: RuntimeServiceClient<Channel>,
-    images: ImageServiceClient<Channel>,
-}
-
-impl Cri {
-    async fn connect(d: &Daemon) -> Cri {
-        let socket: PathBuf = d.exec_root().join("cri.sock");
-        let channel = Endpoint::from_static("http://holdfast.invalid")
-            .connect_with_connector(tower::service_fn(move |_: Uri| {
-                let socket = socket.clone();
-                async move {
-                    let stream = tokio::net::UnixStream::connect(socket).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                }
-            }))
-            .await
-            .unwrap_or_else(|e| panic!("connect to the CRI socket: {e}{}", d.diagnostics()));
-        Cri {
-            runtime: RuntimeServiceClient::new(channel.clone()),
-            images: ImageServiceClient::new(channel),
-        }
-    }
-}
 
 /// What kubelet sends for a pod named `name`, its logs under the daemon's
 /// temporary root.
@@ -101,105 +73,10 @@ fn container_config(name: &str, script: &str) -> cri::ContainerConfig {
     }
 }
 
-impl Cri {
-    async fn run_pod(&mut self, d: &Daemon, config: cri::PodSandboxConfig) -> String {
-        let r = self
-            .runtime
-            .run_pod_sandbox(cri::RunPodSandboxRequest {
-                config: Some(config),
-                runtime_handler: String::new(),
-            })
-            .await
-            .unwrap_or_else(|e| panic!("RunPodSandbox: {e}{}", d.diagnostics()));
-        r.into_inner().pod_sandbox_id
-    }
-
-    async fn create(&mut self, d: &Daemon, pod: &str, config: cri::ContainerConfig) -> String {
-        let r = self
-            .runtime
-            .create_container(cri::CreateContainerRequest {
-                pod_sandbox_id: pod.to_owned(),
-                config: Some(config),
-                sandbox_config: None,
-            })
-            .await
-            .unwrap_or_else(|e| panic!("CreateContainer: {e}{}", d.diagnostics()));
-        r.into_inner().container_id
-    }
-
-    async fn start(&mut self, d: &Daemon, id: &str) {
-        self.runtime
-            .start_container(cri::StartContainerRequest {
-                container_id: id.to_owned(),
-            })
-            .await
-            .unwrap_or_else(|e| panic!("StartContainer {id}: {e}{}", d.diagnostics()));
-    }
-
-    async fn status(&mut self, id: &str) -> Result<cri::ContainerStatus, tonic::Status> {
-        let r = self
-            .runtime
-            .container_status(cri::ContainerStatusRequest {
-                container_id: id.to_owned(),
-                verbose: false,
-            })
-            .await?;
-        Ok(r.into_inner().status.unwrap_or_default())
-    }
-
-    async fn pod_status(&mut self, id: &str) -> Result<cri::PodSandboxStatus, tonic::Status> {
-        let r = self
-            .runtime
-            .pod_sandbox_status(cri::PodSandboxStatusRequest {
-                pod_sandbox_id: id.to_owned(),
-                verbose: false,
-            })
-            .await?;
-        Ok(r.into_inner().status.unwrap_or_default())
-    }
-
-    /// Polls `ContainerStatus` until the container has exited.
-    async fn wait_exited(&mut self, d: &Daemon, id: &str) -> cri::ContainerStatus {
-        let deadline = std::time::Instant::now() + holdfast_e2e::WAIT_BOUND;
-        loop {
-            let s = self.status(id).await;
-            if let Ok(s) = &s
-                && s.state == cri::ContainerState::ContainerExited as i32
-            {
-                return s.clone();
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "container {id} did not exit: {s:?}{}",
-                d.diagnostics()
-            );
-            tokio::time::sleep(holdfast_e2e::POLL_INTERVAL).await;
-        }
-    }
-
-    async fn pods(&mut self) -> Vec<cri::PodSandbox> {
-        let r = self
-            .runtime
-            .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
-            .await
-            .expect("ListPodSandbox");
-        r.into_inner().items
-    }
-
-    async fn containers(&mut self, filter: Option<cri::ContainerFilter>) -> Vec<cri::Container> {
-        let r = self
-            .runtime
-            .list_containers(cri::ListContainersRequest { filter })
-            .await
-            .expect("ListContainers");
-        r.into_inner().containers
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn version_status_and_images() {
     let d = Daemon::start();
-    let mut cri = Cri::connect(&d).await;
+    let mut cri = Cri::of(&d);
 
     let v = cri
         .runtime
@@ -388,7 +265,7 @@ async fn version_status_and_images() {
 #[tokio::test(flavor = "multi_thread")]
 async fn exec_sync_stats_and_resource_updates() {
     let d = Daemon::start();
-    let mut cri = Cri::connect(&d).await;
+    let mut cri = Cri::of(&d);
     // What every kubelet sends: the pod's resources and overhead, and for
     // each container its QoS class's OOM score, a zero limit for each
     // hugepage size and, on cgroup v2, `memory.oom.group`.
@@ -595,7 +472,7 @@ async fn exec_sync_stats_and_resource_updates() {
 async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
     let net = BridgeDaemon::start();
     let d = &net.d;
-    let mut cri = Cri::connect(d).await;
+    let mut cri = Cri::of(d);
     let host_port = free_port();
     let pod = cri
         .run_pod(
@@ -826,7 +703,7 @@ async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_exit_during_a_containerd_outage_is_in_container_status() {
     let d = Daemon::start();
-    let mut cri = Cri::connect(&d).await;
+    let mut cri = Cri::of(&d);
     let pod = cri.run_pod(&d, host_pod_config(&d, "gated")).await;
     let id = cri
         .create(&d, &pod, container_config("gate", &gated_exit(7)))
@@ -928,7 +805,7 @@ async fn an_exit_during_a_containerd_outage_is_in_container_status() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_gets_the_status_kubelet_expects_and_leaves_nothing() {
     let d = Daemon::start();
-    let mut cri = Cri::connect(&d).await;
+    let mut cri = Cri::of(&d);
 
     let none = cri
         .runtime

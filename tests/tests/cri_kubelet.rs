@@ -9,30 +9,16 @@
 //! otherwise), must see every exit with its code, and its lists must be
 //! answered from memory while containerd is away.
 
+use holdfast_e2e::cri::channel;
 use holdfast_e2e::{Daemon, TICKER, gated_exit, open_gate};
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint, Uri};
-
-/// One channel to the daemon's CRI socket; it reconnects by itself after
-/// holdfastd restarts (the socket is made again at the same path).
-fn channel(socket: PathBuf) -> Channel {
-    Endpoint::from_static("http://holdfast.invalid")
-        .connect_timeout(Duration::from_secs(2))
-        .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-}
+use tonic::transport::Channel;
 
 /// What the driver saw of each container, and what it saw wrong.
 #[derive(Debug, Default)]
@@ -297,7 +283,8 @@ async fn a_kubelet_sees_every_exit_and_no_wrong_state_through_crashes() {
         open_gate(d.pid_of(&gated_c));
         saw_exit(&d, &gated_c, 5);
     });
-    let mut runtime = RuntimeServiceClient::new(self::channel(d.exec_root().join("cri.sock")));
+    let mut runtime =
+        RuntimeServiceClient::new(holdfast_e2e::cri::channel(d.exec_root().join("cri.sock")));
     runtime
         .stop_pod_sandbox(cri::StopPodSandboxRequest {
             pod_sandbox_id: pod_c.clone(),

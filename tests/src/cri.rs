@@ -1,0 +1,167 @@
+//! The CRI suites' client: the CRI's own generated client over a daemon's
+//! `cri.sock`, as kubelet holds it (one channel, reconnecting by itself
+//! when holdfastd restarts), and the steps the suites share on pods and
+//! their containers. Every failure message carries the daemon's
+//! diagnostics.
+
+use crate::{Daemon, POLL_INTERVAL, WAIT_BOUND};
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// One channel to a CRI socket: it connects at its first request and
+/// again after holdfastd restarts (the socket is made again at the same
+/// path), as kubelet's does.
+pub fn channel(socket: PathBuf) -> Channel {
+    Endpoint::from_static("http://holdfast.invalid")
+        .connect_timeout(Duration::from_secs(2))
+        .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+}
+
+/// Both CRI clients on one channel to the daemon's `cri.sock`.
+#[derive(Clone, Debug)]
+pub struct Cri {
+    pub runtime: RuntimeServiceClient<Channel>,
+    pub images: ImageServiceClient<Channel>,
+}
+
+impl Cri {
+    /// Clients of `d`'s CRI socket.
+    pub fn of(d: &Daemon) -> Cri {
+        let channel = channel(d.exec_root().join("cri.sock"));
+        Cri {
+            runtime: RuntimeServiceClient::new(channel.clone()),
+            images: ImageServiceClient::new(channel),
+        }
+    }
+
+    /// `RunPodSandbox`; the pod's id. Panics (with the logs) on a refusal.
+    pub async fn run_pod(&mut self, d: &Daemon, config: cri::PodSandboxConfig) -> String {
+        let r = self
+            .runtime
+            .run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(config),
+                runtime_handler: String::new(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("RunPodSandbox: {e}{}", d.diagnostics()));
+        r.into_inner().pod_sandbox_id
+    }
+
+    /// `CreateContainer` in `pod`; the container's id.
+    pub async fn create(&mut self, d: &Daemon, pod: &str, config: cri::ContainerConfig) -> String {
+        let r = self
+            .runtime
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: pod.to_owned(),
+                config: Some(config),
+                sandbox_config: None,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("CreateContainer: {e}{}", d.diagnostics()));
+        r.into_inner().container_id
+    }
+
+    /// `StartContainer`.
+    pub async fn start(&mut self, d: &Daemon, id: &str) {
+        self.runtime
+            .start_container(cri::StartContainerRequest {
+                container_id: id.to_owned(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("StartContainer {id}: {e}{}", d.diagnostics()));
+    }
+
+    /// `ContainerStatus`, refusals returned.
+    pub async fn status(&mut self, id: &str) -> Result<cri::ContainerStatus, tonic::Status> {
+        let r = self
+            .runtime
+            .container_status(cri::ContainerStatusRequest {
+                container_id: id.to_owned(),
+                verbose: false,
+            })
+            .await?;
+        Ok(r.into_inner().status.unwrap_or_default())
+    }
+
+    /// `PodSandboxStatus`, refusals returned.
+    pub async fn pod_status(&mut self, id: &str) -> Result<cri::PodSandboxStatus, tonic::Status> {
+        let r = self
+            .runtime
+            .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                pod_sandbox_id: id.to_owned(),
+                verbose: false,
+            })
+            .await?;
+        Ok(r.into_inner().status.unwrap_or_default())
+    }
+
+    /// Polls `ContainerStatus` until the container has exited; panics
+    /// with the logs past [`WAIT_BOUND`].
+    pub async fn wait_exited(&mut self, d: &Daemon, id: &str) -> cri::ContainerStatus {
+        let mut last = None;
+        if self.exited_within(id, WAIT_BOUND, &mut last).await
+            && let Some(Ok(s)) = last
+        {
+            return s;
+        }
+        panic!("container {id} did not exit: {last:?}{}", d.diagnostics())
+    }
+
+    /// Polls `ContainerStatus` for at most `bound` until the container has
+    /// exited; whether it did, the last answer in `last`.
+    pub async fn exited_within(
+        &mut self,
+        id: &str,
+        bound: Duration,
+        last: &mut Option<Result<cri::ContainerStatus, tonic::Status>>,
+    ) -> bool {
+        let deadline = Instant::now() + bound;
+        loop {
+            let s = self.status(id).await;
+            let exited = s
+                .as_ref()
+                .is_ok_and(|s| s.state == cri::ContainerState::ContainerExited as i32);
+            *last = Some(s);
+            if exited {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// Every pod sandbox listed.
+    pub async fn pods(&mut self) -> Vec<cri::PodSandbox> {
+        let r = self
+            .runtime
+            .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+            .await
+            .expect("ListPodSandbox");
+        r.into_inner().items
+    }
+
+    /// The containers listed through `filter`.
+    pub async fn containers(
+        &mut self,
+        filter: Option<cri::ContainerFilter>,
+    ) -> Vec<cri::Container> {
+        let r = self
+            .runtime
+            .list_containers(cri::ListContainersRequest { filter })
+            .await
+            .expect("ListContainers");
+        r.into_inner().containers
+    }
+}
