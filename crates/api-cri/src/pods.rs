@@ -89,8 +89,10 @@ impl Cri {
             return Ok(());
         };
         let sandbox_id = sandbox.record.id.to_string();
-        let members = self.members(&sandbox_id).await?;
         self.remove(&sandbox_id).await?;
+        // Listed after the core's cascade was decided: every member it
+        // took (none can be made since, in a sandbox being removed).
+        let members = self.members(&sandbox_id).await?;
         let waits = members
             .iter()
             .map(|m| self.wait(m.record.id.as_str(), WaitCondition::Removed));
