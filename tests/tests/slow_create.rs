@@ -28,6 +28,8 @@ fn slow_once(program: &str, verb: &str) {
         .expect("a temporary dir");
     let real = which(program);
     let gate = dir.path().join("gate");
+    // A line per call of `program` with `verb`.
+    let calls = dir.path().join("calls");
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).expect("create the wrapper's dir");
     let wrapper = bin.join(program);
@@ -36,10 +38,12 @@ fn slow_once(program: &str, verb: &str) {
         format!(
             "#!/bin/sh\n\
              for a in \"$@\"; do\n\
+               if [ \"$a\" = {verb} ]; then echo {verb} >> {calls}; fi\n\
                if [ \"$a\" = {verb} ] && rm {gate} 2>/dev/null; then sleep 14; break; fi\n\
              done\n\
              exec {real} \"$@\"\n",
-            gate = gate.display()
+            gate = gate.display(),
+            calls = calls.display(),
         ),
     )
     .expect("write the wrapper");
@@ -68,6 +72,16 @@ fn slow_once(program: &str, verb: &str) {
     assert!(
         std::fs::read_to_string(d.log_path()).is_ok_and(|log| log.contains("no answer within")),
         "the create never outlasted its deadline\n{}",
+        d.diagnostics()
+    );
+    // The create past its deadline was left to finish in containerd, not
+    // cut halfway and made again (cut, it can leave its bundle behind
+    // under load, and containerd then refuses the container's creates).
+    let made = std::fs::read_to_string(&calls).unwrap_or_default();
+    assert_eq!(
+        made.lines().count(),
+        1,
+        "{program} {verb} ran more than once for one start\n{}",
         d.diagnostics()
     );
     d.ok(&["restart", "-t", "0", "slow"]);

@@ -344,6 +344,14 @@ impl Adapter {
         req
     }
 
+    /// A namespaced request with a deadline of its own (`timeout`), for a
+    /// call that may take longer than the call deadline.
+    pub(crate) fn req_within<T>(&self, message: T, timeout: Duration) -> Request<T> {
+        let mut req = self.stream_req(message);
+        req.set_timeout(timeout);
+        req
+    }
+
     /// A namespaced request without a deadline: for the event stream, which
     /// must live until containerd or the adapter ends it (a `grpc-timeout`
     /// makes containerd cancel it).
@@ -369,6 +377,33 @@ impl Adapter {
         req.metadata_mut().insert("containerd-lease", value);
         req.set_timeout(timeout);
         Ok(req)
+    }
+
+    /// Runs one unary RPC that containerd must be left to finish: past the
+    /// call deadline the caller is told that its answer is lost
+    /// (`Deadline`, which the core looks into with a relist), while the
+    /// call runs on in containerd, never cancelled halfway. (A
+    /// `Tasks.Create` cancelled halfway under load can leave its bundle
+    /// behind, and containerd then refuses every later create of that
+    /// container as existing.) `fut` carries a deadline of its own for
+    /// containerd (`req_within`).
+    pub(crate) async fn rpc_run_on<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        fut: impl Future<Output = Result<tonic::Response<T>, tonic::Status>> + Send + 'static,
+    ) -> Result<T, AdapterError> {
+        // A task of its own: when the wait below ends, dropping its handle
+        // leaves the call running.
+        let call = tokio::spawn(fut);
+        let answer = async move {
+            call.await.unwrap_or_else(|e| {
+                Err(tonic::Status::internal(format!(
+                    "the call's task ended: {e}"
+                )))
+            })
+        };
+        self.rpc_within(what, self.inner.config.call_timeout, answer)
+            .await
     }
 
     /// Runs one unary RPC under the call deadline.

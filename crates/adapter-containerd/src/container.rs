@@ -28,6 +28,12 @@ use std::path::PathBuf;
 /// A lease that is not deleted (holdfast crashed) expires after this.
 const LEASE_EXPIRE: &str = "24h";
 
+/// containerd's own deadline for a task create left to run on past the
+/// call deadline (see `Adapter::rpc_run_on`): generous, so that a create
+/// slowed by load finishes rather than being cut halfway; still bounded,
+/// so that a wedged one ends.
+const RUN_ON_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Container labels that carry `--log-opt max-size/max-file` from create to
 /// every task the container runs (the task is created from the id alone).
 const LOG_MAX_SIZE_LABEL: &str = "io.holdfast.log.max-size";
@@ -456,12 +462,16 @@ impl Adapter {
         {
             // No stdio at all: the shim gives the task /dev/null.
             let mut tasks = self.tasks();
-            let req = self.req(CreateTaskRequest {
-                container_id: id.to_string(),
-                rootfs: mounts,
-                ..Default::default()
-            });
-            return Ok(self.rpc("Tasks.Create", tasks.create(req)).await?.pid);
+            let req = self.req_within(
+                CreateTaskRequest {
+                    container_id: id.to_string(),
+                    rootfs: mounts,
+                    ..Default::default()
+                },
+                RUN_ON_DEADLINE,
+            );
+            let create = async move { tasks.create(req).await };
+            return Ok(self.rpc_run_on("Tasks.Create", create).await?.pid);
         }
         // The logger opens this file after the shim starts it; if it cannot,
         // containerd still starts the task, with nobody reading its output.
@@ -501,18 +511,26 @@ impl Adapter {
             stdin,
         )?;
         let mut tasks = self.tasks();
-        let req = self.req(CreateTaskRequest {
-            container_id: id.to_string(),
-            rootfs: mounts,
-            stdin: io.stdin.clone(),
-            stdout: io.stdout.clone(),
-            stderr: io.stderr.clone(),
-            terminal,
-            ..Default::default()
-        });
-        let created = self.rpc("Tasks.Create", tasks.create(req)).await;
-        io.settle();
-        Ok(created?.pid)
+        let req = self.req_within(
+            CreateTaskRequest {
+                container_id: id.to_string(),
+                rootfs: mounts,
+                stdin: io.stdin.clone(),
+                stdout: io.stdout.clone(),
+                stderr: io.stderr.clone(),
+                terminal,
+                ..Default::default()
+            },
+            RUN_ON_DEADLINE,
+        );
+        // The logger learns whether its FIFOs have a writer once the call
+        // has ended in containerd, also when that is after our wait.
+        let create = async move {
+            let created = tasks.create(req).await;
+            io.settle();
+            created
+        };
+        Ok(self.rpc_run_on("Tasks.Create", create).await?.pid)
     }
 
     /// The containers whose namespaces this one joins still run the init
