@@ -27,6 +27,25 @@ pub fn channel(socket: PathBuf) -> Channel {
         }))
 }
 
+/// What kubelet sends for a busybox container named `name` running
+/// `script` (`sh -c`), its log at `<name>/0.log` under the pod's log
+/// directory.
+pub fn busybox(name: &str, script: &str) -> cri::ContainerConfig {
+    cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: name.to_owned(),
+            attempt: 0,
+        }),
+        image: Some(cri::ImageSpec {
+            image: "busybox:latest".to_owned(),
+            ..cri::ImageSpec::default()
+        }),
+        command: vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()],
+        log_path: format!("{name}/0.log"),
+        ..cri::ContainerConfig::default()
+    }
+}
+
 /// Both CRI clients on one channel to the daemon's `cri.sock`.
 #[derive(Clone, Debug)]
 pub struct Cri {

@@ -8,7 +8,7 @@
 //! once it is back, a pod's stop asked then kept and carried out, and bad
 //! input answered with the status kubelet expects, leaving nothing behind.
 
-use holdfast_e2e::cri::Cri;
+use holdfast_e2e::cri::{Cri, busybox};
 use holdfast_e2e::network::{BridgeDaemon, free_port, http_get, httpd};
 use holdfast_e2e::{Daemon, gated_exit, open_gate};
 use k8s_cri::v1 as cri;
@@ -55,21 +55,11 @@ fn host_pod_config(d: &Daemon, name: &str) -> cri::PodSandboxConfig {
     config
 }
 
-/// A busybox container running `script`.
+/// A busybox container running `script`, labelled with its role.
 fn container_config(name: &str, script: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
-        metadata: Some(cri::ContainerMetadata {
-            name: name.to_owned(),
-            attempt: 0,
-        }),
-        image: Some(cri::ImageSpec {
-            image: "busybox:latest".to_owned(),
-            ..cri::ImageSpec::default()
-        }),
-        command: vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()],
         labels: HashMap::from([("role".to_owned(), name.to_owned())]),
-        log_path: format!("{name}/0.log"),
-        ..cri::ContainerConfig::default()
+        ..busybox(name, script)
     }
 }
 

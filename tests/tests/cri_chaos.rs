@@ -27,7 +27,7 @@
 //! run on the host's network (no bridge needed; a pod network's
 //! allocations through crashes are `cri.rs`'s and the network suites').
 
-use holdfast_e2e::cri::Cri;
+use holdfast_e2e::cri::{Cri, busybox};
 use holdfast_e2e::engine::shim_of;
 use holdfast_e2e::procs::{self, ProcessIdentity};
 use holdfast_e2e::{Daemon, TICKER, gated_exit, open_gate, poll_until};
@@ -438,19 +438,9 @@ fn namespaces() -> cri::NamespaceOption {
     }
 }
 
-/// A busybox container running `script`, its log beside its name.
+/// A busybox container running `script` in the pod's namespaces.
 fn container_config(name: &str, script: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
-        metadata: Some(cri::ContainerMetadata {
-            name: name.to_owned(),
-            attempt: 0,
-        }),
-        image: Some(cri::ImageSpec {
-            image: "busybox:latest".to_owned(),
-            ..cri::ImageSpec::default()
-        }),
-        command: vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()],
-        log_path: format!("{name}/0.log"),
         linux: Some(cri::LinuxContainerConfig {
             security_context: Some(cri::LinuxContainerSecurityContext {
                 namespace_options: Some(namespaces()),
@@ -458,7 +448,7 @@ fn container_config(name: &str, script: &str) -> cri::ContainerConfig {
             }),
             ..cri::LinuxContainerConfig::default()
         }),
-        ..cri::ContainerConfig::default()
+        ..busybox(name, script)
     }
 }
 

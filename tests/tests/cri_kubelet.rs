@@ -9,7 +9,7 @@
 //! otherwise), must see every exit with its code, and its lists must be
 //! answered from memory while containerd is away.
 
-use holdfast_e2e::cri::channel;
+use holdfast_e2e::cri::{busybox, channel};
 use holdfast_e2e::{Daemon, TICKER, gated_exit, open_gate};
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
@@ -173,16 +173,6 @@ async fn pod(
             .create_container(cri::CreateContainerRequest {
                 pod_sandbox_id: sandbox.clone(),
                 config: Some(cri::ContainerConfig {
-                    metadata: Some(cri::ContainerMetadata {
-                        name: what.to_owned(),
-                        attempt: 0,
-                    }),
-                    image: Some(cri::ImageSpec {
-                        image: "busybox:latest".to_owned(),
-                        ..cri::ImageSpec::default()
-                    }),
-                    command: vec!["sh".to_owned(), "-c".to_owned(), script],
-                    log_path: format!("{what}/0.log"),
                     linux: Some(cri::LinuxContainerConfig {
                         security_context: Some(cri::LinuxContainerSecurityContext {
                             namespace_options: Some(cri::NamespaceOption {
@@ -194,7 +184,7 @@ async fn pod(
                         }),
                         ..cri::LinuxContainerConfig::default()
                     }),
-                    ..cri::ContainerConfig::default()
+                    ..busybox(what, &script)
                 }),
                 sandbox_config: Some(config.clone()),
             })
