@@ -500,6 +500,11 @@ pub struct CoreConfig {
     /// Attempts of an action that failed for a reason other than unavailability
     /// before the intent is dropped with an error answer.
     pub retry_attempts_max: u32,
+    /// How long a task create whose answer was lost may still be carried
+    /// out by containerd (the adapter lets it run on, with this deadline of
+    /// its own): within it, a refusal of another create as "already
+    /// exists" is that create under way, past it a leftover.
+    pub create_run_on: Duration,
     /// Restart-policy backoff: `restart_initial` doubling up to `restart_max`,
     /// reset when a run lasted at least `restart_reset_after` (dockerd: 100 ms,
     /// 1 min, 10 s).
@@ -599,12 +604,17 @@ pub enum DeliberateBug {
     /// RunPodSandbox carried out as a create, then a start of its own):
     /// a crash between the two leaves a sandbox made and never started.
     SandboxStartedApart,
+    /// A task create refused as existing is retried for ever, also once
+    /// relists keep finding no task and no create of ours can be under
+    /// way: a leftover of containerd's keeps the container from ever
+    /// starting, its start never answered.
+    LeftoverRetriedForEver,
 }
 
 #[cfg(feature = "deliberate-bugs")]
 impl DeliberateBug {
     /// Every deliberate bug, in the order they were added.
-    pub const ALL: [DeliberateBug; 28] = [
+    pub const ALL: [DeliberateBug; 29] = [
         DeliberateBug::StreamErrorIsExit,
         DeliberateBug::LateExitOverwrites,
         DeliberateBug::SkipRelistAfterReconnect,
@@ -633,6 +643,7 @@ impl DeliberateBug {
         DeliberateBug::AnonymousVolumesLeft,
         DeliberateBug::DockerApiChangesPods,
         DeliberateBug::SandboxStartedApart,
+        DeliberateBug::LeftoverRetriedForEver,
     ];
 
     /// The bug its name (as `{:?}` spells it) names.
@@ -664,6 +675,7 @@ impl Default for CoreConfig {
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_secs(5),
             retry_attempts_max: 5,
+            create_run_on: Duration::from_secs(300),
             restart_initial: Duration::from_millis(100),
             restart_max: Duration::from_secs(60),
             restart_reset_after: Duration::from_secs(10),

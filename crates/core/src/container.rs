@@ -146,6 +146,11 @@ pub(crate) struct Container {
     /// attachment is not released), a DeleteTask of a created task may have
     /// removed it (it is not started).
     pub(crate) task_in_doubt: bool,
+    /// When a CreateTask of ours last went unanswered (its answer lost,
+    /// or sent by a daemon before a restart): containerd may still be
+    /// carrying it out until `create_run_on` after, and refuses another
+    /// create of the container as existing meanwhile.
+    pub(crate) lost_create_at: Option<Instant>,
     /// A retry timer is armed; do not issue until it fires (or we reconnect).
     pub(crate) retry_waiting: bool,
     pub(crate) restart_delay: Duration,
@@ -221,6 +226,7 @@ impl Container {
             retried_step: None,
             uncertain_step: None,
             task_in_doubt: false,
+            lost_create_at: None,
             retry_waiting: false,
             restart_delay,
             stop_deadline: None,

@@ -550,7 +550,12 @@ impl Core {
             for e in &rec.execs {
                 self.exec_owner.insert(e.id.clone(), id.clone());
             }
-            let c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
+            let mut c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
+            // A create the daemon before the restart sent may still be
+            // under way in containerd.
+            if c.rec.intents.start {
+                c.lost_create_at = Some(self.out.now.at);
+            }
             if c.visible() && !self.names.contains_key(&c.rec.name) {
                 self.names.insert(c.rec.name.clone(), id.clone());
             }
@@ -897,6 +902,9 @@ impl Core {
             c.uncertain_step = Some(step);
             if step == Step::CreateTask {
                 c.task_in_doubt = true;
+                if failure.kind != K::AlreadyExists {
+                    c.lost_create_at = Some(self.out.now.at);
+                }
                 // A task it may have made is no longer known absent: nothing
                 // that needs it gone (a container delete) and no second create
                 // goes ahead before a relist has said what there is.
@@ -1070,6 +1078,30 @@ impl Core {
                 // containerd went away: the intent stays, and the reconnect's
                 // relist decides what is still to do.
                 self.lose_connection();
+            }
+            // A create refused as existing again and again, each time after
+            // a relist that found no task, with no create of ours that may
+            // still be under way in containerd: what exists is a leftover
+            // of containerd's (a bundle a create cut halfway left behind),
+            // which no retry gets past. The start fails with containerd's
+            // words rather than being retried for ever.
+            (Step::CreateTask, K::AlreadyExists)
+                if c.attempts_of(step) + 1 >= self.config.retry_attempts_max
+                    && c.lost_create_at
+                        .is_none_or(|at| self.out.now.at >= at + self.config.create_run_on)
+                    && !bug!(self.config, LeftoverRetriedForEver) =>
+            {
+                c.uncertain_step = None;
+                c.attempts = 0;
+                self.request_refresh();
+                let failure = Failure::new(
+                    failure.kind,
+                    format!(
+                        "{} (refused as existing {} times, with no task found: a leftover in containerd, cleared by its restart)",
+                        failure.message, self.config.retry_attempts_max
+                    ),
+                );
+                self.give_up_start(id, step, failure);
             }
             // A start refused as "not in created state" follows a start
             // whose answer was lost: the task may run. Look, do not give up.

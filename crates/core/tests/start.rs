@@ -476,3 +476,84 @@ fn a_run_a_stop_came_after_keeps_its_start_when_only_its_exit_tells_it_began() {
     assert!(rec.exit.is_some(), "{rec:?}");
     assert!(rec.started_at.is_some(), "{rec:?}");
 }
+
+/// Drives a start whose every CreateTask containerd refuses as existing
+/// (`refusal`), answering each relist with no task, until the start is
+/// answered or `rounds` creates were refused; the answer, if any, and the
+/// creates refused.
+fn refused_as_existing(d: &mut Driver, start: RequestId, rounds: usize) -> (Option<Answer>, usize) {
+    let mut actions = Vec::new();
+    let mut refused = 0;
+    for _ in 0..200 {
+        if let Some((_, answer)) = answers(&actions).into_iter().find(|(r, _)| *r == start) {
+            return (Some(answer), refused);
+        }
+        let op_of = |want: fn(&Call) -> bool| {
+            actions.iter().find_map(|a| match a {
+                Action::Call { op, call } if want(call) => Some(*op),
+                _ => None,
+            })
+        };
+        let create = op_of(|c| matches!(c, Call::CreateTask { .. }));
+        let relist = op_of(|c| matches!(c, Call::Relist));
+        if let Some(op) = create.filter(|_| refused < rounds) {
+            refused += 1;
+            actions = d.fail(op, FailureKind::AlreadyExists);
+        } else if let Some(op) = relist {
+            actions = d.relist(op, vec![]);
+        } else {
+            actions = d.fire_timer().1;
+        }
+    }
+    (None, refused)
+}
+
+/// A leftover in containerd (a bundle a create cut halfway left behind)
+/// refuses every create of the container as existing, and relists find no
+/// task: past the retry bound the start fails, saying so, rather than
+/// being retried for ever with its answer never coming.
+#[test]
+fn creates_refused_as_existing_with_no_task_found_fail_the_start() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.create("c1", ContainerConfig::default());
+    let (start, actions) = d.command(Command::Start { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let mut actions = d.fail(op, FailureKind::AlreadyExists);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    actions.extend(d.relist(relist, vec![]));
+    let _ = actions;
+    let (answer, refused) = refused_as_existing(&mut d, start, 100);
+    match answer {
+        Some(Answer::Error(e)) => assert!(e.message.contains("leftover"), "{e:?}"),
+        other => panic!("the start was not failed after {refused} refusals: {other:?}"),
+    }
+    assert!(
+        refused < 10,
+        "{refused} creates refused before the start failed"
+    );
+    assert!(!created_record(&d, "c1").intents.start);
+}
+
+/// A create whose answer was lost may still be under way in containerd,
+/// which refuses another create of the container as existing meanwhile:
+/// within that time the refusals are looked into and retried, never a
+/// reason to fail the start.
+#[test]
+fn creates_refused_as_existing_while_a_lost_create_may_run_on_are_retried() {
+    let mut d = Driver::new();
+    d.connect(vec![]);
+    d.create("c1", ContainerConfig::default());
+    let (start, actions) = d.command(Command::Start { id: cid("c1") });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.fail(op, FailureKind::Deadline);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    d.relist(relist, vec![]);
+    let (answer, refused) = refused_as_existing(&mut d, start, 12);
+    assert!(refused > 5, "{refused} refusals: past the retry bound");
+    // At most told, at its bound, that the start is still to come.
+    if let Some(Answer::Error(e)) = &answer {
+        assert!(e.message.contains("will be carried out"), "{e:?}");
+    }
+    assert!(created_record(&d, "c1").intents.start, "{answer:?}");
+}
