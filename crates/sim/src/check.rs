@@ -59,6 +59,12 @@ pub(crate) const COMMIT_READ_MAX: Duration = Duration::from_secs(4);
 /// still wait.
 pub(crate) const CALL_ANSWER_MAX: Duration = Duration::from_secs(10);
 
+/// By when a start against a leftover in containerd (every create refused
+/// as existing) must have been given up: past the time a lost create may
+/// run on (`CALL_ANSWER_MAX`), the retries' bound and their backoff, with
+/// room to spare.
+pub(crate) const LEFTOVER_GIVEN_UP: Duration = Duration::from_secs(60);
+
 pub(crate) const UNKNOWN_CONTAINER: &str = "no-such-container";
 
 #[derive(Debug)]
@@ -162,6 +168,9 @@ pub struct Checker {
     /// Runs whose recorded exit their restart policy calls for: a start
     /// must follow once the world heals.
     restart_owed: std::collections::BTreeSet<(ContainerId, u64)>,
+    /// Since when each container's start has been wanted without a break
+    /// (see `start_not_stuck_on_a_leftover`).
+    start_wanted_since: BTreeMap<ContainerId, Instant>,
     /// The core may not act on containers: since it (re)started, or lost
     /// its connection, no complete relist ended that was asked for after a
     /// subscription went live. `blind_mark` is the last op issued when it
@@ -192,6 +201,7 @@ impl Checker {
             deletes_seen: BTreeMap::new(),
             oom_delivered: BTreeMap::new(),
             restart_owed: std::collections::BTreeSet::new(),
+            start_wanted_since: BTreeMap::new(),
             blind: true,
             blind_mark: 0,
             live_after: None,
@@ -217,6 +227,9 @@ impl Checker {
         self.outstanding.clear();
         // What the core knew of OOM events is not persisted.
         self.oom_delivered.clear();
+        // A restarted daemon may not know whether a create its
+        // predecessor sent still runs on: its starts are timed anew.
+        self.start_wanted_since.clear();
     }
 
     /// Whether the exit of `pid`, as `container`'s current process, was

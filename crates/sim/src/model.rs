@@ -119,6 +119,15 @@ pub struct Containerd {
     /// a call or with its dead shim): the pid of that container the kernel
     /// is the likeliest to hand out again.
     pub last_deleted: BTreeMap<ContainerId, u32>,
+    /// Containers whose task create was cut halfway and left its bundle
+    /// behind: every later create is refused as existing, and no task is
+    /// listed, until containerd restarts (which clears what no shim
+    /// holds) or the container is deleted. With when each was left.
+    pub leftovers: BTreeMap<ContainerId, Instant>,
+    /// When a task create of each container last went unanswered (cut by
+    /// its deadline, or by the connection): containerd may be carrying it
+    /// out for as long as the adapter lets it run on.
+    pub lost_creates: BTreeMap<ContainerId, Instant>,
     last_pid: u32,
 }
 
@@ -387,6 +396,9 @@ impl Containerd {
         if self.tasks.contains_key(id) {
             return fail(FailureKind::AlreadyExists, "task already exists");
         }
+        if self.leftovers.contains_key(id) {
+            return fail(FailureKind::AlreadyExists, "mkdir bundle: file exists");
+        }
         let pid = match reuse {
             Some(pid) => {
                 if let Some(old) = self.truth.remove(&pid) {
@@ -595,6 +607,7 @@ impl Containerd {
         }
         self.containers.remove(id);
         self.mounted.remove(id);
+        self.leftovers.remove(id);
         Ok(Done::Ok)
     }
 

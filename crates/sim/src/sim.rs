@@ -67,7 +67,12 @@ pub struct SimOptions {
 impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {
-            core_config: CoreConfig::default(),
+            core_config: CoreConfig {
+                // A lost call of the fake containerd takes effect, if at
+                // all, within its answer's deadline.
+                create_run_on: crate::check::CALL_ANSWER_MAX,
+                ..CoreConfig::default()
+            },
             safety: Duration::from_secs(300),
             // An exit lost on a live stream waits for the periodic relist
             // (300 s), then a policy restart for its backoff (60 s at most).
@@ -454,7 +459,7 @@ impl Sim {
             };
             if self.phase == Phase::Safety && next >= safety_end {
                 self.now = self.now.max(safety_end);
-                self.heal();
+                self.heal()?;
                 continue;
             }
             if let Phase::Liveness { healed_at } = self.phase {
@@ -634,7 +639,7 @@ impl Sim {
 
     /// Faults off, users quiet; containerd and holdfastd come back (their
     /// restarts are already scheduled).
-    fn heal(&mut self) {
+    fn heal(&mut self) -> Result<(), SimFailure> {
         self.phase = Phase::Liveness {
             healed_at: self.now,
         };
@@ -647,6 +652,14 @@ impl Sim {
             .retain(|_, ev| !matches!(ev, Ev::Fault(_) | Ev::User | Ev::Script(_)));
         self.schedule(self.now, Ev::ReleaseHolds);
         self.note("healed: faults off, users quiet");
+        // What only containerd's restart clears (a bundle a cut create
+        // left behind) is cleared as its user would: the start's error
+        // says so, and the operator restarts containerd.
+        if !self.cd.leftovers.is_empty() {
+            self.note("containerd restarted by its operator: it holds leftovers");
+            self.fault(FaultKind::ContainerdCrash, 0)?;
+        }
+        Ok(())
     }
 
     // ---- scheduled things ----
@@ -728,6 +741,7 @@ impl Sim {
             Ev::ContainerdRestart => {
                 self.world_changed_at = self.now;
                 self.cd.up = true;
+                self.cd.leftovers.clear();
                 self.note("containerd is back");
                 Ok(())
             }

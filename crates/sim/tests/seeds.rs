@@ -104,7 +104,7 @@ fn different_seeds_differ() {
 fn first_failure(bug: DeliberateBug, classes: &[&str]) -> Option<(u64, String)> {
     let core_config = CoreConfig {
         deliberate_bug: Some(bug),
-        ..CoreConfig::default()
+        ..SimOptions::default().core_config
     };
     let opts = SimOptions {
         core_config,
@@ -193,6 +193,17 @@ fn finds_a_sandbox_started_apart_from_its_create() {
     );
 }
 
+/// A task create refused as existing retried for ever, where a create
+/// cut halfway left its bundle behind: the start never fails, never
+/// happens.
+#[test]
+fn finds_a_leftover_retried_for_ever() {
+    assert_found(
+        DeliberateBug::LeftoverRetriedForEver,
+        &["after containerd was left refusing its every create"],
+    );
+}
+
 #[test]
 fn finds_an_exec_exit_taken_as_its_container_exit() {
     assert_found(
@@ -252,7 +263,7 @@ fn finds_a_commit_thaw_not_recorded() {
     let with_bug = SimOptions {
         core_config: CoreConfig {
             deliberate_bug: Some(DeliberateBug::CommitThawNotRecorded),
-            ..CoreConfig::default()
+            ..SimOptions::default().core_config
         },
         ..SimOptions::default()
     };

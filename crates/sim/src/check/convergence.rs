@@ -51,7 +51,10 @@ impl Checker {
             if view.record.presence != Presence::Created {
                 return Some(format!("{id} is {:?}", view.record.presence));
             }
-            let policy_waits = truth_only
+            // A policy's restarts of a container whose creates containerd
+            // refuses for good (a leftover only its restart clears) go on
+            // with their backoff, each start failing: waiting, not stuck.
+            let policy_waits = (truth_only || cd.leftovers.contains_key(id))
                 && (intents.policy_restart || intents.start && view.status == Status::Restarting);
             if !policy_waits && (intents.start || intents.policy_restart)
                 || intents.stop.is_some()

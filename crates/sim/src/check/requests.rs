@@ -303,6 +303,30 @@ impl Checker {
                         asked.start_wanted |= asked.start_wanted_before;
                     }
                 }
+                // A start that containerd refuses for good (a leftover of a
+                // create cut halfway, refused as existing, no task found)
+                // fails with the reason, well inside its bound; it is not
+                // left to be retried for ever, told "will be carried out".
+                // (Not one that waits for a copy's mount to go, nor one a
+                // create whose answer was lost may yet carry out.)
+                let lost_create_lately = cd
+                    .lost_creates
+                    .get(id)
+                    .is_some_and(|at| now.saturating_since(*at) <= super::LEFTOVER_GIVEN_UP);
+                if matches!(request.kind, UserKind::Start | UserKind::Restart)
+                    && let Answer::Error(e) = answer
+                    && e.kind == holdfast_core::ErrorKind::Internal
+                    && e.message.contains("will be carried out")
+                    && let Some(left) = cd.leftovers.get(id)
+                    && now.saturating_since(*left) > super::LEFTOVER_GIVEN_UP
+                    && !lost_create_lately
+                    && !cd.mounted.contains(id)
+                {
+                    return Err(format!(
+                        "{req}: the start of {id} is still retried {:?} after containerd was left refusing its every create",
+                        now.saturating_since(*left)
+                    ));
+                }
                 if request.kind == UserKind::Create && *answer == Answer::Done {
                     self.asked.entry(id.clone()).or_default().create_done = true;
                 }

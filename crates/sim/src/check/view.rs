@@ -27,6 +27,7 @@ impl Checker {
     ) -> Result<(), String> {
         self.checks += 1;
         let Some(core) = core else { return Ok(()) };
+        self.start_not_stuck_on_a_leftover(core, cd, now)?;
         if core.calls_in_flight() != world_calls {
             return Err(format!(
                 "the core waits on {} calls, the world has {world_calls} unanswered: an action left without a result",
@@ -229,6 +230,43 @@ impl Checker {
                 return Err(format!(
                     "{id} is shown running (pid {:?}) after a complete relist that did not list its task",
                     view.record.pid
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Checker {
+    /// A start is not wanted on and on against a leftover in containerd (a
+    /// bundle a create cut halfway left: every create refused as
+    /// existing): once no create of ours can be under way any more, it is
+    /// given up within the retry bound, its requester told why.
+    fn start_not_stuck_on_a_leftover(
+        &mut self,
+        core: &Core,
+        cd: &Containerd,
+        now: Instant,
+    ) -> Result<(), String> {
+        for view in core.containers() {
+            let id = &view.record.id;
+            // (A start waiting for a copy's mount to go is timed from when
+            // it went.)
+            if !view.record.intents.start || cd.mounted.contains(id) {
+                self.start_wanted_since.remove(id);
+                continue;
+            }
+            let since = *self.start_wanted_since.entry(id.clone()).or_insert(now);
+            let past = |at: Instant| now.saturating_since(at) > super::LEFTOVER_GIVEN_UP;
+            if past(since)
+                && cd.up
+                && core.connection() == holdfast_core::ConnectionState::Ready
+                && cd.leftovers.get(id).is_some_and(|at| past(*at))
+                && cd.lost_creates.get(id).is_none_or(|at| past(*at))
+            {
+                return Err(format!(
+                    "the start of {id} is still wanted {:?} on, after containerd was left refusing its every create",
+                    now.saturating_since(since)
                 ));
             }
         }

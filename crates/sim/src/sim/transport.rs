@@ -116,6 +116,7 @@ impl Sim {
             // connection broke: it takes effect, and the caller only hears
             // that containerd went away.
             let failure = Failure::new(FailureKind::Unavailable, "injected: unavailable");
+            self.note_lost_create(&pending.call);
             self.fail_maybe_after_effect(key, pending, failure, latency);
             let at = self.now + self.rng_world.ms(0, 2);
             self.schedule(at, Ev::CallReply { key, generation: 0 });
@@ -164,6 +165,24 @@ impl Sim {
         }
         if self.take_fault(FaultKind::RpcDeadline) {
             let failure = Failure::new(FailureKind::Deadline, "injected: deadline exceeded");
+            self.note_lost_create(&pending.call);
+            // One task create in two cut by its deadline is cut halfway
+            // in containerd and leaves its bundle behind (seen under load):
+            // no task, and every later create refused as existing.
+            if let WorldCall::Containerd(Call::CreateTask { id }) = &pending.call
+                && self.rng_fault.chance(500)
+            {
+                self.cd.leftovers.insert(id.clone(), self.now);
+                pending.result = Some(Err(failure));
+                pending.reply_fixed = true;
+                self.calls.insert(key, pending);
+                let at = self.now
+                    + self
+                        .rng_fault
+                        .ms(2000, super::ms_of(crate::check::CALL_ANSWER_MAX));
+                self.schedule(at, Ev::CallReply { key, generation: 0 });
+                return;
+            }
             self.fail_maybe_after_effect(key, pending, failure, latency);
             let max = super::ms_of(crate::check::CALL_ANSWER_MAX);
             let at = self.now + self.rng_fault.ms(2000, max);
@@ -190,6 +209,14 @@ impl Sim {
         self.calls.insert(key, pending);
         if takes_effect {
             self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
+        }
+    }
+
+    /// A task create went unanswered: for the checker, when (see
+    /// `Containerd::lost_creates`).
+    fn note_lost_create(&mut self, call: &WorldCall) {
+        if let WorldCall::Containerd(Call::CreateTask { id }) = call {
+            self.cd.lost_creates.insert(id.clone(), self.now);
         }
     }
 
