@@ -59,6 +59,11 @@ pub struct AdapterConfig {
     pub call_timeout: Duration,
     /// Deadline of each RPC of an image import (unpacking a big layer takes long).
     pub import_call_timeout: Duration,
+    /// containerd's own deadline for a task create that runs on past
+    /// `call_timeout` (see `Adapter::rpc_run_on`): generous, so that a
+    /// create slowed by load finishes rather than being cut halfway; still
+    /// bounded, so that a wedged one ends. The core's `create_run_on`.
+    pub task_create_run_on: Duration,
     pub snapshotter: String,
     /// The OCI runtime containerd runs tasks with.
     pub runtime: String,
@@ -85,6 +90,7 @@ impl AdapterConfig {
             log_dir,
             call_timeout: Duration::from_secs(10),
             import_call_timeout: Duration::from_secs(600),
+            task_create_run_on: Duration::from_secs(300),
             snapshotter: "overlayfs".to_owned(),
             runtime: "io.containerd.runc.v2".to_owned(),
             insecure_registries: Vec::new(),
@@ -433,6 +439,10 @@ impl Adapter {
             Ok(Err(status)) => Err(AdapterError::rpc(what)(status)),
             Ok(Ok(resp)) => Ok(resp.into_inner()),
         }
+    }
+
+    pub(crate) fn task_create_run_on(&self) -> Duration {
+        self.inner.config.task_create_run_on
     }
 
     pub(crate) fn namespace(&self) -> &str {

@@ -28,12 +28,6 @@ use std::path::PathBuf;
 /// A lease that is not deleted (holdfast crashed) expires after this.
 const LEASE_EXPIRE: &str = "24h";
 
-/// containerd's own deadline for a task create left to run on past the
-/// call deadline (see `Adapter::rpc_run_on`): generous, so that a create
-/// slowed by load finishes rather than being cut halfway; still bounded,
-/// so that a wedged one ends.
-const RUN_ON_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
-
 /// Container labels that carry `--log-opt max-size/max-file` from create to
 /// every task the container runs (the task is created from the id alone).
 const LOG_MAX_SIZE_LABEL: &str = "io.holdfast.log.max-size";
@@ -468,7 +462,7 @@ impl Adapter {
                     rootfs: mounts,
                     ..Default::default()
                 },
-                RUN_ON_DEADLINE,
+                self.task_create_run_on(),
             );
             let create = async move { tasks.create(req).await };
             return Ok(self.rpc_run_on("Tasks.Create", create).await?.pid);
@@ -521,7 +515,7 @@ impl Adapter {
                 terminal,
                 ..Default::default()
             },
-            RUN_ON_DEADLINE,
+            self.task_create_run_on(),
         );
         // The logger learns whether its FIFOs have a writer once the call
         // has ended in containerd, also when that is after our wait.

@@ -137,6 +137,8 @@ pub async fn start(config: EngineConfig) -> Result<Running, StartError> {
         definitions_dir: config.data_root.join("networks"),
     })?;
     adapter_config.netns_dir = network.netns_dir();
+    // How long a task create may run on in containerd, for both sides.
+    let create_run_on = adapter_config.task_create_run_on;
     let adapter = Adapter::new(adapter_config)?;
 
     let core_config = CoreConfig {
@@ -146,6 +148,7 @@ pub async fn start(config: EngineConfig) -> Result<Running, StartError> {
         // retrying every quarter second at most (bench/daemon.md measured
         // 1.4 s from containerd serving to usable with the core's 2 s cap).
         reconnect_max: Duration::from_millis(250),
+        create_run_on,
         ..CoreConfig::default()
     };
     let seed = u64::from(std::process::id()) ^ engine::wall_now().as_unix_nanos() as u64;
