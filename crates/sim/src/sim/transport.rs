@@ -117,7 +117,7 @@ impl Sim {
             // that containerd went away.
             let failure = Failure::new(FailureKind::Unavailable, "injected: unavailable");
             self.note_lost_create(&pending.call);
-            self.fail_maybe_after_effect(key, pending, failure, latency);
+            self.fail_maybe_after_effect(key, pending, failure, latency, true);
             let at = self.now + self.rng_world.ms(0, 2);
             self.schedule(at, Ev::CallReply { key, generation: 0 });
             return;
@@ -166,24 +166,21 @@ impl Sim {
         if self.take_fault(FaultKind::RpcDeadline) {
             let failure = Failure::new(FailureKind::Deadline, "injected: deadline exceeded");
             self.note_lost_create(&pending.call);
-            // One task create in two cut by its deadline is cut halfway
-            // in containerd and leaves its bundle behind (seen under load):
-            // no task, and every later create refused as existing.
-            if let WorldCall::Containerd(Call::CreateTask { id }) = &pending.call
-                && self.rng_fault.chance(500)
-            {
-                self.cd.leftovers.insert(id.clone(), self.now);
-                pending.result = Some(Err(failure));
-                pending.reply_fixed = true;
-                self.calls.insert(key, pending);
-                let at = self.now
-                    + self
-                        .rng_fault
-                        .ms(2000, super::ms_of(crate::check::CALL_ANSWER_MAX));
-                self.schedule(at, Ev::CallReply { key, generation: 0 });
-                return;
+            // One task create in two cut by its deadline is cut halfway in
+            // containerd and leaves its bundle behind (seen under load): no
+            // task, and every later create refused as existing. Derived,
+            // not drawn, so every seed's streams stay as they were.
+            let leftover = match &pending.call {
+                WorldCall::Containerd(Call::CreateTask { id }) if key.1.0 % 2 == 0 => {
+                    Some(id.clone())
+                }
+                _ => None,
+            };
+            let may_take_effect = leftover.is_none();
+            self.fail_maybe_after_effect(key, pending, failure, latency, may_take_effect);
+            if let Some(id) = leftover {
+                self.cd.leftovers.insert(id, self.now);
             }
-            self.fail_maybe_after_effect(key, pending, failure, latency);
             let max = super::ms_of(crate::check::CALL_ANSWER_MAX);
             let at = self.now + self.rng_fault.ms(2000, max);
             self.schedule(at, Ev::CallReply { key, generation: 0 });
@@ -202,10 +199,11 @@ impl Sim {
         mut pending: PendingCall,
         failure: Failure,
         latency: Duration,
+        may_take_effect: bool,
     ) {
         pending.result = Some(Err(failure));
         pending.reply_fixed = true;
-        let takes_effect = self.rng_fault.chance(500);
+        let takes_effect = self.rng_fault.chance(500) && may_take_effect;
         self.calls.insert(key, pending);
         if takes_effect {
             self.schedule(self.now + latency, Ev::CallArrive { key, generation: 0 });
