@@ -171,7 +171,7 @@ impl Sim {
             // task, and every later create refused as existing. Derived,
             // not drawn, so every seed's streams stay as they were.
             let leftover = match &pending.call {
-                WorldCall::Containerd(Call::CreateTask { id }) if key.1.0 % 2 == 0 => {
+                WorldCall::Containerd(Call::CreateTask { id }) if key.1.0.is_multiple_of(2) => {
                     Some(id.clone())
                 }
                 _ => None,
