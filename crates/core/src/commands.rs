@@ -701,7 +701,9 @@ impl Core {
                 .answer_now(req, error(ErrorKind::Conflict, message));
             return;
         }
-        if c.is_running() && c.rec.intents.stop.is_none() {
+        // (A start under way, such as a sandbox's that its create began,
+        // is waited for: its task may be created and not yet started.)
+        if c.is_running() && c.rec.intents.stop.is_none() && !c.rec.intents.start {
             self.out.answer_now(req, Answer::NotModified);
             return;
         }

@@ -401,3 +401,33 @@ fn a_docker_containers_create_starts_nothing() {
     assert!(calls(&actions).is_empty(), "{actions:?}");
     assert!(!created_record(&d, "c1").intents.start);
 }
+
+/// The CRI's start after a sandbox's create, arriving once the task is
+/// created and before it is started, waits for the start: RunPodSandbox is
+/// not answered before the pause runs.
+#[test]
+fn a_start_between_a_sandboxs_task_create_and_start_waits_for_the_start() {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.api = Api::Cri;
+    let (_, actions) = d.command(Command::Create {
+        id: cid("s1"),
+        name: "s1".to_owned(),
+        config: sandbox_config().into(),
+    });
+    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    let actions = d.ok(op);
+    let task = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(task, Ok(Done::TaskCreated { pid: 10 })));
+    let start_task = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (start, actions) = d.command(Command::Start { id: cid("s1") });
+    assert!(
+        answers(&actions).is_empty(),
+        "answered before the start: {actions:?}"
+    );
+    let actions = d.ok(start_task);
+    assert!(
+        answers(&actions).contains(&(start, Answer::Done)),
+        "{actions:?}"
+    );
+}
