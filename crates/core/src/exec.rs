@@ -265,11 +265,15 @@ impl Core {
         let Some(c) = self.containers.get_mut(&id) else {
             return;
         };
+        // A start accepted and not yet sent counts as under way: the kill
+        // follows it (the start goes first).
+        let start_wanted = c.exec_start_wanted(serial);
         let Some(e) = c.exec_mut(serial) else {
             return;
         };
         match e.state {
             ExecState::Exited { .. } => return self.out.answer_now(req, Answer::Done),
+            ExecState::Created if start_wanted => {}
             ExecState::Created => {
                 let message = format!("Exec {exec_id} is not running");
                 return self
@@ -291,10 +295,19 @@ impl Core {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
+        // (One whose start is accepted and not yet sent will run: its
+        // kill waits for it.)
+        let starting: Vec<u32> = c
+            .rec
+            .execs
+            .iter()
+            .filter(|e| c.exec_start_wanted(e.serial))
+            .map(|e| e.serial)
+            .collect();
         let mut settled = Vec::new();
         let mut changed = false;
         for e in &mut c.rec.execs {
-            if !e.state.may_run() && e.kill.take().is_some() {
+            if !e.state.may_run() && !starting.contains(&e.serial) && e.kill.take().is_some() {
                 changed = true;
             }
             if e.kill.is_none() {

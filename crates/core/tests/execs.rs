@@ -558,3 +558,42 @@ fn a_kill_waits_for_a_start_not_yet_answered_and_one_whose_process_ended_first_i
     assert_eq!(exec_state(&d), ExecState::Exited { code: Some(0) });
     assert_eq!(d.core.exec(EXEC).expect("kept").1.kill, None);
 }
+
+/// A kill asked while the exec's start is accepted and not yet sent (a
+/// call of its container is in flight) follows the start; it is not
+/// refused as "not running" with the process then left to run.
+#[test]
+fn a_kill_of_an_exec_whose_start_waits_to_be_sent_follows_the_start() {
+    let mut d = running("c1", 10);
+    create_exec(&mut d, "c1");
+    let (_, actions) = d.command(Command::UpdateResources {
+        id: cid("c1"),
+        update: ResourceUpdate {
+            memory_limit_bytes: Some(64 << 20),
+            ..ResourceUpdate::default()
+        },
+    });
+    let update = only_call(&actions, |c| matches!(c, Call::UpdateResources { .. }));
+    let (_, actions) = d.command(Command::StartExec {
+        exec_id: EXEC.into(),
+        detach: false,
+    });
+    assert!(
+        calls(&actions).is_empty(),
+        "one call at a time: {actions:?}"
+    );
+    let (kill, actions) = kill_exec(&mut d);
+    assert!(answers(&actions).is_empty(), "refused: {actions:?}");
+    let actions = d.ok(update);
+    let start = only_call(&actions, |c| matches!(c, Call::StartExec { .. }));
+    let actions = d.feed(Input::ActionResult(
+        start,
+        Ok(Done::ExecStarted { pid: 20 }),
+    ));
+    let op = only_call(&actions, |c| matches!(c, Call::KillExec { .. }));
+    let actions = d.ok(op);
+    assert!(
+        answers(&actions).contains(&(kill, Answer::Done)),
+        "{actions:?}"
+    );
+}
