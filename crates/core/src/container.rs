@@ -151,6 +151,9 @@ pub(crate) struct Container {
     /// carrying it out until `create_run_on` after, and refuses another
     /// create of the container as existing meanwhile.
     pub(crate) lost_create_at: Option<Instant>,
+    /// Since when its task creates have been refused as existing (reset
+    /// once a task is created, or the start given up).
+    pub(crate) exists_refused_since: Option<Instant>,
     /// A retry timer is armed; do not issue until it fires (or we reconnect).
     pub(crate) retry_waiting: bool,
     pub(crate) restart_delay: Duration,
@@ -227,6 +230,7 @@ impl Container {
             uncertain_step: None,
             task_in_doubt: false,
             lost_create_at: None,
+            exists_refused_since: None,
             retry_waiting: false,
             restart_delay,
             stop_deadline: None,

@@ -550,12 +550,9 @@ impl Core {
             for e in &rec.execs {
                 self.exec_owner.insert(e.id.clone(), id.clone());
             }
-            let mut c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
-            // A create the daemon before the restart sent may still be
-            // under way in containerd.
-            if c.rec.intents.start {
-                c.lost_create_at = Some(self.out.now.at);
-            }
+            // (No create of the daemon before the restart runs on: its
+            // connection went with it, and containerd ended its calls.)
+            let c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
             if c.visible() && !self.names.contains_key(&c.rec.name) {
                 self.names.insert(c.rec.name.clone(), id.clone());
             }
@@ -711,6 +708,7 @@ impl Core {
                 };
                 c.begin_run(pid);
                 c.task_in_doubt = false;
+                c.exists_refused_since = None;
                 c.rec.began_at = Some(self.out.now.wall);
                 c.task = TaskState::Created { pid };
                 self.out.persist(&c.rec);
@@ -902,7 +900,9 @@ impl Core {
             c.uncertain_step = Some(step);
             if step == Step::CreateTask {
                 c.task_in_doubt = true;
-                if failure.kind != K::AlreadyExists {
+                if failure.kind == K::AlreadyExists {
+                    c.exists_refused_since.get_or_insert(self.out.now.at);
+                } else {
                     c.lost_create_at = Some(self.out.now.at);
                 }
                 // A task it may have made is no longer known absent: nothing
@@ -1085,20 +1085,32 @@ impl Core {
             // of containerd's (a bundle a create cut halfway left behind),
             // which no retry gets past. The start fails with containerd's
             // words rather than being retried for ever.
+            // (A refusal that lasts less than half a request's bound may
+            // be containerd still cleaning up: it is retried too. Half, so
+            // that its requester hears why within its bound.)
             (Step::CreateTask, K::AlreadyExists)
                 if c.attempts_of(step) + 1 >= self.config.retry_attempts_max
                     && c.lost_create_at
                         .is_none_or(|at| self.out.now.at >= at + self.config.create_run_on)
+                    && c.exists_refused_since.is_some_and(|since| {
+                        self.out.now.at >= since + self.config.request_answer_bound / 2
+                    })
                     && !bug!(self.config, LeftoverRetriedForEver) =>
             {
+                let refused_for = c
+                    .exists_refused_since
+                    .take()
+                    .map(|since| self.out.now.at.saturating_since(since))
+                    .unwrap_or_default();
                 c.uncertain_step = None;
                 c.attempts = 0;
                 self.request_refresh();
                 let failure = Failure::new(
                     failure.kind,
                     format!(
-                        "{} (refused as existing {} times, with no task found: a leftover in containerd, cleared by its restart)",
-                        failure.message, self.config.retry_attempts_max
+                        "{} (refused as existing for {} s, with no task found: a leftover in containerd, cleared by its restart)",
+                        failure.message,
+                        refused_for.as_secs()
                     ),
                 );
                 self.give_up_start(id, step, failure);
@@ -1184,6 +1196,7 @@ impl Core {
         };
         c.rec.intents.start = false;
         c.rec.start_sent = false;
+        c.exists_refused_since = None;
         if c.rec.intents.policy_start {
             // Nobody asked who could be told: the policy's restart
             // is not dropped, it is tried again after its backoff.
