@@ -147,6 +147,8 @@ pub struct Checker {
     /// The execs a user asked to kill: only these may be signalled, and
     /// none of them may still run once the world has healed.
     exec_kills_asked: BTreeSet<String>,
+    /// The exec each kill request is of, until it is answered.
+    exec_kill_requests: BTreeMap<RequestId, String>,
     /// Recorded exits by container, pid and run (pids are reused).
     exits: BTreeMap<(ContainerId, u32, u64), ExitRecord>,
     /// Processes (container, pid, created) whose exit was recorded.
@@ -193,6 +195,7 @@ impl Checker {
             asked: BTreeMap::new(),
             exec_containers: BTreeMap::new(),
             exec_kills_asked: BTreeSet::new(),
+            exec_kill_requests: BTreeMap::new(),
             exits: BTreeMap::new(),
             dies: BTreeMap::new(),
             ready_since: None,

@@ -16,6 +16,7 @@ impl Checker {
             self.exec_containers.insert(exec_id.clone(), id.clone());
         }
         if let Command::KillExec { exec_id, .. } = command {
+            self.exec_kill_requests.insert(req, exec_id.clone());
             self.exec_kills_asked.insert(exec_id.clone());
         }
         let id = match command {
@@ -313,7 +314,9 @@ impl Checker {
                     .lost_creates
                     .get(id)
                     .is_some_and(|at| now.saturating_since(*at) <= super::LEFTOVER_GIVEN_UP);
-                if matches!(request.kind, UserKind::Start | UserKind::Restart)
+                // (A restart's bound counts its stop too: its start may
+                // begin late in it, and is then answered as still to come.)
+                if request.kind == UserKind::Start
                     && let Answer::Error(e) = answer
                     && e.kind == holdfast_core::ErrorKind::Internal
                     && e.message.contains("will be carried out")
@@ -326,6 +329,15 @@ impl Checker {
                         "{req}: the start of {id} is still retried {:?} after containerd was left refusing its every create",
                         now.saturating_since(*left)
                     ));
+                }
+                // A kill refused (no such exec, never started) asks nothing.
+                if let Some(exec_id) = self.exec_kill_requests.remove(req)
+                    && matches!(answer, Answer::Error(e) if matches!(
+                        e.kind,
+                        holdfast_core::ErrorKind::Conflict | holdfast_core::ErrorKind::NotFound
+                    ))
+                {
+                    self.exec_kills_asked.remove(&exec_id);
                 }
                 if request.kind == UserKind::Create && *answer == Answer::Done {
                     self.asked.entry(id.clone()).or_default().create_done = true;
