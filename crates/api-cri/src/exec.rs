@@ -67,17 +67,24 @@ impl Cri {
                     // the answer waits for its end (its output closes),
                     // so that a probe past its timeout leaves nothing
                     // behind. The core keeps the kill through an outage.
-                    match execs.kill(&exec_id, holdfast_core::Signal::SIGKILL).await {
-                        Ok(()) => {
-                            // Bounded: a child the command left behind may
-                            // hold its output open after it is gone.
-                            let _ = tokio::time::timeout(OUTPUT_DRAIN, &mut read).await;
-                            Err(Status::deadline_exceeded(format!(
-                                "timeout {timeout}s exceeded: the command was killed"
-                            )))
-                        }
-                        Err(e) => Err(status(e)),
+                    // The answer is the timeout whatever the kill's own
+                    // (the core keeps a kill it could not deliver yet),
+                    // and kubelet is not kept waiting long for it.
+                    let kill = execs.kill(&exec_id, holdfast_core::Signal::SIGKILL);
+                    let killed = tokio::time::timeout(OUTPUT_DRAIN, kill).await;
+                    if matches!(killed, Ok(Ok(()))) {
+                        // Bounded: a child the command left behind may
+                        // hold its output open after it is gone.
+                        let _ = tokio::time::timeout(OUTPUT_DRAIN, &mut read).await;
                     }
+                    let how = match killed {
+                        Ok(Ok(())) => "the command was killed".to_owned(),
+                        Ok(Err(e)) => format!("its kill was not taken: {}", e.message),
+                        Err(_) => "its kill is kept, not delivered yet".to_owned(),
+                    };
+                    Err(Status::deadline_exceeded(format!(
+                        "timeout {timeout}s exceeded: {how}"
+                    )))
                 }
             }
         };
