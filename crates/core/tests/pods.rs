@@ -333,22 +333,29 @@ fn sandbox_config() -> ContainerConfig {
     }
 }
 
+/// A sandbox `s1` created through the CRI: the create's request and
+/// actions, and the actions once containerd has the container.
+fn sandbox_created() -> (Driver, RequestId, Vec<Action>, Vec<Action>) {
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.api = Api::Cri;
+    let (created, asked) = d.command(Command::Create {
+        id: cid("s1"),
+        name: "s1".to_owned(),
+        config: sandbox_config().into(),
+    });
+    let op = only_call(&asked, |c| matches!(c, Call::CreateContainer { .. }));
+    let made = d.ok(op);
+    (d, created, asked, made)
+}
+
 /// kubelet's RunPodSandbox is a create and a start: the sandbox's create
 /// records both, and its start follows at once; the CRI's start then only
 /// waits for it.
 #[test]
 fn a_sandboxs_create_is_its_start() {
-    let mut d = Driver::new();
-    assert_eq!(d.connect(vec![]), vec![]);
-    d.api = Api::Cri;
-    let (created, actions) = d.command(Command::Create {
-        id: cid("s1"),
-        name: "s1".to_owned(),
-        config: sandbox_config().into(),
-    });
-    assert!(persisted(&actions).intents.start, "{actions:?}");
-    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
-    let actions = d.ok(op);
+    let (mut d, created, asked, actions) = sandbox_created();
+    assert!(persisted(&asked).intents.start, "{asked:?}");
     assert!(
         answers(&actions).contains(&(created, Answer::Done)),
         "{actions:?}"
@@ -374,16 +381,7 @@ fn a_sandboxs_create_is_its_start() {
 /// starts it; no sandbox is left made and not started.
 #[test]
 fn a_sandbox_made_before_a_crash_is_started_by_the_next_holdfastd() {
-    let mut d = Driver::new();
-    assert_eq!(d.connect(vec![]), vec![]);
-    d.api = Api::Cri;
-    let (_, actions) = d.command(Command::Create {
-        id: cid("s1"),
-        name: "s1".to_owned(),
-        config: sandbox_config().into(),
-    });
-    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
-    let actions = d.ok(op);
+    let (_, _, _, actions) = sandbox_created();
     let rec = persisted(&actions);
     assert_eq!(rec.presence, Presence::Created);
     let mut d = Driver::new();
@@ -407,16 +405,7 @@ fn a_docker_containers_create_starts_nothing() {
 /// not answered before the pause runs.
 #[test]
 fn a_start_between_a_sandboxs_task_create_and_start_waits_for_the_start() {
-    let mut d = Driver::new();
-    assert_eq!(d.connect(vec![]), vec![]);
-    d.api = Api::Cri;
-    let (_, actions) = d.command(Command::Create {
-        id: cid("s1"),
-        name: "s1".to_owned(),
-        config: sandbox_config().into(),
-    });
-    let op = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
-    let actions = d.ok(op);
+    let (mut d, _, _, actions) = sandbox_created();
     let task = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
     let actions = d.feed(Input::ActionResult(task, Ok(Done::TaskCreated { pid: 10 })));
     let start_task = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
