@@ -359,7 +359,14 @@ impl Core {
             return;
         }
         if c.pause_wanted == Some(c.paused) {
-            // Already so (a relist found it done by an answer we lost).
+            // Already so (a relist found it done by an answer we lost, or
+            // a commit's freeze did it). A freeze the user now wants is
+            // the user's: the commit that made it owes no thaw (it would
+            // undo the pause the user was told is done).
+            if c.paused && c.rec.intents.commit_thaw {
+                c.rec.intents.commit_thaw = false;
+                self.out.persist(&c.rec);
+            }
             self.pause_over(id, Answer::Done);
             return self.reconcile(id);
         }

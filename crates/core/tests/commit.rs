@@ -328,3 +328,42 @@ fn a_daemon_that_crashed_during_a_copy_unmounts_the_snapshot() {
     let actions = d.ok(op);
     assert!(!persisted(&actions).rootfs_mounted);
 }
+
+/// A user's pause and a commit, both waiting behind a call in flight: the
+/// commit's freeze serves both, the user is told the pause is done, and
+/// the commit owes no thaw that would undo it (simulator seed 121212).
+#[test]
+fn a_commits_freeze_that_a_waiting_pause_takes_over_is_not_thawed() {
+    let mut d = running("c1", 10);
+    let (_, actions) = d.command(Command::UpdateResources {
+        id: cid("c1"),
+        update: ResourceUpdate {
+            memory_limit_bytes: Some(64 << 20),
+            ..ResourceUpdate::default()
+        },
+    });
+    let update = only_call(&actions, |c| matches!(c, Call::UpdateResources { .. }));
+    let (pause, _) = d.command(Command::Pause { id: cid("c1") });
+    let (commit_req, _) = commit(&mut d, true);
+    let actions = d.ok(update);
+    let freeze = only_call(&actions, |c| matches!(c, Call::Pause { .. }));
+    let mut actions = d.ok(freeze);
+    assert!(
+        answers(&actions).contains(&(pause, Answer::Done)),
+        "{actions:?}"
+    );
+    let read = only_call(&actions, |c| matches!(c, Call::ReadChanges { .. }));
+    actions = d.ok(read);
+    assert!(
+        answers(&actions).contains(&(commit_req, Answer::Done)),
+        "{actions:?}"
+    );
+    assert!(
+        !calls(&actions)
+            .iter()
+            .any(|c| matches!(c, Call::Resume { .. })),
+        "the user's pause undone: {actions:?}"
+    );
+    let v = view(&d);
+    assert!(v.paused && !v.record.intents.commit_thaw);
+}
