@@ -295,6 +295,15 @@ impl Core {
         let Some(c) = self.containers.get_mut(id) else {
             return;
         };
+        // Nothing to settle (the common case: it runs on every reconcile).
+        if !c.rec.execs.iter().any(|e| e.kill.is_some())
+            && !c
+                .requests
+                .iter()
+                .any(|(_, p)| matches!(p, Pending::ExecKill(_)))
+        {
+            return;
+        }
         // (One whose start is accepted and not yet sent will run: its
         // kill waits for it.)
         let starting: Vec<u32> = c
@@ -322,6 +331,18 @@ impl Core {
             |p| matches!(p, Pending::ExecKill(s) if settled.contains(&s)),
             || Answer::Done,
         );
+    }
+
+    /// The kill of exec `serial` is over (delivered, or its process gone):
+    /// forgotten, and its requests answered.
+    fn exec_kill_over(&mut self, id: &ContainerId, serial: u32) {
+        if let Some(c) = self.containers.get_mut(id)
+            && let Some(e) = c.exec_mut(serial)
+        {
+            e.kill = None;
+            self.out.persist(&c.rec);
+        }
+        self.settle_exec_kills(id);
     }
 
     /// Why a start of the exec would be refused now, if it would: no such
@@ -506,13 +527,7 @@ impl Core {
                 }
                 self.answer_pending_where(id, |p| p == Pending::ExecStart(serial), || Answer::Done);
             }
-            Step::KillExec(serial) => {
-                if let Some(e) = c.exec_mut(serial) {
-                    e.kill = None;
-                    self.out.persist(&c.rec);
-                }
-                self.settle_exec_kills(id);
-            }
+            Step::KillExec(serial) => self.exec_kill_over(id, serial),
             Step::DeleteExec(serial) => {
                 if let Some(e) = c.exec_mut(serial) {
                     e.released = true;
@@ -599,11 +614,7 @@ impl Core {
             // The process is gone (its end may not be heard yet: looked at).
             (Step::KillExec(serial), K::NotFound) => {
                 c.exec_looks.insert(serial);
-                if let Some(e) = c.exec_mut(serial) {
-                    e.kill = None;
-                    self.out.persist(&c.rec);
-                }
-                self.settle_exec_kills(id);
+                self.exec_kill_over(id, serial);
             }
             (Step::DeleteExec(serial), K::NotFound) => {
                 if let Some(e) = c.exec_mut(serial) {

@@ -335,14 +335,7 @@ fn a_daemon_that_crashed_during_a_copy_unmounts_the_snapshot() {
 #[test]
 fn a_commits_freeze_that_a_waiting_pause_takes_over_is_not_thawed() {
     let mut d = running("c1", 10);
-    let (_, actions) = d.command(Command::UpdateResources {
-        id: cid("c1"),
-        update: ResourceUpdate {
-            memory_limit_bytes: Some(64 << 20),
-            ..ResourceUpdate::default()
-        },
-    });
-    let update = only_call(&actions, |c| matches!(c, Call::UpdateResources { .. }));
+    let update = update_in_flight(&mut d, "c1");
     let (pause, _) = d.command(Command::Pause { id: cid("c1") });
     let (commit_req, _) = commit(&mut d, true);
     let actions = d.ok(update);

@@ -566,14 +566,7 @@ fn a_kill_waits_for_a_start_not_yet_answered_and_one_whose_process_ended_first_i
 fn a_kill_of_an_exec_whose_start_waits_to_be_sent_follows_the_start() {
     let mut d = running("c1", 10);
     create_exec(&mut d, "c1");
-    let (_, actions) = d.command(Command::UpdateResources {
-        id: cid("c1"),
-        update: ResourceUpdate {
-            memory_limit_bytes: Some(64 << 20),
-            ..ResourceUpdate::default()
-        },
-    });
-    let update = only_call(&actions, |c| matches!(c, Call::UpdateResources { .. }));
+    let update = update_in_flight(&mut d, "c1");
     let (_, actions) = d.command(Command::StartExec {
         exec_id: EXEC.into(),
         detach: false,

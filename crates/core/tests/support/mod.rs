@@ -324,6 +324,19 @@ pub fn placeholder(id: &str) -> TaskInfo {
     }
 }
 
+/// A memory update of `id` left in flight: what is asked of it next
+/// waits behind it. Its op.
+pub fn update_in_flight(d: &mut Driver, id: &str) -> OpId {
+    let (_, actions) = d.command(Command::UpdateResources {
+        id: cid(id),
+        update: ResourceUpdate {
+            memory_limit_bytes: Some(64 << 20),
+            ..ResourceUpdate::default()
+        },
+    });
+    only_call(&actions, |c| matches!(c, Call::UpdateResources { .. }))
+}
+
 /// The last record `actions` persist.
 pub fn persisted(actions: &[Action]) -> Record {
     actions
