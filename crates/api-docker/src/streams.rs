@@ -105,6 +105,7 @@ pub async fn attach(
         stream: p.bool("stream"),
         stdin: p.bool("stdin"),
         detach_keys: p.str("detachKeys").map(str::to_owned),
+        plain_input: false,
     };
     let attached = state
         .engine

@@ -217,16 +217,27 @@ pub async fn session(
         let _ = writer.shutdown().await;
     };
     let mut output = std::pin::pin!(output);
-    let Some(mut input) = input else {
+    let Some(input) = input else {
         output.await;
         return;
     };
-    let end = tokio::select! {
+    let session_over = tokio::select! {
         () = &mut output => return,
-        end = pump(reader, &mut input.writer, input.escape.take()) => end,
+        over = feed(input, reader) => over,
     };
+    if !session_over {
+        output.await;
+    }
+}
+
+/// Copies the client's input into the process's stdin until it ends, then
+/// does what its end means ([`OnClose`]). Whether the session is over with
+/// it: a detach, or the end of a terminal's input; otherwise its output
+/// goes on.
+pub async fn feed(mut input: Input, from: impl AsyncRead + Unpin) -> bool {
+    let end = pump(from, &mut input.writer, input.escape.take()).await;
     match (end, input.on_close) {
-        (InputEnd::Detached, _) | (InputEnd::Closed, OnClose::EndSession) => {}
+        (InputEnd::Detached, _) | (InputEnd::Closed, OnClose::EndSession) => true,
         (_, OnClose::CloseStdin { ready, close }) => {
             let writer = input.writer;
             tokio::spawn(async move {
@@ -234,12 +245,9 @@ pub async fn session(
                 drop(writer);
                 close.await;
             });
-            output.await;
+            false
         }
-        (_, OnClose::EndSession | OnClose::KeepStdin) => {
-            drop(input.writer);
-            output.await;
-        }
+        (_, OnClose::EndSession | OnClose::KeepStdin) => false,
     }
 }
 

@@ -129,6 +129,23 @@ impl<'a> Execs<'a> {
         exec_id: &str,
         detach: bool,
     ) -> Result<PreparedStart, RequestError> {
+        self.prepare_as(exec_id, detach, false).await
+    }
+
+    /// [`prepare`](Self::prepare) of an attached session whose input is
+    /// plain, as containerd's CRI plugin takes kubelet's: no detach
+    /// sequence is watched for, and the end of the client's input closes
+    /// the process's stdin, terminal or not.
+    pub async fn prepare_plain(&self, exec_id: &str) -> Result<PreparedStart, RequestError> {
+        self.prepare_as(exec_id, false, true).await
+    }
+
+    async fn prepare_as(
+        &self,
+        exec_id: &str,
+        detach: bool,
+        plain_input: bool,
+    ) -> Result<PreparedStart, RequestError> {
         let wanted = exec_id.to_owned();
         if let Some(refusal) = self
             .engine
@@ -162,8 +179,8 @@ impl<'a> Execs<'a> {
             let keys = DetachKeys::from_param(spec.detach_keys.as_deref()).map_err(invalid)?;
             Some(Input {
                 writer,
-                escape: spec.tty.then(|| Escape::new(keys)),
-                on_close: if spec.tty {
+                escape: (spec.tty && !plain_input).then(|| Escape::new(keys)),
+                on_close: if spec.tty && !plain_input {
                     OnClose::EndSession
                 } else {
                     // The session begins once the exec has started: the

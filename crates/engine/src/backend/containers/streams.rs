@@ -39,6 +39,10 @@ pub struct AttachOptions {
     pub stdin: bool,
     /// `detachKeys`, as the CLI spells them.
     pub detach_keys: Option<String>,
+    /// The input is plain, as containerd's CRI plugin takes kubelet's: no
+    /// detach sequence is watched for, and its end closes the stdin of a
+    /// container created `stdin_once`, terminal or not.
+    pub plain_input: bool,
 }
 
 /// An attach: the container's output, and the client's input.
@@ -97,6 +101,7 @@ impl Containers<'_> {
             stream,
             stdin,
             detach_keys,
+            plain_input,
         } = options;
         let log_options = LogOptions {
             stdout,
@@ -117,8 +122,8 @@ impl Containers<'_> {
                 .map_err(|e| internal(format!("stdin of {id} ({}): {e}", path.display())))?;
             Some(Input {
                 writer,
-                escape: config.tty.then(|| Escape::new(keys)),
-                on_close: if config.tty {
+                escape: (config.tty && !plain_input).then(|| Escape::new(keys)),
+                on_close: if config.tty && !plain_input {
                     OnClose::EndSession
                 } else if config.stdin_once {
                     let adapter = adapter.clone();
