@@ -107,37 +107,64 @@ impl Cri {
     }
 }
 
-/// The exec's output as the engine streams it (Docker's multiplexed
-/// frames: a stream byte, three zeros, a big-endian length, the bytes),
-/// split into stdout and stderr, each capped at [`OUTPUT_CAP`].
+/// The exec's output split into stdout and stderr, each capped at
+/// [`OUTPUT_CAP`].
 #[derive(Default)]
 struct Frames {
-    pending: Vec<u8>,
+    demux: Demux,
     stdout: Vec<u8>,
     stderr: Vec<u8>,
 }
 
 impl Frames {
     fn feed(&mut self, bytes: &Bytes) {
-        self.pending.extend_from_slice(bytes);
-        loop {
-            let Some(header) = self.pending.get(..8) else {
-                return;
-            };
-            let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
-            let stream = header[0];
-            let Some(payload) = self.pending.get(8..8 + len) else {
-                return;
-            };
-            let into = if stream == 2 {
-                &mut self.stderr
+        let (stdout, stderr) = (&mut self.stdout, &mut self.stderr);
+        self.demux.feed(bytes, |stream, payload| {
+            let into = if stream == Stream::Stderr {
+                &mut *stderr
             } else {
-                &mut self.stdout
+                &mut *stdout
             };
             let room = OUTPUT_CAP.saturating_sub(into.len());
             into.extend_from_slice(&payload[..payload.len().min(room)]);
-            self.pending.drain(..8 + len);
+        });
+    }
+}
+
+/// Which of a process's outputs a frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// The engine's output of a process without a terminal (Docker's
+/// multiplexed frames: a stream byte, three zeros, a big-endian length,
+/// the bytes) taken apart, whatever pieces it arrives in.
+#[derive(Debug, Default)]
+pub(crate) struct Demux {
+    pending: Vec<u8>,
+}
+
+impl Demux {
+    /// Hands every whole frame `bytes` completes to `each`.
+    pub(crate) fn feed(&mut self, bytes: &[u8], mut each: impl FnMut(Stream, &[u8])) {
+        self.pending.extend_from_slice(bytes);
+        let mut at = 0;
+        while let Some(header) = self.pending.get(at..at + 8) {
+            let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
+            let stream = if header[0] == 2 {
+                Stream::Stderr
+            } else {
+                Stream::Stdout
+            };
+            let Some(payload) = self.pending.get(at + 8..at + 8 + len) else {
+                break;
+            };
+            each(stream, payload);
+            at += 8 + len;
         }
+        self.pending.drain(..at);
     }
 }
 
@@ -164,7 +191,7 @@ mod tests {
         }
         assert_eq!(frames.stdout, b"out1 out2");
         assert_eq!(frames.stderr, b"err");
-        assert!(frames.pending.is_empty());
+        assert!(frames.demux.pending.is_empty());
     }
 
     #[test]

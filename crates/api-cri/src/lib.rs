@@ -21,6 +21,7 @@ mod pods;
 mod runtime;
 mod stats;
 mod status;
+pub mod streaming;
 
 use holdfast_engine::engine::EngineHandle;
 use k8s_cri::v1::image_service_server::ImageServiceServer;
@@ -36,6 +37,9 @@ pub use holdfast_engine::seed_image::PAUSE_IMAGE;
 #[derive(Clone, Debug)]
 pub struct Cri {
     engine: EngineHandle,
+    /// Where `Exec`, `Attach` and `PortForward` send their streams; `None`
+    /// when holdfastd serves none.
+    streaming: Option<std::sync::Arc<streaming::Streaming>>,
 }
 
 impl Cri {
@@ -45,24 +49,54 @@ impl Cri {
     pub fn new(engine: EngineHandle) -> Cri {
         Cri {
             engine: engine.for_api(holdfast_core::Api::Cri),
+            streaming: None,
         }
     }
 }
 
-/// Serves the CRI on `listener` until `shutdown` completes.
+/// Serves the CRI on `listener`, and its streams (exec, attach, port
+/// forwarding) on `streams` when given, until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::UnixListener,
+    streams: Option<tokio::net::TcpListener>,
     engine: EngineHandle,
-    shutdown: impl Future<Output = ()> + Send,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let cri = Cri::new(engine);
+    // Both servers end with it.
+    let shutdown = futures_util::FutureExt::shared(Box::pin(shutdown));
+    let mut cri = Cri::new(engine);
+    let streaming_server = match streams {
+        Some(listener) => {
+            let addr = listener.local_addr();
+            match addr {
+                Ok(addr) => {
+                    cri.streaming = Some(std::sync::Arc::new(streaming::Streaming::new(addr)));
+                    let (cri, shutdown) = (cri.clone(), shutdown.clone());
+                    Some(tokio::spawn(async move {
+                        if let Err(e) = streaming::serve(listener, cri, shutdown).await {
+                            tracing::error!(error = %e, "the CRI streaming server failed");
+                        }
+                    }))
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the CRI streaming listener has no address");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-    tonic::transport::Server::builder()
+    let served = tonic::transport::Server::builder()
         .layer(tower::util::MapRequestLayer::new(log_request))
         .add_service(RuntimeServiceServer::new(cri.clone()))
         .add_service(ImageServiceServer::new(cri))
         .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+        .await;
+    if let Some(server) = streaming_server {
+        server.abort();
+    }
+    served
 }
 
 /// Logs the method of every request (`cri request method=/runtime.v1...`):

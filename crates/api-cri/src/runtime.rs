@@ -208,19 +208,22 @@ impl RuntimeService for Cri {
         Ok(Response::new(self.exec_sync(r.into_inner()).await?))
     }
 
-    async fn exec(&self, _: Request<cri::ExecRequest>) -> Answer<cri::ExecResponse> {
-        not_served("Exec")
+    async fn exec(&self, r: Request<cri::ExecRequest>) -> Answer<cri::ExecResponse> {
+        let url = self.exec_url(r.into_inner()).await?;
+        Ok(Response::new(cri::ExecResponse { url }))
     }
 
-    async fn attach(&self, _: Request<cri::AttachRequest>) -> Answer<cri::AttachResponse> {
-        not_served("Attach")
+    async fn attach(&self, r: Request<cri::AttachRequest>) -> Answer<cri::AttachResponse> {
+        let url = self.attach_url(r.into_inner()).await?;
+        Ok(Response::new(cri::AttachResponse { url }))
     }
 
     async fn port_forward(
         &self,
-        _: Request<cri::PortForwardRequest>,
+        r: Request<cri::PortForwardRequest>,
     ) -> Answer<cri::PortForwardResponse> {
-        not_served("PortForward")
+        let url = self.port_forward_url(r.into_inner()).await?;
+        Ok(Response::new(cri::PortForwardResponse { url }))
     }
 
     async fn container_stats(

@@ -68,6 +68,9 @@ pub struct Flags {
     /// Do not serve the CRI
     #[arg(long)]
     pub no_cri: bool,
+    /// Where the CRI's streams (exec, attach, port-forward) are served, as HOST:PORT; port 0: a free one [default: 127.0.0.1:0]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub cri_streaming_addr: Option<String>,
 }
 
 /// The config file: the same settings as the flags.
@@ -90,6 +93,7 @@ struct FileSettings {
     cni_plugin_dir: Option<PathBuf>,
     cri_socket: Option<String>,
     cri: Option<bool>,
+    cri_streaming_addr: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -113,6 +117,8 @@ pub struct Settings {
     pub cni_plugin_dir: PathBuf,
     /// Where the CRI is served; `None`: it is not.
     pub cri_socket: Option<PathBuf>,
+    /// Where the CRI's streams are served.
+    pub cri_streaming_addr: std::net::SocketAddr,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +129,8 @@ pub enum SettingsError {
     Host(String),
     #[error("--cri-socket {0}: only unix://PATH sockets are supported")]
     CriSocket(String),
+    #[error("--cri-streaming-addr {0}: not an address HOST:PORT (an IP address and a port)")]
+    CriStreamingAddr(String),
     #[error("{0} must be an absolute path")]
     Relative(PathBuf),
 }
@@ -160,6 +168,12 @@ impl Settings {
             }
         }
         let cri = !flags.no_cri && file.cri.unwrap_or(true);
+        let cri_streaming_addr = match flags.cri_streaming_addr.or(file.cri_streaming_addr) {
+            Some(addr) => addr
+                .parse()
+                .map_err(|_| SettingsError::CriStreamingAddr(addr))?,
+            None => std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+        };
         Ok(Settings {
             data_root,
             exec_root,
@@ -200,6 +214,7 @@ impl Settings {
                 .or(file.cni_plugin_dir)
                 .unwrap_or_else(|| PathBuf::from("/usr/lib/cni")),
             cri_socket: cri.then_some(cri_socket),
+            cri_streaming_addr,
         })
     }
 }
@@ -252,6 +267,21 @@ mod tests {
         assert_eq!(s.cri_socket, Some(PathBuf::from("/k/cri.sock")));
         let s = Settings::resolve(Flags::parse_from(["holdfastd", "--no-cri"])).expect("resolves");
         assert_eq!(s.cri_socket, None);
+        let s = Settings::resolve(Flags::parse_from(["holdfastd"])).expect("resolves");
+        assert_eq!(s.cri_streaming_addr.to_string(), "127.0.0.1:0");
+        let s = Settings::resolve(Flags::parse_from([
+            "holdfastd",
+            "--cri-streaming-addr",
+            "0.0.0.0:10010",
+        ]))
+        .expect("resolves");
+        assert_eq!(s.cri_streaming_addr.to_string(), "0.0.0.0:10010");
+        let bad = Settings::resolve(Flags::parse_from([
+            "holdfastd",
+            "--cri-streaming-addr",
+            "localhost",
+        ]));
+        assert!(matches!(bad, Err(SettingsError::CriStreamingAddr(_))));
         let bad = Settings::resolve(Flags::parse_from(["holdfastd", "--cri-socket", "/k.sock"]));
         assert!(matches!(bad, Err(SettingsError::CriSocket(_))), "{bad:?}");
     }

@@ -22,6 +22,11 @@ pub enum DaemonError {
     AlreadyRunning { pid: i32, path: PathBuf },
     #[error(transparent)]
     Socket(#[from] BindError),
+    #[error("bind the CRI streaming address {addr}: {source}")]
+    Streaming {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// Structured logs on stderr; `RUST_LOG` wins over `--log-level`.
@@ -80,6 +85,12 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     let cri_server = match &settings.cri_socket {
         Some(path) => {
             let listener = socket::bind(path)?;
+            let streams = tokio::net::TcpListener::bind(settings.cri_streaming_addr)
+                .await
+                .map_err(|source| DaemonError::Streaming {
+                    addr: settings.cri_streaming_addr,
+                    source,
+                })?;
             eprintln!(
                 "holdfastd: serving the Kubernetes CRI; point kubelet at it with:\n  --container-runtime-endpoint unix://{}",
                 path.display()
@@ -88,7 +99,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             let shutdown = stopped(stop_rx.clone());
             let stop = stop_tx.clone();
             Some(tokio::spawn(async move {
-                if let Err(e) = cri::serve(listener, engine, shutdown).await {
+                if let Err(e) = cri::serve(listener, Some(streams), engine, shutdown).await {
                     tracing::error!(error = %e, "the CRI server failed");
                 }
                 let _ = stop.send(true);

@@ -1,0 +1,256 @@
+//! The CRI's streaming server: `Exec`, `Attach` and `PortForward` answer
+//! with a URL on it, under a single-use token ([`tokens`]), and kubelet
+//! (or whoever it hands the URL to) connects there for the stream itself.
+//! Served over WebSocket with Kubernetes' channel protocols
+//! ([`channels`]): exec and attach in [`remotecommand`], port forwarding
+//! in [`portforward`]. A request that is not a WebSocket upgrade (SPDY/3.1)
+//! is refused by name.
+
+mod channels;
+mod portforward;
+mod remotecommand;
+mod tokens;
+
+use crate::Cri;
+use crate::status::invalid;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse as _, Response};
+use k8s_cri::v1 as cri;
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Instant;
+use tokens::{Refused, Tokens};
+use tonic::Status;
+
+/// What a token stands for: the request, its container or pod resolved
+/// to the full id when it was made.
+#[derive(Debug)]
+pub(crate) enum Wanted {
+    Exec {
+        container: String,
+        request: cri::ExecRequest,
+    },
+    Attach {
+        container: String,
+        request: cri::AttachRequest,
+    },
+    PortForward {
+        sandbox: String,
+        ports: Vec<u16>,
+    },
+}
+
+/// The streaming server's address and its requests in flight.
+#[derive(Debug)]
+pub struct Streaming {
+    base_url: String,
+    tokens: Tokens<Wanted>,
+}
+
+impl Streaming {
+    /// For a server listening on `addr`. An unspecified address (all of
+    /// the host's) is named by loopback in URLs: kubelet, on this host,
+    /// is who connects.
+    pub fn new(addr: SocketAddr) -> Streaming {
+        let ip = match addr.ip() {
+            ip if ip.is_unspecified() && ip.is_ipv4() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            ip if ip.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        Streaming {
+            base_url: format!("http://{}", SocketAddr::new(ip, addr.port())),
+            tokens: Tokens::default(),
+        }
+    }
+
+    /// The URL where `wanted` is served, once.
+    pub(crate) fn url(&self, wanted: Wanted) -> Result<String, Status> {
+        let path = match wanted {
+            Wanted::Exec { .. } => "exec",
+            Wanted::Attach { .. } => "attach",
+            Wanted::PortForward { .. } => "portforward",
+        };
+        match self.tokens.insert(wanted, Instant::now()) {
+            Ok(token) => Ok(format!("{}/{path}/{token}", self.base_url)),
+            Err(Refused::Full) => Err(Status::resource_exhausted(format!(
+                "maximum number of in-flight streaming requests ({}) exceeded",
+                tokens::MAX_IN_FLIGHT
+            ))),
+            Err(Refused::NoRandomness(e)) => {
+                Err(Status::internal(format!("no randomness for a token: {e}")))
+            }
+        }
+    }
+}
+
+/// Serves the streaming endpoints on `listener` until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    cri: Cri,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = axum::Router::new()
+        .route("/exec/{token}", axum::routing::get(exec))
+        .route("/attach/{token}", axum::routing::get(attach))
+        .route("/portforward/{token}", axum::routing::get(port_forward))
+        .with_state(cri);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
+
+async fn exec(State(cri): State<Cri>, Path(token): Path<String>, ws: Upgrade) -> Response {
+    match (cri.wanted(&token), ws) {
+        (Some(Wanted::Exec { container, request }), Ok(ws)) => {
+            let ws = ws.protocols(channels::PROTOCOLS);
+            let codec = channels::Codec::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+            ws.on_upgrade(move |socket| remotecommand::exec(cri, socket, codec, container, request))
+        }
+        (wanted, ws) => refused(wanted, ws),
+    }
+}
+
+async fn attach(State(cri): State<Cri>, Path(token): Path<String>, ws: Upgrade) -> Response {
+    match (cri.wanted(&token), ws) {
+        (Some(Wanted::Attach { container, request }), Ok(ws)) => {
+            let ws = ws.protocols(channels::PROTOCOLS);
+            let codec = channels::Codec::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+            ws.on_upgrade(move |socket| {
+                remotecommand::attach(cri, socket, codec, container, request)
+            })
+        }
+        (wanted, ws) => refused(wanted, ws),
+    }
+}
+
+async fn port_forward(State(cri): State<Cri>, Path(token): Path<String>, ws: Upgrade) -> Response {
+    match (cri.wanted(&token), ws) {
+        (Some(Wanted::PortForward { sandbox, ports }), Ok(ws)) => {
+            let ws = ws.protocols(portforward::PROTOCOLS);
+            let codec = channels::Codec::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+            ws.on_upgrade(move |socket| portforward::serve(cri, socket, codec, sandbox, ports))
+        }
+        (wanted, ws) => refused(wanted, ws),
+    }
+}
+
+/// A token that is unknown, used, expired or of another kind of stream
+/// (404, as kubelet's server answers), or a request that is no WebSocket
+/// upgrade (400).
+fn refused(wanted: Option<Wanted>, ws: Upgrade) -> Response {
+    match (wanted, ws) {
+        (Some(_), Err(_)) => (
+            StatusCode::BAD_REQUEST,
+            "holdfast serves streams over WebSocket only (v4.channel.k8s.io and the older \
+             channel protocols, v5.channel.k8s.io); SPDY/3.1 is not served",
+        )
+            .into_response(),
+        _ => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
+    }
+}
+
+impl Cri {
+    fn wanted(&self, token: &str) -> Option<Wanted> {
+        self.streaming.as_ref()?.tokens.take(token, Instant::now())
+    }
+
+    /// The URL of a stream, or `Unavailable` when holdfastd serves none.
+    pub(crate) fn stream_url(&self, wanted: Wanted) -> Result<String, Status> {
+        match &self.streaming {
+            Some(streaming) => streaming.url(wanted),
+            None => Err(Status::unimplemented(
+                "holdfastd serves no CRI streaming (started without a streaming address)",
+            )),
+        }
+    }
+}
+
+/// `Exec`, `Attach`, `PortForward`: what kubelet's streaming server checks
+/// before it gives a URL (as containerd's plugin: the container must be
+/// running now; the stream itself starts the process when it connects).
+impl Cri {
+    pub(crate) async fn exec_url(&self, r: cri::ExecRequest) -> Result<String, Status> {
+        if r.cmd.is_empty() {
+            return Err(invalid("cmd", "must not be empty"));
+        }
+        check_streams(r.tty, r.stdin, r.stdout, r.stderr)?;
+        let container = self.running_member(&r.container_id).await?;
+        self.stream_url(Wanted::Exec {
+            container,
+            request: r,
+        })
+    }
+
+    pub(crate) async fn attach_url(&self, r: cri::AttachRequest) -> Result<String, Status> {
+        check_streams(r.tty, r.stdin, r.stdout, r.stderr)?;
+        let container = self.running_member(&r.container_id).await?;
+        self.stream_url(Wanted::Attach {
+            container,
+            request: r,
+        })
+    }
+
+    pub(crate) async fn port_forward_url(
+        &self,
+        r: cri::PortForwardRequest,
+    ) -> Result<String, Status> {
+        let sandbox = self
+            .sandbox(&r.pod_sandbox_id)
+            .await?
+            .ok_or_else(|| Status::not_found(format!("pod {:?} not found", r.pod_sandbox_id)))?;
+        if sandbox.status != holdfast_core::Status::Running {
+            return Err(Status::failed_precondition(format!(
+                "pod {} is not ready (its sandbox is not running)",
+                sandbox.record.id
+            )));
+        }
+        let ports = r
+            .port
+            .iter()
+            .map(|&p| u16::try_from(p).ok().filter(|&p| p > 0))
+            .collect::<Option<Vec<u16>>>()
+            .ok_or_else(|| invalid("port", format!("{:?} are not all ports", r.port)))?;
+        self.stream_url(Wanted::PortForward {
+            sandbox: sandbox.record.id.to_string(),
+            ports,
+        })
+    }
+
+    /// The full id of the running container of a pod `id` names.
+    async fn running_member(&self, id: &str) -> Result<String, Status> {
+        let s = self
+            .member(id)
+            .await?
+            .ok_or_else(|| Status::not_found(format!("container {id:?} not found")))?;
+        if s.status != holdfast_core::Status::Running {
+            return Err(Status::failed_precondition(format!(
+                "container {} is not running",
+                s.record.id
+            )));
+        }
+        Ok(s.record.id.to_string())
+    }
+}
+
+/// kubelet's own checks of an exec or attach: some stream is asked for,
+/// and a terminal has no separate stderr.
+fn check_streams(tty: bool, stdin: bool, stdout: bool, stderr: bool) -> Result<(), Status> {
+    if tty && stderr {
+        return Err(invalid(
+            "stderr",
+            "a terminal has no separate stderr (tty is set)",
+        ));
+    }
+    if !stdin && !stdout && !stderr {
+        return Err(invalid(
+            "stdin",
+            "one of stdin, stdout or stderr must be set",
+        ));
+    }
+    Ok(())
+}
