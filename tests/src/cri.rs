@@ -76,6 +76,24 @@ impl Cri {
         r.into_inner().pod_sandbox_id
     }
 
+    /// `StopPodSandbox` then `RemovePodSandbox`: what a suite on a bridge
+    /// does last, so that the pod's network (its NAT rules, host-wide)
+    /// goes with it. Panics (with the logs) on a refusal.
+    pub async fn remove_pod(&mut self, d: &Daemon, pod: &str) {
+        self.runtime
+            .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                pod_sandbox_id: pod.to_owned(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("StopPodSandbox {pod}: {e}{}", d.diagnostics()));
+        self.runtime
+            .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                pod_sandbox_id: pod.to_owned(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("RemovePodSandbox {pod}: {e}{}", d.diagnostics()));
+    }
+
     /// `CreateContainer` in `pod`; the container's id.
     pub async fn create(&mut self, d: &Daemon, pod: &str, config: cri::ContainerConfig) -> String {
         let r = self

@@ -43,6 +43,7 @@ mod daemon;
 pub mod engine;
 pub mod network;
 pub mod procs;
+pub mod python;
 pub mod registry;
 mod terminal;
 mod time;

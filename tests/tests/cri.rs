@@ -240,16 +240,20 @@ async fn version_status_and_images() {
         .expect_err("another pod CIDR");
     assert!(cidr.message().contains("pod_cidr"), "{cidr:?}");
 
-    // What holdfast does not serve yet says so.
-    let attach = cri
+    // What holdfast does not serve says so.
+    let checkpoint = cri
         .runtime
-        .attach(cri::AttachRequest {
+        .checkpoint_container(cri::CheckpointContainerRequest {
             container_id: "x".to_owned(),
-            ..cri::AttachRequest::default()
+            ..cri::CheckpointContainerRequest::default()
         })
         .await
-        .expect_err("Attach is not served yet");
-    assert_eq!(attach.code(), tonic::Code::Unimplemented, "{attach:?}");
+        .expect_err("CheckpointContainer is not served");
+    assert_eq!(
+        checkpoint.code(),
+        tonic::Code::Unimplemented,
+        "{checkpoint:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
