@@ -534,8 +534,17 @@ async fn a_broken_exec_stream_leaves_nothing_running_and_a_restart_keeps_an_exec
         loop {
             let out = d.docker(&["inspect", "--format", "{{json .ExecIDs}}", &id]);
             let ids: Vec<String> = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
-            if let Some(first) = ids.into_iter().next() {
-                break first;
+            // this exec's, not the killed one's (its end may not be in yet)
+            let ours = ids.into_iter().find(|exec_id| {
+                let v = d.http("GET", &format!("/exec/{exec_id}/json"), None).json();
+                v.is_some_and(|v| {
+                    v["ProcessConfig"]["arguments"]
+                        .to_string()
+                        .contains("tmp/go")
+                })
+            });
+            if let Some(exec_id) = ours {
+                break exec_id;
             }
             assert!(
                 start.elapsed() < WAIT_BOUND,

@@ -100,18 +100,28 @@ impl Codec {
         self.close_channel && channel == CLOSE && data.first() == Some(&STDIN)
     }
 
-    /// The error channel's last word: how the command ended.
-    pub(crate) fn status(&self, ending: &Ending) -> Message {
+    /// The error channel's last word: how the command ended (before v4,
+    /// nothing at all for a success).
+    pub(crate) fn status(&self, ending: &Ending) -> Option<Message> {
         let text = if self.status_json {
             ending.status_json().to_string()
         } else {
             match ending {
-                Ending::Exited { code: 0, .. } => String::new(),
+                Ending::Exited { code: 0, .. } => return None,
                 other => other.message(),
             }
         };
-        self.encode(ERROR, text.as_bytes())
+        Some(self.encode(ERROR, text.as_bytes()))
     }
+}
+
+/// The Close frame that ends a stream: code 1000, as kubelet's server
+/// sends it (clients take any other as an error).
+pub(crate) fn normal_close() -> Message {
+    Message::Close(Some(axum::extract::ws::CloseFrame {
+        code: axum::extract::ws::close_code::NORMAL,
+        reason: "".into(),
+    }))
 }
 
 /// How a stream's command ended, as the error channel tells it.
@@ -261,7 +271,10 @@ mod tests {
     }
 
     fn status_of(codec: Codec, ending: &Ending) -> Vec<u8> {
-        let (channel, data) = codec.decode(codec.status(ending)).unwrap();
+        let Some(status) = codec.status(ending) else {
+            return Vec::new();
+        };
+        let (channel, data) = codec.decode(status).unwrap();
         assert_eq!(channel, ERROR);
         data
     }
@@ -286,7 +299,7 @@ mod tests {
         assert_eq!(failed["details"]["causes"][0]["message"], "3");
         // Before v4, the text alone, and nothing at all for a success.
         let old = Codec::of(Some("channel.k8s.io"));
-        assert!(status_of(old, &exited(0)).is_empty());
+        assert_eq!(old.status(&exited(0)), None);
         assert!(
             String::from_utf8(status_of(old, &exited(3)))
                 .unwrap()

@@ -10,13 +10,14 @@ mod channels;
 mod portforward;
 mod remotecommand;
 mod tokens;
+mod websocket;
 
 use crate::Cri;
 use crate::status::invalid;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use k8s_cri::v1 as cri;
 use std::future::Future;
@@ -93,9 +94,13 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let router = axum::Router::new()
-        .route("/exec/{token}", axum::routing::get(exec))
-        .route("/attach/{token}", axum::routing::get(attach))
-        .route("/portforward/{token}", axum::routing::get(port_forward))
+        // POST too: SPDY clients ask with it, and are told what is served.
+        .route("/exec/{token}", axum::routing::get(exec).post(exec))
+        .route("/attach/{token}", axum::routing::get(attach).post(attach))
+        .route(
+            "/portforward/{token}",
+            axum::routing::get(port_forward).post(port_forward),
+        )
         .with_state(cri);
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
@@ -104,39 +109,88 @@ pub async fn serve(
 
 type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
 
-async fn exec(State(cri): State<Cri>, Path(token): Path<String>, ws: Upgrade) -> Response {
+async fn exec(
+    State(cri): State<Cri>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    ws: Upgrade,
+) -> Response {
     match (cri.wanted(&token), ws) {
         (Some(Wanted::Exec { container, request }), Ok(ws)) => {
-            let ws = ws.protocols(channels::PROTOCOLS);
-            let codec = channels::Codec::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
-            ws.on_upgrade(move |socket| remotecommand::exec(cri, socket, codec, container, request))
-        }
-        (wanted, ws) => refused(wanted, ws),
-    }
-}
-
-async fn attach(State(cri): State<Cri>, Path(token): Path<String>, ws: Upgrade) -> Response {
-    match (cri.wanted(&token), ws) {
-        (Some(Wanted::Attach { container, request }), Ok(ws)) => {
-            let ws = ws.protocols(channels::PROTOCOLS);
-            let codec = channels::Codec::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+            let (ws, codec) = match negotiate(ws, &channels::PROTOCOLS, &headers) {
+                Ok(negotiated) => negotiated,
+                Err(refusal) => return refusal.into_response(),
+            };
+            let (stdout, stderr) = (request.stdout, request.stderr);
             ws.on_upgrade(move |socket| {
-                remotecommand::attach(cri, socket, codec, container, request)
+                let client = websocket::client(socket, codec, stdout, stderr);
+                remotecommand::exec(cri, client, container, request)
             })
         }
         (wanted, ws) => refused(wanted, ws),
     }
 }
 
-async fn port_forward(State(cri): State<Cri>, Path(token): Path<String>, ws: Upgrade) -> Response {
+async fn attach(
+    State(cri): State<Cri>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    ws: Upgrade,
+) -> Response {
+    match (cri.wanted(&token), ws) {
+        (Some(Wanted::Attach { container, request }), Ok(ws)) => {
+            let (ws, codec) = match negotiate(ws, &channels::PROTOCOLS, &headers) {
+                Ok(negotiated) => negotiated,
+                Err(refusal) => return refusal.into_response(),
+            };
+            let (stdout, stderr) = (request.stdout, request.stderr);
+            ws.on_upgrade(move |socket| {
+                let client = websocket::client(socket, codec, stdout, stderr);
+                remotecommand::attach(cri, client, container, request)
+            })
+        }
+        (wanted, ws) => refused(wanted, ws),
+    }
+}
+
+async fn port_forward(
+    State(cri): State<Cri>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    ws: Upgrade,
+) -> Response {
     match (cri.wanted(&token), ws) {
         (Some(Wanted::PortForward { sandbox, ports }), Ok(ws)) => {
-            let ws = ws.protocols(portforward::PROTOCOLS);
-            let codec = channels::Codec::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+            let (ws, codec) = match negotiate(ws, &portforward::PROTOCOLS, &headers) {
+                Ok(negotiated) => negotiated,
+                Err(refusal) => return refusal.into_response(),
+            };
             ws.on_upgrade(move |socket| portforward::serve(cri, socket, codec, sandbox, ports))
         }
         (wanted, ws) => refused(wanted, ws),
     }
+}
+
+/// The subprotocol: the first of `served` the client offers, none when it
+/// offers none (binary framing); a client that offers only others is
+/// refused (403), as kubelet's server refuses it.
+fn negotiate(
+    ws: WebSocketUpgrade,
+    served: &'static [&'static str],
+    headers: &HeaderMap,
+) -> Result<(WebSocketUpgrade, channels::Codec), (StatusCode, String)> {
+    let offered = headers.contains_key(axum::http::header::SEC_WEBSOCKET_PROTOCOL);
+    let ws = ws.protocols(served.iter().copied());
+    let selected = ws.selected_protocol().and_then(|p| p.to_str().ok());
+    if offered && selected.is_none() {
+        let why = format!(
+            "no subprotocol offered is served; served: {}",
+            served.join(", ")
+        );
+        return Err((StatusCode::FORBIDDEN, why));
+    }
+    let codec = channels::Codec::of(selected);
+    Ok((ws, codec))
 }
 
 /// A token that is unknown, used, expired or of another kind of stream
@@ -215,6 +269,12 @@ impl Cri {
             .map(|&p| u16::try_from(p).ok().filter(|&p| p > 0))
             .collect::<Option<Vec<u16>>>()
             .ok_or_else(|| invalid("port", format!("{:?} are not all ports", r.port)))?;
+        if ports.len() > portforward::MAX_PORTS {
+            return Err(invalid(
+                "port",
+                format!("at most {} ports in one stream", portforward::MAX_PORTS),
+            ));
+        }
         self.stream_url(Wanted::PortForward {
             sandbox: sandbox.record.id.to_string(),
             ports,

@@ -46,7 +46,7 @@ pub(super) async fn serve(
                 return;
             }
         }
-        let _ = sink.send(Message::Close(None)).await;
+        let _ = sink.send(super::channels::normal_close()).await;
     });
     let netns = match cri.sandbox(&sandbox).await {
         Ok(Some(s)) if s.running_pid() != 0 => Ok(format!("/proc/{}/ns/net", s.running_pid())),
@@ -105,10 +105,15 @@ pub(super) async fn serve(
     let _ = writer.await;
 }
 
-/// A channel number as the protocol's byte (at most 127 ports).
+/// A channel number as the protocol's byte (the request has at most
+/// [`MAX_PORTS`] ports).
 fn channel(n: usize) -> u8 {
     u8::try_from(n).unwrap_or(u8::MAX)
 }
+
+/// The most ports one stream forwards: two channels each, numbered by a
+/// byte (a digit from `'0'` in the base64 protocol).
+pub(crate) const MAX_PORTS: usize = 100;
 
 /// One port's connection: the client's bytes to it, its bytes to the
 /// client, until one side ends and the other has drained.

@@ -1,4 +1,5 @@
-//! `kubectl exec` and `kubectl attach` on a WebSocket: the process's
+//! `kubectl exec` and `kubectl attach`, whatever carries them (a
+//! WebSocket's channels, SPDY's streams: a [`Client`]): the process's
 //! output to the client on stdout and stderr (one stream with a terminal),
 //! the client's stdin and terminal size to the process, and at the end its
 //! exit status on the error channel. The exec and the attach are the same
@@ -10,12 +11,12 @@
 //! it ends is killed (nothing is left running that nobody can reach); an
 //! attach's container is left alone.
 
-use super::channels::{self, Codec, Ending, Resizes};
+use super::channels::{Ending, Resizes};
 use crate::Cri;
 use crate::exec::{Demux, Stream};
-use axum::extract::ws::{Message, WebSocket};
-use futures_util::stream::{SplitSink, SplitStream, StreamExt as _};
-use futures_util::{Future, SinkExt as _};
+use bytes::Bytes;
+use futures_util::Future;
+use futures_util::stream::StreamExt as _;
 use holdfast_core::{ExecSpec, ExecState, RequestError, Signal};
 use holdfast_engine::backend::containers::AttachOptions;
 use holdfast_engine::backend::execs::ExecStarted;
@@ -23,28 +24,49 @@ use holdfast_engine::stdio::{self, Input, Output};
 use k8s_cri::v1 as cri;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
+use tokio::sync::mpsc;
 
 /// How long a killed exec's end is waited for before the connection goes.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-type Sink = SplitSink<WebSocket, Message>;
+/// How long the client's stdin may take to reach the process once the
+/// session is over.
+const FEED_END: Duration = Duration::from_secs(1);
+
+/// What a client sent, whatever carried it.
+#[derive(Debug)]
+pub(super) enum FromClient {
+    Stdin(Vec<u8>),
+    /// The client's stdin is over (its stream half-closed, v5's close).
+    StdinEnd,
+    /// Bytes of the resize channel (JSON sizes, possibly split).
+    Resize(Vec<u8>),
+}
+
+/// What goes to the client.
+#[derive(Debug)]
+pub(super) enum ToClient {
+    Stdout(Bytes),
+    Stderr(Bytes),
+    /// How it ended; the transport says it and closes.
+    End(Ending),
+}
+
+/// A client on some transport: what it sends (`None` once it is gone)
+/// and what it is sent (a send fails once it is gone).
+#[derive(Debug)]
+pub(super) struct Client {
+    pub(super) to: mpsc::Sender<ToClient>,
+    pub(super) from: mpsc::Receiver<FromClient>,
+}
 
 /// An exec's session: the command `request` names, in `container`.
 pub(super) async fn exec(
     cri: Cri,
-    socket: WebSocket,
-    codec: Codec,
+    mut client: Client,
     container: String,
     request: cri::ExecRequest,
 ) {
-    let (mut sink, from_client) = socket.split();
-    if sink
-        .send(codec.ready(request.stdout, request.stderr))
-        .await
-        .is_err()
-    {
-        return;
-    }
     let what = format!("error executing command [{}]", request.cmd.join(" "));
     let failed =
         |why: String| Ending::Failed(format!("error executing command in container: {why}"));
@@ -66,9 +88,13 @@ pub(super) async fn exec(
         Ok((exec_id, ExecStarted::Attached(session))) => (exec_id, session),
         Ok((_, ExecStarted::Detached)) => {
             let why = "the exec was started detached".to_owned();
-            return finish(sink, codec, failed(why)).await;
+            let _ = client.to.send(ToClient::End(failed(why))).await;
+            return;
         }
-        Err(e) => return finish(sink, codec, failed(e.message)).await,
+        Err(e) => {
+            let _ = client.to.send(ToClient::End(failed(e.message))).await;
+            return;
+        }
     };
     let (output, input, cleanup) = session.into_parts();
     let resize = |height, width| {
@@ -76,32 +102,20 @@ pub(super) async fn exec(
         let execs = cri.engine.execs();
         async move { execs.resize(&exec_id, height, width).await }
     };
-    let ends = relay(
-        (sink, from_client),
-        codec,
-        output,
-        request.tty,
-        input,
-        resize,
-    )
-    .await;
-    match ends {
-        Some(sink) => {
-            let ending = match execs.inspect(&exec_id).await {
-                Ok(e) => match e.state {
-                    ExecState::Exited { code: Some(code) } => Ending::Exited { code, what },
-                    other => failed(format!("its end is not known ({other:?})")),
-                },
-                Err(e) => failed(e.message),
-            };
-            finish(sink, codec, ending).await;
-        }
-        None => {
-            tracing::debug!(exec = %exec_id, "the exec's client went away: killing it");
-            let kill = execs.kill(&exec_id, Signal::SIGKILL);
-            if let Ok(Err(e)) = tokio::time::timeout(KILL_WAIT, kill).await {
-                tracing::debug!(exec = %exec_id, error = %e.message, "kill of an abandoned exec");
-            }
+    if relay(&mut client, output, request.tty, input, resize).await {
+        let ending = match execs.inspect(&exec_id).await {
+            Ok(e) => match e.state {
+                ExecState::Exited { code: Some(code) } => Ending::Exited { code, what },
+                other => failed(format!("its end is not known ({other:?})")),
+            },
+            Err(e) => failed(e.message),
+        };
+        let _ = client.to.send(ToClient::End(ending)).await;
+    } else {
+        tracing::debug!(exec = %exec_id, "the exec's client went away: killing it");
+        let kill = execs.kill(&exec_id, Signal::SIGKILL);
+        if let Ok(Err(e)) = tokio::time::timeout(KILL_WAIT, kill).await {
+            tracing::debug!(exec = %exec_id, error = %e.message, "kill of an abandoned exec");
         }
     }
     cleanup();
@@ -110,8 +124,7 @@ pub(super) async fn exec(
 /// An attach's session to `container`'s own process.
 pub(super) async fn attach(
     cri: Cri,
-    socket: WebSocket,
-    codec: Codec,
+    mut client: Client,
     container: String,
     request: cri::AttachRequest,
 ) {
@@ -124,19 +137,12 @@ pub(super) async fn attach(
         detach_keys: None,
         plain_input: true,
     };
-    let (mut sink, from_client) = socket.split();
-    if sink
-        .send(codec.ready(request.stdout, request.stderr))
-        .await
-        .is_err()
-    {
-        return;
-    }
     let attached = match cri.engine.containers().attach(&container, options).await {
         Ok(attached) => attached,
         Err(e) => {
             let why = format!("error attaching to container: {}", e.message);
-            return finish(sink, codec, Ending::Failed(why)).await;
+            let _ = client.to.send(ToClient::End(Ending::Failed(why))).await;
+            return;
         }
     };
     let resize = |height, width| {
@@ -150,10 +156,8 @@ pub(super) async fn attach(
         }
     };
     let output = attached.output;
-    let socket = (sink, from_client);
-    if let Some(sink) = relay(
-        socket,
-        codec,
+    if relay(
+        &mut client,
         output.frames,
         output.tty,
         attached.input,
@@ -163,54 +167,62 @@ pub(super) async fn attach(
     {
         // The container's run is over: the attach ended as it should.
         let what = String::new();
-        finish(sink, codec, Ending::Exited { code: 0, what }).await;
+        let _ = client
+            .to
+            .send(ToClient::End(Ending::Exited { code: 0, what }))
+            .await;
     }
 }
 
 /// Carries `output` to the client and the client's stdin and resizes to
-/// the process until the output ends (the sink back, for the last word)
-/// or the client goes away (`None`).
+/// the process until the output ends (true) or the client goes away, or
+/// the output cannot be read (false).
 async fn relay<F, R>(
-    (mut sink, mut from_client): (Sink, SplitStream<WebSocket>),
-    codec: Codec,
+    client: &mut Client,
     output: Output,
     tty: bool,
     input: Option<Input>,
     resize: F,
-) -> Option<Sink>
+) -> bool
 where
     F: Fn(u32, u32) -> R,
     R: Future<Output = Result<(), RequestError>>,
 {
+    let Client { to, from } = client;
     // The client's stdin goes through a pipe into the engine's feed, which
     // closes the process's stdin when the client's ends.
     let (stdin, stdin_end) = tokio::io::duplex(64 * 1024);
-    let mut stdin = match input {
-        Some(input) => {
-            tokio::spawn(stdio::feed(input, stdin_end));
-            Some(stdin)
-        }
-        None => None,
+    let (mut stdin, feeding) = match input {
+        Some(input) => (
+            Some(stdin),
+            Some(tokio::spawn(stdio::feed(input, stdin_end))),
+        ),
+        None => (None, None),
     };
     let to_client = async {
         let mut output = std::pin::pin!(output);
         let mut demux = Demux::default();
         while let Some(chunk) = output.next().await {
-            let Ok(chunk) = chunk else { break };
+            // An output that cannot be read is no end of the process:
+            // taken as a lost session (an exec is killed, not reported).
+            let Ok(chunk) = chunk else { return false };
+            if chunk.is_empty() {
+                continue;
+            }
             let mut messages = Vec::new();
             if tty {
-                messages.push(codec.encode(channels::STDOUT, &chunk));
+                messages.push(ToClient::Stdout(chunk));
             } else {
                 demux.feed(&chunk, |stream, payload| {
-                    let channel = match stream {
-                        Stream::Stdout => channels::STDOUT,
-                        Stream::Stderr => channels::STDERR,
-                    };
-                    messages.push(codec.encode(channel, payload));
+                    let payload = Bytes::copy_from_slice(payload);
+                    messages.push(match stream {
+                        Stream::Stdout => ToClient::Stdout(payload),
+                        Stream::Stderr => ToClient::Stderr(payload),
+                    });
                 });
             }
             for m in messages {
-                if sink.send(m).await.is_err() {
+                if to.send(m).await.is_err() {
                     return false;
                 }
             }
@@ -219,41 +231,38 @@ where
     };
     let from_client = async {
         let mut resizes = Resizes::default();
-        while let Some(Ok(message)) = from_client.next().await {
-            if matches!(message, Message::Close(_)) {
-                break;
-            }
-            let Some((channel, data)) = codec.decode(message) else {
-                continue;
-            };
-            match channel {
-                channels::STDIN => {
+        while let Some(message) = from.recv().await {
+            match message {
+                FromClient::Stdin(data) => {
                     if let Some(pipe) = stdin.as_mut()
                         && pipe.write_all(&data).await.is_err()
                     {
                         stdin = None;
                     }
                 }
-                channels::RESIZE => {
+                FromClient::StdinEnd => stdin = None,
+                FromClient::Resize(data) => {
                     for (height, width) in resizes.feed(&data) {
                         if let Err(e) = resize(height, width).await {
                             tracing::debug!(error = %e.message, "resize");
                         }
                     }
                 }
-                _ if codec.closes_stdin(channel, &data) => stdin = None,
-                _ => {}
             }
         }
     };
-    tokio::select! {
-        delivered = to_client => delivered.then_some(sink),
-        () = from_client => None,
+    let delivered = tokio::select! {
+        delivered = to_client => delivered,
+        () = from_client => false,
+    };
+    // The client's stdin ends here; the feed then does what that means
+    // (closes the process's stdin) unless it is stuck writing to a process
+    // that does not read: it is given a moment, then dropped with its FIFO.
+    drop(stdin);
+    if let Some(mut feeding) = feeding
+        && tokio::time::timeout(FEED_END, &mut feeding).await.is_err()
+    {
+        feeding.abort();
     }
-}
-
-/// Says how the command ended on the error channel and closes.
-async fn finish(mut sink: Sink, codec: Codec, ending: Ending) {
-    let _ = sink.send(codec.status(&ending)).await;
-    let _ = sink.send(Message::Close(None)).await;
+    delivered
 }
