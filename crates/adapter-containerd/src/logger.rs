@@ -434,6 +434,9 @@ fn write_record(out: &Mutex<LogWriter>, stream: LogStream, line: &[u8]) -> io::R
         log: String::from_utf8_lossy(line).into_owned(),
         stream,
         time: rfc3339_now(),
+        bytes: std::str::from_utf8(line)
+            .is_err()
+            .then(|| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, line)),
     };
     let mut text = serde_json::to_vec(&record).map_err(io::Error::other)?;
     text.push(b'\n');
@@ -620,6 +623,13 @@ pub struct LogRecord {
     pub log: String,
     pub stream: LogStream,
     pub time: String,
+    /// The line's bytes in base64 when they are not UTF-8: `log` holds
+    /// them lossily, as dockerd's json-file does, for readers of the
+    /// format; holdfast's own reader gives back the bytes (an exec's or an
+    /// attach's output is the process's, binary or not: `kubectl cp`'s
+    /// tar, a `docker exec cat` of a binary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<String>,
 }
 
 /// Reads a log written by [`run_logger`], its rotated files (`<log>.N` ..
@@ -820,6 +830,35 @@ mod tests {
         assert!(!locked(&rotated_path(&path, 1)));
         drop(out);
         assert!(!locked(&path));
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_keeps_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.log");
+        let out = Mutex::new(LogWriter::open(&path, LogLimits::default()).unwrap());
+        let binary = [0xff_u8, 0x00, 0xfe, b'a', b'\n'];
+        copy_lines(&binary[..], LogStream::Stdout, &out, false).unwrap();
+        copy_lines(&b"text\n"[..], LogStream::Stdout, &out, false).unwrap();
+        let records = read_log(&path).unwrap();
+        assert_eq!(records.len(), 2);
+        let bytes = records[0].bytes.as_deref().expect("the bytes kept");
+        assert_eq!(
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, bytes).unwrap(),
+            binary
+        );
+        // the text stays readable as dockerd writes it, lossily
+        assert_eq!(records[0].log, "\u{fffd}\u{0}\u{fffd}a\n");
+        // a UTF-8 line carries nothing more
+        assert_eq!(records[1].bytes, None);
+        assert!(
+            !std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .nth(1)
+                .unwrap()
+                .contains("bytes")
+        );
     }
 
     #[test]

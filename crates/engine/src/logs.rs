@@ -142,6 +142,9 @@ struct Record<'a> {
     stream: Cow<'a, str>,
     #[serde(borrow)]
     time: Cow<'a, str>,
+    /// The bytes themselves (base64), for a line that is not UTF-8.
+    #[serde(default, borrow)]
+    bytes: Option<Cow<'a, str>>,
 }
 
 /// Which lines become frames, and how.
@@ -203,7 +206,12 @@ impl Filter {
         } else {
             String::new()
         };
-        let Ok(len) = u32::try_from(prefix.len() + record.log.len()) else {
+        // A line that is not UTF-8 is read back as the bytes it was.
+        let decoded = record.bytes.as_deref().and_then(|b| {
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b).ok()
+        });
+        let payload = decoded.as_deref().unwrap_or(record.log.as_bytes());
+        let Ok(len) = u32::try_from(prefix.len() + payload.len()) else {
             return Verdict::Skip;
         };
         let mut frame = BytesMut::with_capacity(8 + len as usize);
@@ -212,7 +220,7 @@ impl Filter {
             frame.put_u32(len);
         }
         frame.put_slice(prefix.as_bytes());
-        frame.put_slice(record.log.as_bytes());
+        frame.put_slice(payload);
         Verdict::Emit(frame.freeze())
     }
 }
@@ -696,6 +704,30 @@ mod tests {
             .to_string();
         s.push('\n');
         s
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_read_back_as_its_bytes() {
+        let options = LogOptions {
+            stdout: true,
+            stderr: true,
+            raw: true,
+            ..LogOptions::default()
+        };
+        let filter = Filter::new(&options);
+        let line = serde_json::json!({
+            "log": "\u{fffd}a", "stream": "stdout", "time": rfc3339_nanos(BASE), "bytes": "/2E=",
+        })
+        .to_string();
+        let Verdict::Emit(frame) = filter.frame(line.as_bytes()) else {
+            panic!("not emitted");
+        };
+        assert_eq!(&frame[..], [0xff, b'a']);
+        // without them, the text
+        let Verdict::Emit(frame) = filter.frame(record("stdout", "ok", BASE).as_bytes()) else {
+            panic!("not emitted");
+        };
+        assert_eq!(&frame[..], b"ok");
     }
 
     /// `count` lines "<prefix><i>\n", alternating stdout/stderr when `mixed`,
