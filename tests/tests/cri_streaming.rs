@@ -6,7 +6,10 @@
 //! port; a WebSocket client of our own carries 100 MiB each way through a
 //! port-forward without loss, breaks an exec's stream (nothing is left
 //! running), and keeps an exec across a SIGKILL and restart of holdfastd
-//! (the process keeps its container; its exit is recorded).
+//! (the process keeps its container; its exit is recorded). SPDY/3.1, the
+//! transport kubectl's requests arrive by, is driven by an independent
+//! implementation of it (node-spdy's spdy-transport, from npm), opening
+//! streams as client-go does and keeping SPDY/3.1's flow control.
 
 use futures_util::{SinkExt as _, StreamExt as _};
 use holdfast_e2e::cri::{Cri, busybox};
@@ -246,6 +249,118 @@ async fn kubernetes_python_client_execs_attaches_and_forwards_a_port() {
     assert_eq!(out["returncode"], 0, "{out}");
     let status = cri.wait_exited(d, &reader).await;
     assert_eq!(status.exit_code, 0);
+    cri.remove_pod(d, &pod).await;
+}
+
+/// node-spdy's spdy-transport under `dir`; the node to run it with.
+fn spdy_client(dir: &Path) -> std::path::PathBuf {
+    let out = run_with_timeout(
+        Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+            .arg(dir)
+            .arg("spdy-transport@3.0.0"),
+        holdfast_e2e::python::PIP_BOUND,
+    );
+    assert!(
+        out.success(),
+        "npm install spdy-transport failed ({}):\n{}\n{}",
+        out.code(),
+        out.stdout,
+        out.stderr
+    );
+    dir.join("node_modules")
+}
+
+/// tests/node/cri_spdy.js with `args`: its JSON.
+fn node_client(modules: &Path, d: &Daemon, args: &[&str]) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/cri_spdy.js");
+    let out = run_with_timeout(
+        Command::new("node")
+            .env("NODE_PATH", modules)
+            .arg(&script)
+            .args(args),
+        SCRIPT_BOUND,
+    );
+    assert!(
+        out.success(),
+        "cri_spdy.js {args:?} failed ({}):\n--- stdout\n{}\n--- stderr\n{}{}",
+        out.code(),
+        out.stdout,
+        out.stderr,
+        d.diagnostics()
+    );
+    serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("cri_spdy.js {args:?} printed no JSON ({e}): {}", out.stdout))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_independent_spdy_client_execs_and_forwards_a_port() {
+    let tools = tempfile::Builder::new()
+        .prefix("hf-e2e-spdy-")
+        .tempdir()
+        .expect("a temporary directory");
+    let modules = spdy_client(tools.path());
+    let b = BridgeDaemon::start();
+    let d = &b.d;
+    let mut cri = Cri::of(d);
+    let script = "mkdir -p /www && echo hello-over-spdy > /www/index.html \
+                  && exec httpd -f -p 8080 -h /www";
+    let (pod, web) = pod_with(&mut cri, d, "spdy", script).await;
+
+    // stdin past SPDY's 64 KiB window, echoed back whole; the status
+    let url = exec_url(
+        &mut cri,
+        d,
+        exec_request(&web, &["sh", "-c", "cat; exit 5"], false, true),
+    )
+    .await;
+    let out = node_client(&modules, d, &["exec", &url, "300000"]);
+    assert_eq!(out["version"], "v4.channel.k8s.io", "{out}");
+    assert_eq!(out["stdout_bytes"], 300_000, "{out}");
+    assert_eq!(out["stdout_sha256"], out["sent_sha256"], "{out}");
+    assert_eq!(out["status"]["reason"], "NonZeroExitCode", "{out}");
+    assert_eq!(
+        out["status"]["details"]["causes"][0]["message"], "5",
+        "{out}"
+    );
+
+    // a terminal, resized
+    let url = exec_url(&mut cri, d, exec_request(&web, &["sh"], true, true)).await;
+    let out = node_client(&modules, d, &["exec-tty", &url]);
+    assert!(
+        out["stdout"].as_str().is_some_and(|s| s.contains("40 100")),
+        "the terminal was not resized: {out}"
+    );
+    assert_eq!(out["status"]["status"], "Success", "{out}");
+
+    // port forwarding: the port named by the streams
+    exec_until(
+        &mut cri,
+        d,
+        &web,
+        &["wget", "-q", "-O-", "http://127.0.0.1:8080/"],
+        "httpd serves",
+        |out| out.contains("hello-over-spdy"),
+    )
+    .await;
+    let url = port_forward_url(&mut cri, d, &pod, 8080).await;
+    let out = node_client(&modules, d, &["port-forward", &url, "8080"]);
+    assert_eq!(out["version"], "portforward.k8s.io", "{out}");
+    assert!(
+        out["response"]
+            .as_str()
+            .is_some_and(|s| s.contains("hello-over-spdy")),
+        "{out}"
+    );
+    assert_eq!(out["error"], "", "{out}");
+    let url = port_forward_url(&mut cri, d, &pod, 8081).await;
+    let out = node_client(&modules, d, &["port-forward", &url, "8081"]);
+    assert!(
+        out["error"]
+            .as_str()
+            .is_some_and(|s| s.contains("error forwarding port 8081")),
+        "{out}"
+    );
     cri.remove_pod(d, &pod).await;
 }
 

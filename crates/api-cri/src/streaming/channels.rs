@@ -103,14 +103,7 @@ impl Codec {
     /// The error channel's last word: how the command ended (before v4,
     /// nothing at all for a success).
     pub(crate) fn status(&self, ending: &Ending) -> Option<Message> {
-        let text = if self.status_json {
-            ending.status_json().to_string()
-        } else {
-            match ending {
-                Ending::Exited { code: 0, .. } => return None,
-                other => other.message(),
-            }
-        };
+        let text = ending.status_text(self.status_json)?;
         Some(self.encode(ERROR, text.as_bytes()))
     }
 }
@@ -137,6 +130,19 @@ pub(crate) enum Ending {
 }
 
 impl Ending {
+    /// The error channel's text: a `Status` in JSON (v4 and later), or
+    /// before v4 the message alone, and nothing for a success.
+    pub(crate) fn status_text(&self, json: bool) -> Option<String> {
+        if json {
+            Some(self.status_json().to_string())
+        } else {
+            match self {
+                Ending::Exited { code: 0, .. } => None,
+                other => Some(other.message()),
+            }
+        }
+    }
+
     fn message(&self) -> String {
         match self {
             Ending::Exited { code, what } => {

@@ -2,23 +2,25 @@
 //! with a URL on it, under a single-use token ([`tokens`]), and kubelet
 //! (or whoever it hands the URL to) connects there for the stream itself.
 //! Served over WebSocket with Kubernetes' channel protocols
-//! ([`channels`]): exec and attach in [`remotecommand`], port forwarding
-//! in [`portforward`]. A request that is not a WebSocket upgrade (SPDY/3.1)
-//! is refused by name.
+//! ([`channels`], [`websocket`]) and over SPDY/3.1 ([`spdy`]), the
+//! transport kubectl's requests arrive by: exec and attach in
+//! [`remotecommand`], port forwarding in [`portforward`], whatever carries
+//! them.
 
 mod channels;
 mod portforward;
 mod remotecommand;
+pub(crate) mod spdy;
 mod tokens;
 mod websocket;
 
 use crate::Cri;
 use crate::status::invalid;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts as _, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
+use hyper_util::rt::TokioIo;
 use k8s_cri::v1 as cri;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -107,68 +109,127 @@ pub async fn serve(
         .await
 }
 
-type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
-
-async fn exec(
-    State(cri): State<Cri>,
-    Path(token): Path<String>,
-    headers: HeaderMap,
-    ws: Upgrade,
-) -> Response {
-    match (cri.wanted(&token), ws) {
-        (Some(Wanted::Exec { container, request }), Ok(ws)) => {
-            let (ws, codec) = match negotiate(ws, &channels::PROTOCOLS, &headers) {
-                Ok(negotiated) => negotiated,
-                Err(refusal) => return refusal.into_response(),
-            };
-            let (stdout, stderr) = (request.stdout, request.stderr);
-            ws.on_upgrade(move |socket| {
-                let client = websocket::client(socket, codec, stdout, stderr);
-                remotecommand::exec(cri, client, container, request)
-            })
+async fn exec(State(cri): State<Cri>, Path(token): Path<String>, req: Request) -> Response {
+    let Some(Wanted::Exec { container, request }) = cri.wanted(&token) else {
+        return not_found();
+    };
+    let asked = spdy::Asked {
+        stdin: request.stdin,
+        stdout: request.stdout,
+        stderr: request.stderr,
+        tty: request.tty,
+    };
+    match upgrade(req, &channels::PROTOCOLS, &spdy::REMOTECOMMAND).await {
+        Upgrade::WebSocket(ws, codec) => ws.on_upgrade(move |socket| {
+            let client = websocket::client(socket, codec, asked.stdout, asked.stderr);
+            remotecommand::exec(cri, client, container, request)
+        }),
+        Upgrade::Spdy(upgrading, version) => {
+            tokio::spawn(async move {
+                if let Ok(io) = upgrading.await
+                    && let Some(client) = spdy::client(TokioIo::new(io), version, asked).await
+                {
+                    remotecommand::exec(cri, client, container, request).await;
+                }
+            });
+            spdy::switching(version)
         }
-        (wanted, ws) => refused(wanted, ws),
+        Upgrade::Refused(r) => r,
     }
 }
 
-async fn attach(
-    State(cri): State<Cri>,
-    Path(token): Path<String>,
-    headers: HeaderMap,
-    ws: Upgrade,
-) -> Response {
-    match (cri.wanted(&token), ws) {
-        (Some(Wanted::Attach { container, request }), Ok(ws)) => {
-            let (ws, codec) = match negotiate(ws, &channels::PROTOCOLS, &headers) {
-                Ok(negotiated) => negotiated,
-                Err(refusal) => return refusal.into_response(),
-            };
-            let (stdout, stderr) = (request.stdout, request.stderr);
-            ws.on_upgrade(move |socket| {
-                let client = websocket::client(socket, codec, stdout, stderr);
-                remotecommand::attach(cri, client, container, request)
-            })
+async fn attach(State(cri): State<Cri>, Path(token): Path<String>, req: Request) -> Response {
+    let Some(Wanted::Attach { container, request }) = cri.wanted(&token) else {
+        return not_found();
+    };
+    let asked = spdy::Asked {
+        stdin: request.stdin,
+        stdout: request.stdout,
+        stderr: request.stderr,
+        tty: request.tty,
+    };
+    match upgrade(req, &channels::PROTOCOLS, &spdy::REMOTECOMMAND).await {
+        Upgrade::WebSocket(ws, codec) => ws.on_upgrade(move |socket| {
+            let client = websocket::client(socket, codec, asked.stdout, asked.stderr);
+            remotecommand::attach(cri, client, container, request)
+        }),
+        Upgrade::Spdy(upgrading, version) => {
+            tokio::spawn(async move {
+                if let Ok(io) = upgrading.await
+                    && let Some(client) = spdy::client(TokioIo::new(io), version, asked).await
+                {
+                    remotecommand::attach(cri, client, container, request).await;
+                }
+            });
+            spdy::switching(version)
         }
-        (wanted, ws) => refused(wanted, ws),
+        Upgrade::Refused(r) => r,
     }
 }
 
-async fn port_forward(
-    State(cri): State<Cri>,
-    Path(token): Path<String>,
-    headers: HeaderMap,
-    ws: Upgrade,
-) -> Response {
-    match (cri.wanted(&token), ws) {
-        (Some(Wanted::PortForward { sandbox, ports }), Ok(ws)) => {
-            let (ws, codec) = match negotiate(ws, &portforward::PROTOCOLS, &headers) {
-                Ok(negotiated) => negotiated,
-                Err(refusal) => return refusal.into_response(),
-            };
+async fn port_forward(State(cri): State<Cri>, Path(token): Path<String>, req: Request) -> Response {
+    let Some(Wanted::PortForward { sandbox, ports }) = cri.wanted(&token) else {
+        return not_found();
+    };
+    match upgrade(req, &portforward::PROTOCOLS, &spdy::PORTFORWARD).await {
+        Upgrade::WebSocket(ws, codec) => {
             ws.on_upgrade(move |socket| portforward::serve(cri, socket, codec, sandbox, ports))
         }
-        (wanted, ws) => refused(wanted, ws),
+        Upgrade::Spdy(upgrading, version) => {
+            // Over SPDY the ports are the streams' own, not the request's.
+            tokio::spawn(async move {
+                if let Ok(io) = upgrading.await {
+                    spdy::port_forward(cri, TokioIo::new(io), sandbox).await;
+                }
+            });
+            spdy::switching(version)
+        }
+        Upgrade::Refused(r) => r,
     }
+}
+
+/// The transport a request asks for, its protocol negotiated.
+enum Upgrade {
+    WebSocket(WebSocketUpgrade, channels::Codec),
+    Spdy(hyper::upgrade::OnUpgrade, &'static str),
+    Refused(Response),
+}
+
+/// A WebSocket upgrade (`Upgrade: websocket`), or SPDY's otherwise, as
+/// kubelet's server tells them apart.
+async fn upgrade(
+    req: Request,
+    websocket: &'static [&'static str],
+    spdy_versions: &'static [&'static str],
+) -> Upgrade {
+    let is_websocket = req
+        .headers()
+        .get(axum::http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if is_websocket {
+        let (mut parts, _) = req.into_parts();
+        let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+            Ok(ws) => ws,
+            Err(rejection) => return Upgrade::Refused(rejection.into_response()),
+        };
+        match negotiate(ws, websocket, &parts.headers) {
+            Ok((ws, codec)) => Upgrade::WebSocket(ws, codec),
+            Err(refusal) => Upgrade::Refused(refusal.into_response()),
+        }
+    } else {
+        let mut req = req;
+        match spdy::negotiate(req.headers(), spdy_versions) {
+            Ok(version) => Upgrade::Spdy(hyper::upgrade::on(&mut req), version),
+            Err(refusal) => Upgrade::Refused(*refusal),
+        }
+    }
+}
+
+/// A token that is unknown, used, expired or of another kind of stream:
+/// 404, as kubelet's server answers.
+fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "404 page not found\n").into_response()
 }
 
 /// The subprotocol: the first of `served` the client offers, none when it
@@ -191,21 +252,6 @@ fn negotiate(
     }
     let codec = channels::Codec::of(selected);
     Ok((ws, codec))
-}
-
-/// A token that is unknown, used, expired or of another kind of stream
-/// (404, as kubelet's server answers), or a request that is no WebSocket
-/// upgrade (400).
-fn refused(wanted: Option<Wanted>, ws: Upgrade) -> Response {
-    match (wanted, ws) {
-        (Some(_), Err(_)) => (
-            StatusCode::BAD_REQUEST,
-            "holdfast serves streams over WebSocket only (v4.channel.k8s.io and the older \
-             channel protocols, v5.channel.k8s.io); SPDY/3.1 is not served",
-        )
-            .into_response(),
-        _ => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
-    }
 }
 
 impl Cri {

@@ -9,6 +9,7 @@
 use super::channels::Codec;
 use crate::Cri;
 use axum::extract::ws::{Message, WebSocket};
+use bytes::Bytes;
 use futures_util::SinkExt as _;
 use futures_util::stream::StreamExt as _;
 use std::collections::HashMap;
@@ -39,7 +40,7 @@ pub(super) async fn serve(
 ) {
     let (mut sink, mut from_client) = socket.split();
     // Every port's writer sends through one queue to the socket.
-    let (to_client, mut queued) = mpsc::channel::<Message>(64);
+    let (to_socket, mut queued) = mpsc::channel::<Message>(64);
     let writer = tokio::spawn(async move {
         while let Some(m) = queued.recv().await {
             if sink.send(m).await.is_err() {
@@ -48,37 +49,47 @@ pub(super) async fn serve(
         }
         let _ = sink.send(super::channels::normal_close()).await;
     });
-    let netns = match cri.sandbox(&sandbox).await {
-        Ok(Some(s)) if s.running_pid() != 0 => Ok(format!("/proc/{}/ns/net", s.running_pid())),
-        Ok(_) => Err(format!("pod {sandbox} is not running")),
-        Err(e) => Err(e.message().to_owned()),
-    };
+    let netns = netns_of(&cri, &sandbox).await;
     let mut inputs = HashMap::new();
     let mut forwards = Vec::new();
     for (i, &port) in ports.iter().enumerate() {
         let (data, error) = (channel(2 * i), channel(2 * i + 1));
         for c in [data, error] {
-            let _ = to_client.send(codec.encode(c, &port.to_le_bytes())).await;
+            let _ = to_socket.send(codec.encode(c, &port.to_le_bytes())).await;
         }
-        let (input, from) = mpsc::channel::<Vec<u8>>(16);
+        let (input, from) = mpsc::channel::<Bytes>(16);
         inputs.insert(data, input);
-        let to_client = to_client.clone();
-        let netns = netns.clone();
-        let sandbox = sandbox.clone();
+        let (to_client, mut replies) = mpsc::channel::<Bytes>(16);
+        let to_socket = to_socket.clone();
+        let (netns, sandbox) = (netns.clone(), sandbox.clone());
         forwards.push(tokio::spawn(async move {
-            let done = match netns {
-                Ok(netns) => forward(&netns, port, from, &to_client, codec, data).await,
-                Err(why) => Err(why),
+            let relay = {
+                let to_socket = to_socket.clone();
+                tokio::spawn(async move {
+                    while let Some(b) = replies.recv().await {
+                        if to_socket.send(codec.encode(data, &b)).await.is_err() {
+                            return;
+                        }
+                    }
+                })
             };
+            let done = match netns {
+                Ok(netns) => forward(&netns, port, from, to_client).await,
+                Err(why) => {
+                    drop(to_client);
+                    Err(why)
+                }
+            };
+            let _ = relay.await;
             if let Err(why) = done {
                 // kubelet's words (its pod uid is not the runtime's to know).
                 let msg = format!("error forwarding port {port} to pod {sandbox}, uid : {why}");
                 tracing::debug!("{msg}");
-                let _ = to_client.send(codec.encode(error, msg.as_bytes())).await;
+                let _ = to_socket.send(codec.encode(error, msg.as_bytes())).await;
             }
         }));
     }
-    drop(to_client);
+    drop(to_socket);
     let all_done = futures_util::future::join_all(forwards);
     let from_client = async {
         while let Some(Ok(message)) = from_client.next().await {
@@ -89,7 +100,7 @@ pub(super) async fn serve(
                 continue;
             };
             if let Some(input) = inputs.get(&channel)
-                && input.send(data).await.is_err()
+                && input.send(Bytes::from(data)).await.is_err()
             {
                 inputs.remove(&channel);
             }
@@ -105,6 +116,16 @@ pub(super) async fn serve(
     let _ = writer.await;
 }
 
+/// The network namespace of `sandbox`'s pod, as its running process has
+/// it; why not, when it is not running.
+pub(super) async fn netns_of(cri: &Cri, sandbox: &str) -> Result<String, String> {
+    match cri.sandbox(sandbox).await {
+        Ok(Some(s)) if s.running_pid() != 0 => Ok(format!("/proc/{}/ns/net", s.running_pid())),
+        Ok(_) => Err(format!("pod {sandbox} is not running")),
+        Err(e) => Err(e.message().to_owned()),
+    }
+}
+
 /// A channel number as the protocol's byte (the request has at most
 /// [`MAX_PORTS`] ports).
 fn channel(n: usize) -> u8 {
@@ -117,13 +138,11 @@ pub(crate) const MAX_PORTS: usize = 100;
 
 /// One port's connection: the client's bytes to it, its bytes to the
 /// client, until one side ends and the other has drained.
-async fn forward(
+pub(super) async fn forward(
     netns: &str,
     port: u16,
-    mut from_client: mpsc::Receiver<Vec<u8>>,
-    to_client: &mpsc::Sender<Message>,
-    codec: Codec,
-    data: u8,
+    mut from_client: mpsc::Receiver<Bytes>,
+    to_client: mpsc::Sender<Bytes>,
 ) -> Result<(), String> {
     let stream = connect_in(netns, port).await?;
     let (mut reader, mut writer) = stream.into_split();
@@ -142,7 +161,11 @@ async fn forward(
             match reader.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
-                    if to_client.send(codec.encode(data, &buf[..n])).await.is_err() {
+                    if to_client
+                        .send(Bytes::copy_from_slice(&buf[..n]))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }

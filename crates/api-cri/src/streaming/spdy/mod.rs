@@ -1,0 +1,313 @@
+//! The CRI's streams over SPDY/3.1, the transport kubectl's requests reach
+//! a runtime through (the API server and kubelet's proxy speak it): an
+//! HTTP upgrade naming the protocol version (`X-Stream-Protocol-Version`),
+//! then one SPDY stream per channel. For exec and attach, the client opens
+//! `error`, `stdin`, `stdout`, `stderr` and `resize` streams (those it
+//! asked for); the status goes on `error` at the end. For port forwarding
+//! (`portforward.k8s.io`), a pair of streams per connection (`error` and
+//! `data`, matched by `requestid`) to the `port` they name.
+//!
+//! The framing ([`frame`], [`dictionary`]) and the connection
+//! ([`session`]) are this module's own: no Rust crate speaks SPDY/3.1.
+
+mod dictionary;
+pub(crate) mod frame;
+mod session;
+
+use super::portforward;
+use super::remotecommand::{Client, FromClient, ToClient};
+use crate::Cri;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse as _, Response};
+use bytes::Bytes;
+use session::{Incoming, Out};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The remote command protocol versions served, the newest first.
+pub(super) const REMOTECOMMAND: [&str; 4] = [
+    "v4.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+];
+
+/// Port forwarding's one protocol.
+pub(super) const PORTFORWARD: [&str; 1] = ["portforward.k8s.io"];
+
+/// How long a client may take to open the streams it asked for.
+const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The version to speak: the first the client lists (repeated headers or
+/// comma-separated) that is served. Refusals as kubelet words them.
+pub(super) fn negotiate(
+    headers: &HeaderMap,
+    served: &'static [&'static str],
+) -> Result<&'static str, Box<Response>> {
+    let upgrade = headers
+        .get(axum::http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !upgrade.to_ascii_lowercase().contains("spdy/3.1") {
+        let why = "unable to upgrade: missing upgrade headers in request (SPDY/3.1 or a WebSocket)";
+        return Err(Box::new((StatusCode::BAD_REQUEST, why).into_response()));
+    }
+    let offered: Vec<&str> = headers
+        .get_all("x-stream-protocol-version")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    if offered.is_empty() {
+        let why = "unable to upgrade: header X-Stream-Protocol-Version does not exist in request";
+        return Err(Box::new((StatusCode::BAD_REQUEST, why).into_response()));
+    }
+    match offered.iter().find_map(|o| served.iter().find(|s| *s == o)) {
+        Some(chosen) => Ok(chosen),
+        None => {
+            let mut r = (
+                StatusCode::FORBIDDEN,
+                format!("unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server accepts {served:?}"),
+            )
+                .into_response();
+            for s in served {
+                r.headers_mut().append(
+                    "x-accepted-stream-protocol-versions",
+                    HeaderValue::from_static(s),
+                );
+            }
+            Err(Box::new(r))
+        }
+    }
+}
+
+/// The 101 that switches the connection to SPDY speaking `version`.
+pub(super) fn switching(version: &'static str) -> Response {
+    let mut r = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let h = r.headers_mut();
+    h.insert(
+        axum::http::header::CONNECTION,
+        HeaderValue::from_static("Upgrade"),
+    );
+    h.insert(
+        axum::http::header::UPGRADE,
+        HeaderValue::from_static("SPDY/3.1"),
+    );
+    h.insert(
+        "x-stream-protocol-version",
+        HeaderValue::from_static(version),
+    );
+    r
+}
+
+/// What an exec or attach asked for: the streams the client must open.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Asked {
+    pub(super) stdin: bool,
+    pub(super) stdout: bool,
+    pub(super) stderr: bool,
+    pub(super) tty: bool,
+}
+
+/// The session's end of a SPDY connection for exec or attach: waits for
+/// the streams asked for (at most [`STREAM_CREATION_TIMEOUT`]); `None`
+/// when they never came (the connection is closed).
+pub(super) async fn client(
+    io: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    version: &'static str,
+    asked: Asked,
+) -> Option<Client> {
+    let (mut streams, out) = session::serve(io);
+    // v1 has no resize stream; v2 and later open one with a terminal.
+    let resizes = asked.tty && version != "channel.k8s.io";
+    let expected = 1
+        + usize::from(asked.stdin)
+        + usize::from(asked.stdout)
+        + usize::from(asked.stderr)
+        + usize::from(resizes);
+    let mut by_type: HashMap<String, Incoming> = HashMap::new();
+    let mut last_id = 0;
+    let collect = async {
+        while by_type.len() < expected {
+            let incoming = streams.recv().await?;
+            last_id = last_id.max(incoming.id);
+            let kind = incoming.header("streamtype").unwrap_or("").to_owned();
+            match kind.as_str() {
+                "error" | "stdin" | "stdout" | "stderr" | "resize" => {
+                    by_type.insert(kind, incoming);
+                }
+                other => tracing::debug!(streamtype = other, "SPDY stream of no known type"),
+            }
+        }
+        Some(())
+    };
+    if !matches!(
+        tokio::time::timeout(STREAM_CREATION_TIMEOUT, collect).await,
+        Ok(Some(()))
+    ) {
+        tracing::debug!("the client did not open the streams it asked for");
+        out.go_away(last_id).await;
+        return None;
+    }
+    let id = |t: &str| by_type.get(t).map(|s| s.id);
+    let (error, stdout, stderr) = (id("error"), id("stdout"), id("stderr"));
+    let status_json = version == "v4.channel.k8s.io";
+    let (to, mut to_rx) = mpsc::channel::<ToClient>(16);
+    let writer = out.clone();
+    tokio::spawn(async move {
+        while let Some(m) = to_rx.recv().await {
+            let sent = match m {
+                ToClient::Stdout(b) => match stdout {
+                    Some(id) => writer.data(id, b).await,
+                    None => true,
+                },
+                ToClient::Stderr(b) => match stderr {
+                    Some(id) => writer.data(id, b).await,
+                    None => true,
+                },
+                ToClient::End(ending) => {
+                    if let (Some(id), Some(text)) = (error, ending.status_text(status_json)) {
+                        writer.data(id, Bytes::from(text)).await;
+                    }
+                    break;
+                }
+            };
+            if !sent {
+                return;
+            }
+        }
+        for id in [stdout, stderr, error].into_iter().flatten() {
+            writer.finish(id).await;
+        }
+        writer.go_away(last_id).await;
+    });
+    let (from_tx, from) = mpsc::channel::<FromClient>(16);
+    let mut stdin = by_type.remove("stdin").map(|s| s.data);
+    let mut resize = by_type.remove("resize").map(|s| s.data);
+    tokio::spawn(async move {
+        loop {
+            let m = tokio::select! {
+                data = recv(&mut stdin) => match data {
+                    Some(d) => FromClient::Stdin(d.to_vec()),
+                    None => {
+                        stdin = None;
+                        FromClient::StdinEnd
+                    }
+                },
+                data = recv(&mut resize) => match data {
+                    Some(d) => FromClient::Resize(d.to_vec()),
+                    None => {
+                        resize = None;
+                        continue;
+                    }
+                },
+                // Another stream, or (None) the connection is gone.
+                more = streams.recv() => match more {
+                    Some(_) => continue,
+                    None => break,
+                },
+            };
+            if from_tx.send(m).await.is_err() {
+                break;
+            }
+        }
+    });
+    Some(Client { to, from })
+}
+
+/// The next data of a stream that is still open; pending for ever once
+/// it is not (so that a `select!` waits on the others).
+async fn recv(stream: &mut Option<mpsc::Receiver<Bytes>>) -> Option<Bytes> {
+    match stream {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Port forwarding on a SPDY connection: each pair of streams the client
+/// opens (`error` and `data`, one `requestid`) is one connection to the
+/// `port` they name in the pod, until the client closes.
+pub(super) async fn port_forward(
+    cri: Cri,
+    io: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    sandbox: String,
+) {
+    let (mut streams, out) = session::serve(io);
+    let netns = portforward::netns_of(&cri, &sandbox).await;
+    let mut waiting: HashMap<String, (Option<Incoming>, Option<Incoming>)> = HashMap::new();
+    while let Some(incoming) = streams.recv().await {
+        let port = incoming
+            .header("port")
+            .and_then(|p| p.parse::<u16>().ok())
+            .filter(|&p| p > 0);
+        let kind = incoming.header("streamtype").unwrap_or("");
+        let (Some(port), "error" | "data") = (port, kind) else {
+            out.refuse(incoming.id).await;
+            continue;
+        };
+        // Paired by requestid; a client that sends none pairs by ids (the
+        // data stream opened right after its error stream).
+        let request = match incoming.header("requestid") {
+            Some(r) => r.to_owned(),
+            None if kind == "error" => incoming.id.to_string(),
+            None => incoming.id.saturating_sub(2).to_string(),
+        };
+        let pair = waiting.entry(request.clone()).or_default();
+        let slot = if kind == "error" {
+            &mut pair.0
+        } else {
+            &mut pair.1
+        };
+        if slot.is_some() {
+            out.refuse(incoming.id).await;
+            continue;
+        }
+        *slot = Some(incoming);
+        let complete = matches!(waiting.get(&request), Some((Some(_), Some(_))));
+        if complete && let Some((Some(error), Some(data))) = waiting.remove(&request) {
+            let (out, netns, sandbox) = (out.clone(), netns.clone(), sandbox.clone());
+            tokio::spawn(forward_pair(out, netns, sandbox, port, error, data));
+        }
+    }
+}
+
+/// One forwarded connection: the data stream to `port` and back; a
+/// failure said on the error stream; both finished at the end.
+async fn forward_pair(
+    out: Out,
+    netns: Result<String, String>,
+    sandbox: String,
+    port: u16,
+    error: Incoming,
+    data: Incoming,
+) {
+    let (to_client, mut queued) = mpsc::channel::<Bytes>(16);
+    let writer = {
+        let out = out.clone();
+        let id = data.id;
+        tokio::spawn(async move {
+            while let Some(b) = queued.recv().await {
+                if !out.data(id, b).await {
+                    return;
+                }
+            }
+        })
+    };
+    let done = match netns {
+        Ok(netns) => portforward::forward(&netns, port, data.data, to_client).await,
+        Err(why) => {
+            drop(to_client);
+            Err(why)
+        }
+    };
+    let _ = writer.await;
+    if let Err(why) = done {
+        let msg = format!("error forwarding port {port} to pod {sandbox}, uid : {why}");
+        tracing::debug!("{msg}");
+        out.data(error.id, Bytes::from(msg)).await;
+    }
+    out.finish(error.id).await;
+    out.finish(data.id).await;
+}

@@ -1,0 +1,207 @@
+//! A SPDY/3.1 connection, the server's end: the streams the client opens
+//! (each answered at once with an empty SYN_REPLY, as kubelet's server
+//! answers), their data, and what this end writes. Pings are echoed; each
+//! byte received is given back to the sender's window (peers that keep
+//! flow control stall without it; spdystream ignores it); SETTINGS and
+//! window updates are read and passed over: this end never waits for a
+//! window, as kubelet's does not.
+
+use super::frame::{FLAG_FIN, Frame, Headers, Reader, Writer};
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::sync::mpsc;
+
+/// The most one data frame carries from this end.
+const CHUNK: usize = 32 * 1024;
+
+/// A stream the client opened: its headers and its data until the client
+/// ends it (FIN or reset) or the connection goes.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    pub(crate) id: u32,
+    pub(crate) headers: Headers,
+    pub(crate) data: mpsc::Receiver<Bytes>,
+}
+
+impl Incoming {
+    /// A header's value (names are lower-case on the wire).
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What this end writes.
+#[derive(Clone, Debug)]
+pub(crate) struct Out {
+    frames: mpsc::Sender<Frame>,
+}
+
+impl Out {
+    /// `data` on stream `id`; false once the connection is gone.
+    pub(crate) async fn data(&self, id: u32, data: Bytes) -> bool {
+        for at in (0..data.len()).step_by(CHUNK) {
+            let chunk = data.slice(at..(at + CHUNK).min(data.len()));
+            let frame = Frame::Data {
+                stream_id: id,
+                flags: 0,
+                data: chunk,
+            };
+            if self.frames.send(frame).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// This end's last frame on stream `id`.
+    pub(crate) async fn finish(&self, id: u32) {
+        let fin = Frame::Data {
+            stream_id: id,
+            flags: FLAG_FIN,
+            data: Bytes::new(),
+        };
+        let _ = self.frames.send(fin).await;
+    }
+
+    /// Refuses stream `id` (RST_STREAM, status 1: a protocol error).
+    pub(crate) async fn refuse(&self, id: u32) {
+        let rst = Frame::RstStream {
+            stream_id: id,
+            status: 1,
+        };
+        let _ = self.frames.send(rst).await;
+    }
+
+    /// Ends the connection: GOAWAY, then the socket is closed once what
+    /// was queued before is written.
+    pub(crate) async fn go_away(&self, last_good_stream_id: u32) {
+        let _ = self
+            .frames
+            .send(Frame::GoAway {
+                last_good_stream_id,
+                status: 0,
+            })
+            .await;
+    }
+}
+
+/// Runs the connection on `io`: the streams the client opens come out of
+/// the receiver (which ends with the connection), and `Out` writes.
+pub(crate) fn serve(
+    io: impl AsyncRead + AsyncWrite + Send + 'static,
+) -> (mpsc::Receiver<Incoming>, Out) {
+    let (mut read, mut write) = tokio::io::split(io);
+    let (frames, mut queued) = mpsc::channel::<Frame>(64);
+    let (streams_tx, streams) = mpsc::channel::<Incoming>(16);
+    tokio::spawn(async move {
+        let mut writer = Writer::default();
+        let mut buf = BytesMut::new();
+        while let Some(frame) = queued.recv().await {
+            buf.clear();
+            if let Err(e) = writer.write(&frame, &mut buf) {
+                tracing::debug!(error = %e, "SPDY frame not written");
+                break;
+            }
+            if write.write_all(&buf).await.is_err() {
+                break;
+            }
+            if matches!(frame, Frame::GoAway { .. }) {
+                break;
+            }
+        }
+        let _ = write.shutdown().await;
+    });
+    let out = Out { frames };
+    let replies = out.clone();
+    tokio::spawn(async move {
+        let mut reader = Reader::default();
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let mut open: HashMap<u32, mpsc::Sender<Bytes>> = HashMap::new();
+        'connection: loop {
+            loop {
+                let frame = match reader.read(&mut buf) {
+                    Ok(Some(frame)) => frame,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "SPDY connection dropped");
+                        break 'connection;
+                    }
+                };
+                match frame {
+                    Frame::SynStream {
+                        stream_id,
+                        flags,
+                        headers,
+                    } => {
+                        let reply = Frame::SynReply {
+                            stream_id,
+                            flags: 0,
+                            headers: Vec::new(),
+                        };
+                        if replies.frames.send(reply).await.is_err() {
+                            break 'connection;
+                        }
+                        let (tx, data) = mpsc::channel(64);
+                        if flags & FLAG_FIN == 0 {
+                            open.insert(stream_id, tx);
+                        }
+                        let incoming = Incoming {
+                            id: stream_id,
+                            headers,
+                            data,
+                        };
+                        if streams_tx.send(incoming).await.is_err() {
+                            break 'connection;
+                        }
+                    }
+                    Frame::Data {
+                        stream_id,
+                        flags,
+                        data,
+                    } => {
+                        let n = u32::try_from(data.len()).unwrap_or(0);
+                        if n > 0 {
+                            if let Some(tx) = open.get(&stream_id)
+                                && tx.send(data).await.is_err()
+                            {
+                                open.remove(&stream_id);
+                            }
+                            // Given back: to the stream, and (3.1) the session.
+                            for id in [stream_id, 0] {
+                                let update = Frame::WindowUpdate {
+                                    stream_id: id,
+                                    delta: n,
+                                };
+                                let _ = replies.frames.send(update).await;
+                            }
+                        }
+                        if flags & FLAG_FIN != 0 {
+                            open.remove(&stream_id);
+                        }
+                    }
+                    Frame::RstStream { stream_id, .. } => {
+                        open.remove(&stream_id);
+                    }
+                    Frame::Ping { id } => {
+                        let _ = replies.frames.send(Frame::Ping { id }).await;
+                    }
+                    Frame::GoAway { .. } => break 'connection,
+                    Frame::SynReply { .. } | Frame::WindowUpdate { .. } | Frame::Other { .. } => {}
+                }
+            }
+            match read.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        // The connection is over: every stream's data ends, and so does
+        // the stream of streams.
+        drop(open);
+        drop(streams_tx);
+    });
+    (streams, out)
+}
