@@ -214,12 +214,13 @@ impl Reader {
                 }
                 out.reserve(out.len().max(256));
             }
-            let before = self.inflate.total_in();
+            let (before, produced) = (self.inflate.total_in(), out.len());
             let result = self
                 .inflate
                 .decompress_vec(input, &mut out, FlushDecompress::Sync);
             let used = usize::try_from(self.inflate.total_in() - before).unwrap_or(input.len());
             input = &input[used.min(input.len())..];
+            let stuck = used == 0 && out.len() == produced && out.len() < out.capacity();
             match result {
                 Ok(Status::Ok | Status::BufError)
                     if input.is_empty() && out.len() < out.capacity() =>
@@ -227,6 +228,11 @@ impl Reader {
                     return Ok(out);
                 }
                 Ok(Status::StreamEnd) => return Ok(out),
+                // Input left that zlib takes nothing of, with room to write:
+                // it never will.
+                Ok(_) if stuck => {
+                    return Err(FrameError::Inflate("input zlib does not take".to_owned()));
+                }
                 Ok(_) => {}
                 Err(e) if e.needs_dictionary().is_some() => {
                     self.inflate
