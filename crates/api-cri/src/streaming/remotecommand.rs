@@ -112,6 +112,11 @@ pub(super) async fn exec(
         };
         let _ = client.to.send(ToClient::End(ending)).await;
     } else {
+        // The client went away, or the output could not be read: either
+        // way nobody sees the process any more. Said, in case the client
+        // is still there to read it (never a success made up).
+        let why = failed("its output was lost".to_owned());
+        let _ = client.to.send(ToClient::End(why)).await;
         tracing::debug!(exec = %exec_id, "the exec's client went away: killing it");
         let kill = execs.kill(&exec_id, Signal::SIGKILL);
         if let Ok(Err(e)) = tokio::time::timeout(KILL_WAIT, kill).await {

@@ -206,13 +206,13 @@ impl Reader {
     }
 
     fn inflate(&mut self, mut input: &[u8]) -> Result<Vec<u8>, FrameError> {
-        let mut out = Vec::with_capacity(input.len() * 4 + 64);
+        let mut out = Vec::with_capacity((input.len() * 4 + 64).min(MAX_HEADER_BLOCK));
         loop {
+            if out.len() >= MAX_HEADER_BLOCK {
+                return Err(FrameError::HeadersTooLarge);
+            }
             if out.len() == out.capacity() {
-                if out.len() >= MAX_HEADER_BLOCK {
-                    return Err(FrameError::HeadersTooLarge);
-                }
-                out.reserve(out.len().max(256));
+                out.reserve(out.len().clamp(256, MAX_HEADER_BLOCK));
             }
             let (before, produced) = (self.inflate.total_in(), out.len());
             let result = self

@@ -120,8 +120,8 @@ pub(super) async fn client(
     asked: Asked,
 ) -> Option<Client> {
     let (mut streams, out) = session::serve(io);
-    // v1 has no resize stream; v2 and later open one with a terminal.
-    let resizes = asked.tty && version != "channel.k8s.io";
+    // A terminal's resize stream came with v3.
+    let resizes = asked.tty && matches!(version, "v3.channel.k8s.io" | "v4.channel.k8s.io");
     let expected = 1
         + usize::from(asked.stdin)
         + usize::from(asked.stdout)
@@ -134,11 +134,20 @@ pub(super) async fn client(
             let incoming = streams.recv().await?;
             last_id = last_id.max(incoming.id);
             let kind = incoming.header("streamtype").unwrap_or("").to_owned();
-            match kind.as_str() {
-                "error" | "stdin" | "stdout" | "stderr" | "resize" => {
-                    by_type.insert(kind, incoming);
-                }
-                other => tracing::debug!(streamtype = other, "SPDY stream of no known type"),
+            // Only the streams asked for count (a client opening others
+            // does not end the wait early).
+            let wanted = match kind.as_str() {
+                "error" => true,
+                "stdin" => asked.stdin,
+                "stdout" => asked.stdout,
+                "stderr" => asked.stderr,
+                "resize" => resizes,
+                _ => false,
+            };
+            if wanted {
+                by_type.insert(kind, incoming);
+            } else {
+                tracing::debug!(streamtype = kind, "SPDY stream not asked for");
             }
         }
         Some(())
@@ -208,6 +217,8 @@ pub(super) async fn client(
                     Some(_) => continue,
                     None => break,
                 },
+                // The session is over: nothing more is read for it.
+                () = from_tx.closed() => break,
             };
             if from_tx.send(m).await.is_err() {
                 break;

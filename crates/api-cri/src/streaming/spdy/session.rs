@@ -15,6 +15,18 @@ use tokio::sync::mpsc;
 /// The most one data frame carries from this end.
 const CHUNK: usize = 32 * 1024;
 
+/// The largest data frame taken from a client (client-go sends 32 KiB at
+/// most, node-spdy 8 KiB): more is a peer to stop reading from.
+const MAX_DATA: usize = 1 << 20;
+
+/// The most streams a connection may have open at once.
+const MAX_STREAMS: usize = 1000;
+
+/// How long the socket is still read once this end has said GOAWAY, so
+/// that what the client sends meanwhile does not reset the connection
+/// under the status it has not read yet.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A stream the client opened: its headers and its data until the client
 /// ends it (FIN or reset) or the connection goes.
 #[derive(Debug)]
@@ -67,11 +79,11 @@ impl Out {
         let _ = self.frames.send(fin).await;
     }
 
-    /// Refuses stream `id` (RST_STREAM, status 1: a protocol error).
+    /// Refuses stream `id` (RST_STREAM CANCEL, as kubelet refuses one).
     pub(crate) async fn refuse(&self, id: u32) {
         let rst = Frame::RstStream {
             stream_id: id,
-            status: 1,
+            status: 5,
         };
         let _ = self.frames.send(rst).await;
     }
@@ -145,6 +157,11 @@ pub(crate) fn serve(
                         if replies.frames.send(reply).await.is_err() {
                             break 'connection;
                         }
+                        open.retain(|_, tx| !tx.is_closed());
+                        if open.len() >= MAX_STREAMS {
+                            tracing::debug!("SPDY connection with too many streams dropped");
+                            break 'connection;
+                        }
                         let (tx, data) = mpsc::channel(64);
                         if flags & FLAG_FIN == 0 {
                             open.insert(stream_id, tx);
@@ -163,6 +180,10 @@ pub(crate) fn serve(
                         flags,
                         data,
                     } => {
+                        if data.len() > MAX_DATA {
+                            tracing::debug!("SPDY connection with an oversized frame dropped");
+                            break 'connection;
+                        }
                         let n = u32::try_from(data.len()).unwrap_or(0);
                         if n > 0 {
                             if let Some(tx) = open.get(&stream_id)
@@ -193,9 +214,23 @@ pub(crate) fn serve(
                     Frame::SynReply { .. } | Frame::WindowUpdate { .. } | Frame::Other { .. } => {}
                 }
             }
-            match read.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+            tokio::select! {
+                r = read.read_buf(&mut buf) => match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                },
+                // This end said GOAWAY (or can write no more): read on a
+                // moment, then close.
+                () = replies.frames.closed() => {
+                    let drain = async {
+                        let mut sink = BytesMut::with_capacity(16 * 1024);
+                        while matches!(read.read_buf(&mut sink).await, Ok(n) if n > 0) {
+                            sink.clear();
+                        }
+                    };
+                    let _ = tokio::time::timeout(LINGER, drain).await;
+                    break;
+                }
             }
         }
         // The connection is over: every stream's data ends, and so does
