@@ -119,23 +119,10 @@ async fn exec(State(cri): State<Cri>, Path(token): Path<String>, req: Request) -
         stderr: request.stderr,
         tty: request.tty,
     };
-    match upgrade(req, &channels::PROTOCOLS, &spdy::REMOTECOMMAND).await {
-        Upgrade::WebSocket(ws, codec) => ws.on_upgrade(move |socket| {
-            let client = websocket::client(socket, codec, asked.stdout, asked.stderr);
-            remotecommand::exec(cri, client, container, request)
-        }),
-        Upgrade::Spdy(upgrading, version) => {
-            tokio::spawn(async move {
-                if let Ok(io) = upgrading.await
-                    && let Some(client) = spdy::client(TokioIo::new(io), version, asked).await
-                {
-                    remotecommand::exec(cri, client, container, request).await;
-                }
-            });
-            spdy::switching(version)
-        }
-        Upgrade::Refused(r) => r,
-    }
+    remote_command(cri, req, asked, move |cri, client| {
+        remotecommand::exec(cri, client, container, request)
+    })
+    .await
 }
 
 async fn attach(State(cri): State<Cri>, Path(token): Path<String>, req: Request) -> Response {
@@ -148,17 +135,32 @@ async fn attach(State(cri): State<Cri>, Path(token): Path<String>, req: Request)
         stderr: request.stderr,
         tty: request.tty,
     };
+    remote_command(cri, req, asked, move |cri, client| {
+        remotecommand::attach(cri, client, container, request)
+    })
+    .await
+}
+
+/// Upgrades `req` to the transport it asks for and runs `session` over
+/// it, a client of the streams `asked`.
+async fn remote_command<F, S>(cri: Cri, req: Request, asked: spdy::Asked, session: F) -> Response
+where
+    F: FnOnce(Cri, remotecommand::Client) -> S + Send + 'static,
+    S: Future<Output = ()> + Send + 'static,
+{
     match upgrade(req, &channels::PROTOCOLS, &spdy::REMOTECOMMAND).await {
         Upgrade::WebSocket(ws, codec) => ws.on_upgrade(move |socket| {
-            let client = websocket::client(socket, codec, asked.stdout, asked.stderr);
-            remotecommand::attach(cri, client, container, request)
+            session(
+                cri,
+                websocket::client(socket, codec, asked.stdout, asked.stderr),
+            )
         }),
         Upgrade::Spdy(upgrading, version) => {
             tokio::spawn(async move {
                 if let Ok(io) = upgrading.await
                     && let Some(client) = spdy::client(TokioIo::new(io), version, asked).await
                 {
-                    remotecommand::attach(cri, client, container, request).await;
+                    session(cri, client).await;
                 }
             });
             spdy::switching(version)

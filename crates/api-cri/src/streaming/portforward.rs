@@ -82,9 +82,7 @@ pub(super) async fn serve(
             };
             let _ = relay.await;
             if let Err(why) = done {
-                // kubelet's words (its pod uid is not the runtime's to know).
-                let msg = format!("error forwarding port {port} to pod {sandbox}, uid : {why}");
-                tracing::debug!("{msg}");
+                let msg = failed(port, &sandbox, &why);
                 let _ = to_socket.send(codec.encode(error, msg.as_bytes())).await;
             }
         }));
@@ -114,6 +112,14 @@ pub(super) async fn serve(
         () = from_client => {}
     }
     let _ = writer.await;
+}
+
+/// What the error channel says of a forward that failed: kubelet's words
+/// (its pod uid is not the runtime's to know).
+pub(super) fn failed(port: u16, sandbox: &str, why: &str) -> String {
+    let msg = format!("error forwarding port {port} to pod {sandbox}, uid : {why}");
+    tracing::debug!("{msg}");
+    msg
 }
 
 /// The network namespace of `sandbox`'s pod, as its running process has

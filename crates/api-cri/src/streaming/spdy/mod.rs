@@ -315,8 +315,7 @@ async fn forward_pair(
     };
     let _ = writer.await;
     if let Err(why) = done {
-        let msg = format!("error forwarding port {port} to pod {sandbox}, uid : {why}");
-        tracing::debug!("{msg}");
+        let msg = portforward::failed(port, &sandbox, &why);
         out.data(error.id, Bytes::from(msg)).await;
     }
     out.finish(error.id).await;
