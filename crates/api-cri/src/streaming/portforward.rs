@@ -1,10 +1,12 @@
-//! `kubectl port-forward` on a WebSocket: each port the `PortForward`
-//! request named (in its order; kubelet puts there the ports its own
-//! client asked for) has two channels, data (2n) and error (2n+1); the server first writes the port, two bytes little
-//! endian, on both, then carries the data channel to a TCP connection to
-//! that port on the pod's loopback, made inside the pod's network
-//! namespace (the sandbox's). A connection that cannot be made is said on
-//! the error channel. The stream ends when every port's connection has.
+//! `kubectl port-forward`: a TCP connection to a port on the pod's
+//! loopback, made inside the pod's network namespace (the sandbox's) from
+//! a thread of its own, carried both ways ([`forward`], shared with SPDY's
+//! pairs of streams). On a WebSocket ([`serve`]): each port the
+//! `PortForward` request named (in its order; kubelet puts there the ports
+//! its own client asked for) has two channels, data (2n) and error (2n+1);
+//! the server first writes the port on both (two bytes, little endian); a
+//! connection that cannot be made is said on the error channel. The
+//! stream ends when every port's connection has.
 
 use super::channels::Codec;
 use crate::Cri;
