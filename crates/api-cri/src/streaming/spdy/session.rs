@@ -240,3 +240,156 @@ pub(crate) fn serve(
     });
     (streams, out)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::time::Duration;
+
+    /// The client's end of a connection, framed by hand.
+    struct Peer {
+        io: tokio::io::DuplexStream,
+        writer: Writer,
+        reader: Reader,
+        buf: BytesMut,
+    }
+
+    impl Peer {
+        async fn send(&mut self, frame: Frame) {
+            let mut wire = BytesMut::new();
+            self.writer.write(&frame, &mut wire).unwrap();
+            self.io.write_all(&wire).await.unwrap();
+        }
+
+        /// The next frame from the server; `None` once it closed.
+        async fn next(&mut self) -> Option<Frame> {
+            loop {
+                if let Some(f) = self.reader.read(&mut self.buf).unwrap() {
+                    return Some(f);
+                }
+                let read =
+                    tokio::time::timeout(Duration::from_secs(10), self.io.read_buf(&mut self.buf));
+                if read.await.expect("an answer within 10 s").unwrap() == 0 {
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn connect() -> (Peer, mpsc::Receiver<Incoming>, Out) {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (streams, out) = serve(server);
+        let peer = Peer {
+            io: client,
+            writer: Writer::default(),
+            reader: Reader::default(),
+            buf: BytesMut::new(),
+        };
+        (peer, streams, out)
+    }
+
+    fn syn(id: u32, kind: &str) -> Frame {
+        Frame::SynStream {
+            stream_id: id,
+            flags: 0,
+            headers: vec![("streamtype".to_owned(), kind.to_owned())],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_answered_its_data_delivered_and_the_window_given_back() {
+        let (mut peer, mut streams, _out) = connect();
+        peer.send(syn(1, "stdin")).await;
+        assert_eq!(
+            peer.next().await,
+            Some(Frame::SynReply {
+                stream_id: 1,
+                flags: 0,
+                headers: Vec::new()
+            })
+        );
+        let mut stdin = streams.recv().await.unwrap();
+        assert_eq!(stdin.header("streamtype"), Some("stdin"));
+        peer.send(Frame::Data {
+            stream_id: 1,
+            flags: 0,
+            data: Bytes::from_static(b"hello"),
+        })
+        .await;
+        assert_eq!(stdin.data.recv().await.unwrap(), "hello");
+        // the five bytes given back to the stream's window and the session's
+        for id in [1, 0] {
+            assert_eq!(
+                peer.next().await,
+                Some(Frame::WindowUpdate {
+                    stream_id: id,
+                    delta: 5
+                })
+            );
+        }
+        // an empty FIN ends the stream's data
+        peer.send(Frame::Data {
+            stream_id: 1,
+            flags: FLAG_FIN,
+            data: Bytes::new(),
+        })
+        .await;
+        assert_eq!(stdin.data.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn pings_are_echoed_and_goaway_ends_the_connection() {
+        let (mut peer, mut streams, out) = connect();
+        peer.send(Frame::Ping { id: 3 }).await;
+        assert_eq!(peer.next().await, Some(Frame::Ping { id: 3 }));
+        peer.send(syn(1, "stdout")).await;
+        assert!(matches!(peer.next().await, Some(Frame::SynReply { .. })));
+        let stdout = streams.recv().await.unwrap();
+        assert!(out.data(stdout.id, Bytes::from_static(b"out")).await);
+        out.finish(stdout.id).await;
+        out.go_away(1).await;
+        assert_eq!(
+            peer.next().await,
+            Some(Frame::Data {
+                stream_id: 1,
+                flags: 0,
+                data: Bytes::from_static(b"out")
+            })
+        );
+        assert!(matches!(
+            peer.next().await,
+            Some(Frame::Data {
+                flags: FLAG_FIN,
+                ..
+            })
+        ));
+        assert_eq!(
+            peer.next().await,
+            Some(Frame::GoAway {
+                last_good_stream_id: 1,
+                status: 0
+            })
+        );
+        // the server closes, and its side of the streams ends with it
+        assert_eq!(peer.next().await, None);
+        drop(peer);
+        assert!(streams.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_oversized_data_frame_drops_the_connection() {
+        let (mut peer, mut streams, _out) = connect();
+        peer.send(syn(1, "stdin")).await;
+        assert!(matches!(peer.next().await, Some(Frame::SynReply { .. })));
+        let mut stdin = streams.recv().await.unwrap();
+        peer.send(Frame::Data {
+            stream_id: 1,
+            flags: 0,
+            data: Bytes::from(vec![0u8; MAX_DATA + 1]),
+        })
+        .await;
+        assert_eq!(stdin.data.recv().await, None);
+        assert!(streams.recv().await.is_none());
+    }
+}
