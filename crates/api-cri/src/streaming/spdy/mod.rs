@@ -247,8 +247,19 @@ pub(super) async fn port_forward(
 ) {
     let (mut streams, out) = session::serve(io);
     let netns = portforward::netns_of(&cri, &sandbox).await;
-    let mut waiting: HashMap<String, (Option<Incoming>, Option<Incoming>)> = HashMap::new();
-    while let Some(incoming) = streams.recv().await {
+    let mut waiting: HashMap<String, HalfPair> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let incoming = tokio::select! {
+            incoming = streams.recv() => match incoming {
+                Some(incoming) => incoming,
+                None => break,
+            },
+            _ = tick.tick() => {
+                expire(&mut waiting, &out).await;
+                continue;
+            }
+        };
         let port = incoming
             .header("port")
             .and_then(|p| p.parse::<u16>().ok())
@@ -265,21 +276,70 @@ pub(super) async fn port_forward(
             None if kind == "error" => incoming.id.to_string(),
             None => incoming.id.saturating_sub(2).to_string(),
         };
-        let pair = waiting.entry(request.clone()).or_default();
+        let pair = waiting.entry(request.clone()).or_insert_with(|| HalfPair {
+            since: tokio::time::Instant::now(),
+            error: None,
+            data: None,
+        });
         let slot = if kind == "error" {
-            &mut pair.0
+            &mut pair.error
         } else {
-            &mut pair.1
+            &mut pair.data
         };
         if slot.is_some() {
             out.refuse(incoming.id).await;
             continue;
         }
         *slot = Some(incoming);
-        let complete = matches!(waiting.get(&request), Some((Some(_), Some(_))));
-        if complete && let Some((Some(error), Some(data))) = waiting.remove(&request) {
+        let complete = matches!(
+            waiting.get(&request),
+            Some(HalfPair {
+                error: Some(_),
+                data: Some(_),
+                ..
+            })
+        );
+        if complete
+            && let Some(HalfPair {
+                error: Some(error),
+                data: Some(data),
+                ..
+            }) = waiting.remove(&request)
+        {
             let (out, netns, sandbox) = (out.clone(), netns.clone(), sandbox.clone());
             tokio::spawn(forward_pair(out, netns, sandbox, port, error, data));
+        }
+    }
+}
+
+/// A port-forward request whose other stream has not come yet.
+#[derive(Debug)]
+struct HalfPair {
+    since: tokio::time::Instant,
+    error: Option<Incoming>,
+    data: Option<Incoming>,
+}
+
+/// Ends the requests whose pair did not come within
+/// [`STREAM_CREATION_TIMEOUT`], saying so on the error stream as kubelet
+/// does.
+async fn expire(waiting: &mut HashMap<String, HalfPair>, out: &Out) {
+    let now = tokio::time::Instant::now();
+    let stale: Vec<String> = waiting
+        .iter()
+        .filter(|(_, p)| now.duration_since(p.since) >= STREAM_CREATION_TIMEOUT)
+        .map(|(r, _)| r.clone())
+        .collect();
+    for request in stale {
+        let Some(pair) = waiting.remove(&request) else {
+            continue;
+        };
+        if let Some(error) = &pair.error {
+            let why = format!("(request={request}) timed out waiting for streams");
+            out.data(error.id, Bytes::from(why)).await;
+        }
+        for stream in [pair.error, pair.data].into_iter().flatten() {
+            out.finish(stream.id).await;
         }
     }
 }
@@ -320,4 +380,67 @@ async fn forward_pair(
     }
     out.finish(error.id).await;
     out.finish(data.id).await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::frame::{FLAG_FIN, Frame, Reader, Writer};
+    use super::*;
+    use bytes::BytesMut;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    #[tokio::test]
+    async fn a_forward_whose_pair_never_comes_is_ended_with_kubelets_words() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (mut streams, out) = session::serve(server);
+        let mut wire = BytesMut::new();
+        let headers = [("streamtype", "error"), ("port", "80"), ("requestid", "0")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .to_vec();
+        let syn = Frame::SynStream {
+            stream_id: 1,
+            flags: 0,
+            headers,
+        };
+        Writer::default().write(&syn, &mut wire).unwrap();
+        client.write_all(&wire).await.unwrap();
+        let error = streams.recv().await.unwrap();
+        let mut waiting = HashMap::new();
+        let since = tokio::time::Instant::now() - STREAM_CREATION_TIMEOUT;
+        let fresh = HalfPair {
+            since: tokio::time::Instant::now(),
+            error: None,
+            data: None,
+        };
+        waiting.insert("1".to_owned(), fresh);
+        let half = HalfPair {
+            since,
+            error: Some(error),
+            data: None,
+        };
+        waiting.insert("0".to_owned(), half);
+        expire(&mut waiting, &out).await;
+        assert_eq!(waiting.len(), 1, "the fresh one waits on");
+        let (mut reader, mut buf, mut frames) = (Reader::default(), BytesMut::new(), Vec::new());
+        while frames.len() < 3 {
+            client.read_buf(&mut buf).await.unwrap();
+            while let Some(f) = reader.read(&mut buf).unwrap() {
+                frames.push(f);
+            }
+        }
+        assert!(matches!(frames[0], Frame::SynReply { stream_id: 1, .. }));
+        let Frame::Data { data, .. } = &frames[1] else {
+            panic!("{frames:?}");
+        };
+        assert_eq!(&data[..], b"(request=0) timed out waiting for streams");
+        assert!(matches!(
+            frames[2],
+            Frame::Data {
+                stream_id: 1,
+                flags: FLAG_FIN,
+                ..
+            }
+        ));
+    }
 }
