@@ -481,7 +481,8 @@ pub struct CoreConfig {
     /// answered by its outcome, as dockerd's is, or at this bound from its
     /// request. A loaded containerd may take longer than
     /// `request_answer_bound` to create a task, and an error for a start
-    /// that then happens is one the user cannot act on.
+    /// that then happens is one the user cannot act on. The wait is never
+    /// shorter than a create of ours may run on ([`CoreConfig::start_wait`]).
     pub start_answer_bound: Duration,
     /// Reconnect backoff: first retry after `reconnect_initial`, doubling up to
     /// `reconnect_max`, with ±`reconnect_jitter_percent` from the seeded RNG.
@@ -657,6 +658,19 @@ impl CoreConfig {
     #[cfg(feature = "deliberate-bugs")]
     pub(crate) fn has_bug(&self, bug: DeliberateBug) -> bool {
         self.deliberate_bug == Some(bug)
+    }
+}
+
+impl CoreConfig {
+    /// How long a start still under way at its first bound is waited for,
+    /// from its request: `start_answer_bound`, and never less than a create
+    /// of ours may run on in containerd (`create_run_on`) plus a request's
+    /// own bound, so that a start a loaded containerd completes is answered
+    /// by its outcome, as dockerd answers it, rather than told "not
+    /// completed yet" and reported failed by the client (`docker run`).
+    pub fn start_wait(&self) -> Duration {
+        self.start_answer_bound
+            .max(self.create_run_on + self.request_answer_bound)
     }
 }
 

@@ -178,7 +178,7 @@ struct Outbox {
     timers: Timers,
     request_owner: Map<RequestId, ContainerId>,
     /// Starts still in progress at their answer bound, waiting for their
-    /// outcome until `start_answer_bound` while containerd stays connected.
+    /// outcome until `start_wait` while containerd stays connected.
     starts_past_bound: std::collections::BTreeSet<RequestId>,
     /// Requests waiting on a volume being made or removed.
     request_volume: Map<RequestId, String>,
@@ -482,7 +482,7 @@ impl Core {
     /// A request's bound passed before what it asked for was done: answer it
     /// with an error that says the intent is kept. A start containerd is
     /// still working on, connected, is not given up at its first bound: it
-    /// waits for its outcome, up to `start_answer_bound` (dockerd keeps a
+    /// waits for its outcome, up to `start_wait` (dockerd keeps a
     /// start's request open until the start is done).
     fn answer_bound_due(&mut self, req: RequestId) {
         if let Some(pos) = self.held_creates.iter().position(|(r, ..)| *r == req) {
@@ -509,7 +509,7 @@ impl Core {
         {
             let rest = self
                 .config
-                .start_answer_bound
+                .start_wait()
                 .saturating_sub(self.config.request_answer_bound);
             self.out
                 .timers

@@ -127,7 +127,11 @@ fn a_start_still_in_progress_at_its_bound_waits_for_its_outcome() {
 
 #[test]
 fn a_start_in_progress_is_answered_at_its_final_bound() {
-    let mut d = Driver::new();
+    // No periodic relist in the way of the timers fired.
+    let mut d = Driver::with_config(CoreConfig {
+        relist_interval: None,
+        ..CoreConfig::default()
+    });
     let (req, _create) = start_in_flight(&mut d);
     let asked = d.now.at;
     let (kind, _) = d.fire_timer();
@@ -136,7 +140,7 @@ fn a_start_in_progress_is_answered_at_its_final_bound() {
     assert_eq!(kind, TimerKind::AnswerBound(req));
     assert_eq!(
         d.now.at,
-        asked + CoreConfig::default().start_answer_bound,
+        asked + CoreConfig::default().start_wait(),
         "the final bound counts from the request"
     );
     assert!(
@@ -147,6 +151,42 @@ fn a_start_in_progress_is_answered_at_its_final_bound() {
         created_record(&d, "c1").intents.start,
         "the start stays recorded"
     );
+}
+
+#[test]
+fn a_start_is_waited_for_as_long_as_its_create_may_run_on() {
+    // The loaded-containerd case of `docker run`: the task's create runs
+    // on in containerd up to `create_run_on`; the start is not told "not
+    // completed yet" (which the CLI reports as a failed run) before that.
+    let config = CoreConfig::default();
+    assert!(config.start_answer_bound < config.create_run_on);
+    assert_eq!(
+        config.start_wait(),
+        config.create_run_on + config.request_answer_bound
+    );
+    let mut d = Driver::new();
+    let (req, create) = start_in_flight(&mut d);
+    let asked = d.now.at;
+    let (_, actions) = d.fire_timer();
+    assert_eq!(answers(&actions), vec![]);
+    let final_bound = d
+        .core
+        .timers()
+        .find(|(_, k)| **k == TimerKind::AnswerBound(req))
+        .map(|(at, _)| at);
+    assert_eq!(
+        final_bound,
+        Some(asked + config.create_run_on + config.request_answer_bound)
+    );
+    // containerd answers the create after four minutes: past the old
+    // 120 s bound, within the create's own
+    d.now.at = asked + Duration::from_secs(240);
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 42 }),
+    ));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    assert_eq!(answers(&d.ok(start)), vec![(req, Answer::Done)]);
 }
 
 #[test]

@@ -194,7 +194,7 @@ impl Harness {
                     .is_some_and(|c| c.record.intents.start)
             });
             prop_assert!(
-                ready && wanted && waited <= self.config.start_answer_bound,
+                ready && wanted && waited <= self.config.start_wait(),
                 "start {} unanswered after {:?} (connected: {}, still wanted: {})",
                 req,
                 waited,

@@ -202,8 +202,8 @@ impl Checker {
             | Command::Disconnect { .. } => {}
         }
         let kind = crate::sim::user_kind(command);
-        let final_bound = matches!(command, Command::Start { .. })
-            .then(|| self.config.start_answer_bound + slack);
+        let final_bound =
+            matches!(command, Command::Start { .. }).then(|| self.config.start_wait() + slack);
         self.outstanding.insert(
             req,
             Request {
