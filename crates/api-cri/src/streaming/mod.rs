@@ -113,12 +113,7 @@ async fn exec(State(cri): State<Cri>, Path(token): Path<String>, req: Request) -
     let Some(Wanted::Exec { container, request }) = cri.wanted(&token) else {
         return not_found();
     };
-    let asked = spdy::Asked {
-        stdin: request.stdin,
-        stdout: request.stdout,
-        stderr: request.stderr,
-        tty: request.tty,
-    };
+    let asked = request.asked();
     remote_command(cri, req, asked, move |cri, client| {
         remotecommand::exec(cri, client, container, request)
     })
@@ -129,12 +124,7 @@ async fn attach(State(cri): State<Cri>, Path(token): Path<String>, req: Request)
     let Some(Wanted::Attach { container, request }) = cri.wanted(&token) else {
         return not_found();
     };
-    let asked = spdy::Asked {
-        stdin: request.stdin,
-        stdout: request.stdout,
-        stderr: request.stderr,
-        tty: request.tty,
-    };
+    let asked = request.asked();
     remote_command(cri, req, asked, move |cri, client| {
         remotecommand::attach(cri, client, container, request)
     })
@@ -143,7 +133,7 @@ async fn attach(State(cri): State<Cri>, Path(token): Path<String>, req: Request)
 
 /// Upgrades `req` to the transport it asks for and runs `session` over
 /// it, a client of the streams `asked`.
-async fn remote_command<F, S>(cri: Cri, req: Request, asked: spdy::Asked, session: F) -> Response
+async fn remote_command<F, S>(cri: Cri, req: Request, asked: Asked, session: F) -> Response
 where
     F: FnOnce(Cri, remotecommand::Client) -> S + Send + 'static,
     S: Future<Output = ()> + Send + 'static,
@@ -280,7 +270,7 @@ impl Cri {
         if r.cmd.is_empty() {
             return Err(invalid("cmd", "must not be empty"));
         }
-        check_streams(r.tty, r.stdin, r.stdout, r.stderr)?;
+        r.asked().check()?;
         let container = self.running_member(&r.container_id).await?;
         self.stream_url(Wanted::Exec {
             container,
@@ -289,7 +279,7 @@ impl Cri {
     }
 
     pub(crate) async fn attach_url(&self, r: cri::AttachRequest) -> Result<String, Status> {
-        check_streams(r.tty, r.stdin, r.stdout, r.stderr)?;
+        r.asked().check()?;
         let container = self.running_member(&r.container_id).await?;
         self.stream_url(Wanted::Attach {
             container,
@@ -345,20 +335,59 @@ impl Cri {
     }
 }
 
-/// kubelet's own checks of an exec or attach: some stream is asked for,
-/// and a terminal has no separate stderr.
-fn check_streams(tty: bool, stdin: bool, stdout: bool, stderr: bool) -> Result<(), Status> {
-    if tty && stderr {
-        return Err(invalid(
-            "stderr",
-            "a terminal has no separate stderr (tty is set)",
-        ));
+/// What an exec or attach asked for: the streams a client opens (SPDY)
+/// or is sent (WebSocket).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Asked {
+    pub(crate) stdin: bool,
+    pub(crate) stdout: bool,
+    pub(crate) stderr: bool,
+    pub(crate) tty: bool,
+}
+
+/// The requests that ask for streams: an exec's and an attach's.
+pub(crate) trait AsksStreams {
+    fn asked(&self) -> Asked;
+}
+
+impl AsksStreams for cri::ExecRequest {
+    fn asked(&self) -> Asked {
+        Asked {
+            stdin: self.stdin,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            tty: self.tty,
+        }
     }
-    if !stdin && !stdout && !stderr {
-        return Err(invalid(
-            "stdin",
-            "one of stdin, stdout or stderr must be set",
-        ));
+}
+
+impl AsksStreams for cri::AttachRequest {
+    fn asked(&self) -> Asked {
+        Asked {
+            stdin: self.stdin,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            tty: self.tty,
+        }
     }
-    Ok(())
+}
+
+impl Asked {
+    /// kubelet's own checks of an exec or attach: some stream is asked
+    /// for, and a terminal has no separate stderr.
+    fn check(self) -> Result<(), Status> {
+        if self.tty && self.stderr {
+            return Err(invalid(
+                "stderr",
+                "a terminal has no separate stderr (tty is set)",
+            ));
+        }
+        if !self.stdin && !self.stdout && !self.stderr {
+            return Err(invalid(
+                "stdin",
+                "one of stdin, stdout or stderr must be set",
+            ));
+        }
+        Ok(())
+    }
 }

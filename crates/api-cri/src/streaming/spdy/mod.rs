@@ -14,6 +14,7 @@ mod dictionary;
 pub(crate) mod frame;
 mod session;
 
+use super::Asked;
 use super::portforward;
 use super::remotecommand::{Client, FromClient, ToClient};
 use crate::Cri;
@@ -100,15 +101,6 @@ pub(super) fn switching(version: &'static str) -> Response {
         HeaderValue::from_static(version),
     );
     r
-}
-
-/// What an exec or attach asked for: the streams the client must open.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Asked {
-    pub(super) stdin: bool,
-    pub(super) stdout: bool,
-    pub(super) stderr: bool,
-    pub(super) tty: bool,
 }
 
 /// The session's end of a SPDY connection for exec or attach: waits for
