@@ -74,7 +74,7 @@ disabled_plugins = [
 }
 
 /// A TOML basic string holding `s`.
-fn toml_string(s: &str) -> String {
+pub fn toml_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

@@ -26,6 +26,36 @@ pub struct Containerd {
 impl Containerd {
     /// Starts a containerd on fresh directories and waits until it serves.
     pub fn start() -> Containerd {
+        Containerd::start_configured(|dirs, _| {
+            holdfast_containerd_config::config_toml(dirs)
+                .expect("containerd's directories are named in UTF-8")
+        })
+    }
+
+    /// Starts a containerd with its built-in CRI plugin on (holdfast's
+    /// turns it off), as most Kubernetes nodes run it: the yardstick of
+    /// the side-by-side benchmark. Everything is private to its directory:
+    /// the plugin's root and state, runc's root, an empty CNI
+    /// configuration directory (pods on the host's network need none), its
+    /// streaming server on 127.0.0.1 and a free port; AppArmor off (the
+    /// holdfast suites' containers run without it too); OOM scores no
+    /// lower than containerd's own (a sandbox's -998 needs a privilege a
+    /// test machine may not give, and runc fails the sandbox's start on
+    /// it). Its sandboxes run
+    /// `sandbox_image`, which the caller imports into the `k8s.io`
+    /// namespace (containerd pulls it otherwise).
+    pub fn start_with_cri(sandbox_image: &str) -> Containerd {
+        let sandbox_image = sandbox_image.to_owned();
+        Containerd::start_configured(move |dirs, dir| {
+            let base = holdfast_containerd_config::config_toml(dirs)
+                .expect("containerd's directories are named in UTF-8");
+            cri_config(&base, dir, &sandbox_image)
+        })
+    }
+
+    fn start_configured(
+        config_text: impl FnOnce(&holdfast_containerd_config::Dirs<'_>, &Path) -> String,
+    ) -> Containerd {
         let binary = crate::which("containerd");
         crate::which("runc");
         crate::which("containerd-shim-runc-v2");
@@ -41,14 +71,16 @@ impl Containerd {
         for d in [&root, &state, &dir.path().join("opt")] {
             fs::create_dir_all(d).expect("create containerd directories");
         }
-        let text = holdfast_containerd_config::config_toml(&holdfast_containerd_config::Dirs {
-            root: &root,
-            state: &state,
-            socket: &socket,
-            ttrpc: &dir.path().join("containerd.sock.ttrpc"),
-            opt: &dir.path().join("opt"),
-        })
-        .expect("containerd's directories are named in UTF-8");
+        let text = config_text(
+            &holdfast_containerd_config::Dirs {
+                root: &root,
+                state: &state,
+                socket: &socket,
+                ttrpc: &dir.path().join("containerd.sock.ttrpc"),
+                opt: &dir.path().join("opt"),
+            },
+            dir.path(),
+        );
         fs::write(&config, text).expect("write containerd config");
         let mut me = Containerd {
             dir,
@@ -92,6 +124,11 @@ impl Containerd {
         self.kill();
         let binary = crate::which("containerd");
         self.spawn(&binary);
+    }
+
+    /// containerd's own log (its output, every start appended).
+    pub fn log_path(&self) -> &Path {
+        &self.log
     }
 
     /// containerd's own log, for failure messages.
@@ -190,6 +227,47 @@ impl Drop for Containerd {
             remove_cgroups(&ns);
         }
     }
+}
+
+/// holdfast's containerd configuration (`base`) with the CRI plugin
+/// turned back on and configured in `dir` (see
+/// [`Containerd::start_with_cri`]).
+fn cri_config(base: &str, dir: &Path, sandbox_image: &str) -> String {
+    let q = |p: &Path| {
+        holdfast_containerd_config::toml_string(p.to_str().expect("a UTF-8 temporary directory"))
+    };
+    for sub in ["runc", "cni"] {
+        fs::create_dir_all(dir.join(sub)).expect("create the CRI plugin's directories");
+    }
+    let cri_off = "  \"io.containerd.grpc.v1.cri\",\n";
+    assert!(
+        base.contains(cri_off),
+        "holdfast's config no longer turns the CRI off as expected:\n{base}"
+    );
+    let base = base.replace(cri_off, "");
+    format!(
+        r#"{base}
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = {sandbox_image}
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  disable_apparmor = true
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = {runc}
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = {cni}
+"#,
+        sandbox_image = holdfast_containerd_config::toml_string(sandbox_image),
+        runc = q(&dir.join("runc")),
+        cni = q(&dir.join("cni")),
+    )
 }
 
 /// SIGKILLs a process (used for cleanup and by tests that kill a task from

@@ -4,7 +4,7 @@
 //! silently).
 
 use holdfast_busybox_image::BusyboxImage;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Builds both tarballs into `dir`. `reference` is `repo:tag` (a Docker
 /// Hub short name); `stop_signal` goes into the config's `StopSignal`.
@@ -25,6 +25,23 @@ pub fn busybox_image_with_ballast(
         Ok(image) => image,
         Err(err) => panic!("building the {reference} image in {}: {err}", dir.display()),
     }
+}
+
+/// A docker-archive tarball of `reference` built from the host's busybox
+/// with `sleep infinity` as its command: a pause image that holds a pod's
+/// namespaces, as holdfastd seeds its own, for a runtime that would pull
+/// one otherwise (containerd's CRI plugin). Its path; panics as
+/// [`busybox_image`] does.
+pub fn pause_image(dir: &Path, reference: &str) -> PathBuf {
+    let built = holdfast_busybox_image::find_busybox().and_then(|busybox| {
+        holdfast_busybox_image::build_docker_archive_with_cmd(
+            &busybox,
+            dir,
+            reference,
+            &["sleep", "infinity"],
+        )
+    });
+    built.unwrap_or_else(|err| panic!("building the {reference} image in {}: {err}", dir.display()))
 }
 
 #[cfg(test)]

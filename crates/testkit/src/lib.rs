@@ -8,6 +8,9 @@
 //! - [`busybox_image`]: a [`BusyboxImage`] built offline from the static
 //!   busybox on the host (Debian `busybox-static`), written as a
 //!   docker-archive and as an OCI image-layout tarball, reproducibly.
+//! - [`Containerd::start_with_cri`]: the same with containerd's own CRI
+//!   plugin on, and [`pause_image`] for its sandboxes: the yardstick the
+//!   CRI side-by-side benchmark measures holdfast against.
 //! - [`unmount_under`], [`remove_cgroups`]: the clean-up of the mounts and
 //!   the runc cgroups that containers left on the host.
 //!
@@ -19,7 +22,7 @@ mod image;
 
 pub use containerd::{Containerd, remove_cgroups, sigkill, unmount_under};
 pub use holdfast_busybox_image::{BusyboxImage, ImageFormat};
-pub use image::{busybox_image, busybox_image_with_ballast};
+pub use image::{busybox_image, busybox_image_with_ballast, pause_image};
 
 use std::path::PathBuf;
 

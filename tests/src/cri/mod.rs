@@ -4,10 +4,13 @@
 //! their containers. Every failure message carries the daemon's
 //! diagnostics.
 
+pub mod runtimes;
+
 use crate::{Daemon, POLL_INTERVAL, WAIT_BOUND};
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use runtimes::Diagnose;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -56,7 +59,12 @@ pub struct Cri {
 impl Cri {
     /// Clients of `d`'s CRI socket.
     pub fn of(d: &Daemon) -> Cri {
-        let channel = channel(d.exec_root().join("cri.sock"));
+        Cri::on(d.exec_root().join("cri.sock"))
+    }
+
+    /// Clients of the CRI socket at `socket`.
+    pub fn on(socket: PathBuf) -> Cri {
+        let channel = channel(socket);
         Cri {
             runtime: RuntimeServiceClient::new(channel.clone()),
             images: ImageServiceClient::new(channel),
@@ -64,7 +72,11 @@ impl Cri {
     }
 
     /// `RunPodSandbox`; the pod's id. Panics (with the logs) on a refusal.
-    pub async fn run_pod(&mut self, d: &Daemon, config: cri::PodSandboxConfig) -> String {
+    pub async fn run_pod(
+        &mut self,
+        d: &(impl Diagnose + ?Sized),
+        config: cri::PodSandboxConfig,
+    ) -> String {
         let r = self
             .runtime
             .run_pod_sandbox(cri::RunPodSandboxRequest {
@@ -79,7 +91,7 @@ impl Cri {
     /// `StopPodSandbox` then `RemovePodSandbox`: what a suite on a bridge
     /// does last, so that the pod's network (its NAT rules, host-wide)
     /// goes with it. Panics (with the logs) on a refusal.
-    pub async fn remove_pod(&mut self, d: &Daemon, pod: &str) {
+    pub async fn remove_pod(&mut self, d: &(impl Diagnose + ?Sized), pod: &str) {
         self.runtime
             .stop_pod_sandbox(cri::StopPodSandboxRequest {
                 pod_sandbox_id: pod.to_owned(),
@@ -95,13 +107,31 @@ impl Cri {
     }
 
     /// `CreateContainer` in `pod`; the container's id.
-    pub async fn create(&mut self, d: &Daemon, pod: &str, config: cri::ContainerConfig) -> String {
+    pub async fn create(
+        &mut self,
+        d: &(impl Diagnose + ?Sized),
+        pod: &str,
+        config: cri::ContainerConfig,
+    ) -> String {
+        self.create_with(d, pod, None, config).await
+    }
+
+    /// `CreateContainer` in `pod` with the pod's config beside it, as
+    /// kubelet sends it (containerd 1.6's plugin dereferences it unchecked:
+    /// without it, containerd crashes).
+    pub async fn create_with(
+        &mut self,
+        d: &(impl Diagnose + ?Sized),
+        pod: &str,
+        sandbox_config: Option<cri::PodSandboxConfig>,
+        config: cri::ContainerConfig,
+    ) -> String {
         let r = self
             .runtime
             .create_container(cri::CreateContainerRequest {
                 pod_sandbox_id: pod.to_owned(),
                 config: Some(config),
-                sandbox_config: None,
+                sandbox_config,
             })
             .await
             .unwrap_or_else(|e| panic!("CreateContainer: {e}{}", d.diagnostics()));
@@ -109,7 +139,7 @@ impl Cri {
     }
 
     /// `StartContainer`.
-    pub async fn start(&mut self, d: &Daemon, id: &str) {
+    pub async fn start(&mut self, d: &(impl Diagnose + ?Sized), id: &str) {
         self.runtime
             .start_container(cri::StartContainerRequest {
                 container_id: id.to_owned(),
@@ -144,7 +174,11 @@ impl Cri {
 
     /// Polls `ContainerStatus` until the container has exited; panics
     /// with the logs past [`WAIT_BOUND`].
-    pub async fn wait_exited(&mut self, d: &Daemon, id: &str) -> cri::ContainerStatus {
+    pub async fn wait_exited(
+        &mut self,
+        d: &(impl Diagnose + ?Sized),
+        id: &str,
+    ) -> cri::ContainerStatus {
         let mut last = None;
         if self.exited_within(id, WAIT_BOUND, &mut last).await
             && let Some(Ok(s)) = last
