@@ -74,16 +74,21 @@ impl Out {
             .runtime
             .runtime_pids()
             .into_iter()
-            .filter_map(rss_kb)
+            .filter_map(|pid| memory_kb(pid, "VmRSS:", "status"))
             .sum();
         let shims = shims_of(&s.runtime.scratch().display().to_string());
-        let shim_kb: u64 = shims.iter().copied().filter_map(rss_kb).sum();
+        // Shims share their binary's pages: their RSS summed counts those
+        // once per shim; their PSS shares them out.
+        let shims_pss: u64 = shims
+            .iter()
+            .filter_map(|pid| memory_kb(*pid, "Pss:", "smaps_rollup"))
+            .sum();
         let line = json!({
             "runtime": s.name(),
             "when": when,
-            "runtime_kb": runtime,
+            "runtime_rss_kb": runtime,
             "shims": shims.len(),
-            "shims_kb": shim_kb,
+            "shims_pss_kb": shims_pss,
         });
         eprintln!("{line}");
         writeln!(self.rss, "{line}").expect("write rss");
@@ -105,10 +110,11 @@ fn shims_of(dir: &str) -> Vec<u32> {
         .collect()
 }
 
-fn rss_kb(pid: u32) -> Option<u64> {
-    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+/// The kB of `field` in `/proc/<pid>/<file>`.
+fn memory_kb(pid: u32, field: &str, file: &str) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
     text.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .split_whitespace()
         .next()?
         .parse()
@@ -451,6 +457,13 @@ async fn with_many(s: &mut Subject, round: usize, many: usize, out: &mut Out) {
         return teardown(s).await;
     };
     for _ in 0..LIST_SAMPLES {
+        // the floor under every answer: one gRPC round trip on the socket
+        let version = timed(s.cri.runtime.version(cri::VersionRequest::default())).await;
+        out.sample(
+            name,
+            &format!("Version, the round trip ({many} pods)"),
+            version.map(|(t, _)| t),
+        );
         let pods = timed(
             s.cri
                 .runtime

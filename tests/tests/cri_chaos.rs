@@ -156,6 +156,8 @@ struct PodChaos {
     rt: tokio::runtime::Runtime,
     cri: Cri,
     runtime: Box<dyn CriRuntime>,
+    /// When the scenario began (its runtime started).
+    began: Instant,
     counts: Counts,
     /// Host directories mounted in as `/mark` (see [`POLITE`]).
     marks: tempfile::TempDir,
@@ -181,6 +183,7 @@ impl PodChaos {
             rt,
             cri,
             runtime,
+            began: Instant::now(),
             counts: Counts::default(),
             marks: tempfile::tempdir().expect("a temporary directory"),
             kept: BTreeSet::new(),
@@ -549,8 +552,11 @@ impl PodChaos {
     /// Prints and writes the counts; for holdfast every count must be
     /// zero.
     fn finish(self) {
-        let report = self.counts.json();
         let runtime = self.runtime.name();
+        let mut report = self.counts.json();
+        report["scenario"] = json!(self.scenario);
+        report["runtime"] = json!(runtime);
+        report["seconds"] = json!(self.began.elapsed().as_secs());
         eprintln!("chaos[cri/{}] {runtime} {report}", self.scenario);
         if let Some(dir) = std::env::var_os("CHAOS_REPORT") {
             let path =
