@@ -4,7 +4,7 @@
 use crate::error::AdapterError;
 use crate::image::ImageConfig;
 use holdfast_core::{CgroupnsMode, MountSpec, NamespaceMode};
-use holdfast_core::{ContainerConfig, ContainerId, NetworkMode};
+use holdfast_core::{ContainerConfig, ContainerId, NetworkMode, PodMember, PodRole};
 use oci_spec::runtime::{
     Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxDeviceBuilder,
     LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemory, LinuxNamespace,
@@ -12,6 +12,7 @@ use oci_spec::runtime::{
     MountBuilder, PosixRlimit, PosixRlimitBuilder, PosixRlimitType, Process, Root, RootBuilder,
     Spec, UserBuilder,
 };
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 pub(crate) const SPEC_TYPE_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/Spec";
@@ -298,6 +299,33 @@ fn is_all(name: &str) -> bool {
     name.eq_ignore_ascii_case("ALL") || name.eq_ignore_ascii_case("CAP_ALL")
 }
 
+/// The annotation by which containerd's runc shim groups tasks: a task
+/// whose spec names a group joins the shim already serving it.
+const SHIM_GROUP: &str = "io.containerd.runc.v2.group";
+
+/// The container's labels, and for a pod's container the group of its
+/// sandbox: a pod's containers run under their sandbox's one shim, as
+/// containerd's CRI plugin runs them (a shim started per container cost
+/// a second shim per pod, its memory, and its start in every
+/// CreateContainer + StartContainer; see bench/vs-containerd-cri.md). A
+/// shim killed is then its whole pod's exit, which containerd reports
+/// task by task.
+fn annotations(config: &ContainerConfig) -> HashMap<String, String> {
+    let mut annotations: HashMap<String, String> = config
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(PodMember {
+        role: PodRole::Container { sandbox, .. },
+        ..
+    }) = &config.pod
+    {
+        annotations.insert(SHIM_GROUP.to_owned(), sandbox.clone());
+    }
+    annotations
+}
+
 /// The full runtime spec of container `id` in containerd namespace
 /// `namespace`, from what the user asked for, the image, the resolved user
 /// and what the host provides. Pure.
@@ -317,13 +345,7 @@ pub fn build_spec(
         // Only a UTS namespace of its own can be given a name.
         .set_hostname(matches!(config.namespaces.uts, NamespaceMode::Private).then_some(hostname))
         .set_mounts(Some(mounts(config, host)?))
-        .set_annotations(Some(
-            config
-                .labels
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ))
+        .set_annotations(Some(annotations(config)))
         .set_linux(Some(linux(id, namespace, config, host)?));
     Ok(spec)
 }
@@ -962,7 +984,7 @@ fn linux(
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
             )
-            .filter(|s: &std::collections::HashMap<String, String>| !s.is_empty()),
+            .filter(|s: &HashMap<String, String>| !s.is_empty()),
         );
     // Privileged containers see everything, unfiltered, as with dockerd.
     if privileged {
@@ -1047,6 +1069,37 @@ mod tests {
             ..Default::default()
         };
         assert!(process_args(&empty, &ImageConfig::default()).is_err());
+    }
+
+    #[test]
+    fn a_pods_containers_share_their_sandboxs_shim() {
+        let member = |role| PodMember {
+            role,
+            pod_name: "p".into(),
+            pod_uid: "u".into(),
+            pod_namespace: "n".into(),
+            attempt: 0,
+            annotations: Default::default(),
+            log_path: None,
+            image_ref: None,
+        };
+        let user = User { uid: 0, gid: 0 };
+        let group = |pod: Option<PodMember>| {
+            let c = ContainerConfig {
+                pod,
+                ..Default::default()
+            };
+            json_spec(&c, &user).expect("spec")["annotations"][SHIM_GROUP].clone()
+        };
+        let container = PodRole::Container {
+            sandbox: "sandbox0123".into(),
+            name: "c".into(),
+        };
+        assert_eq!(group(Some(member(container))), json!("sandbox0123"));
+        // the sandbox's shim is its own (named by its id, the default);
+        // a Docker container's too
+        assert_eq!(group(Some(member(PodRole::Sandbox))), Value::Null);
+        assert_eq!(group(None), Value::Null);
     }
 
     #[test]
