@@ -156,6 +156,7 @@ fn pod_config(s: &Subject, name: &str) -> cri::PodSandboxConfig {
         linux: Some(cri::LinuxPodSandboxConfig {
             security_context: Some(cri::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespaces()),
+                seccomp: Some(seccomp(UNCONFINED)),
                 ..cri::LinuxSandboxSecurityContext::default()
             }),
             ..cri::LinuxPodSandboxConfig::default()
@@ -172,11 +173,34 @@ fn namespaces() -> cri::NamespaceOption {
     }
 }
 
+/// The seccomp profile kubelet sends unless told `--seccomp-default`:
+/// `Unconfined`, named (the two runtimes read an unset one differently:
+/// containerd's plugin as unconfined, holdfast as its default profile).
+const UNCONFINED: cri::security_profile::ProfileType =
+    cri::security_profile::ProfileType::Unconfined;
+
+fn seccomp(profile: cri::security_profile::ProfileType) -> cri::SecurityProfile {
+    cri::SecurityProfile {
+        profile_type: profile as i32,
+        ..cri::SecurityProfile::default()
+    }
+}
+
+/// A busybox container running `script`, as kubelet sends it by default.
 fn container_config(name: &str, script: &str) -> cri::ContainerConfig {
+    container_config_with(name, script, UNCONFINED)
+}
+
+fn container_config_with(
+    name: &str,
+    script: &str,
+    profile: cri::security_profile::ProfileType,
+) -> cri::ContainerConfig {
     cri::ContainerConfig {
         linux: Some(cri::LinuxContainerConfig {
             security_context: Some(cri::LinuxContainerSecurityContext {
                 namespace_options: Some(namespaces()),
+                seccomp: Some(seccomp(profile)),
                 ..cri::LinuxContainerSecurityContext::default()
             }),
             ..cri::LinuxContainerConfig::default()
@@ -274,6 +298,24 @@ async fn latencies(s: &mut Subject, round: usize, out: &mut Out) {
         name,
         "CreateContainer + StartContainer",
         sleeper.as_ref().map(|(t, _)| *t).map_err(Clone::clone),
+    );
+    // the same under the runtime's default seccomp profile (kubelet's
+    // `--seccomp-default`, the pod security standards' `restricted`)
+    let confined = create_start(
+        &mut s.cri,
+        &pod,
+        &config,
+        container_config_with(
+            "confined",
+            "sleep 1000",
+            cri::security_profile::ProfileType::RuntimeDefault,
+        ),
+    )
+    .await;
+    out.sample(
+        name,
+        "CreateContainer + StartContainer (RuntimeDefault seccomp)",
+        confined.map(|(t, _)| t),
     );
 
     // StopContainer of a container that exits at once on SIGTERM,

@@ -264,11 +264,32 @@ async fn exec_sync_stats_and_resource_updates() {
     // each container its QoS class's OOM score, a zero limit for each
     // hugepage size and, on cgroup v2, `memory.oom.group`.
     let mut sandbox = host_pod_config(&d, "probe");
+    // and the pod's seccomp profile: Unconfined unless `--seccomp-default`
     if let Some(linux) = sandbox.linux.as_mut() {
         linux.resources = Some(cri::LinuxContainerResources::default());
         linux.overhead = Some(cri::LinuxContainerResources::default());
+        if let Some(security) = linux.security_context.as_mut() {
+            security.seccomp = Some(cri::SecurityProfile {
+                profile_type: cri::security_profile::ProfileType::Unconfined as i32,
+                ..cri::SecurityProfile::default()
+            });
+        }
     }
     let pod = cri.run_pod(&d, sandbox).await;
+    // The pause runs as the pod's profile says; a container that names
+    // none has the runtime's default filter (2: filtering).
+    let seccomp = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_owned()))
+    };
+    assert_eq!(
+        seccomp(d.pid_of(&pod)).as_deref(),
+        Some("0"),
+        "the pause of an Unconfined pod{}",
+        d.diagnostics()
+    );
     let cgroup_v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     let mut app = container_config("app", holdfast_e2e::TICKER);
     app.linux = Some(cri::LinuxContainerConfig {
@@ -290,6 +311,7 @@ async fn exec_sync_stats_and_resource_updates() {
     let id = cri.create(&d, &pod, app).await;
     cri.start(&d, &id).await;
     let pid = d.pid_of(&id);
+    assert_eq!(seccomp(pid).as_deref(), Some("2"), "{}", d.diagnostics());
     let score = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap_or_default();
     assert_eq!(score.trim(), "900", "{}", d.diagnostics());
     if cgroup_v2 {

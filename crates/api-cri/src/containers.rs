@@ -5,7 +5,7 @@
 
 use crate::Cri;
 use crate::names::{checked, container_name};
-use crate::pods::{apparmor_supported, labels_match, ns, run_as, seccomp_supported, to_map};
+use crate::pods::{apparmor_supported, labels_match, ns, run_as, seccomp_unconfined, to_map};
 use crate::status::{create_status, invalid, status, unsupported};
 use holdfast_core::{
     Answer, BindMount, Command, ContainerConfig, DeviceMapping, NamespaceMode, NetworkMode,
@@ -633,7 +633,7 @@ fn container_security(
     }
     config.read_only_rootfs = s.readonly_rootfs;
     config.privileges.group_add = s.supplemental_groups.iter().map(i64::to_string).collect();
-    seccomp_supported(
+    let seccomp_unconfined = seccomp_unconfined(
         &format!("{FIELD}.seccomp"),
         s.seccomp.as_ref(),
         &s.seccomp_profile_path,
@@ -644,8 +644,7 @@ fn container_security(
         &s.apparmor_profile,
     )?;
     config.security = Security {
-        seccomp_unconfined: s.seccomp.as_ref().is_some_and(|p| p.profile_type == 1)
-            || s.seccomp_profile_path == "unconfined",
+        seccomp_unconfined,
         no_new_privileges: s.no_new_privs,
         // kubelet sends the paths it wants masked for a container that is
         // not privileged (its defaults), none for a privileged one.

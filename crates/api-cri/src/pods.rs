@@ -286,6 +286,7 @@ pub(crate) fn sandbox_config(
     // runc runtime reads nothing of them (containerd's plugin neither).
     let security = linux.security_context.unwrap_or_default();
     sandbox_security_supported(&security)?;
+    let seccomp_unconfined = sandbox_seccomp_unconfined(&security)?;
     let options = security.namespace_options.unwrap_or_default();
     let host_network = match options.network {
         ns::POD => false,
@@ -312,6 +313,7 @@ pub(crate) fn sandbox_config(
         ..ContainerConfig::default()
     };
     config.privileges.privileged = security.privileged;
+    config.security.seccomp_unconfined = seccomp_unconfined;
     config.user = run_as(
         "config.linux.security_context",
         security.run_as_user,
@@ -446,6 +448,19 @@ fn port_binding(i: usize, p: &cri::PortMapping) -> Result<PortBinding, Status> {
     })
 }
 
+/// Whether the pause runs without a seccomp filter: the pod's own profile,
+/// as containerd's plugin applies it to the pause (it was checked and then
+/// not applied: an Unconfined pod ran its pause confined).
+// The deprecated path is still read, as below.
+#[allow(deprecated)]
+fn sandbox_seccomp_unconfined(s: &cri::LinuxSandboxSecurityContext) -> Result<bool, Status> {
+    seccomp_unconfined(
+        "config.linux.security_context.seccomp",
+        s.seccomp.as_ref(),
+        &s.seccomp_profile_path,
+    )
+}
+
 /// What of a pod's security context holdfast cannot apply is refused by
 /// name: SELinux labels, AppArmor, seccomp profiles other than the
 /// runtime's default and none, user namespaces.
@@ -472,22 +487,21 @@ fn sandbox_security_supported(s: &cri::LinuxSandboxSecurityContext) -> Result<()
             "user namespaces",
         ));
     }
-    seccomp_supported(
-        &format!("{FIELD}.seccomp"),
-        s.seccomp.as_ref(),
-        &s.seccomp_profile_path,
-    )?;
     apparmor_supported(&format!("{FIELD}.apparmor"), s.apparmor.as_ref(), "")
 }
 
-/// `RuntimeDefault` (the runtime's default profile, which holdfast applies
-/// to every container that is not privileged) and `Unconfined` are what
-/// holdfast can honour; a `Localhost` profile is refused by name.
-pub(crate) fn seccomp_supported(
+/// Whether a sandbox's or container's seccomp profile is `Unconfined`
+/// (or the deprecated path `unconfined`). `RuntimeDefault` (the runtime's
+/// default profile, which holdfast applies to every container that is not
+/// privileged) and `Unconfined` are what holdfast can honour; a
+/// `Localhost` profile is refused by name. Neither given is holdfast's
+/// default profile (containerd's plugin reads it as unconfined; kubelet
+/// always names one).
+pub(crate) fn seccomp_unconfined(
     field: &str,
     profile: Option<&cri::SecurityProfile>,
     path: &str,
-) -> Result<(), Status> {
+) -> Result<bool, Status> {
     if !path.is_empty()
         && path != "runtime/default"
         && path != "docker/default"
@@ -499,7 +513,8 @@ pub(crate) fn seccomp_supported(
         ));
     }
     match profile.map(|p| p.profile_type) {
-        None | Some(0) | Some(1) => Ok(()),
+        None | Some(0) => Ok(path == "unconfined"),
+        Some(1) => Ok(true),
         Some(_) => Err(unsupported(
             field,
             "Localhost profiles (only RuntimeDefault and Unconfined)",
@@ -607,6 +622,40 @@ pub(crate) fn labels_match(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pods_seccomp_profile_is_its_pauses() {
+        let pod = |seccomp: Option<i32>| cri::PodSandboxConfig {
+            metadata: Some(cri::PodSandboxMetadata {
+                name: "p".into(),
+                uid: "u".into(),
+                namespace: "n".into(),
+                attempt: 0,
+            }),
+            linux: Some(cri::LinuxPodSandboxConfig {
+                security_context: Some(cri::LinuxSandboxSecurityContext {
+                    seccomp: seccomp.map(|profile_type| cri::SecurityProfile {
+                        profile_type,
+                        ..cri::SecurityProfile::default()
+                    }),
+                    ..cri::LinuxSandboxSecurityContext::default()
+                }),
+                ..cri::LinuxPodSandboxConfig::default()
+            }),
+            ..cri::PodSandboxConfig::default()
+        };
+        let unconfined =
+            |seccomp| sandbox_config(pod(seccomp)).map(|(_, c)| c.security.seccomp_unconfined);
+        assert_eq!(unconfined(Some(1)).ok(), Some(true));
+        assert_eq!(unconfined(Some(0)).ok(), Some(false));
+        assert_eq!(unconfined(None).ok(), Some(false));
+        let localhost = unconfined(Some(2)).expect_err("a Localhost profile is refused");
+        assert!(
+            localhost
+                .message()
+                .contains("config.linux.security_context.seccomp")
+        );
+    }
 
     #[test]
     fn a_host_network_pod_takes_only_the_hosts_resolver() {
