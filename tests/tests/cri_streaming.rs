@@ -697,3 +697,107 @@ async fn a_broken_exec_stream_leaves_nothing_running_and_a_restart_keeps_an_exec
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Reads a remote-command stream to its end: stdout's bytes and the
+/// status on the error channel.
+async fn read_to_end(ws: &mut Ws) -> (String, serde_json::Value) {
+    let (mut stdout, mut status) = (Vec::new(), serde_json::Value::Null);
+    while let Some((channel, data)) = next_frame(ws).await {
+        match channel {
+            1 => stdout.extend_from_slice(&data),
+            3 => status = serde_json::from_slice(&data).unwrap_or(serde_json::Value::Null),
+            _ => {}
+        }
+    }
+    (String::from_utf8_lossy(&stdout).into_owned(), status)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_stream_is_closed_and_a_busy_one_is_not() {
+    // kubelet's --streaming-connection-idle-timeout, made short
+    let d = Daemon::start_with(&["--cri-stream-idle-timeout", "3"]);
+    let mut cri = Cri::of(&d);
+    let mut config = pod_config(&d, "idle");
+    config.linux = Some(cri::LinuxPodSandboxConfig {
+        security_context: Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                network: 2, // NODE
+                ..cri::NamespaceOption::default()
+            }),
+            ..cri::LinuxSandboxSecurityContext::default()
+        }),
+        ..cri::LinuxPodSandboxConfig::default()
+    });
+    let pod = cri.run_pod(&d, config).await;
+    let id = cri
+        .create(&d, &pod, busybox("echo", "exec nc -ll -p 39077 -e cat"))
+        .await;
+    cri.start(&d, &id).await;
+
+    // busy for longer than the limit, never idle as long: it runs to its end
+    let busy = "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo $i; sleep 0.3; done; exit 3";
+    let url = exec_url(
+        &mut cri,
+        &d,
+        exec_request(&id, &["sh", "-c", busy], false, false),
+    )
+    .await;
+    let mut ws = connect(&url, "v4.channel.k8s.io", &d).await;
+    let (stdout, status) = read_to_end(&mut ws).await;
+    let want: String = (1..=15).map(|i| format!("{i}\n")).collect();
+    assert_eq!(stdout, want, "{status}{}", d.diagnostics());
+    assert_eq!(status["reason"], "NonZeroExitCode", "{status}");
+
+    // silent past the limit: closed, said on the error channel, killed
+    let url = exec_url(
+        &mut cri,
+        &d,
+        exec_request(&id, &["sleep", "4343"], false, false),
+    )
+    .await;
+    let mut ws = connect(&url, "v4.channel.k8s.io", &d).await;
+    let (_, status) = read_to_end(&mut ws).await;
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("idle for 3s")),
+        "{status}{}",
+        d.diagnostics()
+    );
+    let ps = ["ps", "-o", "args"];
+    exec_until(&mut cri, &d, &id, &ps, "the idle exec is gone", |o| {
+        !o.contains("sleep 4343")
+    })
+    .await;
+
+    // a port-forward: bytes keep it, silence closes it
+    let url = port_forward_url(&mut cri, &d, &pod, 39077).await;
+    let mut ws = connect(&url, "v4.channel.k8s.io", &d).await;
+    let port = 39077u16.to_le_bytes().to_vec();
+    assert_eq!(next_frame(&mut ws).await, Some((0, port.clone())));
+    assert_eq!(next_frame(&mut ws).await, Some((1, port)));
+    for i in 0..8 {
+        let line = format!("ping {i}\n");
+        let mut message = vec![0u8];
+        message.extend_from_slice(line.as_bytes());
+        ws.send(Message::Binary(message.into()))
+            .await
+            .unwrap_or_else(|e| panic!("send: {e}{}", d.diagnostics()));
+        assert_eq!(
+            next_frame(&mut ws).await,
+            Some((0, line.into_bytes())),
+            "{}",
+            d.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let started = Instant::now();
+    while next_frame(&mut ws).await.is_some() {}
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "closed {:?} after the last byte, before the limit{}",
+        started.elapsed(),
+        d.diagnostics()
+    );
+    cri.remove_pod(&d, &pod).await;
+}

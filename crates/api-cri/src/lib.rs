@@ -54,11 +54,19 @@ impl Cri {
     }
 }
 
+/// Where the CRI's streams are served, and how long one may be idle
+/// (`None`: for ever).
+#[derive(Debug)]
+pub struct Streams {
+    pub listener: tokio::net::TcpListener,
+    pub idle_timeout: Option<std::time::Duration>,
+}
+
 /// Serves the CRI on `listener`, and its streams (exec, attach, port
 /// forwarding) on `streams` when given, until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::UnixListener,
-    streams: Option<tokio::net::TcpListener>,
+    streams: Option<Streams>,
     engine: EngineHandle,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
@@ -66,11 +74,17 @@ pub async fn serve(
     let shutdown = futures_util::FutureExt::shared(Box::pin(shutdown));
     let mut cri = Cri::new(engine);
     let streaming_server = match streams {
-        Some(listener) => {
+        Some(Streams {
+            listener,
+            idle_timeout,
+        }) => {
             let addr = listener.local_addr();
             match addr {
                 Ok(addr) => {
-                    cri.streaming = Some(std::sync::Arc::new(streaming::Streaming::new(addr)));
+                    cri.streaming = Some(std::sync::Arc::new(streaming::Streaming::new(
+                        addr,
+                        idle_timeout,
+                    )));
                     let (cri, shutdown) = (cri.clone(), shutdown.clone());
                     Some(tokio::spawn(async move {
                         if let Err(e) = streaming::serve(listener, cri, shutdown).await {

@@ -71,6 +71,11 @@ pub struct Flags {
     /// Where the CRI's streams (exec, attach, port-forward) are served, as HOST:PORT; port 0: a free one [default: 127.0.0.1:0]
     #[arg(long, value_name = "HOST:PORT")]
     pub cri_streaming_addr: Option<String>,
+    /// Seconds a CRI stream (exec, attach, port-forward) may go without a
+    /// byte either way before it is closed, as kubelet's
+    /// --streaming-connection-idle-timeout; 0: never [default: 14400, 4 h]
+    #[arg(long, value_name = "SECONDS")]
+    pub cri_stream_idle_timeout: Option<u64>,
 }
 
 /// The config file: the same settings as the flags.
@@ -94,6 +99,7 @@ struct FileSettings {
     cri_socket: Option<String>,
     cri: Option<bool>,
     cri_streaming_addr: Option<String>,
+    cri_stream_idle_timeout: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -119,6 +125,8 @@ pub struct Settings {
     pub cri_socket: Option<PathBuf>,
     /// Where the CRI's streams are served.
     pub cri_streaming_addr: std::net::SocketAddr,
+    /// How long a CRI stream may be idle; `None`: for ever.
+    pub cri_stream_idle_timeout: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -215,6 +223,14 @@ impl Settings {
                 .unwrap_or_else(|| PathBuf::from("/usr/lib/cni")),
             cri_socket: cri.then_some(cri_socket),
             cri_streaming_addr,
+            cri_stream_idle_timeout: match flags
+                .cri_stream_idle_timeout
+                .or(file.cri_stream_idle_timeout)
+                .unwrap_or(4 * 3600)
+            {
+                0 => None,
+                secs => Some(Duration::from_secs(secs)),
+            },
         })
     }
 }
@@ -284,6 +300,23 @@ mod tests {
         assert!(matches!(bad, Err(SettingsError::CriStreamingAddr(_))));
         let bad = Settings::resolve(Flags::parse_from(["holdfastd", "--cri-socket", "/k.sock"]));
         assert!(matches!(bad, Err(SettingsError::CriSocket(_))), "{bad:?}");
+    }
+
+    #[test]
+    fn cri_streams_are_closed_once_idle_as_kubelets_are() {
+        let idle = |args: &[&str]| {
+            let mut all = vec!["holdfastd"];
+            all.extend_from_slice(args);
+            Settings::resolve(Flags::parse_from(all))
+                .expect("resolves")
+                .cri_stream_idle_timeout
+        };
+        assert_eq!(idle(&[]), Some(Duration::from_secs(4 * 3600)));
+        assert_eq!(
+            idle(&["--cri-stream-idle-timeout", "30"]),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(idle(&["--cri-stream-idle-timeout", "0"]), None);
     }
 
     #[test]

@@ -95,6 +95,10 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                 "holdfastd: serving the Kubernetes CRI; point kubelet at it with:\n  --container-runtime-endpoint unix://{}",
                 path.display()
             );
+            let streams = cri::Streams {
+                listener: streams,
+                idle_timeout: settings.cri_stream_idle_timeout,
+            };
             let engine = engine.handle().clone();
             let shutdown = stopped(stop_rx.clone());
             let stop = stop_tx.clone();

@@ -8,6 +8,7 @@
 //! them.
 
 mod channels;
+mod idle;
 mod portforward;
 mod remotecommand;
 pub(crate) mod spdy;
@@ -51,13 +52,16 @@ pub(crate) enum Wanted {
 pub struct Streaming {
     base_url: String,
     tokens: Tokens<Wanted>,
+    /// How long a stream may carry nothing before it is closed.
+    idle: Option<std::time::Duration>,
 }
 
 impl Streaming {
-    /// For a server listening on `addr`. An unspecified address (all of
-    /// the host's) is named by loopback in URLs: kubelet, on this host,
-    /// is who connects.
-    pub fn new(addr: SocketAddr) -> Streaming {
+    /// For a server listening on `addr`, its streams closed once idle
+    /// for `idle` (`None`: never). An unspecified address (all of the
+    /// host's) is named by loopback in URLs: kubelet, on this host, is who
+    /// connects.
+    pub fn new(addr: SocketAddr, idle: Option<std::time::Duration>) -> Streaming {
         let ip = match addr.ip() {
             ip if ip.is_unspecified() && ip.is_ipv4() => IpAddr::V4(Ipv4Addr::LOCALHOST),
             ip if ip.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
@@ -66,6 +70,7 @@ impl Streaming {
         Streaming {
             base_url: format!("http://{}", SocketAddr::new(ip, addr.port())),
             tokens: Tokens::default(),
+            idle,
         }
     }
 
@@ -249,6 +254,11 @@ fn negotiate(
 impl Cri {
     fn wanted(&self, token: &str) -> Option<Wanted> {
         self.streaming.as_ref()?.tokens.take(token, Instant::now())
+    }
+
+    /// A new session's idle clock (see [`idle`]).
+    fn idle_clock(&self) -> idle::Idle {
+        idle::Idle::new(self.streaming.as_ref().and_then(|s| s.idle))
     }
 
     /// The URL of a stream, or `Unavailable` when holdfastd serves none.

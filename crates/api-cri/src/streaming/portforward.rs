@@ -9,6 +9,7 @@
 //! stream ends when every port's connection has.
 
 use super::channels::Codec;
+use super::idle::Idle;
 use crate::Cri;
 use axum::extract::ws::{Message, WebSocket};
 use bytes::Bytes;
@@ -17,6 +18,7 @@ use futures_util::stream::StreamExt as _;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsFd as _;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::mpsc;
@@ -52,6 +54,8 @@ pub(super) async fn serve(
         let _ = sink.send(super::channels::normal_close()).await;
     });
     let netns = netns_of(&cri, &sandbox).await;
+    // One clock for the connection, every port's bytes touch it.
+    let idle = Arc::new(cri.idle_clock());
     let mut inputs = HashMap::new();
     let mut forwards = Vec::new();
     for (i, &port) in ports.iter().enumerate() {
@@ -63,7 +67,7 @@ pub(super) async fn serve(
         inputs.insert(data, input);
         let (to_client, mut replies) = mpsc::channel::<Bytes>(16);
         let to_socket = to_socket.clone();
-        let (netns, sandbox) = (netns.clone(), sandbox.clone());
+        let (netns, sandbox, idle) = (netns.clone(), sandbox.clone(), idle.clone());
         forwards.push(tokio::spawn(async move {
             let relay = {
                 let to_socket = to_socket.clone();
@@ -76,7 +80,7 @@ pub(super) async fn serve(
                 })
             };
             let done = match netns {
-                Ok(netns) => forward(&netns, port, from, to_client).await,
+                Ok(netns) => forward(&netns, port, from, to_client, &idle).await,
                 Err(why) => {
                     drop(to_client);
                     Err(why)
@@ -90,12 +94,14 @@ pub(super) async fn serve(
         }));
     }
     drop(to_socket);
+    let aborts: Vec<_> = forwards.iter().map(|f| f.abort_handle()).collect();
     let all_done = futures_util::future::join_all(forwards);
     let from_client = async {
         while let Some(Ok(message)) = from_client.next().await {
             if matches!(message, Message::Close(_)) {
                 break;
             }
+            idle.touch();
             let Some((channel, data)) = codec.decode(message) else {
                 continue;
             };
@@ -112,6 +118,14 @@ pub(super) async fn serve(
     tokio::select! {
         _ = all_done => {}
         () = from_client => {}
+        // Nothing either way for too long: every port's connection goes,
+        // and with them the socket (its writer ends with their senders).
+        () = idle.expired() => {
+            tracing::debug!(sandbox, "{}: port forwarding closed", idle.reason());
+            for abort in aborts {
+                abort.abort();
+            }
+        }
     }
     let _ = writer.await;
 }
@@ -151,11 +165,13 @@ pub(super) async fn forward(
     port: u16,
     mut from_client: mpsc::Receiver<Bytes>,
     to_client: mpsc::Sender<Bytes>,
+    idle: &Idle,
 ) -> Result<(), String> {
     let stream = connect_in(netns, port).await?;
     let (mut reader, mut writer) = stream.into_split();
     let upstream = async move {
         while let Some(bytes) = from_client.recv().await {
+            idle.touch();
             if writer.write_all(&bytes).await.is_err() {
                 return;
             }
@@ -169,6 +185,7 @@ pub(super) async fn forward(
             match reader.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
+                    idle.touch();
                     if to_client
                         .send(Bytes::copy_from_slice(&buf[..n]))
                         .await

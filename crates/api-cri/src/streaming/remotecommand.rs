@@ -12,6 +12,7 @@
 //! attach's container is left alone.
 
 use super::channels::{Ending, Resizes};
+use super::idle::Idle;
 use crate::Cri;
 use crate::exec::{Demux, Stream};
 use bytes::Bytes;
@@ -102,7 +103,9 @@ pub(super) async fn exec(
         let execs = cri.engine.execs();
         async move { execs.resize(&exec_id, height, width).await }
     };
-    if relay(&mut client, output, request.tty, input, resize).await {
+    let idle = cri.idle_clock();
+    let relayed = relay(&mut client, output, request.tty, input, resize, &idle).await;
+    if relayed == Relayed::Ended {
         let ending = match execs.inspect(&exec_id).await {
             Ok(e) => match e.state {
                 ExecState::Exited { code: Some(code) } => Ending::Exited { code, what },
@@ -112,12 +115,16 @@ pub(super) async fn exec(
         };
         let _ = client.to.send(ToClient::End(ending)).await;
     } else {
-        // The client went away, or the output could not be read: either
-        // way nobody sees the process any more. Said, in case the client
-        // is still there to read it (never a success made up).
-        let why = failed("its output was lost".to_owned());
-        let _ = client.to.send(ToClient::End(why)).await;
-        tracing::debug!(exec = %exec_id, "the exec's client went away: killing it");
+        // The client went away, the output could not be read, or nothing
+        // went either way for too long: nobody sees the process any more.
+        // Said, in case the client is still there to read it (never a
+        // success made up).
+        let why = match relayed {
+            Relayed::Idle => idle.reason(),
+            _ => "its output was lost".to_owned(),
+        };
+        let _ = client.to.send(ToClient::End(failed(why))).await;
+        tracing::debug!(exec = %exec_id, ?relayed, "the exec's session is over: killing it");
         let kill = execs.kill(&exec_id, Signal::SIGKILL);
         if let Ok(Err(e)) = tokio::time::timeout(KILL_WAIT, kill).await {
             tracing::debug!(exec = %exec_id, error = %e.message, "kill of an abandoned exec");
@@ -161,34 +168,51 @@ pub(super) async fn attach(
         }
     };
     let output = attached.output;
-    if relay(
+    let idle = cri.idle_clock();
+    let ending = match relay(
         &mut client,
         output.frames,
         output.tty,
         attached.input,
         resize,
+        &idle,
     )
     .await
     {
         // The container's run is over: the attach ended as it should.
-        let what = String::new();
-        let _ = client
-            .to
-            .send(ToClient::End(Ending::Exited { code: 0, what }))
-            .await;
-    }
+        Relayed::Ended => Ending::Exited {
+            code: 0,
+            what: String::new(),
+        },
+        // The container runs on; the client is told why it is let go.
+        Relayed::Idle => Ending::Failed(format!("error attaching to container: {}", idle.reason())),
+        Relayed::Lost => return,
+    };
+    let _ = client.to.send(ToClient::End(ending)).await;
+}
+
+/// How a relay ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Relayed {
+    /// The process's output ended: it is over.
+    Ended,
+    /// The client went away, or the output could not be read.
+    Lost,
+    /// Nothing went either way for the idle limit.
+    Idle,
 }
 
 /// Carries `output` to the client and the client's stdin and resizes to
-/// the process until the output ends (true) or the client goes away, or
-/// the output cannot be read (false).
+/// the process until the output ends, the client goes away (or the output
+/// cannot be read), or nothing goes either way for `idle`'s limit.
 async fn relay<F, R>(
     client: &mut Client,
     output: Output,
     tty: bool,
     input: Option<Input>,
     resize: F,
-) -> bool
+    idle: &Idle,
+) -> Relayed
 where
     F: Fn(u32, u32) -> R,
     R: Future<Output = Result<(), RequestError>>,
@@ -210,10 +234,13 @@ where
         while let Some(chunk) = output.next().await {
             // An output that cannot be read is no end of the process:
             // taken as a lost session (an exec is killed, not reported).
-            let Ok(chunk) = chunk else { return false };
+            let Ok(chunk) = chunk else {
+                return Relayed::Lost;
+            };
             if chunk.is_empty() {
                 continue;
             }
+            idle.touch();
             let mut messages = Vec::new();
             if tty {
                 messages.push(ToClient::Stdout(chunk));
@@ -228,15 +255,16 @@ where
             }
             for m in messages {
                 if to.send(m).await.is_err() {
-                    return false;
+                    return Relayed::Lost;
                 }
             }
         }
-        true
+        Relayed::Ended
     };
     let from_client = async {
         let mut resizes = Resizes::default();
         while let Some(message) = from.recv().await {
+            idle.touch();
             match message {
                 FromClient::Stdin(data) => {
                     if let Some(pipe) = stdin.as_mut()
@@ -256,9 +284,10 @@ where
             }
         }
     };
-    let delivered = tokio::select! {
-        delivered = to_client => delivered,
-        () = from_client => false,
+    let relayed = tokio::select! {
+        relayed = to_client => relayed,
+        () = from_client => Relayed::Lost,
+        () = idle.expired() => Relayed::Idle,
     };
     // The client's stdin ends here; the feed then does what that means
     // (closes the process's stdin) unless it is stuck writing to a process
@@ -269,5 +298,5 @@ where
     {
         feeding.abort();
     }
-    delivered
+    relayed
 }

@@ -23,6 +23,7 @@ use axum::response::{IntoResponse as _, Response};
 use bytes::Bytes;
 use session::{Incoming, Out};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -239,6 +240,8 @@ pub(super) async fn port_forward(
 ) {
     let (mut streams, out) = session::serve(io);
     let netns = portforward::netns_of(&cri, &sandbox).await;
+    // One clock for the connection: every pair's bytes touch it.
+    let idle = Arc::new(cri.idle_clock());
     let mut waiting: HashMap<String, HalfPair> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -251,7 +254,15 @@ pub(super) async fn port_forward(
                 expire(&mut waiting, &out).await;
                 continue;
             }
+            // Nothing either way for too long: the connection goes (its
+            // streams' data ends, and every pair's forward with it).
+            () = idle.expired() => {
+                tracing::debug!(sandbox, "{}: port forwarding closed", idle.reason());
+                out.go_away(0).await;
+                break;
+            }
         };
+        idle.touch();
         let port = incoming
             .header("port")
             .and_then(|p| p.parse::<u16>().ok())
@@ -299,7 +310,10 @@ pub(super) async fn port_forward(
             }) = waiting.remove(&request)
         {
             let (out, netns, sandbox) = (out.clone(), netns.clone(), sandbox.clone());
-            tokio::spawn(forward_pair(out, netns, sandbox, port, error, data));
+            let idle = idle.clone();
+            tokio::spawn(async move {
+                forward_pair(out, netns, sandbox, port, error, data, &idle).await;
+            });
         }
     }
 }
@@ -345,6 +359,7 @@ async fn forward_pair(
     port: u16,
     error: Incoming,
     data: Incoming,
+    idle: &super::idle::Idle,
 ) {
     let (to_client, mut queued) = mpsc::channel::<Bytes>(16);
     let writer = {
@@ -359,7 +374,7 @@ async fn forward_pair(
         })
     };
     let done = match netns {
-        Ok(netns) => portforward::forward(&netns, port, data.data, to_client).await,
+        Ok(netns) => portforward::forward(&netns, port, data.data, to_client, idle).await,
         Err(why) => {
             drop(to_client);
             Err(why)
