@@ -18,8 +18,8 @@
 //! `OUT_DIR/rss.jsonl`.
 
 use futures_util::StreamExt as _;
-use holdfast_e2e::cri::Cri;
 use holdfast_e2e::cri::runtimes::{ContainerdCri, CriRuntime};
+use holdfast_e2e::cri::{Cri, host_namespaces, host_pod};
 use holdfast_e2e::engine::Holdfast;
 use holdfast_e2e::poll_until;
 use holdfast_e2e::procs::{self, Proc, ProcessIdentity};
@@ -137,40 +137,17 @@ fn catches_sigterm(pid: u32) -> bool {
 }
 
 /// A pod on the host's network, its log directory under the runtime's
-/// scratch directory.
+/// scratch directory, its seccomp profile kubelet's default.
 fn pod_config(s: &Subject, name: &str) -> cri::PodSandboxConfig {
-    cri::PodSandboxConfig {
-        metadata: Some(cri::PodSandboxMetadata {
-            name: name.to_owned(),
-            uid: format!("uid-{name}"),
-            namespace: "bench".to_owned(),
-            attempt: 0,
-        }),
-        log_directory: s
-            .runtime
-            .scratch()
-            .join("pods")
-            .join(name)
-            .display()
-            .to_string(),
-        linux: Some(cri::LinuxPodSandboxConfig {
-            security_context: Some(cri::LinuxSandboxSecurityContext {
-                namespace_options: Some(namespaces()),
-                seccomp: Some(seccomp(UNCONFINED)),
-                ..cri::LinuxSandboxSecurityContext::default()
-            }),
-            ..cri::LinuxPodSandboxConfig::default()
-        }),
-        ..cri::PodSandboxConfig::default()
+    let mut config = host_pod(name, "bench", &s.runtime.scratch().join("pods"));
+    if let Some(security) = config
+        .linux
+        .as_mut()
+        .and_then(|l| l.security_context.as_mut())
+    {
+        security.seccomp = Some(seccomp(UNCONFINED));
     }
-}
-
-fn namespaces() -> cri::NamespaceOption {
-    cri::NamespaceOption {
-        network: cri::NamespaceMode::Node as i32,
-        pid: cri::NamespaceMode::Container as i32,
-        ..cri::NamespaceOption::default()
-    }
+    config
 }
 
 /// The seccomp profile kubelet sends unless told `--seccomp-default`:
@@ -199,7 +176,7 @@ fn container_config_with(
     cri::ContainerConfig {
         linux: Some(cri::LinuxContainerConfig {
             security_context: Some(cri::LinuxContainerSecurityContext {
-                namespace_options: Some(namespaces()),
+                namespace_options: Some(host_namespaces()),
                 seccomp: Some(seccomp(profile)),
                 ..cri::LinuxContainerSecurityContext::default()
             }),

@@ -8,7 +8,7 @@
 //! once it is back, a pod's stop asked then kept and carried out, and bad
 //! input answered with the status kubelet expects, leaving nothing behind.
 
-use holdfast_e2e::cri::{Cri, busybox};
+use holdfast_e2e::cri::{Cri, busybox, on_host_network};
 use holdfast_e2e::network::{BridgeDaemon, free_port, http_get, httpd};
 use holdfast_e2e::{Daemon, gated_exit, open_gate};
 use k8s_cri::v1 as cri;
@@ -41,18 +41,7 @@ fn pod_config(d: &Daemon, name: &str, ports: Vec<cri::PortMapping>) -> cri::PodS
 /// [`pod_config`] on the host's network (`NamespaceMode` NODE): what a
 /// daemon without a bridge network can run.
 fn host_pod_config(d: &Daemon, name: &str) -> cri::PodSandboxConfig {
-    let mut config = pod_config(d, name, Vec::new());
-    config.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: 2, // NODE
-                ..cri::NamespaceOption::default()
-            }),
-            ..cri::LinuxSandboxSecurityContext::default()
-        }),
-        ..cri::LinuxPodSandboxConfig::default()
-    });
-    config
+    on_host_network(pod_config(d, name, Vec::new()))
 }
 
 /// A busybox container running `script`, labelled with its role.

@@ -36,7 +36,7 @@
 //! is still checked.
 
 use holdfast_e2e::cri::runtimes::{ContainerdCri, CriRuntime};
-use holdfast_e2e::cri::{Cri, busybox};
+use holdfast_e2e::cri::{Cri, busybox, host_namespaces, host_pod};
 use holdfast_e2e::engine::{Holdfast, shim_of};
 use holdfast_e2e::procs::{self, ProcessIdentity};
 use holdfast_e2e::{TICKER, gated_exit, open_gate, poll_until};
@@ -193,29 +193,7 @@ impl PodChaos {
     // ---- making pods
 
     fn pod_config(&self, name: &str) -> cri::PodSandboxConfig {
-        cri::PodSandboxConfig {
-            metadata: Some(cri::PodSandboxMetadata {
-                name: name.to_owned(),
-                uid: format!("uid-{name}"),
-                namespace: "chaos".to_owned(),
-                attempt: 0,
-            }),
-            log_directory: self
-                .runtime
-                .scratch()
-                .join("pods")
-                .join(name)
-                .display()
-                .to_string(),
-            linux: Some(cri::LinuxPodSandboxConfig {
-                security_context: Some(cri::LinuxSandboxSecurityContext {
-                    namespace_options: Some(namespaces()),
-                    ..cri::LinuxSandboxSecurityContext::default()
-                }),
-                ..cri::LinuxPodSandboxConfig::default()
-            }),
-            ..cri::PodSandboxConfig::default()
-        }
+        host_pod(name, "chaos", &self.runtime.scratch().join("pods"))
     }
 
     /// A pod on the host's network; kept.
@@ -582,22 +560,12 @@ impl PodChaos {
     }
 }
 
-/// The pod's network is the host's (no bridge needed); each container's
-/// processes are its own (its script is pid 1).
-fn namespaces() -> cri::NamespaceOption {
-    cri::NamespaceOption {
-        network: cri::NamespaceMode::Node as i32,
-        pid: cri::NamespaceMode::Container as i32,
-        ..cri::NamespaceOption::default()
-    }
-}
-
 /// A busybox container running `script` in the pod's namespaces.
 fn container_config(name: &str, script: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
         linux: Some(cri::LinuxContainerConfig {
             security_context: Some(cri::LinuxContainerSecurityContext {
-                namespace_options: Some(namespaces()),
+                namespace_options: Some(host_namespaces()),
                 ..cri::LinuxContainerSecurityContext::default()
             }),
             ..cri::LinuxContainerConfig::default()

@@ -12,7 +12,7 @@
 //! streams as client-go does and keeping SPDY/3.1's flow control.
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use holdfast_e2e::cri::{Cri, busybox};
+use holdfast_e2e::cri::{Cri, busybox, on_host_network};
 use holdfast_e2e::network::BridgeDaemon;
 use holdfast_e2e::python::venv_with;
 use holdfast_e2e::{Daemon, WAIT_BOUND, run_with_timeout};
@@ -590,18 +590,9 @@ async fn a_port_forward_carries_100_mib_each_way_without_loss() {
 async fn a_broken_exec_stream_leaves_nothing_running_and_a_restart_keeps_an_exec() {
     let mut d = Daemon::start();
     let mut cri = Cri::of(&d);
-    let mut config = pod_config(&d, "breaks");
-    config.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: 2, // NODE
-                ..cri::NamespaceOption::default()
-            }),
-            ..cri::LinuxSandboxSecurityContext::default()
-        }),
-        ..cri::LinuxPodSandboxConfig::default()
-    });
-    let pod = cri.run_pod(&d, config).await;
+    let pod = cri
+        .run_pod(&d, on_host_network(pod_config(&d, "breaks")))
+        .await;
     let id = cri
         .create(&d, &pod, busybox("app", "exec sleep 100000"))
         .await;
@@ -717,18 +708,9 @@ async fn an_idle_stream_is_closed_and_a_busy_one_is_not() {
     // kubelet's --streaming-connection-idle-timeout, made short
     let d = Daemon::start_with(&["--cri-stream-idle-timeout", "3"]);
     let mut cri = Cri::of(&d);
-    let mut config = pod_config(&d, "idle");
-    config.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: 2, // NODE
-                ..cri::NamespaceOption::default()
-            }),
-            ..cri::LinuxSandboxSecurityContext::default()
-        }),
-        ..cri::LinuxPodSandboxConfig::default()
-    });
-    let pod = cri.run_pod(&d, config).await;
+    let pod = cri
+        .run_pod(&d, on_host_network(pod_config(&d, "idle")))
+        .await;
     let id = cri
         .create(&d, &pod, busybox("echo", "exec nc -ll -p 39077 -e cat"))
         .await;

@@ -49,6 +49,56 @@ pub fn busybox(name: &str, script: &str) -> cri::ContainerConfig {
     }
 }
 
+/// `config` with its pod on the host's network (namespace mode NODE):
+/// what a daemon without a bridge network can run. The rest of its
+/// security context is the default.
+pub fn on_host_network(mut config: cri::PodSandboxConfig) -> cri::PodSandboxConfig {
+    config.linux = Some(cri::LinuxPodSandboxConfig {
+        security_context: Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                network: cri::NamespaceMode::Node as i32,
+                ..cri::NamespaceOption::default()
+            }),
+            ..cri::LinuxSandboxSecurityContext::default()
+        }),
+        ..cri::LinuxPodSandboxConfig::default()
+    });
+    config
+}
+
+/// The namespaces of the pods the chaos suite and the benchmark run: the
+/// host's network (no bridge, no CNI plugin measured), each container's
+/// processes its own (its script is pid 1).
+pub fn host_namespaces() -> cri::NamespaceOption {
+    cri::NamespaceOption {
+        network: cri::NamespaceMode::Node as i32,
+        pid: cri::NamespaceMode::Container as i32,
+        ..cri::NamespaceOption::default()
+    }
+}
+
+/// A pod `name` in the Kubernetes namespace `namespace` with
+/// [`host_namespaces`], its log directory under `logs`.
+pub fn host_pod(name: &str, namespace: &str, logs: &std::path::Path) -> cri::PodSandboxConfig {
+    cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: name.to_owned(),
+            uid: format!("uid-{name}"),
+            namespace: namespace.to_owned(),
+            attempt: 0,
+        }),
+        log_directory: logs.join(name).display().to_string(),
+        linux: Some(cri::LinuxPodSandboxConfig {
+            security_context: Some(cri::LinuxSandboxSecurityContext {
+                namespace_options: Some(host_namespaces()),
+                ..cri::LinuxSandboxSecurityContext::default()
+            }),
+            ..cri::LinuxPodSandboxConfig::default()
+        }),
+        ..cri::PodSandboxConfig::default()
+    }
+}
+
 /// Both CRI clients on one channel to the daemon's `cri.sock`.
 #[derive(Clone, Debug)]
 pub struct Cri {
