@@ -119,6 +119,8 @@ pub(crate) struct Inner {
     pub(crate) subscription: Mutex<Option<oneshot::Sender<()>>>,
     /// Each task's OOM kill count at its create.
     pub(crate) oom: crate::oom::OomCounts,
+    /// What image targets resolved to.
+    pub(crate) resolved: crate::image::ResolvedTargets,
 }
 
 impl Adapter {
@@ -149,6 +151,7 @@ impl Adapter {
                 reach: AtomicU8::new(REACH_UNKNOWN),
                 subscription: Mutex::new(None),
                 oom: crate::oom::OomCounts::default(),
+                resolved: crate::image::ResolvedTargets::default(),
             }),
         })
     }

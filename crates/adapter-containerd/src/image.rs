@@ -11,7 +11,7 @@ use containerd_client::services::v1::{
 use containerd_client::tonic::Code;
 use oci_spec::image::ImageManifest;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 const MAX_INDEX_DEPTH: usize = 4;
 
@@ -79,6 +79,35 @@ pub struct ImageSummary {
     pub target_digest: String,
     pub target_media_type: String,
     pub target_size: i64,
+}
+
+/// What targets resolved to (see [`Adapter::resolve_listed`]), by target
+/// digest. A lock held for a map operation only, never across a call.
+#[derive(Debug, Default)]
+pub(crate) struct ResolvedTargets(std::sync::Mutex<HashMap<String, ResolvedImage>>);
+
+impl ResolvedTargets {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, ResolvedImage>> {
+        // a panic elsewhere while it was held leaves a map still whole
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, target_digest: &str) -> Option<ResolvedImage> {
+        self.map().get(target_digest).cloned()
+    }
+
+    fn keep(&self, resolved: &ResolvedImage) {
+        self.map()
+            .insert(resolved.target_digest.clone(), resolved.clone());
+    }
+
+    fn retain(&self, listed: &[ImageSummary]) {
+        let targets: BTreeSet<&str> = listed.iter().map(|i| i.target_digest.as_str()).collect();
+        self.map()
+            .retain(|digest, _| targets.contains(digest.as_str()));
+    }
 }
 
 /// A layer of a manifest: what the importer and unpacker need.
@@ -209,9 +238,48 @@ impl Adapter {
         let target = image
             .target
             .ok_or_else(|| bad(format!("image {name} has no target")))?;
-        let (manifest_digest, manifest) = self
-            .find_manifest(&target.media_type, &target.digest)
+        self.resolve_target(name, &target.media_type, &target.digest)
+            .await
+    }
+
+    /// [`Adapter::resolve_image`] of an image [`Adapter::list_images`]
+    /// gave, by its target: what a target digest resolves to is read from
+    /// containerd once and kept (a digest names its content for ever), so
+    /// that listing the images (which every create by name, every CRI
+    /// `ImageStatus` does) costs one call, not a few per image.
+    pub async fn resolve_listed(
+        &self,
+        listed: &ImageSummary,
+    ) -> Result<ResolvedImage, AdapterError> {
+        if let Some(mut known) = self.inner.resolved.get(&listed.target_digest) {
+            known.name.clone_from(&listed.name);
+            return Ok(known);
+        }
+        let resolved = self
+            .resolve_target(
+                listed.name.clone(),
+                &listed.target_media_type,
+                &listed.target_digest,
+            )
             .await?;
+        self.inner.resolved.keep(&resolved);
+        Ok(resolved)
+    }
+
+    /// Forgets what [`Adapter::resolve_listed`] kept of targets no image
+    /// in `listed` has any more.
+    pub fn forget_unlisted(&self, listed: &[ImageSummary]) {
+        self.inner.resolved.retain(listed);
+    }
+
+    async fn resolve_target(
+        &self,
+        name: String,
+        media_type: &str,
+        digest: &str,
+    ) -> Result<ResolvedImage, AdapterError> {
+        let target_digest = digest.to_owned();
+        let (manifest_digest, manifest) = self.find_manifest(media_type, digest).await?;
         let config_desc = Descriptor::from_oci(manifest.config())?;
         let config_bytes = self.read_blob(&config_desc.digest).await?;
         let file = read_config(&format!("config {}", config_desc.digest), &config_bytes)?;
@@ -219,7 +287,7 @@ impl Adapter {
             chain_id(&file.diff_ids).ok_or_else(|| bad(format!("image {name} has no layers")))?;
         Ok(ResolvedImage {
             name,
-            target_digest: target.digest,
+            target_digest,
             manifest_digest,
             config_digest: config_desc.digest,
             config: file.config,
@@ -391,6 +459,37 @@ impl Adapter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resolved_targets_are_kept_until_no_image_has_them() {
+        let resolved = |target: &str| ResolvedImage {
+            name: "docker.io/library/a:1".into(),
+            target_digest: target.into(),
+            manifest_digest: target.into(),
+            config_digest: "sha256:c".into(),
+            config: ImageConfig::default(),
+            diff_ids: Vec::new(),
+            chain_id: "sha256:l".into(),
+            history: Vec::new(),
+            container_config: None,
+            created: None,
+            architecture: "amd64".into(),
+            os: "linux".into(),
+        };
+        let listed = |target: &str| ImageSummary {
+            name: "docker.io/library/b:2".into(),
+            target_digest: target.into(),
+            target_media_type: String::new(),
+            target_size: 0,
+        };
+        let kept = ResolvedTargets::default();
+        kept.keep(&resolved("sha256:t1"));
+        kept.keep(&resolved("sha256:t2"));
+        assert_eq!(kept.get("sha256:t1"), Some(resolved("sha256:t1")));
+        kept.retain(&[listed("sha256:t2")]);
+        assert_eq!(kept.get("sha256:t1"), None);
+        assert!(kept.get("sha256:t2").is_some());
+    }
 
     #[test]
     fn references_normalize_like_docker() {

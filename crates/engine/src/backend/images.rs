@@ -127,10 +127,11 @@ impl<'a> Images<'a> {
             .list_images()
             .await
             .map_err(|e| image_failure("", e))?;
+        adapter.forget_unlisted(&summaries);
         let mut by_id: BTreeMap<String, LocalImage> = BTreeMap::new();
         for s in summaries {
             // An image whose content is incomplete is skipped, not fatal.
-            let Ok(resolved) = adapter.resolve_image(&s.name).await else {
+            let Ok(resolved) = adapter.resolve_listed(&s).await else {
                 tracing::debug!(image = %s.name, "image cannot be resolved; not listed");
                 continue;
             };
