@@ -61,20 +61,9 @@ if ((${#need[@]})); then
     fi
 fi
 
-T=$(mktemp -d /tmp/vs-dockerd-XXXXXX)
-cleanup() {
-    # The harness stops what it started when it ends normally; this is for
-    # a run cut short: whatever still runs from under $T, its mounts, $T.
-    local pids
-    pids=$(ps -e -ww -o pid=,args= | awk -v t="$T/" 'index($0, t) { print $1 }')
-    [[ -n $pids ]] && kill -KILL $pids 2>/dev/null || true
-    awk -v t="$T/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
-        while read -r m; do umount -l "$m" 2>/dev/null || true; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-# every root the harness makes (tempfile) goes under $T
-export TMPDIR=$T
+ROOT_PREFIX=vs-dockerd
+# shellcheck source=bench/one-tmp-root.sh
+source bench/one-tmp-root.sh
 
 cargo build --release --locked -p holdfastd
 cargo build --release --locked -p holdfast-e2e --example vs_dockerd

@@ -13,11 +13,10 @@ speed/rss.jsonl (the vs_containerd_cri example), env.txt and params.txt.
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vs_dockerd_report import fmt_ms, pct, read_jsonl  # noqa: E402
+from vs_dockerd_report import fmt_ms, pct, plots, read_jsonl  # noqa: E402
 
 COUNTS = [
     "wrong_kills",
@@ -117,60 +116,6 @@ def speed_section(run):
     return samples, whats, "\n".join(out) + "\n\n" + "\n".join(failures), "\n".join(rout)
 
 
-def plots(run, bench, samples, whats, rows, scenarios):
-    """Two PNGs with gnuplot: every latency sample (log scale), and the
-    chaos counts per scenario. Returns the names of the files written."""
-    data = os.path.join(run, "plot")
-    os.makedirs(data, exist_ok=True)
-    for r, off in (("holdfast", -0.15), ("containerd-cri", 0.15)):
-        with open(os.path.join(data, f"lat-{r}.dat"), "w") as f:
-            for i, w in enumerate(whats):
-                for s in samples:
-                    if s["runtime"] == r and s["what"] == w and "ms" in s:
-                        f.write(f"{i + off} {s['ms']}\n")
-    xtics = ", ".join(f'"{w}" {i}' for i, w in enumerate(whats))
-    lat_png = os.path.join(bench, "vs-containerd-cri-latency.png")
-    script = f"""
-set terminal pngcairo size 1400,760 font ",10" noenhanced
-set output "{lat_png}"
-set title "every sample over the CRI, holdfast (left of each tick) and containerd's CRI plugin (right); log scale"
-set logscale y
-set ylabel "ms"
-set xtics ({xtics}) rotate by -30
-set xrange [-0.6:{len(whats) - 0.4}]
-set bmargin 12
-set key top left
-set grid ytics
-plot "{data}/lat-holdfast.dat" using 1:2 with points pt 7 ps 0.6 title "holdfast", \\
-     "{data}/lat-containerd-cri.dat" using 1:2 with points pt 9 ps 0.6 title "containerd CRI"
-"""
-    with open(os.path.join(data, "chaos.dat"), "w") as f:
-        for s in scenarios:
-            h = sum(rows.get((s, "holdfast"), {}).get(c, 0) for c in COUNTS)
-            c = sum(rows.get((s, "containerd-cri"), {}).get(k, 0) for k in COUNTS)
-            f.write(f'"{s}" {h} {c}\n')
-    chaos_png = os.path.join(bench, "vs-containerd-cri-chaos.png")
-    script += f"""
-set output "{chaos_png}"
-unset logscale y
-set title "pod chaos: problems counted per scenario, all runs (all counts summed; no bar: zero)"
-set ylabel "count"
-set style data histograms
-set style histogram cluster gap 1
-set style fill solid 0.8 border -1
-set xtics auto rotate by -30
-set xrange [*:*]
-set yrange [0:*]
-plot "{data}/chaos.dat" using 2:xtic(1) title "holdfast", "" using 3 title "containerd CRI"
-"""
-    try:
-        subprocess.run(["gnuplot"], input=script, text=True, check=True)
-        return [os.path.basename(lat_png), os.path.basename(chaos_png)]
-    except (OSError, subprocess.CalledProcessError) as err:
-        print(f"vs_containerd_cri_report: gnuplot failed: {err}", file=sys.stderr)
-        return []
-
-
 def main():
     run, bench = sys.argv[1], sys.argv[2]
 
@@ -180,7 +125,20 @@ def main():
 
     rows, scenarios, chaos_table, chaos_notes = chaos_section(run)
     samples, whats, speed_table, rss_table = speed_section(run)
-    pngs = plots(run, bench, samples, whats, rows, scenarios)
+    pngs = plots(
+        run,
+        bench,
+        samples,
+        whats,
+        rows,
+        scenarios,
+        key="runtime",
+        subjects=(("holdfast", "holdfast"), ("containerd-cri", "containerd CRI")),
+        counts=COUNTS,
+        prefix="vs-containerd-cri",
+        latency_title="every sample over the CRI, holdfast (left of each tick) and containerd's CRI plugin (right); log scale",
+        chaos_title="pod chaos: problems counted per scenario, all runs (all counts summed; no bar: zero)",
+    )
     parts = {
         "vs-containerd-cri-chaos.md.part": chaos_table + "\n\n" + chaos_notes,
         "vs-containerd-cri-speed.md.part": speed_table + "\n\n" + rss_table,

@@ -138,43 +138,60 @@ def speed_section(run):
     return samples, whats, stats, "\n".join(out), "\n".join(rout)
 
 
-def plots(run, bench, samples, whats, rows, scenarios):
-    """Two PNGs with gnuplot: every latency sample (log scale), and the chaos
-    counts per scenario. Returns the names of the files written."""
-    written = []
+def plots(
+    run,
+    bench,
+    samples,
+    whats,
+    rows,
+    scenarios,
+    key="engine",
+    subjects=(("holdfast", "holdfast"), ("dockerd", "dockerd")),
+    counts=COUNTS,
+    prefix="vs-dockerd",
+    latency_title="every sample, holdfast (left of each tick) and dockerd (right); log scale",
+    chaos_title="chaos: problems counted per scenario (all counts summed; no bar: zero)",
+):
+    """Two PNGs with gnuplot, `prefix`-latency.png (every latency sample,
+    log scale) and `prefix`-chaos.png (the chaos counts per scenario), of
+    the two `subjects` (the value of `key` in a sample, its label).
+    Returns the names of the files written. bench/vs_containerd_cri_report.py
+    draws its own with it."""
     data = os.path.join(run, "plot")
     os.makedirs(data, exist_ok=True)
-    for e, off in (("holdfast", -0.15), ("dockerd", 0.15)):
-        with open(os.path.join(data, f"lat-{e}.dat"), "w") as f:
+    (first, first_label), (second, second_label) = subjects
+    for subject, off in ((first, -0.15), (second, 0.15)):
+        with open(os.path.join(data, f"lat-{subject}.dat"), "w") as f:
             for i, w in enumerate(whats):
                 for s in samples:
-                    if s["engine"] == e and s["what"] == w and "ms" in s:
+                    if s[key] == subject and s["what"] == w and "ms" in s:
                         f.write(f"{i + off} {s['ms']}\n")
     xtics = ", ".join(f'"{w}" {i}' for i, w in enumerate(whats))
-    lat_png = os.path.join(bench, "vs-dockerd-latency.png")
+    lat_png = os.path.join(bench, f"{prefix}-latency.png")
     script = f"""
-set terminal pngcairo size 1400,700 font ",10" noenhanced
+set terminal pngcairo size 1400,760 font ",10" noenhanced
 set output "{lat_png}"
-set title "every sample, holdfast (left of each tick) and dockerd (right); log scale"
+set title "{latency_title}"
 set logscale y
 set ylabel "ms"
 set xtics ({xtics}) rotate by -30
 set xrange [-0.6:{len(whats) - 0.4}]
+set bmargin 12
 set key top left
 set grid ytics
-plot "{data}/lat-holdfast.dat" using 1:2 with points pt 7 ps 0.6 title "holdfast", \\
-     "{data}/lat-dockerd.dat" using 1:2 with points pt 9 ps 0.6 title "dockerd"
+plot "{data}/lat-{first}.dat" using 1:2 with points pt 7 ps 0.6 title "{first_label}", \\
+     "{data}/lat-{second}.dat" using 1:2 with points pt 9 ps 0.6 title "{second_label}"
 """
     with open(os.path.join(data, "chaos.dat"), "w") as f:
         for s in scenarios:
-            h = sum(rows.get((s, "holdfast"), {}).get(c, 0) for c in COUNTS)
-            d = sum(rows.get((s, "dockerd"), {}).get(c, 0) for c in COUNTS)
-            f.write(f'"{s}" {h} {d}\n')
-    chaos_png = os.path.join(bench, "vs-dockerd-chaos.png")
+            a = sum(rows.get((s, first), {}).get(c, 0) for c in counts)
+            b = sum(rows.get((s, second), {}).get(c, 0) for c in counts)
+            f.write(f'"{s}" {a} {b}\n')
+    chaos_png = os.path.join(bench, f"{prefix}-chaos.png")
     script += f"""
 set output "{chaos_png}"
 unset logscale y
-set title "chaos: problems counted per scenario (all counts summed; no bar: zero)"
+set title "{chaos_title}"
 set ylabel "count"
 set style data histograms
 set style histogram cluster gap 1
@@ -182,14 +199,14 @@ set style fill solid 0.8 border -1
 set xtics auto rotate by -30
 set xrange [*:*]
 set yrange [0:*]
-plot "{data}/chaos.dat" using 2:xtic(1) title "holdfast", "" using 3 title "dockerd"
+plot "{data}/chaos.dat" using 2:xtic(1) title "{first_label}", "" using 3 title "{second_label}"
 """
     try:
         subprocess.run(["gnuplot"], input=script, text=True, check=True)
-        written = [os.path.basename(lat_png), os.path.basename(chaos_png)]
+        return [os.path.basename(lat_png), os.path.basename(chaos_png)]
     except (OSError, subprocess.CalledProcessError) as err:
-        print(f"vs_dockerd_report: gnuplot failed: {err}", file=sys.stderr)
-    return written
+        print(f"{prefix} report: gnuplot failed: {err}", file=sys.stderr)
+        return []
 
 
 def main():

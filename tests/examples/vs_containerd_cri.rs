@@ -74,14 +74,14 @@ impl Out {
             .runtime
             .runtime_pids()
             .into_iter()
-            .filter_map(|pid| memory_kb(pid, "VmRSS:", "status"))
+            .filter_map(|pid| procs::memory_kb(pid, "VmRSS:", "status"))
             .sum();
         let shims = shims_of(&s.runtime.scratch().display().to_string());
         // Shims share their binary's pages: their RSS summed counts those
         // once per shim; their PSS shares them out.
         let shims_pss: u64 = shims
             .iter()
-            .filter_map(|pid| memory_kb(*pid, "Pss:", "smaps_rollup"))
+            .filter_map(|pid| procs::memory_kb(*pid, "Pss:", "smaps_rollup"))
             .sum();
         let line = json!({
             "runtime": s.name(),
@@ -108,32 +108,6 @@ fn shims_of(dir: &str) -> Vec<u32> {
         })
         .map(|p| p.pid)
         .collect()
-}
-
-/// The kB of `field` in `/proc/<pid>/<file>`.
-fn memory_kb(pid: u32, field: &str, file: &str) -> Option<u64> {
-    let text = fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(field))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// Whether process `pid` has a handler for SIGTERM (`SigCgt`, bit 14).
-fn catches_sigterm(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let hex = s
-                .lines()
-                .find_map(|l| l.strip_prefix("SigCgt:"))?
-                .trim()
-                .to_owned();
-            u64::from_str_radix(&hex, 16).ok()
-        })
-        .is_some_and(|mask| mask & (1 << 14) != 0)
 }
 
 /// A pod on the host's network, its log directory under the runtime's
@@ -306,7 +280,7 @@ async fn latencies(s: &mut Subject, round: usize, out: &mut Out) {
         )
         .await?;
         let p = s.runtime.process_of(&id);
-        if !poll_until(BOUND, || catches_sigterm(p.pid)) {
+        if !poll_until(BOUND, || procs::catches_sigterm(p.pid)) {
             return Err("its trap was never set".to_owned());
         }
         let (took, _) = timed(s.cri.runtime.stop_container(cri::StopContainerRequest {

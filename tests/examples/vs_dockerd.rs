@@ -32,21 +32,6 @@ const POLITE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 /// trapped signal interrupts.
 const AT_ONCE: &str = "trap 'exit 0' TERM; sleep 1000 & wait";
 
-/// Whether process `pid` has a handler for SIGTERM (`SigCgt`, bit 14).
-fn catches_sigterm(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let hex = s
-                .lines()
-                .find_map(|l| l.strip_prefix("SigCgt:"))?
-                .trim()
-                .to_owned();
-            u64::from_str_radix(&hex, 16).ok()
-        })
-        .is_some_and(|mask| mask & (1 << 14) != 0)
-}
-
 struct Out {
     samples: fs::File,
 }
@@ -120,7 +105,7 @@ fn latencies(e: &dyn Engine, round: usize, out: &mut Out) {
         &["run", "-d", "--name", &q, "busybox", "sh", "-c", AT_ONCE],
     )
     .and_then(|_| pid_of(e, &q))
-    .filter(|pid| poll_until(BOUND, || catches_sigterm(*pid)))
+    .filter(|pid| poll_until(BOUND, || procs::catches_sigterm(*pid)))
     .and_then(|_| timed(e, &["stop", &q]));
     out.sample(name, "stop (exits at once on SIGTERM)", stop_at_once);
 
@@ -254,13 +239,7 @@ fn started_at(pid: u32) -> Option<Instant> {
 }
 
 fn rss_kb(pid: Option<u32>) -> Option<u64> {
-    let text = fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    procs::memory_kb(pid?, "VmRSS:", "status")
 }
 
 fn rss(e: &dyn Engine, when: &str, rss_out: &mut fs::File) {

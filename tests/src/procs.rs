@@ -125,3 +125,31 @@ pub fn processes_mentioning(needle: &str) -> BTreeSet<u32> {
     }
     found
 }
+
+/// The kB of `field` (such as `VmRSS:`, `Pss:`) in `/proc/<pid>/<file>`
+/// (`status`, `smaps_rollup`); `None` once the process is gone.
+pub fn memory_kb(pid: u32, field: &str, file: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Whether process `pid` has a handler for SIGTERM (`SigCgt`, bit 14):
+/// a shell's trap is set (before it, a pid 1 ignores SIGTERM).
+pub fn catches_sigterm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let hex = s
+                .lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))?
+                .trim()
+                .to_owned();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|mask| mask & (1 << 14) != 0)
+}
