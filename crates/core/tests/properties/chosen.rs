@@ -1912,7 +1912,28 @@ fn probe_results_change_nothing_else_in_chosen_cases() {
 #[test]
 fn found_by_fresh_generation_with_resources_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 1] = [
+    let cases: [(u8, &[Step]); 2] = [
+        // A freeze from outside, a user's pause just after it (held while
+        // the task is frozen by someone else), the outside's thaw, then the
+        // pause done: the task stays frozen, as the user asked. (The
+        // harness once took that thaw for the undoing of the user's pause.)
+        (
+            216,
+            &[
+                Create(0, 0, 0),
+                Kill(0, false),
+                Restart(0),
+                RemoveVolumes(0, true),
+                Remove(0, false),
+                Wait(0, 0),
+                Exec(1, 0),
+                OutsidePause(1, true),
+                Pause(1, true),
+                Resolve(0, 0),
+                Resolve(0, 0),
+                OutsidePause(1, false),
+            ],
+        ),
         // A restart's new task created, not started; a user's kill of it
         // (stay down) answered after a relist went out: that listing
         // agreed with the view but could not settle it, and the start,

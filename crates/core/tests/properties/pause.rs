@@ -132,14 +132,19 @@ impl Harness {
                         self.world.stay_down_frozen.insert(id.clone());
                     }
                     let _ = self.world.containerd.pause(&id, &mut fx);
-                    // (Someone's freeze, as a user's pause: it may stand.)
-                    let asked = RequestId(self.next_req);
-                    self.res.paused_by_user.insert(id.clone(), asked);
+                    // (Someone's freeze, as a user's pause: it may stand.
+                    // A user's pause asked before it stands as it was.)
+                    if !self.res.paused_by_user.contains_key(&id) {
+                        let asked = RequestId(self.next_req);
+                        self.res.paused_by_user.insert(id.clone(), asked);
+                        self.res.frozen_outside.insert(id.clone());
+                    }
                 } else {
                     let _ = self.world.containerd.resume(&id, &mut fx);
                     // Their thaw undoes their freeze, not a user's pause
-                    // still on its way.
-                    if self.res.paused_by_user.get(&id) == Some(&RequestId(self.next_req)) {
+                    // asked since (found by fresh generation: a pause asked
+                    // just after the freeze had the id that marked it).
+                    if self.res.frozen_outside.remove(&id) {
                         self.res.paused_by_user.remove(&id);
                     }
                 }

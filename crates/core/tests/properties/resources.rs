@@ -66,6 +66,11 @@ pub(crate) struct Resources {
     /// Containers a user (or someone outside) froze and did not thaw
     /// since: the only tasks that may stay frozen.
     pub(crate) paused_by_user: BTreeMap<ContainerId, RequestId>,
+    /// The containers whose entry there is a freeze from outside (its
+    /// request id only orders it among the users' unpauses), so that the
+    /// outside's thaw takes back its own freeze and never a user's pause
+    /// asked since.
+    pub(crate) frozen_outside: BTreeSet<ContainerId>,
 }
 
 impl Harness {
@@ -106,6 +111,7 @@ impl Harness {
         match command {
             Command::Pause { id } => {
                 self.res.paused_by_user.insert(id.clone(), req);
+                self.res.frozen_outside.remove(id);
             }
             Command::Unpause { id } => {
                 self.res.unpauses.insert(req, id.clone());
@@ -178,6 +184,7 @@ impl Harness {
             && self.res.paused_by_user.get(&id).is_some_and(|p| p < req)
         {
             self.res.paused_by_user.remove(&id);
+            self.res.frozen_outside.remove(&id);
         }
         if let Some(id) = self.res.commits.remove(req)
             && matches!(answer, Answer::Error(_))
