@@ -264,8 +264,11 @@ impl Core {
                     // the core knew of the freeze before it sent the kill.
                     // (A freeze the view knew already is no news, nor one
                     // ours since the kill: the user's pause after it stands.)
-                    let stay_down_delivered =
-                        c.rec.intents.exit_on_next && c.rec.intents.kills.is_empty();
+                    // A SIGKILL of this run that went out counts even when
+                    // a start asked after it cleared "stay down": the
+                    // signal is on its way all the same.
+                    let stay_down_delivered = c.sigkill_sent
+                        || c.rec.intents.exit_on_next && c.rec.intents.kills.is_empty();
                     let newly_frozen = c.paused && !before.1 && !c.rec.intents.froze_since_kill;
                     c.thaw_due = c.paused && (c.thaw_due || stay_down_delivered && newly_frozen);
                     // A start whose answer was lost took effect (also one a

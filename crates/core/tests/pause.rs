@@ -349,6 +349,46 @@ fn a_task_frozen_by_someone_else_after_a_sigkill_went_out_is_thawed_so_that_it_d
     );
 }
 
+#[test]
+fn a_sigkill_that_a_start_came_after_is_thawed_too_when_someone_froze_the_task() {
+    // `docker start`, then `docker kill` (SIGKILL) and `docker start`
+    // while the first start is on its way: the second start joins the
+    // first and the kill follows it. Someone freezes the task before the
+    // SIGKILL lands (a v1 freezer holds it); the relist shows the freeze.
+    // The SIGKILL went out all the same: the task is thawed so that it
+    // dies (found by the properties: "SIGKILLed tasks left frozen, never
+    // thawed", the later start having cleared "stay down").
+    let mut d = Driver::new();
+    assert_eq!(d.connect(vec![]), vec![]);
+    d.create("c1", ContainerConfig::default());
+    let (_, actions) = d.command(Command::Start { id: cid("c1") });
+    let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
+    let actions = d.feed(Input::ActionResult(create, Ok(Done::TaskCreated { pid: 10 })));
+    let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
+    let (kill_req, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGKILL,
+    });
+    assert_eq!(calls(&actions), vec![], "the kill follows the start");
+    d.command(Command::Start { id: cid("c1") });
+    let actions = d.ok(start);
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.ok(kill);
+    assert_eq!(answers(&actions), vec![(kill_req, Answer::Done)]);
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskPaused {
+        container: cid("c1"),
+    }));
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let mut task = running("c1", 10);
+    task.status = TaskStatus::Paused;
+    let actions = d.relist(relist, vec![task]);
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Resume { id: cid("c1") }],
+        "{actions:?}"
+    );
+}
+
 /// A running container `id` (pid 10) that survived `docker kill -s HUP`
 /// (no stop signal: "stay down"), then `docker pause`: its call's op.
 fn pause_sent_after_a_stay_down_hup(id: &str) -> (Driver, OpId) {

@@ -730,7 +730,23 @@ fn a_lost_restart_answer_beside_a_dead_shim_holds_every_property() {
 #[test]
 fn found_by_fresh_generation_hold_every_property() {
     use Step::*;
-    let cases: [(u8, &[Step]); 18] = [
+    let cases: [(u8, &[Step]); 19] = [
+        (
+            202,
+            &[
+                Resolve(0, 0),
+                Resolve(0, 0),
+                Create(1, 0, 0),
+                Resolve(0, 0),
+                Start(1),
+                Resolve(0, 0),
+                Kill(1, true),
+                Start(1),
+                Resolve(0, 0),
+                OutsidePause(1, true),
+                StreamBreaks,
+            ],
+        ),
         // The model's false alarm: a second report of an exit, timed after
         // the next run's create was asked (that run's process took the
         // same pid), replayed during that run. No source would time it so.

@@ -163,10 +163,8 @@ impl Driver {
         }))
     }
 
-    /// Creates and starts `id` with `config`; returns the init pid.
-    /// `docker create` of `id` (named `n-{id}`), done.
-    /// Creates `id`; the actions once containerd has it (a sandbox's
-    /// start begins there).
+    /// `docker create` of `id` (named `n-{id}`), done: the actions once
+    /// containerd has it (a sandbox's start begins there).
     pub fn create(&mut self, id: &str, config: ContainerConfig) -> Vec<Action> {
         let (_, actions) = self.command(Command::Create {
             id: cid(id),
@@ -177,6 +175,7 @@ impl Driver {
         self.ok(op)
     }
 
+    /// Creates and starts `id` with `config`, its init at `pid`.
     pub fn run(&mut self, id: &str, config: ContainerConfig, pid: u32) {
         let sandbox = config
             .pod
