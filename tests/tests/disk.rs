@@ -1,5 +1,6 @@
 //! Disk use with the real docker CLI: `docker system df` (images unpacked,
-//! what containers wrote, what volumes hold) and `docker image prune`
+//! what containers wrote, what volumes hold; the kinds asked for), the
+//! sizes `inspect --size` and `ps --size` measure, and `docker image prune`
 //! (dangling: none can exist in containerd's store; `-a`: every image no
 //! container uses).
 
@@ -52,6 +53,57 @@ fn system_df_measures_and_image_prune_removes_only_unused_images() {
     assert!(
         writer["SizeRw"].as_i64().is_some_and(|s| s >= 1_000_000),
         "what the container wrote: {writer}"
+    );
+    let busybox_size = images
+        .iter()
+        .find(|i| i["RepoTags"][0] == "busybox:latest")
+        .and_then(|i| i["Size"].as_i64())
+        .unwrap_or(0);
+    let size_rw = writer["SizeRw"].as_i64().unwrap_or(0);
+    assert_eq!(
+        writer["SizeRootFs"].as_i64(),
+        Some(size_rw + busybox_size),
+        "its root: its image and what it wrote: {writer}"
+    );
+    // `inspect --size` and `ps --size` measure the same; without `size`
+    // nothing is measured and nothing made up.
+    let inspected = d.http("GET", "/containers/writer/json?size=1", None);
+    let inspected = inspected.json().unwrap_or_default();
+    assert_eq!(
+        (
+            inspected["SizeRw"].as_i64(),
+            inspected["SizeRootFs"].as_i64()
+        ),
+        (Some(size_rw), Some(size_rw + busybox_size)),
+        "{inspected}"
+    );
+    let plain = d
+        .http("GET", "/containers/writer/json", None)
+        .json()
+        .unwrap_or_default();
+    assert!(
+        plain.get("SizeRw").is_none() && plain.get("SizeRootFs").is_none(),
+        "not asked, not shown: {plain}"
+    );
+    let listed = d.ok(&["ps", "--size", "--format", "{{.Names}} {{.Size}}"]);
+    assert!(
+        listed.starts_with("writer ") && listed.contains("B (virtual "),
+        "ps --size: {listed}"
+    );
+    // `type` measures only the kinds asked for.
+    let only = d.http("GET", "/system/df?type=volume&type=image", None);
+    let only: Value = only.json().unwrap_or_default();
+    assert!(
+        only["Containers"].is_null()
+            && only["Images"].as_array().is_some_and(|i| i.len() == 2)
+            && only["Volumes"].as_array().is_some_and(|v| v.len() == 1),
+        "{only}"
+    );
+    let refused = d.http("GET", "/system/df?type=layers", None);
+    assert_eq!(
+        (refused.status, refused.message().as_deref()),
+        (400, Some("unknown object type: layers")),
+        "{refused:?}"
     );
     let vol = &df["Volumes"][0];
     assert_eq!(

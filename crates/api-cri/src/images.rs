@@ -6,6 +6,7 @@ use crate::Cri;
 use crate::status::{invalid, status};
 use holdfast_core::ErrorKind;
 use holdfast_engine::backend::images::{LocalImage, PullAuth, PullEvent, Pulling};
+use holdfast_engine::backend::system::DiskUsageOf;
 use k8s_cri::v1 as cri;
 use tokio_stream::StreamExt as _;
 use tonic::Status;
@@ -100,7 +101,17 @@ impl Cri {
 
     /// What the images' layers take, unpacked, where containerd keeps them.
     pub(crate) async fn image_fs_info(&self) -> Result<cri::ImageFsInfoResponse, Status> {
-        let usage = self.engine.system().disk_usage().await.map_err(status)?;
+        let images_only = DiskUsageOf {
+            containers: false,
+            images: true,
+            volumes: false,
+        };
+        let usage = self
+            .engine
+            .system()
+            .disk_usage(images_only)
+            .await
+            .map_err(status)?;
         let info = self.engine.system().info().await.map_err(status)?;
         let timestamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -3,15 +3,22 @@
 //! engine measures them; rendered here.
 
 use super::containers::list_json;
+use super::params::Params;
 use super::{ApiError, ApiState};
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
+use holdfast_engine::backend::system::DiskUsageOf;
 use holdfast_engine::engine::wall_now;
 use serde_json::{Value, json};
 
-/// `GET /system/df`
-pub async fn system_df(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
-    let usage = state.engine.system().disk_usage().await?;
+/// `GET /system/df?type=..`: the kinds asked for (all without `type`);
+/// those not asked for are not measured and answered null, as dockerd's.
+pub async fn system_df(
+    State(state): State<ApiState>,
+    query: RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let of = kinds(&Params::parse(&query))?;
+    let usage = state.engine.system().disk_usage(of).await?;
     let images: Vec<Value> = usage
         .images
         .iter()
@@ -27,8 +34,7 @@ pub async fn system_df(State(state): State<ApiState>) -> Result<Json<Value>, Api
         .map(|c| {
             let mut j = list_json(&c.snapshot, now, c.attachment.as_ref());
             if let Some(o) = j.as_object_mut() {
-                o.insert("SizeRw".to_owned(), json!(c.size_rw));
-                o.insert("SizeRootFs".to_owned(), json!(c.size_rw));
+                super::containers::insert_sizes(o, &c.sizes);
             }
             j
         })
@@ -50,11 +56,69 @@ pub async fn system_df(State(state): State<ApiState>) -> Result<Json<Value>, Api
             j
         })
         .collect();
+    let shown = |asked: bool, list: Vec<Value>| if asked { json!(list) } else { Value::Null };
     Ok(Json(json!({
         "LayersSize": usage.layers_size,
-        "Images": images,
-        "Containers": containers,
-        "Volumes": volumes,
+        "Images": shown(of.images, images),
+        "Containers": shown(of.containers, containers),
+        "Volumes": shown(of.volumes, volumes),
+        // holdfast builds nothing, so it has no build cache.
         "BuildCache": [],
     })))
+}
+
+/// The kinds of object `type` asks for, every one if none is named.
+fn kinds(p: &Params) -> Result<DiskUsageOf, ApiError> {
+    let asked = p.all("type");
+    if asked.is_empty() {
+        return Ok(DiskUsageOf::ALL);
+    }
+    let mut of = DiskUsageOf {
+        containers: false,
+        images: false,
+        volumes: false,
+    };
+    for kind in asked {
+        match kind.as_str() {
+            "container" => of.containers = true,
+            "image" => of.images = true,
+            "volume" => of.volumes = true,
+            // Nothing to measure: holdfast builds nothing.
+            "build-cache" => {}
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown object type: {other}"
+                )));
+            }
+        }
+    }
+    Ok(of)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(query: &str) -> Result<DiskUsageOf, ApiError> {
+        kinds(&Params::parse(&RawQuery(Some(query.to_owned()))))
+    }
+
+    #[test]
+    fn type_names_the_kinds_measured() {
+        assert_eq!(of("").ok(), Some(DiskUsageOf::ALL));
+        let images_and_volumes = DiskUsageOf {
+            containers: false,
+            images: true,
+            volumes: true,
+        };
+        assert_eq!(of("type=image&type=volume").ok(), Some(images_and_volumes));
+        let nothing = DiskUsageOf {
+            containers: false,
+            images: false,
+            volumes: false,
+        };
+        assert_eq!(of("type=build-cache").ok(), Some(nothing));
+        let e = of("type=image&type=layers").expect_err("refused");
+        assert_eq!(e.message, "unknown object type: layers");
+    }
 }

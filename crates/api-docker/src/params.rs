@@ -5,19 +5,30 @@ use super::ApiError;
 use axum::extract::RawQuery;
 use std::collections::HashMap;
 
+/// A query's parameters, each with every value it was given, in order.
 #[derive(Debug, Default)]
-pub struct Params(HashMap<String, String>);
+pub struct Params(HashMap<String, Vec<String>>);
 
 impl Params {
     pub fn parse(query: &RawQuery) -> Params {
         let Some(q) = &query.0 else {
             return Params::default();
         };
-        Params(form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        let mut out: HashMap<String, Vec<String>> = HashMap::new();
+        for (k, v) in form_urlencoded::parse(q.as_bytes()).into_owned() {
+            out.entry(k).or_default().push(v);
+        }
+        Params(out)
     }
 
+    /// A parameter's first value (Go's `Form.Get`, which dockerd reads).
     pub fn str(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str)
+        self.0.get(key).and_then(|v| v.first()).map(String::as_str)
+    }
+
+    /// Every value a parameter was given (`?type=image&type=volume`).
+    pub fn all(&self, key: &str) -> &[String] {
+        self.0.get(key).map_or(&[], Vec::as_slice)
     }
 
     /// dockerd's rule: absent, empty, `0`, `no`, `false` and `none` are false.

@@ -2,9 +2,10 @@
 //! core's record and what its network attachments gave.
 
 use super::{command_line, network_mode_shown};
+use crate::params::Params;
 use crate::{ApiError, ApiState, render};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{ContainerConfig, LogDriver, NetworkMode, RestartPolicy, Status};
 use holdfast_engine::backend::containers::Attachment;
@@ -359,8 +360,6 @@ fn inspect_json(
         "ExecIDs": exec_ids(r),
         "HostConfig": host_config_json(c),
         "GraphDriver": { "Name": "overlayfs", "Data": null },
-        "SizeRw": 0,
-        "SizeRootFs": 0,
         "Mounts": mount_points_json(c),
         "Config": {
             "Hostname": c.hostname.clone().unwrap_or_else(|| r.id.as_str().chars().take(12).collect()),
@@ -416,11 +415,26 @@ fn inspect_json(
     v
 }
 
+/// `GET /containers/{id}/json?size=..`: `SizeRw` and `SizeRootFs` only
+/// when `size` asks for them (measuring takes a walk of the snapshot).
 pub async fn inspect(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
+    query: RawQuery,
 ) -> Result<Response, ApiError> {
-    let details = state.engine.containers().inspect(&reference).await?;
+    let backend = state.engine.containers();
+    let details = backend.inspect(&reference).await?;
+    let sizes = if Params::parse(&query).bool("size") {
+        Some(
+            backend
+                .size_meter()
+                .await?
+                .measure(&details.snapshot)
+                .await?,
+        )
+    } else {
+        None
+    };
     let mut out = inspect_json(
         &details.snapshot,
         &details.log_path,
@@ -433,6 +447,9 @@ pub async fn inspect(
     };
     out["HostsPath"] = json!(shown(&details.hosts_path));
     out["ResolvConfPath"] = json!(shown(&details.resolv_conf_path));
+    if let (Some(sizes), Some(o)) = (sizes, out.as_object_mut()) {
+        super::insert_sizes(o, &sizes);
+    }
     if let Some(networks) = out["NetworkSettings"]["Networks"].as_object_mut() {
         for (name, endpoint) in endpoints_json(&details.endpoints) {
             networks.insert(name, endpoint);

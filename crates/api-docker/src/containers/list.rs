@@ -273,11 +273,6 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
             )));
         }
     }
-    if p.bool("size") {
-        return Err(ApiError::bad_request(
-            "containers list: size (SizeRw, SizeRootFs) is not supported by holdfast yet",
-        ));
-    }
     let all = p.bool("all");
     let limit: Option<i64> = p.int("limit")?;
     let backend = state.engine.containers();
@@ -302,6 +297,13 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
     let mut out = Vec::new();
     let implicit_all = all || limit.is_some_and(|l| l > 0) || !filters.get("status").is_empty();
     let attachments = backend.attachments(&containers).await?;
+    // `size`: what each wrote, and that with its image (a walk of each
+    // snapshot, so only when asked).
+    let mut meter = if p.bool("size") {
+        Some(backend.size_meter().await?)
+    } else {
+        None
+    };
     for (s, attachment) in containers.iter().zip(&attachments) {
         if !implicit_all && !matches!(s.status, Status::Running | Status::Restarting) {
             continue;
@@ -309,7 +311,13 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
         if !matches_filters(s, &filters, &all_ids)? {
             continue;
         }
-        out.push(list_json(s, now, attachment.as_ref()));
+        let mut shown = list_json(s, now, attachment.as_ref());
+        if let Some(meter) = &mut meter
+            && let Some(o) = shown.as_object_mut()
+        {
+            super::insert_sizes(o, &meter.measure(s).await?);
+        }
+        out.push(shown);
         if let Some(l) = limit
             && l > 0
             && out.len() as i64 >= l

@@ -20,6 +20,17 @@ pub use list::list;
 pub(crate) use list::list_json;
 
 use holdfast_core::{ContainerConfig, NetworkMode};
+use holdfast_engine::backend::containers::Sizes;
+use serde_json::{Map, Value, json};
+
+/// `SizeRw` and `SizeRootFs`, measured (`size=1` of inspect and ps, and
+/// `system df`); `SizeRootFs` left out when its image is gone.
+pub(crate) fn insert_sizes(o: &mut Map<String, Value>, sizes: &Sizes) {
+    o.insert("SizeRw".to_owned(), json!(sizes.rw));
+    if let Some(root_fs) = sizes.root_fs {
+        o.insert("SizeRootFs".to_owned(), json!(root_fs));
+    }
+}
 
 fn network_mode_name(m: NetworkMode) -> &'static str {
     match m {

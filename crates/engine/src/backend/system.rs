@@ -3,13 +3,13 @@
 //! what images, containers and volumes take on disk.
 
 use super::containers::Attachment;
-use super::containers::Snapshot;
+use super::containers::{Sizes, Snapshot};
 use super::images::LocalImage;
 use super::volumes::VolumeDetails;
 use crate::engine::{EngineHandle, Facts};
 use crate::events::EventMessage;
 use crate::refusal::internal;
-use holdfast_core::{ConnectionState, FailureKind, RequestError, Status};
+use holdfast_core::{ConnectionState, RequestError, Status};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -58,8 +58,24 @@ pub struct Host {
     pub open_fds: usize,
 }
 
+/// The kinds of object `docker system df` measures (its `type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskUsageOf {
+    pub containers: bool,
+    pub images: bool,
+    pub volumes: bool,
+}
+
+impl DiskUsageOf {
+    pub const ALL: DiskUsageOf = DiskUsageOf {
+        containers: true,
+        images: true,
+        volumes: true,
+    };
+}
+
 /// What everything takes on disk (`docker system df`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct DiskUsage {
     /// Every image's layers, unpacked.
     pub layers_size: i64,
@@ -81,8 +97,7 @@ pub struct ImageUsage {
 pub struct ContainerUsage {
     pub snapshot: Snapshot,
     pub attachment: Option<Attachment>,
-    /// What it wrote (its snapshot's upper layer).
-    pub size_rw: i64,
+    pub sizes: Sizes,
 }
 
 #[derive(Clone, Debug)]
@@ -150,64 +165,55 @@ impl<'a> System<'a> {
         self.engine.services.events.subscribe()
     }
 
-    /// `docker system df`.
-    pub async fn disk_usage(&self) -> Result<DiskUsage, RequestError> {
-        let snapshots = self.engine.containers().snapshots().await?;
-        let mut made_from: BTreeMap<String, usize> = BTreeMap::new();
-        for c in &snapshots {
-            if let Some(image) = &c.record.config.image_id {
-                *made_from.entry(image.clone()).or_default() += 1;
+    /// `docker system df`, of the kinds of object asked for (the others
+    /// left empty, not measured).
+    pub async fn disk_usage(&self, of: DiskUsageOf) -> Result<DiskUsage, RequestError> {
+        let containers_backend = self.engine.containers();
+        let snapshots = containers_backend.snapshots().await?;
+        let mut meter = containers_backend.size_meter().await?;
+        let mut usage = DiskUsage::default();
+
+        if of.images {
+            let mut made_from: BTreeMap<String, usize> = BTreeMap::new();
+            for c in &snapshots {
+                if let Some(image) = &c.record.config.image_id {
+                    *made_from.entry(image.clone()).or_default() += 1;
+                }
+            }
+            let images: Vec<LocalImage> = meter.images().cloned().collect();
+            for image in images {
+                let id = &image.resolved.config_digest;
+                let size = meter.image_size(id).await?.unwrap_or(0);
+                usage.layers_size = usage.layers_size.saturating_add(size);
+                let containers = made_from.get(id).copied().unwrap_or(0);
+                usage.images.push(ImageUsage {
+                    image,
+                    size,
+                    containers,
+                });
             }
         }
 
-        let images_backend = self.engine.images();
-        let mut layers_size = 0i64;
-        let mut images = Vec::new();
-        for image in images_backend.list().await? {
-            let size = images_backend.unpacked_size(&image).await?;
-            layers_size = layers_size.saturating_add(size);
-            let containers = made_from
-                .get(&image.resolved.config_digest)
-                .copied()
-                .unwrap_or(0);
-            images.push(ImageUsage {
-                image,
-                size,
-                containers,
-            });
+        if of.containers {
+            for snapshot in snapshots {
+                usage.containers.push(ContainerUsage {
+                    attachment: containers_backend.attachment(&snapshot).await?,
+                    sizes: meter.measure(&snapshot).await?,
+                    snapshot,
+                });
+            }
         }
 
-        let adapter = &self.engine.services.adapter;
-        let containers_backend = self.engine.containers();
-        let mut containers = Vec::new();
-        for snapshot in snapshots {
-            let size_rw = match adapter.container_rw_size(&snapshot.record.id).await {
-                Ok(size) => size,
-                // A container being created or removed has no snapshot (yet).
-                Err(e) if e.kind() == FailureKind::NotFound => 0,
-                Err(e) => return Err(crate::refusal::adapter_failure(e)),
-            };
-            containers.push(ContainerUsage {
-                attachment: containers_backend.attachment(&snapshot).await?,
-                snapshot,
-                size_rw,
-            });
+        if of.volumes {
+            for volume in self.engine.volumes().list().await? {
+                let dir = volume.mountpoint.clone();
+                let size = tokio::task::spawn_blocking(move || dir_size(&dir))
+                    .await
+                    .map_err(|e| internal(format!("measuring volume: {e}")))?;
+                usage.volumes.push(VolumeUsage { volume, size });
+            }
         }
-
-        let mut volumes = Vec::new();
-        for volume in self.engine.volumes().list().await? {
-            let dir = volume.mountpoint.clone();
-            let size = tokio::task::spawn_blocking(move || dir_size(&dir))
-                .await
-                .map_err(|e| internal(format!("measuring volume: {e}")))?;
-            volumes.push(VolumeUsage { volume, size });
-        }
-        Ok(DiskUsage {
-            layers_size,
-            images,
-            containers,
-            volumes,
-        })
+        Ok(usage)
     }
 }
 

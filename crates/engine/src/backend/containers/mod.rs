@@ -4,17 +4,20 @@
 //! `inspect` and `ps` show them, and the commands that need more than the
 //! core (a removal with its volumes, a rename with its peers' hosts files).
 //! Their logs and attach are in `streams.rs`, their files in `files.rs`,
-//! their processes in `processes.rs`.
+//! their processes in `processes.rs`, what they take on disk in
+//! `sizes.rs`.
 
 mod changes;
 mod create;
 mod files;
 mod processes;
+mod sizes;
 mod streams;
 
 pub use create::{Created, NewContainer};
 pub use files::Archive;
 pub use processes::StatsSource;
+pub use sizes::{SizeMeter, Sizes};
 pub use streams::{AttachOptions, Attached, LogStream};
 
 use crate::engine::{EngineHandle, View};
