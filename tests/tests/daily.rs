@@ -321,6 +321,38 @@ fn cp_copies_both_ways_into_running_and_stopped_containers_and_never_out_of_them
         "Could not find",
     );
     d.fails_saying("into a file", &["cp", &src_arg, "live:/etc/passwd/x"], "");
+
+    // A directory is never replaced by a file nor a file by a directory
+    // (the CLI's noOverwriteDirNonDir, dockerd's words), and nothing of
+    // such a copy is written.
+    d.ok(&["exec", "live", "mkdir", "-p", "/tmp/swap/was-dir"]);
+    d.ok(&["exec", "live", "touch", "/tmp/swap/was-file"]);
+    let swap = host.path().join("swap");
+    std::fs::create_dir_all(swap.join("was-file")).expect("mkdir");
+    std::fs::write(swap.join("was-dir"), "a file now\n").expect("write");
+    let swap_arg = |name: &str| swap.join(name).to_string_lossy().into_owned();
+    d.fails_saying(
+        "a file onto a directory",
+        &["cp", &swap_arg("was-dir"), "live:/tmp/swap/"],
+        "cannot overwrite directory",
+    );
+    d.fails_saying(
+        "a directory onto a file",
+        &["cp", &swap_arg("was-file"), "live:/tmp/swap/"],
+        "cannot overwrite non-directory",
+    );
+    assert_eq!(
+        d.ok(&[
+            "exec",
+            "live",
+            "sh",
+            "-c",
+            "test -d /tmp/swap/was-dir && test -f /tmp/swap/was-file && echo kept"
+        ]),
+        "kept\n",
+        "{}",
+        d.diagnostics()
+    );
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     assert!(
         !mounts.contains(&d.exec_root().join("cp").to_string_lossy().into_owned()),

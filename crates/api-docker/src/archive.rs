@@ -10,7 +10,7 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use holdfast_engine::archive::PathStat;
+use holdfast_engine::archive::{PathStat, PutOptions};
 
 const STAT_HEADER: &str = "x-docker-container-path-stat";
 
@@ -78,7 +78,8 @@ pub async fn export(
     Ok(r)
 }
 
-/// `PUT /containers/{id}/archive?path=DIR`: extracts the tar body into DIR.
+/// `PUT /containers/{id}/archive?path=DIR&copyUIDGID=..&noOverwriteDirNonDir=..`:
+/// extracts the tar body into DIR.
 pub async fn put(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
@@ -86,12 +87,16 @@ pub async fn put(
     req: Request,
 ) -> Result<Response, ApiError> {
     let path = path_param(&query)?;
-    let keep_owners = Params::parse(&query).bool("copyUIDGID");
+    let p = Params::parse(&query);
+    let options = PutOptions {
+        keep_owners: p.bool("copyUIDGID"),
+        no_overwrite_dir_non_dir: p.bool("noOverwriteDirNonDir"),
+    };
     let tar = req.into_body().into_data_stream();
     state
         .engine
         .containers()
-        .extract(&reference, &path, keep_owners, tar)
+        .extract(&reference, &path, options, tar)
         .await?;
     Ok(StatusCode::OK.into_response())
 }

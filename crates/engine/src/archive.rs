@@ -19,6 +19,7 @@ const OP_ENV: &str = "HOLDFAST_ARCHIVE_OP";
 const ROOT_ENV: &str = "HOLDFAST_ARCHIVE_ROOT";
 const PATH_ENV: &str = "HOLDFAST_ARCHIVE_PATH";
 const OWNERS_ENV: &str = "HOLDFAST_ARCHIVE_KEEP_OWNERS";
+const NO_DIR_SWAP_ENV: &str = "HOLDFAST_ARCHIVE_NO_OVERWRITE_DIR_NON_DIR";
 const CONTENTS_ENV: &str = "HOLDFAST_ARCHIVE_CONTENTS";
 
 /// What `X-Docker-Container-Path-Stat` carries (Go's `os.FileMode` bits).
@@ -68,7 +69,17 @@ pub enum Op {
     Get,
     /// A directory's contents, named relative to it (to fill a volume).
     GetContents,
-    Put,
+    Put(PutOptions),
+}
+
+/// How a tar is extracted (`PUT /containers/{id}/archive`'s query).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PutOptions {
+    /// Files keep the owners the tar names (`copyUIDGID`), else root's.
+    pub keep_owners: bool,
+    /// A directory is never replaced by a non-directory nor the other way
+    /// round (`noOverwriteDirNonDir`, which `docker cp` always sends).
+    pub no_overwrite_dir_non_dir: bool,
 }
 
 impl Op {
@@ -76,7 +87,7 @@ impl Op {
         match self {
             Op::Stat => "stat",
             Op::Get | Op::GetContents => "get",
-            Op::Put => "put",
+            Op::Put(_) => "put",
         }
     }
 }
@@ -88,19 +99,20 @@ pub fn is_archive_invocation() -> bool {
 
 /// Starts the helper for `op` on `path` inside `root`. For `Get` read its
 /// stdout, for `Put` write its stdin; then [`finish`].
-pub fn spawn(
-    op: Op,
-    root: &Path,
-    path: &str,
-    keep_owners: bool,
-) -> io::Result<tokio::process::Child> {
+pub fn spawn(op: Op, root: &Path, path: &str) -> io::Result<tokio::process::Child> {
+    let put = match op {
+        Op::Put(options) => options,
+        _ => PutOptions::default(),
+    };
+    let flag = |on: bool| if on { "1" } else { "0" };
     tokio::process::Command::new(std::env::current_exe()?)
         .env(OP_ENV, op.name())
         .env(ROOT_ENV, root)
         .env(PATH_ENV, path)
-        .env(OWNERS_ENV, if keep_owners { "1" } else { "0" })
-        .env(CONTENTS_ENV, if op == Op::GetContents { "1" } else { "0" })
-        .stdin(if op == Op::Put {
+        .env(OWNERS_ENV, flag(put.keep_owners))
+        .env(NO_DIR_SWAP_ENV, flag(put.no_overwrite_dir_non_dir))
+        .env(CONTENTS_ENV, flag(op == Op::GetContents))
+        .stdin(if matches!(op, Op::Put(_)) {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -153,6 +165,7 @@ fn helper() -> Result<Report, Report> {
     let var = |k: &str| std::env::var(k).map_err(|_| Report::Invalid(format!("{k} not set")));
     let (op, root, path) = (var(OP_ENV)?, var(ROOT_ENV)?, var(PATH_ENV)?);
     let keep_owners = std::env::var(OWNERS_ENV).is_ok_and(|v| v == "1");
+    let no_dir_swap = std::env::var(NO_DIR_SWAP_ENV).is_ok_and(|v| v == "1");
     let contents = std::env::var(CONTENTS_ENV).is_ok_and(|v| v == "1");
     std::os::unix::fs::chroot(&root).map_err(|e| Report::Failed(format!("chroot {root}: {e}")))?;
     std::env::set_current_dir("/").map_err(|e| Report::Failed(format!("chdir /: {e}")))?;
@@ -178,13 +191,74 @@ fn helper() -> Result<Report, Report> {
             archive.set_preserve_mtime(true);
             archive.set_preserve_ownerships(keep_owners);
             archive.set_overwrite(true);
-            archive
-                .unpack(&path)
-                .map_err(|e| Report::Invalid(format!("extracting into {}: {e}", path.display())))?;
+            let failed =
+                |e: io::Error| Report::Invalid(format!("extracting into {}: {e}", path.display()));
+            if no_dir_swap {
+                unpack_keeping_kinds(&mut archive, &path).map_err(|e| match e {
+                    Unpack::Io(e) => failed(e),
+                    Unpack::KindChange(m) => Report::Invalid(m),
+                })?;
+            } else {
+                archive.unpack(&path).map_err(failed)?;
+            }
         }
         other => return Err(Report::Invalid(format!("unknown operation {other}"))),
     }
     Ok(Report::Stat(stat))
+}
+
+enum Unpack {
+    Io(io::Error),
+    /// A directory would be replaced by a non-directory, or the other way
+    /// round: dockerd's words.
+    KindChange(String),
+}
+
+/// `Archive::unpack`, refusing an entry that would change what kind of
+/// thing (directory or not) is at its place; directories made last (so
+/// that a read-only one is filled first), as `unpack` does.
+fn unpack_keeping_kinds(
+    archive: &mut tar::Archive<impl io::Read>,
+    dst: &Path,
+) -> Result<(), Unpack> {
+    let mut directories = Vec::new();
+    for entry in archive.entries().map_err(Unpack::Io)? {
+        let mut entry = entry.map_err(Unpack::Io)?;
+        let name = entry.path().map_err(Unpack::Io)?.into_owned();
+        let is_dir = entry.header().entry_type() == tar::EntryType::Directory;
+        let at = dst.join(
+            container_path(&name.to_string_lossy())
+                .strip_prefix("/")
+                .unwrap_or(&name),
+        );
+        if let Ok(there) = std::fs::symlink_metadata(&at) {
+            if there.is_dir() && !is_dir {
+                return Err(Unpack::KindChange(format!(
+                    "cannot overwrite directory {:?} with non-directory {:?}",
+                    at.display().to_string(),
+                    name.display().to_string()
+                )));
+            }
+            if !there.is_dir() && is_dir {
+                return Err(Unpack::KindChange(format!(
+                    "cannot overwrite non-directory {:?} with directory {:?}",
+                    at.display().to_string(),
+                    name.display().to_string()
+                )));
+            }
+        }
+        if is_dir {
+            directories.push(entry);
+        } else {
+            entry.unpack_in(dst).map_err(Unpack::Io)?;
+        }
+    }
+    // Deepest first, as `unpack` does.
+    directories.sort_by(|a, b| b.path_bytes().cmp(&a.path_bytes()));
+    for mut dir in directories {
+        dir.unpack_in(dst).map_err(Unpack::Io)?;
+    }
+    Ok(())
 }
 
 /// The path as the container names it, absolute and without `..` above `/`.

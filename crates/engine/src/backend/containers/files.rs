@@ -3,7 +3,7 @@
 //! extracted into a directory) and `docker export` (the whole filesystem).
 
 use super::Containers;
-use crate::archive::{self, ArchiveError, Op, PathStat};
+use crate::archive::{self, ArchiveError, Op, PathStat, PutOptions};
 use crate::refusal::{internal, invalid};
 use crate::rootfs::Root;
 use bytes::Bytes;
@@ -58,7 +58,7 @@ impl Containers<'_> {
         &self,
         reference: &str,
         path: &str,
-        keep_owners: bool,
+        options: PutOptions,
         mut tar: impl Stream<Item = Result<Bytes, E>> + Unpin,
     ) -> Result<(), RequestError> {
         let (id, root) = self.root(reference).await?;
@@ -68,7 +68,7 @@ impl Containers<'_> {
                 "extraction point is not a directory: {path}"
             )));
         }
-        let mut child = archive::spawn(Op::Put, root.path(), path, keep_owners)
+        let mut child = archive::spawn(Op::Put(options), root.path(), path)
             .map_err(|e| internal(format!("archive helper: {e}")))?;
         let mut stdin = child
             .stdin
@@ -96,7 +96,7 @@ impl Containers<'_> {
 }
 
 async fn stat(id: &ContainerId, root: &Root, path: &str) -> Result<PathStat, RequestError> {
-    let child = archive::spawn(Op::Stat, root.path(), path, false)
+    let child = archive::spawn(Op::Stat, root.path(), path)
         .map_err(|e| internal(format!("archive helper: {e}")))?;
     archive::finish(child).await.map_err(|e| match e {
         ArchiveError::NotFound(_) => RequestError::new(
@@ -115,7 +115,7 @@ fn tar_of(
     op: Op,
     path: &str,
 ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RequestError> {
-    let mut child = archive::spawn(op, root.path(), path, false)
+    let mut child = archive::spawn(op, root.path(), path)
         .map_err(|e| internal(format!("archive helper: {e}")))?;
     let stdout = child
         .stdout
