@@ -512,6 +512,28 @@ impl Daemon {
         lines(&out.stdout)
     }
 
+    /// The OCI runtime spec containerd holds for container `id`.
+    pub fn containerd_spec(&self, id: &str) -> Value {
+        let mut cmd = Command::new("ctr");
+        cmd.arg("--address").arg(self.containerd_socket()).args([
+            "-n",
+            &self.namespace,
+            "containers",
+            "info",
+            id,
+        ]);
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(30));
+        assert!(
+            out.success(),
+            "ctr containers info {id} failed ({}):\n{}\n{}",
+            out.code(),
+            out.stderr,
+            self.diagnostics()
+        );
+        let info: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+        info["Spec"].clone()
+    }
+
     // ---- waiting
 
     /// Polls `condition` every 50 ms until it holds; panics with the logs

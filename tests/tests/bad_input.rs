@@ -122,6 +122,62 @@ fn bad_requests_get_4xx_and_change_nothing() {
         format!("the OomScoreAdj message names the option: {m:?}"),
     );
 
+    // Fields beside the ones dockerd reads on Linux: refused by name, never
+    // accepted and ignored.
+    for (body, name) in [
+        (
+            r#""HostConfig": {"StorageOpt": {"size": "1G"}}"#,
+            "StorageOpt",
+        ),
+        (r#""HostConfig": {"VolumeDriver": "nfs"}"#, "VolumeDriver"),
+        (r#""HostConfig": {"Cgroup": "container:target"}"#, "Cgroup"),
+        (r#""HostConfig": {"IOMaximumIOps": 5}"#, "Maximum IO IOps"),
+        (
+            r#""HostConfig": {"KernelMemoryTCP": 1048576}"#,
+            "KernelMemoryTCP",
+        ),
+        (r#""Shell": ["/bin/bash", "-c"]"#, "Shell"),
+        (r#""OnBuild": ["RUN true"]"#, "OnBuild"),
+        (r#""NetworkDisabled": true"#, "NetworkDisabled"),
+        (r#""ArgsEscaped": true"#, "ArgsEscaped"),
+    ] {
+        let body = format!(r#"{{"Image": "busybox", {body}}}"#);
+        let r = create(&d, "", body.as_bytes());
+        let m = f.expect(&format!("refused by name: {body}"), &r, &[400]);
+        f.check(
+            m.contains(name),
+            format!("{body}: the message names {name}: {m:?}"),
+        );
+    }
+    // A start's options: refused by name (no checkpoints; nothing for
+    // detach keys to end).
+    for query in ["detachKeys=ctrl-x", "checkpoint=c1"] {
+        let r = d.http(
+            "POST",
+            &format!("/v1.43/containers/target/start?{query}"),
+            None,
+        );
+        let m = f.expect(&format!("start?{query}"), &r, &[400]);
+        let key = query.split('=').next().unwrap_or_default();
+        f.check(
+            m.contains(key),
+            format!("start?{query}: names {key}: {m:?}"),
+        );
+    }
+    // A network of another scope is not found; a verbose that is no
+    // boolean is refused.
+    let r = d.http("GET", "/v1.43/networks/host?scope=swarm", None);
+    f.expect("a local network asked for as a swarm one", &r, &[404]);
+    let r = d.http(
+        "GET",
+        "/v1.43/networks/host?scope=local&verbose=maybe",
+        None,
+    );
+    let m = f.expect("verbose=maybe", &r, &[400]);
+    f.check(m.contains("verbose"), format!("verbose=maybe: {m:?}"));
+    let r = d.http("GET", "/v1.43/networks/host?scope=local&verbose=true", None);
+    f.check(r.status == 200, format!("a local network, verbose: {r:?}"));
+
     // bad names
     for name in ["bad%20name!", "-dash", "a", "x%2Fy", "%E2%98%83"] {
         let r = create(&d, &format!("?name={name}"), br#"{"Image":"busybox"}"#);

@@ -432,6 +432,45 @@ fn pid_uts_ipc_and_cgroup_namespaces() {
     assert_eq!(run(&d, &[], "cat /proc/1/comm; true"), "sh");
     let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
     assert_eq!(run(&d, &["--uts", "host"], "hostname"), host_name.trim());
+    // --domainname and --annotation: given to the runtime as they are, and
+    // shown back.
+    d.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "given",
+        "--domainname",
+        "example.org",
+        "--annotation",
+        "team=blue",
+        "busybox",
+        "sleep",
+        "1000",
+    ]);
+    let given = d.inspect("given");
+    let id = given["Id"].as_str().unwrap_or_default();
+    let spec = d.containerd_spec(id);
+    assert_eq!(
+        (
+            &spec["linux"]["sysctl"]["kernel.domainname"],
+            &spec["annotations"]["team"]
+        ),
+        (&json!("example.org"), &json!("blue")),
+        "{spec}"
+    );
+    assert_eq!(
+        d.ok(&["exec", "given", "cat", "/proc/sys/kernel/domainname"])
+            .trim(),
+        "example.org"
+    );
+    assert_eq!(
+        (
+            &given["Config"]["Domainname"],
+            &given["HostConfig"]["Annotations"]
+        ),
+        (&json!("example.org"), &json!({"team": "blue"})),
+        "{given}"
+    );
     let own_ns = ns_inode(std::process::id(), "cgroup");
     assert_ne!(
         run(

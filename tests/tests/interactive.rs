@@ -217,6 +217,29 @@ fn a_tty_container_in_a_real_terminal() {
 }
 
 #[test]
+fn a_tty_has_the_clients_size_from_its_first_moment() {
+    // The CLI sends its terminal's size with the create (ConsoleSize): the
+    // process finds it at once, before any resize could arrive.
+    let d = Daemon::start();
+    let term = d.terminal(
+        &["run", "-it", "--name", "sized", "busybox", "stty", "size"],
+        33,
+        77,
+    );
+    assert!(
+        term.shows("33 77"),
+        "the first size the process read:\n{}\n{}",
+        term.screen(),
+        d.diagnostics()
+    );
+    term.exit();
+    assert_eq!(
+        d.inspect("sized")["HostConfig"]["ConsoleSize"],
+        serde_json::json!([33, 77])
+    );
+}
+
+#[test]
 fn attach_and_detach_leave_a_tty_container_running_and_exec_dash_it_works() {
     let d = Daemon::start();
     d.ok(&["run", "-dit", "--name", "console", "busybox", "sh"]);

@@ -6,11 +6,11 @@ use crate::image::ImageConfig;
 use holdfast_core::{CgroupnsMode, MountSpec, NamespaceMode};
 use holdfast_core::{ContainerConfig, ContainerId, NetworkMode, PodMember, PodRole};
 use oci_spec::runtime::{
-    Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxDeviceBuilder,
-    LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemory, LinuxNamespace,
-    LinuxNamespaceBuilder, LinuxNamespaceType, LinuxPidsBuilder, LinuxResources, Mount,
-    MountBuilder, PosixRlimit, PosixRlimitBuilder, PosixRlimitType, Process, Root, RootBuilder,
-    Spec, UserBuilder,
+    BoxBuilder, Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice,
+    LinuxDeviceBuilder, LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemory,
+    LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, LinuxPidsBuilder, LinuxResources,
+    Mount, MountBuilder, PosixRlimit, PosixRlimitBuilder, PosixRlimitType, Process, Root,
+    RootBuilder, Spec, UserBuilder,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -303,7 +303,8 @@ fn is_all(name: &str) -> bool {
 /// whose spec names a group joins the shim already serving it.
 const SHIM_GROUP: &str = "io.containerd.runc.v2.group";
 
-/// The container's labels, and for a pod's container the group of its
+/// The container's labels, the annotations its client gave, and for a
+/// pod's container the group of its
 /// sandbox: a pod's containers run under their sandbox's one shim, as
 /// containerd's CRI plugin runs them (a shim started per container cost
 /// a second shim per pod, its memory, and its start in every
@@ -323,6 +324,15 @@ fn annotations(config: &ContainerConfig) -> HashMap<String, String> {
     {
         annotations.insert(SHIM_GROUP.to_owned(), sandbox.clone());
     }
+    // The client's own annotations (`HostConfig.Annotations`) last: they
+    // are what it asked the runtime to see.
+    annotations.extend(
+        config
+            .spec_extras
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
     annotations
 }
 
@@ -395,6 +405,14 @@ fn process(
         .set_rlimits(Some(rlimits(config)?))
         .set_no_new_privileges(Some(config.security.no_new_privileges))
         .set_oom_score_adj(config.resources.oom_score_adj);
+    if let (true, Some((rows, columns))) = (config.tty, config.spec_extras.console_size) {
+        let size = BoxBuilder::default()
+            .height(u64::from(rows))
+            .width(u64::from(columns))
+            .build()
+            .map_err(invalid)?;
+        process.set_console_size(Some(size));
+    }
     Ok(process)
 }
 
@@ -963,6 +981,21 @@ pub(crate) fn cgroups_path(id: &ContainerId, namespace: &str, config: &Container
     }
 }
 
+/// The sysctls asked for, and the NIS domain name as the one sysctl that
+/// sets it (`kernel.domainname`, as dockerd sets it: runc before 1.2
+/// ignores the spec's `domainname`), only in a UTS namespace of its own;
+/// a `kernel.domainname` asked for outright wins.
+fn sysctls(config: &ContainerConfig) -> HashMap<String, String> {
+    let mut sysctls: HashMap<String, String> = HashMap::new();
+    if let Some(domainname) = &config.spec_extras.domainname
+        && matches!(config.namespaces.uts, NamespaceMode::Private)
+    {
+        sysctls.insert("kernel.domainname".to_owned(), domainname.clone());
+    }
+    sysctls.extend(config.sysctls.iter().map(|(k, v)| (k.clone(), v.clone())));
+    sysctls
+}
+
 fn linux(
     id: &ContainerId,
     namespace: &str,
@@ -976,16 +1009,7 @@ fn linux(
         .set_cgroups_path(Some(cgroups_path(id, namespace, config).into()))
         .set_namespaces(Some(namespaces(config, host)?))
         .set_devices(Some(linux_devices(host)?).filter(|d| !d.is_empty()))
-        .set_sysctl(
-            Some(
-                config
-                    .sysctls
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            )
-            .filter(|s: &HashMap<String, String>| !s.is_empty()),
-        );
+        .set_sysctl(Some(sysctls(config)).filter(|s| !s.is_empty()));
     // Privileged containers see everything, unfiltered, as with dockerd.
     if privileged {
         linux
@@ -1138,6 +1162,35 @@ mod tests {
         assert_eq!(r("app:staff"), Some(User { uid: 1000, gid: 50 }));
         assert_eq!(r("nobody"), None);
         assert_eq!(r("app:nogroup"), None);
+    }
+
+    #[test]
+    fn spec_carries_what_the_client_gave_as_it_is() {
+        let mut c = ContainerConfig {
+            tty: true,
+            ..Default::default()
+        };
+        c.labels.insert("k".into(), "label".into());
+        c.spec_extras.domainname = Some("example.org".into());
+        c.spec_extras.console_size = Some((30, 120));
+        c.spec_extras
+            .annotations
+            .insert("k".into(), "annotation".into());
+        let user = User { uid: 0, gid: 0 };
+        let spec = json_spec(&c, &user).expect("spec");
+        assert_eq!(spec["linux"]["sysctl"]["kernel.domainname"], "example.org");
+        assert_eq!(
+            spec["process"]["consoleSize"],
+            json!({"height": 30, "width": 120})
+        );
+        assert_eq!(spec["annotations"]["k"], "annotation");
+        // Without a terminal there is no console to size; sharing a UTS
+        // namespace, no domain name of its own.
+        c.tty = false;
+        c.namespaces.uts = NamespaceMode::Host;
+        let spec = json_spec(&c, &user).expect("spec");
+        assert_eq!(spec["process"]["consoleSize"], Value::Null);
+        assert_eq!(spec["linux"]["sysctl"], Value::Null);
     }
 
     #[test]

@@ -123,13 +123,42 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Resp
     Ok(Json(out).into_response())
 }
 
-/// `GET /networks/{id}`
+/// `GET /networks/{id}?verbose=..&scope=..`. Every network of holdfast's
+/// is a local one: asked for another scope, it is not found (dockerd's
+/// answer), and `verbose` (the services of a swarm network) adds nothing,
+/// as it adds nothing to dockerd's local networks; a value that is not a
+/// boolean is refused as dockerd refuses it.
 pub async fn inspect(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
+    query: RawQuery,
 ) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    if let Some(v) = p.str("verbose").filter(|v| !v.is_empty())
+        && go_bool(v).is_none()
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid value for verbose: {v}"
+        )));
+    }
     let n = state.engine.networks().inspect(&reference).await?;
+    if p.str("scope")
+        .is_some_and(|s| !s.is_empty() && s != "local")
+    {
+        return Err(ApiError::not_found(format!(
+            "network {reference} not found"
+        )));
+    }
     Ok(Json(render(&n)).into_response())
+}
+
+/// Go's `strconv.ParseBool`, which dockerd reads some flags with.
+fn go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

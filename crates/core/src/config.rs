@@ -134,6 +134,24 @@ pub struct ContainerConfig {
     /// what kubelet names it by. `None` for what the Docker API made.
     #[serde(default)]
     pub pod: Option<PodMember>,
+    /// What goes into the runtime spec as the client gave it, read by no
+    /// decision.
+    #[serde(default)]
+    pub spec_extras: SpecExtras,
+}
+
+/// Parts of the runtime spec given as they are (the Docker API's
+/// `Domainname`, `HostConfig.Annotations` and `HostConfig.ConsoleSize`).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SpecExtras {
+    /// The UTS namespace's NIS domain name.
+    pub domainname: Option<String>,
+    /// The spec's annotations, for the runtime and its hooks.
+    pub annotations: BTreeMap<String, String>,
+    /// The terminal's size (rows, columns) from its first moment, before
+    /// any resize: a TTY's programs read it at start.
+    pub console_size: Option<(u16, u16)>,
 }
 
 /// The confinement of a container's process, where it differs from the

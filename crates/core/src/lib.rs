@@ -92,7 +92,7 @@ pub use commands::NAME_TAKEN;
 pub use config::{
     BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
     NamespaceMode, Namespaces, NetworkMode, PodMember, PodRole, PortBinding, Privileges,
-    ResourceUpdate, Resources, RestartPolicy, Security, SharedNetwork, Ulimit,
+    ResourceUpdate, Resources, RestartPolicy, Security, SharedNetwork, SpecExtras, Ulimit,
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};

@@ -363,7 +363,10 @@ fn a_sigkill_that_a_start_came_after_is_thawed_too_when_someone_froze_the_task()
     d.create("c1", ContainerConfig::default());
     let (_, actions) = d.command(Command::Start { id: cid("c1") });
     let create = only_call(&actions, |c| matches!(c, Call::CreateTask { .. }));
-    let actions = d.feed(Input::ActionResult(create, Ok(Done::TaskCreated { pid: 10 })));
+    let actions = d.feed(Input::ActionResult(
+        create,
+        Ok(Done::TaskCreated { pid: 10 }),
+    ));
     let start = only_call(&actions, |c| matches!(c, Call::StartTask { .. }));
     let (kill_req, actions) = d.command(Command::Kill {
         id: cid("c1"),

@@ -8,7 +8,7 @@ use super::network_mode_name;
 use crate::ApiError;
 use holdfast_core::{
     BindMount, ContainerConfig, LogDriver, NamespaceMode, Namespaces, NetworkMode, PortBinding,
-    RestartPolicy,
+    RestartPolicy, SpecExtras,
 };
 use holdfast_engine::backend::containers::NewContainer;
 use holdfast_engine::port_keys::{exposed_port_keys, parse_port_key, publish_exposed};
@@ -56,6 +56,14 @@ struct CreateBody {
     host_config: Option<HostConfigBody>,
     mac_address: Option<String>,
     networking_config: Option<NetworkingConfigBody>,
+    domainname: Option<String>,
+    // Read by builds only (dockerd keeps them for a commit): refused when
+    // set, as holdfast builds nothing.
+    shell: Option<Vec<String>>,
+    on_build: Option<Vec<String>>,
+    // Refused when set (see `refuse_unsupported_config`).
+    network_disabled: Option<bool>,
+    args_escaped: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -129,6 +137,18 @@ struct HostConfigBody {
     cpu_count: Option<i64>,
     cpu_percent: Option<i64>,
     runtime: Option<String>,
+    storage_opt: Option<BTreeMap<String, String>>,
+    volume_driver: Option<String>,
+    cgroup: Option<String>,
+    #[serde(rename = "IOMaximumIOps")]
+    io_maximum_iops: Option<u64>,
+    #[serde(rename = "IOMaximumBandwidth")]
+    io_maximum_bandwidth: Option<u64>,
+    #[serde(rename = "KernelMemoryTCP")]
+    kernel_memory_tcp: Option<i64>,
+    // Applied: given to the runtime's spec as they are.
+    annotations: Option<BTreeMap<String, String>>,
+    console_size: Option<Vec<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -160,14 +180,21 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<NewContainer, ApiError> {
             "config cannot be empty in order to create a container",
         ));
     }
-    let b: CreateBody = serde_json::from_slice(body)
+    let mut b: CreateBody = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON in the request body: {e}")))?;
+    refuse_unsupported_config(&b)?;
     let image = b
         .image
+        .take()
         .filter(|i| !i.is_empty())
         .ok_or_else(|| ApiError::bad_request("no image given: config.Image is required"))?;
-    let mut hc = b.host_config.unwrap_or_default();
+    let mut hc = b.host_config.take().unwrap_or_default();
     refuse_unsupported(&hc)?;
+    let spec_extras = SpecExtras {
+        domainname: b.domainname.take().filter(|d| !d.is_empty()),
+        annotations: hc.annotations.take().unwrap_or_default(),
+        console_size: console_size(hc.console_size.take())?,
+    };
     let healthcheck = holdfast_engine::health_config::decode(b.healthcheck.as_ref())?;
     let mut warnings = Vec::new();
 
@@ -482,6 +509,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<NewContainer, ApiError> {
         healthcheck,
         security: Default::default(),
         pod: None,
+        spec_extras,
     };
     if let Some(w) = &config.working_dir
         && !w.starts_with('/')
@@ -700,6 +728,56 @@ fn port_bindings(raw: BTreeMap<String, Value>) -> Result<Vec<PortBinding>, ApiEr
     Ok(out)
 }
 
+/// `HostConfig.ConsoleSize`: `[rows, columns]`; `[0, 0]` (what the CLI
+/// sends without a terminal) is no size.
+fn console_size(size: Option<Vec<u64>>) -> Result<Option<(u16, u16)>, ApiError> {
+    let Some(size) = size else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::bad_request(format!(
+            "invalid HostConfig.ConsoleSize {size:?}: [rows, columns] is needed"
+        ))
+    };
+    let [rows, columns] = size.as_slice() else {
+        return Err(bad());
+    };
+    if (*rows, *columns) == (0, 0) {
+        return Ok(None);
+    }
+    let rows = u16::try_from(*rows).map_err(|_| bad())?;
+    let columns = u16::try_from(*columns).map_err(|_| bad())?;
+    Ok(Some((rows, columns)))
+}
+
+/// The body's own fields (beside `HostConfig`) holdfast cannot honour,
+/// refused by name when set.
+fn refuse_unsupported_config(b: &CreateBody) -> Result<(), ApiError> {
+    let set = |v: &Option<Vec<String>>| v.as_ref().is_some_and(|v| !v.is_empty());
+    let refused: [(bool, &str); 4] = [
+        (
+            set(&b.shell),
+            "Config.Shell is read only by image builds, which holdfast does not do",
+        ),
+        (
+            set(&b.on_build),
+            "Config.OnBuild is read only by image builds, which holdfast does not do",
+        ),
+        (
+            b.network_disabled == Some(true),
+            "Config.NetworkDisabled is not supported by holdfast: use the network mode none (--network none)",
+        ),
+        (
+            b.args_escaped == Some(true),
+            "Config.ArgsEscaped is for Windows containers only",
+        ),
+    ];
+    match refused.iter().find(|(on, _)| *on) {
+        Some((_, why)) => Err(ApiError::bad_request(*why)),
+        None => Ok(()),
+    }
+}
+
 fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
     let refuse = |option: &str| {
         Err(ApiError::bad_request(format!(
@@ -714,6 +792,30 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
     };
     if set(&hc.oom_kill_disable) {
         return refuse("HostConfig.OomKillDisable");
+    }
+    if hc.io_maximum_iops.unwrap_or(0) != 0 || hc.io_maximum_bandwidth.unwrap_or(0) != 0 {
+        // dockerd's words on Linux.
+        return Err(ApiError::bad_request(
+            "invalid QoS settings: linux does not support Maximum IO Bandwidth or Maximum IO IOps",
+        ));
+    }
+    if let Some(driver) = hc
+        .volume_driver
+        .as_deref()
+        .filter(|d| !d.is_empty() && *d != "local")
+    {
+        return Err(ApiError::bad_request(format!(
+            "HostConfig.VolumeDriver {driver:?} is not supported by holdfast (its volumes are local)"
+        )));
+    }
+    if hc.storage_opt.as_ref().is_some_and(|o| !o.is_empty()) {
+        return refuse("HostConfig.StorageOpt (--storage-opt)");
+    }
+    if hc.cgroup.as_deref().is_some_and(|c| !c.is_empty()) {
+        return refuse("HostConfig.Cgroup");
+    }
+    if hc.kernel_memory_tcp.unwrap_or(0) != 0 {
+        return refuse("HostConfig.KernelMemoryTCP");
     }
     let nonempty = |v: Option<usize>| v.is_some_and(|n| n > 0);
     let lists: [(&str, bool); 11] = [
@@ -820,6 +922,27 @@ mod tests {
     use holdfast_core::ContainerId;
 
     #[test]
+    fn spec_extras_are_taken_as_given_and_defaults_are_no_choice() {
+        let (c, _) = decode_create(
+            br#"{"Image":"b","Tty":true,"Domainname":"example.org","HostConfig":{"ConsoleSize":[30,120],"Annotations":{"a":"1"}}}"#,
+        )
+        .expect("decoded");
+        assert_eq!(c.spec_extras.domainname.as_deref(), Some("example.org"));
+        assert_eq!(c.spec_extras.console_size, Some((30, 120)));
+        assert_eq!(
+            c.spec_extras.annotations.get("a").map(String::as_str),
+            Some("1")
+        );
+        // What the CLI and the SDKs send when nothing is asked.
+        let (c, _) = decode_create(
+            br#"{"Image":"b","Domainname":"","OnBuild":null,"Shell":[],"NetworkDisabled":false,"HostConfig":{"ConsoleSize":[0,0],"VolumeDriver":"","Cgroup":"","IOMaximumIOps":0,"IOMaximumBandwidth":0,"StorageOpt":{}}}"#,
+        )
+        .expect("decoded");
+        assert_eq!(c.spec_extras, holdfast_core::SpecExtras::default());
+        assert!(decode_create(br#"{"Image":"b","HostConfig":{"VolumeDriver":"local"}}"#).is_ok());
+    }
+
+    #[test]
     fn the_clis_create_body_decodes() {
         let body = include_bytes!("../../tests/data/create-run-d.json");
         let (config, warnings) = decode_create(body).expect("decodes");
@@ -871,6 +994,18 @@ mod tests {
             (br#"{"Image":"b","HostConfig":{"Binds":["/a:/data","v1:/data"]}}"#, "Duplicate mount point"),
             (br#"{"Image":"b","StopSignal":"SIGNOPE"}"#, "SIGNOPE"),
             (br#"{"Image":"b","HostConfig":{"AutoRemove":true,"RestartPolicy":{"Name":"always"}}}"#, "Conflicting"),
+            (br#"{"Image":"b","HostConfig":{"StorageOpt":{"size":"1G"}}}"#, "HostConfig.StorageOpt"),
+            (br#"{"Image":"b","HostConfig":{"VolumeDriver":"nfs"}}"#, "HostConfig.VolumeDriver \"nfs\""),
+            (br#"{"Image":"b","HostConfig":{"Cgroup":"container:web"}}"#, "HostConfig.Cgroup"),
+            (br#"{"Image":"b","HostConfig":{"IOMaximumIOps":10}}"#, "Maximum IO IOps"),
+            (br#"{"Image":"b","HostConfig":{"IOMaximumBandwidth":10}}"#, "Maximum IO Bandwidth"),
+            (br#"{"Image":"b","HostConfig":{"KernelMemoryTCP":1048576}}"#, "HostConfig.KernelMemoryTCP"),
+            (br#"{"Image":"b","HostConfig":{"ConsoleSize":[24]}}"#, "HostConfig.ConsoleSize"),
+            (br#"{"Image":"b","HostConfig":{"ConsoleSize":[24,70000]}}"#, "HostConfig.ConsoleSize"),
+            (br#"{"Image":"b","Shell":["/bin/bash","-c"]}"#, "Config.Shell"),
+            (br#"{"Image":"b","OnBuild":["RUN x"]}"#, "Config.OnBuild"),
+            (br#"{"Image":"b","NetworkDisabled":true}"#, "Config.NetworkDisabled"),
+            (br#"{"Image":"b","ArgsEscaped":true}"#, "Config.ArgsEscaped"),
         ] {
             let err = decode_create(body).expect_err("refused");
             assert_eq!(err.status, StatusCode::BAD_REQUEST);

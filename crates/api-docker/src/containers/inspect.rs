@@ -91,6 +91,8 @@ pub(super) fn host_config_json(c: &ContainerConfig) -> Value {
         "LogConfig": log_config,
         "PortBindings": port_bindings_json(c),
         "PublishAllPorts": c.publish_all,
+        "ConsoleSize": c.spec_extras.console_size.map_or([0, 0], |(r, w)| [r, w]),
+        "Annotations": (!c.spec_extras.annotations.is_empty()).then_some(&c.spec_extras.annotations),
         "ExtraHosts": c.extra_hosts,
         "Dns": c.dns,
         "DnsSearch": c.dns_search,
@@ -363,7 +365,7 @@ fn inspect_json(
         "Mounts": mount_points_json(c),
         "Config": {
             "Hostname": c.hostname.clone().unwrap_or_else(|| r.id.as_str().chars().take(12).collect()),
-            "Domainname": "",
+            "Domainname": c.spec_extras.domainname.clone().unwrap_or_default(),
             "User": c.user.clone().unwrap_or_default(),
             "AttachStdin": false,
             "AttachStdout": false,

@@ -19,10 +19,15 @@ fn lifecycle(answer: Answer) -> Result<Response, ApiError> {
     respond(answer, Done::NoContentOrNotModified)
 }
 
+/// `POST /containers/{id}/start`. Its query's options are refused by
+/// name, never ignored: holdfast has no checkpoints, and a start attaches
+/// nothing for `detachKeys` to end (attach and exec start take them).
 pub async fn start(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
+    query: RawQuery,
 ) -> Result<Response, ApiError> {
+    start_options(&Params::parse(&query))?;
     let start = |id| Command::Start { id };
     lifecycle(state.engine.container_command(&reference, start).await)
 }
@@ -46,6 +51,24 @@ pub async fn unpause(
 }
 
 /// `t` (seconds; negative: wait for ever) and `signal`, shared by stop and restart.
+fn start_options(p: &Params) -> Result<(), ApiError> {
+    for (key, why) in [
+        ("checkpoint", "holdfast has no checkpoints"),
+        ("checkpoint-dir", "holdfast has no checkpoints"),
+        (
+            "detachKeys",
+            "a start attaches nothing; give detachKeys to attach or exec start",
+        ),
+    ] {
+        if p.str(key).is_some_and(|v| !v.is_empty()) {
+            return Err(ApiError::bad_request(format!(
+                "start: {key} is not supported ({why})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn stop_options(p: &Params) -> Result<(Option<Duration>, Option<Signal>), ApiError> {
     let timeout = p.int::<i64>("t")?.map(|t| {
         u64::try_from(t).map_or(
@@ -219,6 +242,21 @@ mod tests {
         for bad in ["t=soon", "signal=SIGNOPE"] {
             let e = stop_options(&params(bad)).expect_err(bad);
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn start_refuses_its_options_by_name() {
+        assert!(start_options(&params("")).is_ok());
+        assert!(start_options(&params("detachKeys=")).is_ok());
+        for (query, key) in [
+            ("detachKeys=ctrl-x", "detachKeys"),
+            ("checkpoint=c1", "checkpoint"),
+            ("checkpoint-dir=/x", "checkpoint-dir"),
+        ] {
+            let e = start_options(&params(query)).expect_err(query);
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert!(e.message.contains(key), "{query}: {}", e.message);
         }
     }
 

@@ -357,8 +357,11 @@ fn validate_reference(reference: &str) -> Result<(), ApiError> {
     }
 }
 
-/// `DELETE /images/{name}`: untags; deletes the image when its last name
-/// goes. Refused (409) while a container uses it, unless forced.
+/// `DELETE /images/{name}?force=..&noprune=..`: untags; deletes the image
+/// when its last name goes. Refused (409) while a container uses it, unless
+/// forced. `noprune` (keep the untagged parents) holds either way: an
+/// image in containerd's store has no parent images, only its layers,
+/// which go with it.
 pub async fn remove(
     State(state): State<ApiState>,
     Path(reference): Path<String>,
