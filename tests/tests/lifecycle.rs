@@ -110,6 +110,87 @@ fn version_and_info() {
             .is_some_and(|n| n.iter().any(|p| p == "bridge")),
         "{msg}"
     );
+    // What the cgroups can limit, read from the host as dockerd reads it.
+    let cgroup = std::path::Path::new("/sys/fs/cgroup");
+    let v2_controllers = std::fs::read_to_string(cgroup.join("cgroup.controllers")).ok();
+    let (memory, swap, period, quota) = match &v2_controllers {
+        Some(c) => {
+            let has = |n: &str| c.split_whitespace().any(|h| h == n);
+            (has("memory"), has("memory"), has("cpu"), has("cpu"))
+        }
+        None => (
+            cgroup.join("memory/memory.limit_in_bytes").exists(),
+            cgroup.join("memory/memory.memsw.limit_in_bytes").exists(),
+            cgroup.join("cpu/cpu.cfs_period_us").exists(),
+            cgroup.join("cpu/cpu.cfs_quota_us").exists(),
+        ),
+    };
+    assert_eq!(
+        (
+            &info["MemoryLimit"],
+            &info["SwapLimit"],
+            &info["CpuCfsPeriod"],
+            &info["CpuCfsQuota"]
+        ),
+        (
+            &Value::Bool(memory),
+            &Value::Bool(swap),
+            &Value::Bool(period),
+            &Value::Bool(quota)
+        ),
+        "{msg}"
+    );
+    // containerd and runc as they say they are.
+    let runc = std::process::Command::new("runc")
+        .arg("--version")
+        .output()
+        .expect("runc --version");
+    let runc = String::from_utf8_lossy(&runc.stdout).into_owned();
+    let runc_commit = runc
+        .lines()
+        .find_map(|l| l.strip_prefix("commit:"))
+        .map(str::trim)
+        .unwrap_or_default();
+    assert_eq!(info["RuncCommit"]["ID"], runc_commit, "{msg}");
+    let containerd = std::process::Command::new("containerd")
+        .arg("--version")
+        .output()
+        .expect("containerd --version");
+    let containerd = String::from_utf8_lossy(&containerd.stdout).into_owned();
+    let revision = info["ContainerdCommit"]["ID"].as_str().unwrap_or_default();
+    assert!(
+        !revision.is_empty() && containerd.contains(revision),
+        "containerd says {containerd:?}: {msg}"
+    );
+    // The engine's own commit, stamped at build.
+    let version: Value = serde_json::from_str(&d.ok(&["version", "--format", "{{json .Server}}"]))
+        .expect("docker version --format json");
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=7", "HEAD"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    assert_eq!(version["GitCommit"], head.as_str(), "{version}");
+    let names: Vec<&str> = version["Components"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|c| c["Name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        ["Engine", "containerd", "runc"]
+            .iter()
+            .all(|n| names.contains(n)),
+        "{version}"
+    );
+    // A `docker events` listening is counted while it listens.
+    assert_eq!(info["NEventsListener"], 0, "{msg}");
+    let listening = d.spawn_docker(&["events"]);
+    d.wait_until("docker info counts the listener", || {
+        d.ok(&["info", "--format", "{{.NEventsListener}}"]).trim() == "1"
+    });
+    drop(listening);
+    d.wait_until("docker info no longer counts the listener gone", || {
+        d.ok(&["info", "--format", "{{.NEventsListener}}"]).trim() == "0"
+    });
     // A random id of this engine, kept through a restart.
     let id = info["ID"].as_str().unwrap_or_default().to_owned();
     assert_eq!(id.len(), 36, "a UUID: {msg}");

@@ -344,6 +344,15 @@ impl Adapter {
         let _ = self.settle(result, sink);
     }
 
+    /// containerd's version and the revision (commit) it was built from.
+    pub async fn containerd_version(&self) -> Result<(String, String), AdapterError> {
+        let mut client = VersionClient::new(self.inner.channel.clone());
+        let answer = self
+            .rpc("Version.Version", client.version(Request::new(())))
+            .await?;
+        Ok((answer.version, answer.revision))
+    }
+
     // ---- plumbing shared by the service modules ----
 
     /// A namespaced request with the call deadline.

@@ -10,6 +10,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use holdfast_core::{ConnectionState, WallTime};
+use holdfast_engine::backend::system::Component;
 use holdfast_engine::engine::wall_now;
 use holdfast_engine::events::EventMessage;
 use serde_json::{Value, json};
@@ -27,32 +28,57 @@ pub async fn ping() -> Response {
     r
 }
 
+/// `GET /version`: the engine as built (its commit and build time stamped
+/// by build.rs) and the components it runs on, as dockerd lists its own
+/// (those that cannot be asked now are left out).
 pub async fn version(State(state): State<ApiState>) -> Json<Value> {
     let version = env!("CARGO_PKG_VERSION");
-    let host = state.engine.system().host();
+    let (git_commit, build_time) = (env!("HOLDFAST_GIT_COMMIT"), env!("HOLDFAST_BUILD_TIME"));
+    let system = state.engine.system();
+    let host = system.host();
     let (kernel_version, arch) = (host.kernel_version, host.oci_architecture);
+    let mut components = vec![json!({
+        "Name": "Engine",
+        "Version": version,
+        "Details": {
+            "ApiVersion": API_VERSION,
+            "MinAPIVersion": MIN_API_VERSION,
+            "GitCommit": git_commit,
+            "Os": "linux",
+            "Arch": arch,
+            "KernelVersion": kernel_version,
+            "BuildTime": build_time,
+            "Experimental": "false",
+        },
+    })];
+    let found = system.components().await;
+    let component = |name: &str, c: &Component| json!({ "Name": name, "Version": c.version, "Details": { "GitCommit": c.commit } });
+    components.extend(
+        found
+            .containerd
+            .as_ref()
+            .map(|c| component("containerd", c)),
+    );
+    components.extend(found.runc.as_ref().map(|c| component("runc", c)));
+    components.extend(
+        found
+            .init
+            .as_ref()
+            .map(|(_, c)| component("docker-init", c)),
+    );
     Json(json!({
         "Platform": { "Name": "holdfast" },
-        "Components": [{
-            "Name": "Engine",
-            "Version": version,
-            "Details": {
-                "ApiVersion": API_VERSION,
-                "MinAPIVersion": MIN_API_VERSION,
-                "Os": "linux",
-                "Arch": arch,
-                "KernelVersion": kernel_version,
-            },
-        }],
+        "Components": components,
         "Version": version,
         "ApiVersion": API_VERSION,
         "MinAPIVersion": MIN_API_VERSION,
-        "GitCommit": "",
+        "GitCommit": git_commit,
+        // Built with Rust, not Go: there is no Go version to give.
         "GoVersion": "",
         "Os": "linux",
         "Arch": arch,
         "KernelVersion": kernel_version,
-        "BuildTime": "",
+        "BuildTime": build_time,
     }))
 }
 
@@ -97,20 +123,22 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
         "DriverStatus": [["Backing Filesystem", "containerd snapshotter"]],
         "SystemStatus": system_status,
         "Plugins": { "Volume": ["local"], "Network": ["bridge", "host", "null"], "Log": ["json-file", "local"] },
-        "MemoryLimit": true,
-        "SwapLimit": false,
-        "CpuCfsPeriod": false,
-        "CpuCfsQuota": false,
+        "MemoryLimit": host.cgroup.memory_limit,
+        "SwapLimit": host.cgroup.swap_limit,
+        "CpuCfsPeriod": host.cgroup.cpu_cfs_period,
+        "CpuCfsQuota": host.cgroup.cpu_cfs_quota,
+        // holdfast refuses --oom-kill-disable, whatever the kernel has.
         "OomKillDisable": false,
         "IPv4Forwarding": host.ipv4_forwarding,
         "Debug": false,
         "NFd": host.open_fds,
-        "NGoroutines": 0,
+        // Its tasks, the counterpart of dockerd's goroutines.
+        "NGoroutines": info.tasks,
         "SystemTime": render::time(wall_now()),
         "LoggingDriver": "json-file",
         "CgroupDriver": "cgroupfs",
         "CgroupVersion": host.cgroup_version,
-        "NEventsListener": 0,
+        "NEventsListener": info.event_listeners,
         "KernelVersion": host.kernel_version,
         "OperatingSystem": "holdfast on Linux",
         "OSType": "linux",
@@ -132,13 +160,20 @@ pub async fn info(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
         "Swarm": { "LocalNodeState": "inactive", "NodeID": "", "NodeAddr": "", "ControlAvailable": false, "Error": "", "RemoteManagers": null },
         "LiveRestoreEnabled": true,
         "Isolation": "",
-        "InitBinary": "",
-        "ContainerdCommit": { "ID": "", "Expected": "" },
-        "RuncCommit": { "ID": "", "Expected": "" },
-        "InitCommit": { "ID": "", "Expected": "" },
+        "InitBinary": info.components.init.as_ref().map(|(path, _)| path.to_string_lossy().into_owned()).unwrap_or_default(),
+        "ContainerdCommit": commit(info.components.containerd.as_ref()),
+        "RuncCommit": commit(info.components.runc.as_ref()),
+        "InitCommit": commit(info.components.init.as_ref().map(|(_, c)| c)),
         "SecurityOptions": ["name=seccomp,profile=holdfast-default"],
         "Warnings": warnings,
     })))
+}
+
+/// A component's commit as dockerd shows it (`Expected` is the same since
+/// dockerd 23); empty when it could not be read.
+fn commit(c: Option<&Component>) -> Value {
+    let id = c.map_or("", |c| c.commit.as_str());
+    json!({ "ID": id, "Expected": id })
 }
 
 /// Which events a subscriber wants.

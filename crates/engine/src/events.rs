@@ -51,6 +51,22 @@ impl EventMessage {
 pub struct EventLog {
     history: Mutex<VecDeque<Arc<EventMessage>>>,
     live: broadcast::Sender<Arc<EventMessage>>,
+    /// One more strong count per API listener alive.
+    listeners: Arc<()>,
+}
+
+/// An API's listener of the live feed (see [`EventLog::listen`]).
+#[derive(Debug)]
+pub struct Listener {
+    feed: broadcast::Receiver<Arc<EventMessage>>,
+    _counted: Arc<()>,
+}
+
+impl Listener {
+    /// The next event, or how many this listener missed by lagging.
+    pub async fn recv(&mut self) -> Result<Arc<EventMessage>, broadcast::error::RecvError> {
+        self.feed.recv().await
+    }
 }
 
 impl Default for EventLog {
@@ -58,6 +74,7 @@ impl Default for EventLog {
         EventLog {
             history: Mutex::new(VecDeque::with_capacity(HISTORY_MAX)),
             live: broadcast::channel(LAG_MAX).0,
+            listeners: Arc::new(()),
         }
     }
 }
@@ -74,12 +91,30 @@ impl EventLog {
         let _ = self.live.send(event);
     }
 
-    /// The history so far and the live feed from exactly where it ends.
     /// The live feed alone, without a copy of the history.
     pub fn live(&self) -> broadcast::Receiver<Arc<EventMessage>> {
         self.live.subscribe()
     }
 
+    /// How many API listeners (`docker events`, the CRI's event stream)
+    /// are alive now: `docker info`'s `NEventsListener`. The engine's own
+    /// subscriptions are not counted.
+    pub fn listeners(&self) -> usize {
+        Arc::strong_count(&self.listeners) - 1
+    }
+
+    /// The history so far and the live feed from exactly where it ends,
+    /// for a listener of an API, counted while it lives.
+    pub fn listen(&self) -> (Vec<Arc<EventMessage>>, Listener) {
+        let (history, feed) = self.subscribe();
+        let listener = Listener {
+            feed,
+            _counted: Arc::clone(&self.listeners),
+        };
+        (history, listener)
+    }
+
+    /// The history so far and the live feed from exactly where it ends.
     pub fn subscribe(
         &self,
     ) -> (
@@ -127,6 +162,20 @@ mod tests {
         let (past, _) = log.subscribe();
         assert_eq!(past.len(), HISTORY_MAX);
         assert_eq!(past[0].time_nanos, 10);
+    }
+
+    #[test]
+    fn api_listeners_are_counted_while_they_live_and_the_engines_are_not() {
+        let log = EventLog::default();
+        let _engine_own = log.live();
+        assert_eq!(log.listeners(), 0);
+        let (_, first) = log.listen();
+        let (_, second) = log.listen();
+        assert_eq!(log.listeners(), 2);
+        drop(first);
+        assert_eq!(log.listeners(), 1);
+        drop(second);
+        assert_eq!(log.listeners(), 0);
     }
 
     #[test]

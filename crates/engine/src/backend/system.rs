@@ -7,13 +7,12 @@ use super::containers::{Sizes, Snapshot};
 use super::images::LocalImage;
 use super::volumes::VolumeDetails;
 use crate::engine::{EngineHandle, Facts};
-use crate::events::EventMessage;
+use crate::events::{EventMessage, Listener};
 use crate::refusal::internal;
 use holdfast_core::{ConnectionState, RequestError, Status};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::sync::broadcast;
 
 /// The system backend: see the module docs.
 #[derive(Debug)]
@@ -37,6 +36,40 @@ pub struct Info {
     /// This engine's id: random, made once and kept under the data root
     /// (as dockerd keeps its own), the same through restarts.
     pub engine_id: String,
+    /// Who listens to the live event feed now.
+    pub event_listeners: usize,
+    /// The engine's tasks alive now (its counterpart of goroutines).
+    pub tasks: usize,
+    pub components: Components,
+}
+
+/// What holdfast runs on, as each says it is.
+#[derive(Clone, Debug, Default)]
+pub struct Components {
+    /// containerd (`None` while it cannot be asked).
+    pub containerd: Option<Component>,
+    /// The runc on PATH, which containerd's runc shim runs (`None` when
+    /// `runc --version` cannot be read).
+    pub runc: Option<Component>,
+    /// The init `--init` runs, and what it says of itself.
+    pub init: Option<(PathBuf, Component)>,
+}
+
+/// A program holdfast runs on, by its version and the commit it was built
+/// from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Component {
+    pub version: String,
+    pub commit: String,
+}
+
+/// What the host's cgroups can limit, as dockerd's `sysinfo` reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CgroupFeatures {
+    pub memory_limit: bool,
+    pub swap_limit: bool,
+    pub cpu_cfs_period: bool,
+    pub cpu_cfs_quota: bool,
 }
 
 /// The host, as `docker info` and `docker version` show it.
@@ -56,6 +89,7 @@ pub struct Host {
     pub ipv4_forwarding: bool,
     /// File descriptors holdfastd has open.
     pub open_fds: usize,
+    pub cgroup: CgroupFeatures,
 }
 
 /// The kinds of object `docker system df` measures (its `type`).
@@ -137,6 +171,11 @@ impl<'a> System<'a> {
             .map(|i| i.len())
             .unwrap_or(0);
         Ok(Info {
+            event_listeners: self.engine.services.events.listeners(),
+            tasks: tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks(),
+            components: self.components().await,
             running: counts[0],
             paused: counts[1],
             stopped: counts[2],
@@ -149,20 +188,32 @@ impl<'a> System<'a> {
         })
     }
 
+    /// containerd, runc and the init, as each says it is.
+    pub async fn components(&self) -> Components {
+        let containerd = self
+            .engine
+            .services
+            .adapter
+            .containerd_version()
+            .await
+            .ok()
+            .map(|(version, commit)| Component { version, commit });
+        Components {
+            containerd,
+            runc: runc_version().await,
+            init: init_version().await,
+        }
+    }
+
     /// The host.
     pub fn host(&self) -> Host {
         host()
     }
 
     /// `docker events`: the history so far and the live feed from exactly
-    /// where it ends.
-    pub fn events(
-        &self,
-    ) -> (
-        Vec<Arc<EventMessage>>,
-        broadcast::Receiver<Arc<EventMessage>>,
-    ) {
-        self.engine.services.events.subscribe()
+    /// where it ends, the listener counted while it lives.
+    pub fn events(&self) -> (Vec<Arc<EventMessage>>, Listener) {
+        self.engine.services.events.listen()
     }
 
     /// `docker system df`, of the kinds of object asked for (the others
@@ -275,7 +326,9 @@ fn host() -> Host {
     let ipv4_forwarding =
         std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").is_ok_and(|v| v.trim() == "1");
     let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let cgroup = cgroup_features(Path::new("/sys/fs/cgroup"), cgroup_version == "2");
     Host {
+        cgroup,
         name,
         mem_total_bytes,
         cpus,
@@ -288,6 +341,84 @@ fn host() -> Host {
         ipv4_forwarding,
         open_fds,
     }
+}
+
+/// What the cgroups mounted at `root` can limit: on v2, what the root's
+/// controllers offer; on v1, the files of the limits in their
+/// hierarchies (dockerd's `sysinfo`).
+fn cgroup_features(root: &Path, v2: bool) -> CgroupFeatures {
+    if v2 {
+        let controllers =
+            std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+        let has = |c: &str| controllers.split_whitespace().any(|have| have == c);
+        return CgroupFeatures {
+            memory_limit: has("memory"),
+            swap_limit: has("memory"),
+            cpu_cfs_period: has("cpu"),
+            cpu_cfs_quota: has("cpu"),
+        };
+    }
+    let exists = |path: &str| root.join(path).exists();
+    CgroupFeatures {
+        memory_limit: exists("memory/memory.limit_in_bytes"),
+        swap_limit: exists("memory/memory.memsw.limit_in_bytes"),
+        cpu_cfs_period: exists("cpu/cpu.cfs_period_us"),
+        cpu_cfs_quota: exists("cpu/cpu.cfs_quota_us"),
+    }
+}
+
+/// `runc --version` of the runc on PATH.
+async fn runc_version() -> Option<Component> {
+    let out = tokio::process::Command::new("runc")
+        .arg("--version")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .ok()?;
+    out.status
+        .success()
+        .then(|| parse_runc_version(&String::from_utf8_lossy(&out.stdout)))
+        .flatten()
+}
+
+/// The init binary `--init` runs and `<init> --version`.
+async fn init_version() -> Option<(PathBuf, Component)> {
+    let path = holdfast_adapter_containerd::find_init_binary()?;
+    let out = tokio::process::Command::new(&path)
+        .arg("--version")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .ok()?;
+    let component = parse_tini_version(&String::from_utf8_lossy(&out.stdout))?;
+    Some((path, component))
+}
+
+/// `tini version 0.19.0 - git.de40ad0` (the commit left out by some
+/// builds, as Debian's).
+fn parse_tini_version(text: &str) -> Option<Component> {
+    let rest = text.lines().next()?.strip_prefix("tini version ")?;
+    let (version, commit) = match rest.split_once(" - ") {
+        Some((v, c)) => (v, c.trim().strip_prefix("git.").unwrap_or(c.trim())),
+        None => (rest, ""),
+    };
+    Some(Component {
+        version: version.trim().to_owned(),
+        commit: commit.to_owned(),
+    })
+}
+
+/// `runc version 1.1.5` and `commit: v1.1.5-0-gf19387a` lines.
+fn parse_runc_version(text: &str) -> Option<Component> {
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|v| v.trim().to_owned())
+    };
+    Some(Component {
+        version: field("runc version ")?,
+        commit: field("commit:").unwrap_or_default(),
+    })
 }
 
 /// Bytes of the regular files under `dir`, symlinks not followed; what
@@ -326,5 +457,62 @@ mod tests {
         std::fs::write(dir.path().join("sub/b"), [0u8; 23]).unwrap();
         std::os::unix::fs::symlink("/", dir.path().join("root")).unwrap();
         assert_eq!(dir_size(dir.path()), 123);
+    }
+
+    #[test]
+    fn runc_says_its_version_and_commit() {
+        let debian =
+            "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1\nspec: 1.0.2-dev\ngo: go1.19.8\n";
+        assert_eq!(
+            parse_runc_version(debian),
+            Some(Component {
+                version: "1.1.5+ds1".into(),
+                commit: "1.1.5+ds1-1+deb12u1".into()
+            })
+        );
+        assert_eq!(parse_runc_version("something else\n"), None);
+        let tini = |v: &str, c: &str| {
+            Some(Component {
+                version: v.into(),
+                commit: c.into(),
+            })
+        };
+        assert_eq!(
+            parse_tini_version("tini version 0.19.0 - git.de40ad0\n"),
+            tini("0.19.0", "de40ad0")
+        );
+        assert_eq!(
+            parse_tini_version("tini version 0.19.0\n"),
+            tini("0.19.0", "")
+        );
+    }
+
+    #[test]
+    fn cgroup_features_are_read_from_the_hierarchies() {
+        let v1 = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(v1.path().join("memory")).unwrap();
+        std::fs::create_dir_all(v1.path().join("cpu")).unwrap();
+        std::fs::write(v1.path().join("memory/memory.limit_in_bytes"), "").unwrap();
+        std::fs::write(v1.path().join("cpu/cpu.cfs_period_us"), "").unwrap();
+        assert_eq!(
+            cgroup_features(v1.path(), false),
+            CgroupFeatures {
+                memory_limit: true,
+                swap_limit: false,
+                cpu_cfs_period: true,
+                cpu_cfs_quota: false,
+            }
+        );
+        let v2 = tempfile::tempdir().unwrap();
+        std::fs::write(v2.path().join("cgroup.controllers"), "cpuset cpu io pids\n").unwrap();
+        assert_eq!(
+            cgroup_features(v2.path(), true),
+            CgroupFeatures {
+                memory_limit: false,
+                swap_limit: false,
+                cpu_cfs_period: true,
+                cpu_cfs_quota: true,
+            }
+        );
     }
 }
