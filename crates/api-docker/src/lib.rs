@@ -10,6 +10,7 @@
 
 #![recursion_limit = "256"]
 
+mod absent;
 mod archive;
 mod changes;
 mod commit;
@@ -95,11 +96,18 @@ pub fn router(state: ApiState) -> Router {
         .route("/volumes/prune", post(volumes::prune))
         .route(
             "/volumes/{name}",
-            get(volumes::inspect).delete(volumes::remove),
+            get(volumes::inspect)
+                .delete(volumes::remove)
+                .put(absent::no_cluster_volumes),
         )
         // What is not built yet says so, naming it (501), never pretends.
         .route("/commit", post(commit::commit))
         .route("/build", post(containers::unsupported))
+        .route("/build/prune", post(absent::build_prune))
+        .route("/session", post(absent::no_session))
+        .route("/images/search", get(containers::unsupported))
+        .route("/distribution/{*name}", get(containers::unsupported))
+        .route("/containers/{id}/attach/ws", get(containers::unsupported))
         .route("/images/prune", post(prune::images))
         .route("/system/df", get(df::system_df))
         .route("/networks", get(networks::list))
@@ -131,9 +139,46 @@ pub fn router(state: ApiState) -> Router {
         .route("/containers/{id}/export", get(archive::export))
         .layer(DefaultBodyLimit::disable());
     json_routes
+        .merge(absent_families())
         .merge(load)
         .fallback(not_found)
         .with_state(state)
+}
+
+/// Swarm mode and plugins, which holdfast does not run: answered as
+/// dockerd answers on a node in no swarm and with no plugin installed.
+fn absent_families() -> Router<ApiState> {
+    use axum::routing::{any, delete};
+    let mut r = Router::new()
+        .route("/swarm", get(absent::not_a_swarm_manager))
+        .route("/swarm/init", post(absent::no_swarm_mode))
+        .route("/swarm/join", post(absent::no_swarm_mode))
+        .route("/swarm/leave", post(absent::not_in_a_swarm))
+        .route("/swarm/update", post(absent::not_a_swarm_manager))
+        .route("/swarm/unlock", post(absent::not_a_swarm_manager))
+        .route("/swarm/unlockkey", get(absent::not_a_swarm_manager));
+    for family in ["nodes", "services", "tasks", "secrets", "configs"] {
+        r = r
+            .route(&format!("/{family}"), get(absent::not_a_swarm_manager))
+            .route(
+                &format!("/{family}/{{id}}"),
+                any(absent::not_a_swarm_manager),
+            )
+            .route(
+                &format!("/{family}/{{id}}/{{action}}"),
+                any(absent::not_a_swarm_manager),
+            );
+    }
+    r.route("/services/create", post(absent::not_a_swarm_manager))
+        .route("/secrets/create", post(absent::not_a_swarm_manager))
+        .route("/configs/create", post(absent::not_a_swarm_manager))
+        .route("/plugins", get(absent::plugins))
+        .route("/plugins/privileges", get(absent::no_plugins))
+        .route("/plugins/pull", post(absent::no_plugins))
+        .route("/plugins/create", post(absent::no_plugins))
+        .route("/plugins/{name}", delete(absent::no_such_plugin))
+        .route("/plugins/{name}/json", get(absent::no_such_plugin))
+        .route("/plugins/{name}/{action}", post(absent::no_such_plugin))
 }
 
 async fn not_found(req: Request) -> ApiError {
