@@ -469,9 +469,7 @@ impl Daemon {
         } else {
             cmd.args(["-X", method]);
         }
-        cmd.arg("-o")
-            .arg(&response)
-            .args(["-w", "%{http_code}"]);
+        cmd.arg("-o").arg(&response).args(["-w", "%{http_code}"]);
         if let Some(body) = body {
             let request = dir.join(format!("request-{n}"));
             fs::write(&request, body).expect("write the request body");

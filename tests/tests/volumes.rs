@@ -328,3 +328,65 @@ fn mount_type_volume_is_a_volume_named_or_anonymous_and_readonly_holds() {
         "NoCopy",
     );
 }
+
+#[test]
+fn docker_cp_reaches_into_volumes_and_binds_of_a_stopped_container_as_of_a_running_one() {
+    // A copy goes where the container sees the path: into the volume or
+    // the bind mounted there, not into the directory of its own root that
+    // the mount hides (which the container would never see).
+    let d = Daemon::start();
+    let host = tempfile::tempdir().expect("temp dir");
+    let bound = host.path().join("bound");
+    std::fs::create_dir(&bound).expect("mkdir");
+    let file = host.path().join("note.txt");
+    std::fs::write(&file, "noted\n").expect("write");
+    let (file_arg, bound_arg) = (
+        file.to_string_lossy().into_owned(),
+        format!("{}:/bound", bound.display()),
+    );
+    d.ok(&[
+        "create",
+        "--name",
+        "cold",
+        "-v",
+        "data:/data",
+        "-v",
+        &bound_arg,
+        "-v",
+        "frozen:/frozen:ro",
+        "busybox",
+        "sh",
+        "-c",
+        "cat /data/note.txt /bound/note.txt; ls /frozen",
+    ]);
+    d.ok(&["cp", &file_arg, "cold:/data/"]);
+    d.ok(&["cp", &file_arg, "cold:/bound/"]);
+    assert_eq!(
+        std::fs::read_to_string(bound.join("note.txt")).unwrap_or_default(),
+        "noted\n",
+        "the copy is in the bound directory: {}",
+        d.diagnostics()
+    );
+    d.fails_saying(
+        "a copy into a read-only volume",
+        &["cp", &file_arg, "cold:/frozen/"],
+        "mounted volume is marked read-only",
+    );
+    // Out of the volume too, before the container ever ran.
+    let out = host.path().join("out.txt");
+    d.ok(&["cp", "cold:/data/note.txt", &out.to_string_lossy()]);
+    assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "noted\n");
+    // The container sees what was copied, and nothing in the read-only one.
+    assert_eq!(
+        d.ok(&["start", "-a", "cold"]),
+        "noted\nnoted\n",
+        "{}",
+        d.diagnostics()
+    );
+    // Its own root was not written under the mounts, nor left mounted.
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    assert!(
+        !mounts.contains(&bound.to_string_lossy().into_owned()),
+        "no copy's bind left mounted:\n{mounts}"
+    );
+}

@@ -20,6 +20,18 @@ const ROOT_ENV: &str = "HOLDFAST_ARCHIVE_ROOT";
 const PATH_ENV: &str = "HOLDFAST_ARCHIVE_PATH";
 const OWNERS_ENV: &str = "HOLDFAST_ARCHIVE_KEEP_OWNERS";
 const NO_DIR_SWAP_ENV: &str = "HOLDFAST_ARCHIVE_NO_OVERWRITE_DIR_NON_DIR";
+const BINDS_ENV: &str = "HOLDFAST_ARCHIVE_BINDS";
+
+/// A volume or bind mount of a container whose process does not run: the
+/// helper mounts it where the container has it (in a mount namespace of
+/// its own, gone with it), so that a copy reaches the volume as it would
+/// in the running container, not the directory the volume hides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bind {
+    pub source: PathBuf,
+    pub destination: String,
+    pub read_only: bool,
+}
 const CONTENTS_ENV: &str = "HOLDFAST_ARCHIVE_CONTENTS";
 
 /// What `X-Docker-Container-Path-Stat` carries (Go's `os.FileMode` bits).
@@ -97,9 +109,11 @@ pub fn is_archive_invocation() -> bool {
     std::env::var_os(OP_ENV).is_some()
 }
 
-/// Starts the helper for `op` on `path` inside `root`. For `Get` read its
-/// stdout, for `Put` write its stdin; then [`finish`].
-pub fn spawn(op: Op, root: &Path, path: &str) -> io::Result<tokio::process::Child> {
+/// Starts the helper for `op` on `path` inside `root`, with `binds`
+/// mounted in it first. For `Get` read its stdout, for `Put` write its
+/// stdin; then [`finish`].
+pub fn spawn(op: Op, root: &Path, binds: &[Bind], path: &str) -> io::Result<tokio::process::Child> {
+    let binds = serde_json::to_string(binds).map_err(io::Error::other)?;
     let put = match op {
         Op::Put(options) => options,
         _ => PutOptions::default(),
@@ -112,6 +126,7 @@ pub fn spawn(op: Op, root: &Path, path: &str) -> io::Result<tokio::process::Chil
         .env(OWNERS_ENV, flag(put.keep_owners))
         .env(NO_DIR_SWAP_ENV, flag(put.no_overwrite_dir_non_dir))
         .env(CONTENTS_ENV, flag(op == Op::GetContents))
+        .env(BINDS_ENV, binds)
         .stdin(if matches!(op, Op::Put(_)) {
             Stdio::piped()
         } else {
@@ -167,6 +182,13 @@ fn helper() -> Result<Report, Report> {
     let keep_owners = std::env::var(OWNERS_ENV).is_ok_and(|v| v == "1");
     let no_dir_swap = std::env::var(NO_DIR_SWAP_ENV).is_ok_and(|v| v == "1");
     let contents = std::env::var(CONTENTS_ENV).is_ok_and(|v| v == "1");
+    let binds: Vec<Bind> = match std::env::var(BINDS_ENV) {
+        Ok(text) if !text.is_empty() => {
+            serde_json::from_str(&text).map_err(|e| Report::Invalid(format!("{BINDS_ENV}: {e}")))?
+        }
+        _ => Vec::new(),
+    };
+    mount_binds(Path::new(&root), &binds)?;
     std::os::unix::fs::chroot(&root).map_err(|e| Report::Failed(format!("chroot {root}: {e}")))?;
     std::env::set_current_dir("/").map_err(|e| Report::Failed(format!("chdir /: {e}")))?;
     let path = container_path(&path);
@@ -185,6 +207,15 @@ fn helper() -> Result<Report, Report> {
                     "extraction point is not a directory: {}",
                     path.display()
                 )));
+            }
+            // dockerd's words for a read-only volume or bind (the tar
+            // crate would only say it failed to unpack).
+            if nix::sys::statvfs::statvfs(&path)
+                .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+            {
+                return Err(Report::Invalid(
+                    "mounted volume is marked read-only".to_owned(),
+                ));
             }
             let mut archive = tar::Archive::new(io::stdin().lock());
             archive.set_preserve_permissions(true);
@@ -205,6 +236,77 @@ fn helper() -> Result<Report, Report> {
         other => return Err(Report::Invalid(format!("unknown operation {other}"))),
     }
     Ok(Report::Stat(stat))
+}
+
+/// Mounts `binds` under `root` where the container has them, in a mount
+/// namespace of this helper's own (nothing is seen outside, and all goes
+/// when it exits); shallower destinations first, as a runtime mounts them.
+/// A destination is made where it is missing (as a runtime makes it at
+/// start); one that leads through a symlink is refused, never followed
+/// out of the root.
+fn mount_binds(root: &Path, binds: &[Bind]) -> Result<(), Report> {
+    use nix::mount::{MsFlags, mount};
+    if binds.is_empty() {
+        return Ok(());
+    }
+    let failed = |what: String| move |e: nix::Error| Report::Failed(format!("{what}: {e}"));
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(failed("a mount namespace for the copy".into()))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(failed("making the copy's mounts private".into()))?;
+    let mut ordered: Vec<&Bind> = binds.iter().collect();
+    ordered.sort_by_key(|b| container_path(&b.destination).components().count());
+    for b in ordered {
+        let inside = container_path(&b.destination);
+        let relative = inside.strip_prefix("/").unwrap_or(&inside);
+        let mut at = root.to_path_buf();
+        for part in relative.components() {
+            at.push(part);
+            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Report::Invalid(format!(
+                    "the mount point {} leads through a symlink in the container: not copied through",
+                    inside.display()
+                )));
+            }
+        }
+        let source_is_dir = std::fs::metadata(&b.source).map_or(true, |m| m.is_dir());
+        if std::fs::symlink_metadata(&at).is_err() {
+            let made = if source_is_dir {
+                std::fs::create_dir_all(&at)
+            } else {
+                at.parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| std::fs::File::create(&at).map(drop))
+            };
+            made.map_err(|e| Report::Failed(format!("the mount point {}: {e}", inside.display())))?;
+        }
+        let what = format!("mounting {} at {}", b.source.display(), inside.display());
+        mount(
+            Some(&b.source),
+            &at,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(failed(what.clone()))?;
+        if b.read_only {
+            mount(
+                None::<&str>,
+                &at,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+                None::<&str>,
+            )
+            .map_err(failed(what))?;
+        }
+    }
+    Ok(())
 }
 
 enum Unpack {

@@ -5,25 +5,59 @@
 //! `docker cp` and `docker export` read it through the archive helper
 //! ([`crate::archive`]).
 
+use crate::archive::Bind;
 use crate::engine::EngineHandle;
-use holdfast_core::{Answer, Command, ContainerId, RequestError};
+use holdfast_core::{Answer, Command, ContainerConfig, ContainerId, MountSpec, RequestError};
 use std::path::{Path, PathBuf};
 
 /// A container's root filesystem for the length of one request.
 #[derive(Debug)]
 pub enum Root {
-    /// `/proc/<pid>/root` of the running init.
+    /// `/proc/<pid>/root` of the running init, its mounts in it.
     Live(PathBuf),
-    /// The snapshot, mounted here for as long as the hold lasts.
-    Mounted(PathBuf, Hold),
+    /// The snapshot, mounted here for as long as the hold lasts, and the
+    /// container's volumes and binds, which whoever reads it mounts.
+    Mounted(PathBuf, Hold, Vec<Bind>),
 }
 
 impl Root {
     pub fn path(&self) -> &Path {
         match self {
-            Root::Live(p) | Root::Mounted(p, _) => p,
+            Root::Live(p) | Root::Mounted(p, ..) => p,
         }
     }
+
+    /// The volumes and binds to mount in it (none in a live root: they
+    /// are there).
+    pub fn binds(&self) -> &[Bind] {
+        match self {
+            Root::Live(_) => &[],
+            Root::Mounted(_, _, binds) => binds,
+        }
+    }
+}
+
+/// The volumes and binds of a container, as its runtime spec mounts them.
+fn binds_of(config: &ContainerConfig) -> Vec<Bind> {
+    let mounts = config.mounts.iter().map(|m| Bind {
+        source: PathBuf::from(&m.source),
+        destination: m.destination.clone(),
+        read_only: m.read_only,
+    });
+    let specs = config.mount_specs.iter().filter_map(|m| match m {
+        MountSpec::Bind {
+            source,
+            target,
+            read_only,
+            ..
+        } => Some(Bind {
+            source: PathBuf::from(source),
+            destination: target.clone(),
+            read_only: *read_only,
+        }),
+        MountSpec::Tmpfs { .. } => None,
+    });
+    mounts.chain(specs).collect()
 }
 
 /// The core's hold on a container's mounted snapshot: released (the last
@@ -72,7 +106,12 @@ pub(crate) async fn root(
                 engine: engine.clone(),
                 id: id.clone(),
             };
-            Ok((id, Root::Mounted(path, hold)))
+            let binds = engine
+                .containers()
+                .snapshot_of(&id)
+                .await
+                .map(|s| binds_of(&s.record.config))?;
+            Ok((id, Root::Mounted(path, hold, binds)))
         }
         Answer::Error(e) => Err(e),
         other => Err(crate::refusal::internal(format!(

@@ -137,7 +137,7 @@ impl Volumes {
         }
         std::fs::create_dir_all(&staging).map_err(io(format!("create {}", staging.display())))?;
         let failed = |m: String| Failure::new(FailureKind::Other, m);
-        let mut child = archive::spawn(Op::GetContents, root, path)
+        let mut child = archive::spawn(Op::GetContents, root, &[], path)
             .map_err(|e| failed(format!("archive helper: {e}")))?;
         let stdout = child
             .stdout

@@ -38,7 +38,7 @@ impl Containers<'_> {
     pub async fn archive(&self, reference: &str, path: &str) -> Result<Archive, RequestError> {
         let (id, root) = self.root(reference).await?;
         let stat = stat(&id, &root, path).await?;
-        let tar = tar_of(root, Op::Get, path)?;
+        let tar = tar_of(root, Op::Get, path, true)?;
         Ok(Archive { stat, tar })
     }
 
@@ -48,7 +48,9 @@ impl Containers<'_> {
         reference: &str,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RequestError> {
         let (_, root) = self.root(reference).await?;
-        tar_of(root, Op::GetContents, "/")
+        // The container's own filesystem: its volumes and binds are not
+        // in it (dockerd's export leaves them out too).
+        tar_of(root, Op::GetContents, "/", false)
     }
 
     /// `PUT /containers/{id}/archive?path=DIR`: extracts `tar` into the
@@ -68,7 +70,7 @@ impl Containers<'_> {
                 "extraction point is not a directory: {path}"
             )));
         }
-        let mut child = archive::spawn(Op::Put(options), root.path(), path)
+        let mut child = archive::spawn(Op::Put(options), root.path(), root.binds(), path)
             .map_err(|e| internal(format!("archive helper: {e}")))?;
         let mut stdin = child
             .stdin
@@ -96,7 +98,7 @@ impl Containers<'_> {
 }
 
 async fn stat(id: &ContainerId, root: &Root, path: &str) -> Result<PathStat, RequestError> {
-    let child = archive::spawn(Op::Stat, root.path(), path)
+    let child = archive::spawn(Op::Stat, root.path(), root.binds(), path)
         .map_err(|e| internal(format!("archive helper: {e}")))?;
     archive::finish(child).await.map_err(|e| match e {
         ArchiveError::NotFound(_) => RequestError::new(
@@ -107,15 +109,18 @@ async fn stat(id: &ContainerId, root: &Root, path: &str) -> Result<PathStat, Req
     })
 }
 
-/// The archive helper's tar of `path` in `root`, as a stream: the root
+/// The archive helper's tar of `path` in `root` (`with_binds`: its
+/// volumes and binds mounted in it), as a stream: the root
 /// stays mounted, and the helper is reaped, once the stream ends (with the
 /// helper's failure, if it failed).
 fn tar_of(
     root: Root,
     op: Op,
     path: &str,
+    with_binds: bool,
 ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, RequestError> {
-    let mut child = archive::spawn(op, root.path(), path)
+    let binds = if with_binds { root.binds() } else { &[] };
+    let mut child = archive::spawn(op, root.path(), binds, path)
         .map_err(|e| internal(format!("archive helper: {e}")))?;
     let stdout = child
         .stdout
