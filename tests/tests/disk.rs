@@ -161,6 +161,16 @@ fn system_df_measures_and_image_prune_removes_only_unused_images() {
         &["image", "prune", "-f", "--filter", "until=soon"],
         "invalid filter 'until=soon'",
     );
+    // Times as dockerd reads them: a Go duration before now, a date.
+    let out = d.ok(&["image", "prune", "-a", "-f", "--filter", "until=1h"]);
+    assert!(out.contains("Total reclaimed space"), "{out}");
+    let out = d.ok(&["container", "prune", "-f", "--filter", "until=2000-01-01"]);
+    assert!(out.contains("Total reclaimed space: 0B"), "{out}");
+    let past = d.http("GET", "/events?since=1h&until=0s", None);
+    assert!(
+        past.status == 200 && past.body.contains(r#""status":"create""#),
+        "the last hour's events, until now: {past:?}"
+    );
     d.fails_saying(
         "an unknown prune filter",
         &["image", "prune", "-f", "--filter", "colour=blue"],

@@ -78,7 +78,7 @@ fn until_of(filters: &super::params::Filters) -> Result<Vec<WallTime>, ApiError>
         .get("until")
         .iter()
         .map(|u| {
-            super::render::parse_client_time(u)
+            super::render::parse_client_time(u, wall_now())
                 .ok_or_else(|| ApiError::bad_request(format!("invalid filter 'until={u}'")))
         })
         .collect()

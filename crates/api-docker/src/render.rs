@@ -55,13 +55,99 @@ pub fn human_duration(d: Duration) -> String {
     format!("{} years", seconds / 3600 / 24 / 365)
 }
 
-/// A time given by a client (`since`, `until`): Unix seconds with an
-/// optional fraction (`1700000000.5`), as the CLI sends them, or RFC 3339.
-pub fn parse_client_time(text: &str) -> Option<WallTime> {
+/// A time given by a client (`since`, `until`), read as dockerd reads it
+/// (its `timetypes.GetTimestamp`): a Go duration before `now` (`10m`,
+/// `1h30m`), Unix seconds with an optional fraction (`1700000000.5`, what
+/// the CLI sends), or RFC 3339 in full or cut short (`2024-01-02`,
+/// `2024-01-02T15`, `2024-01-02T15:04`, with or without a zone; one
+/// without a zone is read as UTC, the host's time in holdfast's setting).
+pub fn parse_client_time(text: &str, now: WallTime) -> Option<WallTime> {
+    if text != "0"
+        && let Some(before) = parse_go_duration(text)
+    {
+        let at = i128::from(now.as_unix_nanos()) - before;
+        return i64::try_from(at).ok().map(WallTime::from_unix_nanos);
+    }
     if let Some(t) = parse_unix(text) {
         return Some(t);
     }
-    parse_rfc3339(text)
+    parse_rfc3339(&completed_rfc3339(text)?)
+}
+
+/// A date or date-time cut short, completed into full RFC 3339 (midnight,
+/// whole hours and minutes; UTC when it names no zone).
+fn completed_rfc3339(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let zone_at = if b.last().is_some_and(|c| matches!(c, b'Z' | b'z')) {
+        b.len() - 1
+    } else if b.len() >= 16 && matches!(b[b.len() - 6], b'+' | b'-') && b[b.len() - 3] == b':' {
+        b.len() - 6
+    } else {
+        b.len()
+    };
+    let (base, zone) = (text.get(..zone_at)?, text.get(zone_at..)?);
+    let zone = if zone.is_empty() { "Z" } else { zone };
+    let base = match base.len() {
+        10 => format!("{base}T00:00:00"),
+        13 => format!("{base}:00:00"),
+        16 => format!("{base}:00"),
+        _ => base.to_owned(),
+    };
+    Some(format!("{base}{zone}"))
+}
+
+/// Go's `time.ParseDuration`: `[-+]` then one or more of a decimal number
+/// and a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`); in nanoseconds.
+fn parse_go_duration(text: &str) -> Option<i128> {
+    let (sign, mut rest) = match text.as_bytes().first()? {
+        b'-' => (-1, &text[1..]),
+        b'+' => (1, &text[1..]),
+        _ => (1, text),
+    };
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: i128 = 0;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(number_end);
+        if number.is_empty() || number == "." {
+            return None;
+        }
+        let (unit, per_unit): (&str, i128) = [
+            ("ns", 1),
+            ("us", 1_000),
+            ("µs", 1_000),
+            ("ms", 1_000_000),
+            ("s", 1_000_000_000),
+            ("m", 60_000_000_000),
+            ("h", 3_600_000_000_000),
+        ]
+        .into_iter()
+        // `ms` before `m`: the longest unit that matches.
+        .filter(|(u, _)| tail.starts_with(u))
+        .max_by_key(|(u, _)| u.len())?;
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if !fraction.bytes().all(|d| d.is_ascii_digit()) {
+            return None;
+        }
+        let whole: i128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().ok()?
+        };
+        let mut nanos = whole.checked_mul(per_unit)?;
+        let mut scale = per_unit;
+        for d in fraction.bytes() {
+            scale /= 10;
+            nanos = nanos.checked_add(i128::from(d - b'0') * scale)?;
+        }
+        total = total.checked_add(nanos)?;
+        rest = &tail[unit.len()..];
+    }
+    Some(sign * total)
 }
 
 fn parse_unix(text: &str) -> Option<WallTime> {
@@ -116,18 +202,40 @@ mod tests {
     }
 
     #[test]
-    fn client_times() {
-        assert_eq!(
-            parse_client_time("1700000000.5"),
-            Some(WallTime::from_unix_nanos(1_700_000_000_500_000_000))
-        );
-        assert_eq!(
-            parse_client_time("12"),
-            Some(WallTime::from_unix_nanos(12_000_000_000))
-        );
-        assert_eq!(parse_client_time("10m"), None);
-        assert_eq!(parse_client_time("1.1234567890"), None);
-        assert_eq!(parse_client_time("99999999999999999999"), None);
+    fn client_times_read_as_dockerd_reads_them() {
+        let now = WallTime::from_unix_nanos(1_700_000_000_000_000_000);
+        let at = |text: &str| parse_client_time(text, now).map(WallTime::as_unix_nanos);
+        let secs = |s: i64| Some(s * 1_000_000_000);
+        assert_eq!(at("1700000000.5"), Some(1_700_000_000_500_000_000));
+        assert_eq!(at("12"), secs(12));
+        assert_eq!(at("0"), secs(0));
+        // Go durations before now.
+        assert_eq!(at("10m"), secs(1_700_000_000 - 600));
+        assert_eq!(at("1h30m"), secs(1_700_000_000 - 5400));
+        assert_eq!(at("1.5h"), secs(1_700_000_000 - 5400));
+        assert_eq!(at("-1s"), secs(1_700_000_001));
+        assert_eq!(at("250ms"), Some(1_699_999_999_750_000_000));
+        // RFC 3339 in full and cut short; UTC without a zone.
+        assert_eq!(at("2023-11-14T22:13:20Z"), secs(1_700_000_000));
+        assert_eq!(at("2023-11-14T22:13:20+01:00"), secs(1_700_000_000 - 3600));
+        assert_eq!(at("2023-11-14T22:13:20"), secs(1_700_000_000));
+        assert_eq!(at("2023-11-14T22:13"), secs(1_700_000_000 - 20));
+        assert_eq!(at("2023-11-14T22"), secs(1_700_000_000 - 13 * 60 - 20));
+        assert_eq!(at("2023-11-14"), secs(1_699_920_000));
+        for bad in [
+            "soon",
+            "1.1234567890",
+            "99999999999999999999",
+            "10x",
+            "1.2.3s",
+            "h",
+            "-",
+            "2023-13-01",
+            "2023-11-14T",
+            "ä",
+        ] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
     }
 
     #[test]

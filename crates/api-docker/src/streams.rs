@@ -13,6 +13,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use holdfast_engine::backend::containers::AttachOptions;
 use holdfast_engine::backend::execs::Cleanup;
+use holdfast_engine::engine::wall_now;
 use holdfast_engine::logs::LogOptions;
 use holdfast_engine::stdio;
 use std::future::Future;
@@ -24,7 +25,7 @@ fn log_options(p: &Params) -> Result<LogOptions, ApiError> {
     let time = |key: &str| -> Result<Option<i64>, ApiError> {
         match p.str(key).filter(|s| !s.is_empty() && *s != "0") {
             None => Ok(None),
-            Some(t) => render::parse_client_time(t)
+            Some(t) => render::parse_client_time(t, wall_now())
                 .map(|w| Some(w.as_unix_nanos()))
                 .ok_or_else(|| ApiError::bad_request(format!("invalid value for {key}: {t:?}"))),
         }

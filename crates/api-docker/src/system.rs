@@ -223,7 +223,7 @@ pub async fn events(State(state): State<ApiState>, query: RawQuery) -> Result<Re
     let time = |key: &str| -> Result<Option<WallTime>, ApiError> {
         match p.str(key).filter(|s| !s.is_empty()) {
             None => Ok(None),
-            Some(t) => render::parse_client_time(t)
+            Some(t) => render::parse_client_time(t, wall_now())
                 .map(Some)
                 .ok_or_else(|| ApiError::bad_request(format!("invalid value for {key}: {t:?}"))),
         }
