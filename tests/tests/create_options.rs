@@ -144,6 +144,35 @@ fn capabilities_privileged_devices_and_groups() {
         json!([{"PathOnHost": "/dev/loop-control", "PathInContainer": "/dev/t", "CgroupPermissions": "r"}]),
         "{hc:#}"
     );
+    // --device-cgroup-rule: a device it may open (a loop device), which it
+    // may not without the rule; shown back as given.
+    let open_loop = "mknod /tmp/loop b 7 0; head -c 1 /tmp/loop > /dev/null && echo opened";
+    let refused = d.docker(&["run", "--rm", "busybox", "sh", "-c", open_loop]);
+    assert!(
+        refused.stdout.is_empty() && refused.stderr.contains("Operation not permitted"),
+        "{refused:?}"
+    );
+    let ruled = d.docker(&[
+        "run",
+        "--name",
+        "ruled",
+        "--device-cgroup-rule",
+        "b 7:* rwm",
+        "busybox",
+        "sh",
+        "-c",
+        open_loop,
+    ]);
+    assert_eq!(
+        ruled.stdout.trim(),
+        "opened",
+        "{ruled:?}\n{}",
+        d.diagnostics()
+    );
+    assert_eq!(
+        d.inspect("ruled")["HostConfig"]["DeviceCgroupRules"],
+        json!(["b 7:* rwm"])
+    );
     let plain = d.ok(&["create", "busybox"]);
     let hc = d.inspect(plain.trim())["HostConfig"].clone();
     assert_eq!(hc["CapAdd"], Value::Null, "{hc:#}");
@@ -791,6 +820,11 @@ fn bad_values_are_refused_naming_the_option() {
             "device permissions",
             json!({"Devices": [{"PathOnHost": "/dev/null", "PathInContainer": "/dev/null", "CgroupPermissions": "rwx"}]}),
             "Devices",
+        ),
+        (
+            "a device cgroup rule",
+            json!({"DeviceCgroupRules": ["c 10:200 rwx"]}),
+            "invalid device cgroup rule format: 'c 10:200 rwx'",
         ),
         (
             "an unknown ipc mode",

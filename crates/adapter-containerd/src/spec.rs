@@ -819,7 +819,8 @@ fn device_kind(device: &HostDevice) -> LinuxDeviceType {
 
 /// The devices cgroup: privileged may use all; otherwise deny all, then the
 /// character devices every container has (null, zero, full, random,
-/// urandom, tty, console, ptmx, pts), then the `--device` ones.
+/// urandom, tty, console, ptmx, pts), then the `--device` ones and the
+/// `--device-cgroup-rule`s.
 fn device_rules(
     config: &ContainerConfig,
     host: &HostFacts,
@@ -850,6 +851,14 @@ fn device_rules(
             Some(d.minor),
             &d.permissions,
         )?);
+    }
+    for r in &config.privileges.device_cgroup_rules {
+        let kind = match r.kind {
+            'b' => LinuxDeviceType::B,
+            'c' => LinuxDeviceType::C,
+            _ => LinuxDeviceType::A,
+        };
+        rules.push(device_rule(true, Some(kind), r.major, r.minor, &r.access)?);
     }
     Ok(rules)
 }

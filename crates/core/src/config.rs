@@ -237,6 +237,20 @@ pub struct Privileges {
     /// Supplementary groups of the container's process: numbers or names
     /// from the image's `/etc/group`.
     pub group_add: Vec<String>,
+    /// `--device-cgroup-rule`s: devices it may make or open beyond those
+    /// it has.
+    pub device_cgroup_rules: Vec<DeviceCgroupRule>,
+}
+
+/// `--device-cgroup-rule 'c 1:3 rwm'`: a kind of device (`a` all, `b`
+/// block, `c` character), its major and minor numbers (`None`: any), and
+/// what may be done with it (some of `r`, `w`, `m`).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct DeviceCgroupRule {
+    pub kind: char,
+    pub major: Option<i64>,
+    pub minor: Option<i64>,
+    pub access: String,
 }
 
 /// `--device host[:container[:permissions]]`.

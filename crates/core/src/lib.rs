@@ -90,9 +90,10 @@ pub use action::{
 };
 pub use commands::NAME_TAKEN;
 pub use config::{
-    BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceMapping, LogDriver, MountSpec,
-    NamespaceMode, Namespaces, NetworkMode, PodMember, PodRole, PortBinding, Privileges,
-    ResourceUpdate, Resources, RestartPolicy, Security, SharedNetwork, SpecExtras, Ulimit,
+    BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceCgroupRule, DeviceMapping,
+    LogDriver, MountSpec, NamespaceMode, Namespaces, NetworkMode, PodMember, PodRole, PortBinding,
+    Privileges, ResourceUpdate, Resources, RestartPolicy, Security, SharedNetwork, SpecExtras,
+    Ulimit,
 };
 pub use connection::ConnectionState;
 pub use container::{ContainerView, Status, TaskState};

@@ -119,7 +119,6 @@ struct HostConfigBody {
     volumes_from: Option<Vec<String>>,
     links: Option<Vec<String>>,
     security_opt: Option<Vec<String>>,
-    device_cgroup_rules: Option<Vec<String>>,
     device_requests: Option<Vec<Value>>,
     masked_paths: Option<Vec<String>>,
     readonly_paths: Option<Vec<String>>,
@@ -818,7 +817,7 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
         return refuse("HostConfig.KernelMemoryTCP");
     }
     let nonempty = |v: Option<usize>| v.is_some_and(|n| n > 0);
-    let lists: [(&str, bool); 11] = [
+    let lists: [(&str, bool); 10] = [
         (
             "HostConfig.VolumesFrom",
             nonempty(hc.volumes_from.as_ref().map(Vec::len)),
@@ -830,10 +829,6 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
         (
             "HostConfig.SecurityOpt",
             nonempty(hc.security_opt.as_ref().map(Vec::len)),
-        ),
-        (
-            "HostConfig.DeviceCgroupRules",
-            nonempty(hc.device_cgroup_rules.as_ref().map(Vec::len)),
         ),
         (
             "HostConfig.DeviceRequests (--gpus)",
@@ -920,6 +915,45 @@ mod tests {
     use crate::containers::inspect::{host_config_json, port_bindings_json};
     use axum::http::StatusCode;
     use holdfast_core::ContainerId;
+
+    #[test]
+    fn device_cgroup_rules_read_as_dockerd_reads_them() {
+        let (c, _) = decode_create(
+            br#"{"Image":"b","HostConfig":{"DeviceCgroupRules":["c 1:3 mr","a *:* rwm","b 7:* r"]}}"#,
+        )
+        .expect("decoded");
+        let rule = |kind, major, minor, access: &str| holdfast_core::DeviceCgroupRule {
+            kind,
+            major,
+            minor,
+            access: access.into(),
+        };
+        assert_eq!(
+            c.privileges.device_cgroup_rules,
+            vec![
+                rule('c', Some(1), Some(3), "mr"),
+                rule('a', None, None, "rwm"),
+                rule('b', Some(7), None, "r"),
+            ]
+        );
+        for bad in [
+            "c 1:3",
+            "x 1:3 r",
+            "c 1:3 rwmx",
+            "c 1-3 r",
+            "c :3 r",
+            "c 1:3 r extra",
+            "c 1:3 q",
+            "c 99999999999999999999:1 r",
+        ] {
+            let body = format!(r#"{{"Image":"b","HostConfig":{{"DeviceCgroupRules":["{bad}"]}}}}"#);
+            let e = decode_create(body.as_bytes()).expect_err(bad);
+            assert_eq!(
+                e.message,
+                format!("invalid device cgroup rule format: '{bad}'")
+            );
+        }
+    }
 
     #[test]
     fn spec_extras_are_taken_as_given_and_defaults_are_no_choice() {

@@ -5,8 +5,8 @@
 
 use super::super::ApiError;
 use holdfast_core::{
-    CgroupnsMode, DeviceMapping, LogDriver, MountSpec, NamespaceMode, NetworkMode, Privileges,
-    Resources, Ulimit,
+    CgroupnsMode, DeviceCgroupRule, DeviceMapping, LogDriver, MountSpec, NamespaceMode,
+    NetworkMode, Privileges, Resources, Ulimit,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -19,6 +19,7 @@ pub(super) struct OptionsBody {
     pub cap_add: Option<Vec<String>>,
     pub cap_drop: Option<Vec<String>>,
     pub devices: Option<Vec<DeviceBody>>,
+    pub device_cgroup_rules: Option<Vec<String>>,
     pub group_add: Option<Vec<String>>,
     pub pids_limit: Option<i64>,
     pub cpu_shares: Option<i64>,
@@ -175,6 +176,48 @@ pub(super) fn privileges(o: &mut OptionsBody) -> Result<Privileges, ApiError> {
         cap_drop: capabilities("HostConfig.CapDrop", o.cap_drop.take())?,
         devices: devices(o.devices.take())?,
         group_add,
+        device_cgroup_rules: o
+            .device_cgroup_rules
+            .take()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| device_cgroup_rule(r))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// dockerd's `^([acb]) ([0-9]+|\*):([0-9]+|\*) ([rwm]{1,3})$`.
+fn device_cgroup_rule(rule: &str) -> Result<DeviceCgroupRule, ApiError> {
+    let refused = || bad(format!("invalid device cgroup rule format: '{rule}'"));
+    let mut parts = rule.split(' ');
+    let (Some(kind), Some(numbers), Some(access), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(refused());
+    };
+    let kind = match kind {
+        "a" | "b" | "c" => kind.chars().next().ok_or_else(refused)?,
+        _ => return Err(refused()),
+    };
+    let number = |n: &str| -> Result<Option<i64>, ApiError> {
+        match n {
+            "*" => Ok(None),
+            n if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                n.parse().map(Some).map_err(|_| refused())
+            }
+            _ => Err(refused()),
+        }
+    };
+    let (major, minor) = numbers.split_once(':').ok_or_else(refused)?;
+    let (major, minor) = (number(major)?, number(minor)?);
+    if access.is_empty() || access.len() > 3 || !access.bytes().all(|b| b"rwm".contains(&b)) {
+        return Err(refused());
+    }
+    Ok(DeviceCgroupRule {
+        kind,
+        major,
+        minor,
+        access: access.to_owned(),
     })
 }
 

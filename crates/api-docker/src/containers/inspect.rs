@@ -106,6 +106,12 @@ pub(super) fn host_config_json(c: &ContainerConfig) -> Value {
             "PathInContainer": d.path_in_container,
             "CgroupPermissions": d.cgroup_permissions,
         })).collect::<Vec<_>>(),
+        "DeviceCgroupRules": (!p.device_cgroup_rules.is_empty()).then(|| {
+            p.device_cgroup_rules.iter().map(|r| {
+                let number = |n: Option<i64>| n.map_or_else(|| "*".to_owned(), |n| n.to_string());
+                format!("{} {}:{} {}", r.kind, number(r.major), number(r.minor), r.access)
+            }).collect::<Vec<_>>()
+        }),
         "PidMode": c.namespaces.pid.docker_name(""),
         "UTSMode": c.namespaces.uts.docker_name(""),
         "IpcMode": c.namespaces.ipc.docker_name("private"),
