@@ -872,6 +872,7 @@ fn memory(config: &ContainerConfig) -> Result<Option<LinuxMemory>, AdapterError>
     if config.memory_limit_bytes.is_none()
         && r.memory_reservation_bytes.is_none()
         && r.memory_swap_bytes.is_none()
+        && r.memory_swappiness.is_none()
     {
         return Ok(None);
     }
@@ -885,6 +886,7 @@ fn memory(config: &ContainerConfig) -> Result<Option<LinuxMemory>, AdapterError>
     // -1 (unlimited) is what a new cgroup has anyway; not writing it keeps
     // a host without swap accounting able to run the container.
     memory.set_swap(r.memory_swap_bytes.filter(|&s| s != -1));
+    memory.set_swappiness(r.memory_swappiness);
     Ok(Some(memory))
 }
 

@@ -281,6 +281,10 @@ pub struct Resources {
     /// Memory plus swap; -1 is unlimited swap.
     pub memory_swap_bytes: Option<i64>,
     pub memory_reservation_bytes: Option<u64>,
+    /// How readily the kernel swaps the container's anonymous pages out
+    /// (0-100; cgroup v1 only).
+    #[serde(default)]
+    pub memory_swappiness: Option<u64>,
     pub ulimits: Vec<Ulimit>,
     /// Size of `/dev/shm` (default 64 MiB).
     pub shm_size_bytes: Option<u64>,

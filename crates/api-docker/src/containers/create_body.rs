@@ -125,7 +125,6 @@ struct HostConfigBody {
     userns_mode: Option<String>,
     oom_kill_disable: Option<bool>,
     oom_score_adj: Option<i64>,
-    memory_swappiness: Option<i64>,
     kernel_memory: Option<i64>,
     blkio_weight: Option<i64>,
     blkio_weight_device: Option<Vec<Value>>,
@@ -876,12 +875,8 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
     if let Some((name, _)) = modes.iter().find(|(_, on)| *on) {
         return refuse(name);
     }
-    let numbers: [(&str, bool); 6] = [
+    let numbers: [(&str, bool); 5] = [
         ("HostConfig.OomScoreAdj", nonzero(&hc.oom_score_adj)),
-        (
-            "HostConfig.MemorySwappiness",
-            hc.memory_swappiness.is_some_and(|s| s != -1),
-        ),
         ("HostConfig.KernelMemory", nonzero(&hc.kernel_memory)),
         ("HostConfig.BlkioWeight", nonzero(&hc.blkio_weight)),
         ("HostConfig.CpuCount", nonzero(&hc.cpu_count)),

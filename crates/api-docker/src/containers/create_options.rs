@@ -33,6 +33,7 @@ pub(super) struct OptionsBody {
     pub memory: Option<i64>,
     pub memory_swap: Option<i64>,
     pub memory_reservation: Option<i64>,
+    pub memory_swappiness: Option<i64>,
     pub ulimits: Option<Vec<UlimitBody>>,
     pub sysctls: Option<BTreeMap<String, String>>,
     pub shm_size: Option<i64>,
@@ -355,6 +356,16 @@ pub(super) fn resources(o: &mut OptionsBody, memory: Option<u64>) -> Result<Reso
         }
         s => positive("HostConfig.ShmSize", Some(s))?,
     };
+    // dockerd's range; -1 (what the CLI sends unasked) is the default.
+    let memory_swappiness = match o.memory_swappiness {
+        None | Some(-1) => None,
+        Some(s @ 0..=100) => Some(s.unsigned_abs()),
+        Some(s) => {
+            return Err(bad(format!(
+                "invalid value: {s}, valid memory swappiness range is 0-100"
+            )));
+        }
+    };
     let cpu_shares = positive("HostConfig.CpuShares", o.cpu_shares)?;
     Ok(Resources {
         // -1 and 0 are "unlimited", which is no limit at all.
@@ -369,6 +380,7 @@ pub(super) fn resources(o: &mut OptionsBody, memory: Option<u64>) -> Result<Reso
         cpu_realtime_runtime_us: realtime_runtime,
         memory_swap_bytes,
         memory_reservation_bytes,
+        memory_swappiness,
         ulimits: ulimits(o.ulimits.take())?,
         shm_size_bytes,
         // Refused by name in the body's decoding (HostConfig.OomScoreAdj);

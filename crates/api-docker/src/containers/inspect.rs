@@ -124,6 +124,7 @@ pub(super) fn host_config_json(c: &ContainerConfig) -> Value {
         "Memory": c.memory_limit_bytes.unwrap_or(0),
         "MemorySwap": r.memory_swap_bytes.unwrap_or(0),
         "MemoryReservation": r.memory_reservation_bytes.unwrap_or(0),
+        "MemorySwappiness": r.memory_swappiness,
         "PidsLimit": r.pids_limit,
         "CpuShares": r.cpu_shares.unwrap_or(0),
         "CpuQuota": r.cpu_quota_us.unwrap_or(0),

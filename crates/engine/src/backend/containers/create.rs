@@ -227,9 +227,15 @@ fn check_host_options(config: &ContainerConfig) -> Result<(), RequestError> {
         ));
     }
     let r = &config.resources;
-    if (r.cpu_realtime_runtime_us.is_some() || r.cpu_realtime_period_us.is_some())
-        && std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
-    {
+    let cgroup_v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if r.memory_swappiness.is_some() && cgroup_v2 {
+        // dockerd's words (it drops the setting with them as a warning;
+        // holdfast refuses what it cannot apply).
+        return Err(invalid(
+            "HostConfig.MemorySwappiness: Your kernel does not support memory swappiness capabilities or the cgroup is not mounted (cgroup v2 has no memory.swappiness)",
+        ));
+    }
+    if (r.cpu_realtime_runtime_us.is_some() || r.cpu_realtime_period_us.is_some()) && cgroup_v2 {
         return Err(invalid(
             "HostConfig.CpuRealtimeRuntime/CpuRealtimePeriod: cgroup v2 has no real-time CPU controller; not supported on this host",
         ));
