@@ -140,6 +140,10 @@ fn bad_requests_get_4xx_and_change_nothing() {
         (r#""OnBuild": ["RUN true"]"#, "OnBuild"),
         (r#""NetworkDisabled": true"#, "NetworkDisabled"),
         (r#""ArgsEscaped": true"#, "ArgsEscaped"),
+        (
+            r#""HostConfig": {"Isolation": "hyperv"}"#,
+            "Invalid isolation",
+        ),
     ] {
         let body = format!(r#"{{"Image": "busybox", {body}}}"#);
         let r = create(&d, "", body.as_bytes());

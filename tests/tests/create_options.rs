@@ -178,6 +178,11 @@ fn capabilities_privileged_devices_and_groups() {
     assert_eq!(hc["CapAdd"], Value::Null, "{hc:#}");
     assert_eq!(hc["Privileged"], json!(false), "{hc:#}");
     assert_eq!(hc["IpcMode"], json!("private"), "{hc:#}");
+    assert_eq!(
+        (&hc["Runtime"], &hc["Isolation"]),
+        (&json!("runc"), &json!("")),
+        "{hc:#}"
+    );
     assert_eq!(hc["ShmSize"], json!(64 << 20), "{hc:#}");
     // dockerd's default cgroup namespace depends on the cgroup version.
     let cgroupns = if cgroup_v2() { "private" } else { "host" };

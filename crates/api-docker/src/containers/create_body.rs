@@ -135,6 +135,7 @@ struct HostConfigBody {
     cpu_count: Option<i64>,
     cpu_percent: Option<i64>,
     runtime: Option<String>,
+    isolation: Option<String>,
     storage_opt: Option<BTreeMap<String, String>>,
     volume_driver: Option<String>,
     cgroup: Option<String>,
@@ -806,6 +807,16 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
             "HostConfig.VolumeDriver {driver:?} is not supported by holdfast (its volumes are local)"
         )));
     }
+    if let Some(isolation) = hc
+        .isolation
+        .as_deref()
+        .filter(|i| !i.is_empty() && *i != "default")
+    {
+        // dockerd's words on Linux.
+        return Err(ApiError::bad_request(format!(
+            "Invalid isolation: {isolation:?} - linux only supports 'default'"
+        )));
+    }
     if hc.storage_opt.as_ref().is_some_and(|o| !o.is_empty()) {
         return refuse("HostConfig.StorageOpt (--storage-opt)");
     }
@@ -969,6 +980,7 @@ mod tests {
         .expect("decoded");
         assert_eq!(c.spec_extras, holdfast_core::SpecExtras::default());
         assert!(decode_create(br#"{"Image":"b","HostConfig":{"VolumeDriver":"local"}}"#).is_ok());
+        assert!(decode_create(br#"{"Image":"b","HostConfig":{"Isolation":"default"}}"#).is_ok());
     }
 
     #[test]
@@ -1024,6 +1036,7 @@ mod tests {
             (br#"{"Image":"b","StopSignal":"SIGNOPE"}"#, "SIGNOPE"),
             (br#"{"Image":"b","HostConfig":{"AutoRemove":true,"RestartPolicy":{"Name":"always"}}}"#, "Conflicting"),
             (br#"{"Image":"b","HostConfig":{"StorageOpt":{"size":"1G"}}}"#, "HostConfig.StorageOpt"),
+            (br#"{"Image":"b","HostConfig":{"Isolation":"hyperv"}}"#, "Invalid isolation: \"hyperv\" - linux only supports 'default'"),
             (br#"{"Image":"b","HostConfig":{"VolumeDriver":"nfs"}}"#, "HostConfig.VolumeDriver \"nfs\""),
             (br#"{"Image":"b","HostConfig":{"Cgroup":"container:web"}}"#, "HostConfig.Cgroup"),
             (br#"{"Image":"b","HostConfig":{"IOMaximumIOps":10}}"#, "Maximum IO IOps"),

@@ -91,6 +91,10 @@ pub(super) fn host_config_json(c: &ContainerConfig) -> Value {
         "LogConfig": log_config,
         "PortBindings": port_bindings_json(c),
         "PublishAllPorts": c.publish_all,
+        // What holdfast runs every container with, and Linux's only
+        // isolation (dockerd shows "" for it).
+        "Runtime": "runc",
+        "Isolation": "",
         "ConsoleSize": c.spec_extras.console_size.map_or([0, 0], |(r, w)| [r, w]),
         "Annotations": (!c.spec_extras.annotations.is_empty()).then_some(&c.spec_extras.annotations),
         "ExtraHosts": c.extra_hosts,
