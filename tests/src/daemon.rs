@@ -497,44 +497,32 @@ impl Daemon {
 
     /// The container ids containerd holds in this daemon's namespace.
     pub fn containerd_container_ids(&self) -> Vec<String> {
+        lines(&self.ctr(&["containers", "ls", "-q"]))
+    }
+
+    /// `ctr ARGS...` in this daemon's containerd namespace: its stdout.
+    fn ctr(&self, args: &[&str]) -> String {
         let mut cmd = Command::new("ctr");
-        cmd.arg("--address").arg(self.containerd_socket()).args([
-            "-n",
-            &self.namespace,
-            "containers",
-            "ls",
-            "-q",
-        ]);
+        cmd.arg("--address")
+            .arg(self.containerd_socket())
+            .args(["-n", &self.namespace])
+            .args(args);
         let out = run_with_timeout(&mut cmd, Duration::from_secs(30));
         assert!(
             out.success(),
-            "ctr containers ls failed ({}):\n{}\n{}",
+            "ctr {} failed ({}):\n{}\n{}",
+            args.join(" "),
             out.code(),
             out.stderr,
             self.diagnostics()
         );
-        lines(&out.stdout)
+        out.stdout
     }
 
     /// The OCI runtime spec containerd holds for container `id`.
     pub fn containerd_spec(&self, id: &str) -> Value {
-        let mut cmd = Command::new("ctr");
-        cmd.arg("--address").arg(self.containerd_socket()).args([
-            "-n",
-            &self.namespace,
-            "containers",
-            "info",
-            id,
-        ]);
-        let out = run_with_timeout(&mut cmd, Duration::from_secs(30));
-        assert!(
-            out.success(),
-            "ctr containers info {id} failed ({}):\n{}\n{}",
-            out.code(),
-            out.stderr,
-            self.diagnostics()
-        );
-        let info: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+        let info: Value =
+            serde_json::from_str(&self.ctr(&["containers", "info", id])).unwrap_or_default();
         info["Spec"].clone()
     }
 

@@ -320,6 +320,23 @@ fn a_frozen_task_a_relist_could_not_settle_is_looked_at_again_after_the_call() {
     assert!(view(&d, "c1").paused, "the freeze is learned");
 }
 
+/// Someone freezes `c1` (pid 10): its event makes the core look, the
+/// relist shows it frozen, and the core thaws it.
+fn frozen_by_someone_else_is_thawed(d: &mut Driver) {
+    let actions = d.feed(Input::Event(ContainerdEvent::TaskPaused {
+        container: cid("c1"),
+    }));
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let mut task = running("c1", 10);
+    task.status = TaskStatus::Paused;
+    let actions = d.relist(relist, vec![task]);
+    assert_eq!(
+        calls(&actions),
+        vec![Call::Resume { id: cid("c1") }],
+        "{actions:?}"
+    );
+}
+
 #[test]
 fn a_task_frozen_by_someone_else_after_a_sigkill_went_out_is_thawed_so_that_it_dies() {
     // `docker kill` (SIGKILL) reaches containerd while, unknown to the
@@ -335,18 +352,7 @@ fn a_task_frozen_by_someone_else_after_a_sigkill_went_out_is_thawed_so_that_it_d
     let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
     let actions = d.ok(kill);
     assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
-    let actions = d.feed(Input::Event(ContainerdEvent::TaskPaused {
-        container: cid("c1"),
-    }));
-    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
-    let mut task = running("c1", 10);
-    task.status = TaskStatus::Paused;
-    let actions = d.relist(relist, vec![task]);
-    assert_eq!(
-        calls(&actions),
-        vec![Call::Resume { id: cid("c1") }],
-        "{actions:?}"
-    );
+    frozen_by_someone_else_is_thawed(&mut d);
 }
 
 #[test]
@@ -378,18 +384,7 @@ fn a_sigkill_that_a_start_came_after_is_thawed_too_when_someone_froze_the_task()
     let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
     let actions = d.ok(kill);
     assert_eq!(answers(&actions), vec![(kill_req, Answer::Done)]);
-    let actions = d.feed(Input::Event(ContainerdEvent::TaskPaused {
-        container: cid("c1"),
-    }));
-    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
-    let mut task = running("c1", 10);
-    task.status = TaskStatus::Paused;
-    let actions = d.relist(relist, vec![task]);
-    assert_eq!(
-        calls(&actions),
-        vec![Call::Resume { id: cid("c1") }],
-        "{actions:?}"
-    );
+    frozen_by_someone_else_is_thawed(&mut d);
 }
 
 /// A running container `id` (pid 10) that survived `docker kill -s HUP`
