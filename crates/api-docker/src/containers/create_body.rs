@@ -817,17 +817,12 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
             "Invalid isolation: {isolation:?} - linux only supports 'default'"
         )));
     }
-    if hc.storage_opt.as_ref().is_some_and(|o| !o.is_empty()) {
-        return refuse("HostConfig.StorageOpt (--storage-opt)");
-    }
-    if hc.cgroup.as_deref().is_some_and(|c| !c.is_empty()) {
-        return refuse("HostConfig.Cgroup");
-    }
-    if hc.kernel_memory_tcp.unwrap_or(0) != 0 {
-        return refuse("HostConfig.KernelMemoryTCP");
-    }
     let nonempty = |v: Option<usize>| v.is_some_and(|n| n > 0);
-    let lists: [(&str, bool); 10] = [
+    let lists: [(&str, bool); 11] = [
+        (
+            "HostConfig.StorageOpt (--storage-opt)",
+            nonempty(hc.storage_opt.as_ref().map(BTreeMap::len)),
+        ),
         (
             "HostConfig.VolumesFrom",
             nonempty(hc.volumes_from.as_ref().map(Vec::len)),
@@ -873,7 +868,8 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
     if let Some((name, _)) = lists.iter().find(|(_, on)| *on) {
         return refuse(name);
     }
-    let modes: [(&str, bool); 2] = [
+    let modes: [(&str, bool); 3] = [
+        ("HostConfig.Cgroup", nonempty_str(&hc.cgroup, &[])),
         (
             "HostConfig.UsernsMode",
             nonempty_str(&hc.userns_mode, &["private"]),
@@ -886,9 +882,10 @@ fn refuse_unsupported(hc: &HostConfigBody) -> Result<(), ApiError> {
     if let Some((name, _)) = modes.iter().find(|(_, on)| *on) {
         return refuse(name);
     }
-    let numbers: [(&str, bool); 5] = [
+    let numbers: [(&str, bool); 6] = [
         ("HostConfig.OomScoreAdj", nonzero(&hc.oom_score_adj)),
         ("HostConfig.KernelMemory", nonzero(&hc.kernel_memory)),
+        ("HostConfig.KernelMemoryTCP", nonzero(&hc.kernel_memory_tcp)),
         ("HostConfig.BlkioWeight", nonzero(&hc.blkio_weight)),
         ("HostConfig.CpuCount", nonzero(&hc.cpu_count)),
         ("HostConfig.CpuPercent", nonzero(&hc.cpu_percent)),

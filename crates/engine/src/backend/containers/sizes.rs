@@ -4,6 +4,7 @@
 
 use super::{Containers, Snapshot};
 use crate::backend::images::LocalImage;
+use crate::engine::EngineHandle;
 use holdfast_core::{FailureKind, RequestError};
 use std::collections::BTreeMap;
 
@@ -20,7 +21,7 @@ pub struct Sizes {
 /// Measures containers; see the module docs.
 #[derive(Debug)]
 pub struct SizeMeter<'a> {
-    containers: Containers<'a>,
+    engine: &'a EngineHandle,
     /// The images there are, by id.
     images: BTreeMap<String, LocalImage>,
     /// The unpacked size of each image measured so far, by id.
@@ -39,7 +40,7 @@ impl<'a> Containers<'a> {
             .map(|i| (i.resolved.config_digest.clone(), i))
             .collect();
         Ok(SizeMeter {
-            containers: Containers::new(self.engine),
+            engine: self.engine,
             images,
             measured: BTreeMap::new(),
         })
@@ -60,14 +61,14 @@ impl SizeMeter<'_> {
         let Some(image) = self.images.get(image_id) else {
             return Ok(None);
         };
-        let size = self.containers.engine.images().unpacked_size(image).await?;
+        let size = self.engine.images().unpacked_size(image).await?;
         self.measured.insert(image_id.to_owned(), size);
         Ok(Some(size))
     }
 
     /// A container's sizes.
     pub async fn measure(&mut self, s: &Snapshot) -> Result<Sizes, RequestError> {
-        let adapter = &self.containers.engine.services.adapter;
+        let adapter = &self.engine.services.adapter;
         let rw = match adapter.container_rw_size(&s.record.id).await {
             Ok(size) => size,
             // A container being created or removed has no snapshot (yet):
