@@ -498,3 +498,116 @@ fn containers_on_different_networks_cannot_reach_each_other() {
         );
     }
 }
+
+/// `(Action, Actor.ID, one attribute)` of each event, in order.
+fn told(events: &[serde_json::Value], attribute: &str) -> Vec<(String, String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                text(&e["Action"]),
+                text(&e["Actor"]["ID"]),
+                text(&e["Actor"]["Attributes"][attribute]),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn networks_and_volumes_tell_their_events_and_the_filters_choose_them() {
+    let net = BridgeDaemon::start();
+    let d = &net.d;
+    let since = holdfast_e2e::now_unix_nanos();
+    let network = d.ok(&["network", "create", "evnet"]).trim().to_owned();
+    d.ok(&["volume", "create", "evvol"]);
+    let id = d
+        .ok(&[
+            "run",
+            "-d",
+            "--name",
+            "ev",
+            "--network",
+            "evnet",
+            "-v",
+            "evvol:/data:ro",
+            "busybox",
+            "sleep",
+            "300",
+        ])
+        .trim()
+        .to_owned();
+    d.ok(&["rm", "-f", "ev"]);
+    d.ok(&["network", "rm", "evnet"]);
+    d.ok(&["volume", "rm", "evvol"]);
+
+    let of_network = d.events_since(since, &["--filter", "network=evnet"]);
+    assert_eq!(
+        told(&of_network, "container"),
+        [
+            ("create", &network, ""),
+            ("connect", &network, &id),
+            ("disconnect", &network, &id),
+            ("destroy", &network, ""),
+        ]
+        .map(|(a, b, c)| (a.to_owned(), b.to_string(), c.to_string())),
+        "{of_network:#?}\n{}",
+        d.diagnostics()
+    );
+    assert!(
+        of_network.iter().all(|e| e["Type"] == "network"
+            && e["Actor"]["Attributes"]["name"] == "evnet"
+            && e["Actor"]["Attributes"]["type"] == "bridge"),
+        "{of_network:#?}"
+    );
+    // By the network's id too (a prefix, as dockerd).
+    let by_id = d.events_since(since, &["--filter", &format!("network={}", &network[..12])]);
+    assert_eq!(by_id.len(), 4, "{by_id:#?}");
+
+    let of_volume = d.events_since(since, &["--filter", "volume=evvol"]);
+    assert_eq!(
+        told(&of_volume, "container"),
+        [
+            ("create", ""),
+            ("mount", id.as_str()),
+            ("unmount", id.as_str()),
+            ("destroy", ""),
+        ]
+        .map(|(a, c)| (a.to_owned(), "evvol".to_owned(), c.to_owned())),
+        "{of_volume:#?}\n{}",
+        d.diagnostics()
+    );
+    let mount = &of_volume[1]["Actor"]["Attributes"];
+    assert_eq!(mount["destination"], "/data", "{mount}");
+    assert_eq!(mount["read/write"], "false", "{mount}");
+    assert_eq!(mount["driver"], "local", "{mount}");
+
+    // The types and the scope choose too; a container's filter is about
+    // the container as actor, as dockerd's.
+    let typed = d.events_since(
+        since,
+        &["--filter", "type=volume", "--filter", "scope=local"],
+    );
+    assert_eq!(typed.len(), 4, "{typed:#?}");
+    assert!(
+        d.events_since(since, &["--filter", "scope=swarm"])
+            .is_empty(),
+        "swarm-scoped events from a daemon without swarm"
+    );
+    // (By prefix, so `ev` would take `evvol` and `evnet` too, as dockerd's.)
+    let of_container = d.events_since(since, &["--filter", &format!("container={id}")]);
+    assert!(
+        !of_container.is_empty() && of_container.iter().all(|e| e["Type"] == "container"),
+        "{of_container:#?}"
+    );
+    let printed = d.ok(&[
+        "events",
+        "--since",
+        &holdfast_e2e::unix_nanos_arg(since),
+        "--until",
+        &holdfast_e2e::unix_nanos_arg(holdfast_e2e::now_unix_nanos()),
+        "--filter",
+        "daemon=nothing-is-named-so",
+    ]);
+    assert_eq!(printed.trim(), "", "a daemon filter chose events of others");
+}

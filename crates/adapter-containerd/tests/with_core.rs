@@ -89,7 +89,8 @@ impl Loop {
                 // Its containers are on no network and name no volume.
                 Action::Network { call, .. } => panic!("a network call: {call:?}"),
                 Action::Volume { call, .. } => panic!("a volume call: {call:?}"),
-                Action::PersistVolume(_)
+                Action::PublishResource(_)
+                | Action::PersistVolume(_)
                 | Action::UnpersistVolume(_)
                 | Action::PersistNetwork(_)
                 | Action::UnpersistNetwork(_) => {}

@@ -176,12 +176,16 @@ fn commit(c: Option<&Component>) -> Value {
     json!({ "ID": id, "Expected": id })
 }
 
-/// Which events a subscriber wants.
+/// Which events a subscriber wants, as dockerd's filter chooses them.
 #[derive(Debug, Default)]
 struct EventFilter {
-    containers: Vec<String>,
     events: Vec<String>,
     types: Vec<String>,
+    scopes: Vec<String>,
+    /// By the actor's id or `name` attribute, by prefix: dockerd's
+    /// `container`, `volume`, `network` and `daemon` filters (each one
+    /// given narrows every event, whatever its type, as dockerd's does).
+    by_actor: Vec<Vec<String>>,
     labels: Vec<String>,
     images: Vec<String>,
 }
@@ -192,18 +196,37 @@ impl EventFilter {
             values.is_empty() || values.iter().any(|v| f(v))
         };
         let name = e.attributes.get("name").map(String::as_str).unwrap_or("");
-        any(&self.containers, &|v| {
-            e.kind == "container" && (e.actor_id.starts_with(v) || name == v)
-        }) && any(&self.events, &|v| event_matches(&e.action, v))
+        // What `image` names: an image event's own name, else the image of
+        // the container it is about.
+        let image_attribute = if e.kind == "image" { "name" } else { "image" };
+        let image = e.attributes.get(image_attribute).map(String::as_str);
+        any(&self.events, &|v| event_matches(&e.action, v))
             && any(&self.types, &|v| e.kind == v)
+            && any(&self.scopes, &|v| v == "local")
+            && self.by_actor.iter().all(|values| {
+                any(values, &|v| {
+                    e.actor_id.starts_with(v) || name.starts_with(v)
+                })
+            })
             && any(&self.images, &|v| {
                 e.from.as_deref() == Some(v)
-                    || e.attributes.get("image").map(String::as_str) == Some(v)
+                    || image == Some(v)
+                    || e.actor_id == v
+                    || image.map(without_tag) == Some(v)
+                    || without_tag(&e.actor_id) == v
             })
             && self.labels.iter().all(|l| match l.split_once('=') {
                 Some((k, v)) => e.attributes.get(k).is_some_and(|have| have == v),
                 None => e.attributes.contains_key(l.as_str()),
             })
+    }
+}
+
+/// `busybox:latest` -> `busybox` (a digest or a registry's port stays).
+fn without_tag(name: &str) -> &str {
+    match name.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') && !name.contains('@') => repo,
+        _ => name,
     }
 }
 
@@ -231,11 +254,27 @@ pub async fn events(State(state): State<ApiState>, query: RawQuery) -> Result<Re
     let since = time("since")?;
     let until = time("until")?;
     let f = p.filters()?;
-    f.only(&["container", "event", "type", "label", "image"])?;
+    const BY_ACTOR: [&str; 4] = ["container", "volume", "network", "daemon"];
+    f.only(&[
+        "container",
+        "volume",
+        "network",
+        "daemon",
+        "event",
+        "type",
+        "scope",
+        "label",
+        "image",
+    ])?;
     let filter = Arc::new(EventFilter {
-        containers: f.get("container").to_vec(),
         events: f.get("event").to_vec(),
         types: f.get("type").to_vec(),
+        scopes: f.get("scope").to_vec(),
+        by_actor: BY_ACTOR
+            .iter()
+            .map(|key| f.get(key).to_vec())
+            .filter(|values| !values.is_empty())
+            .collect(),
         labels: f.get("label").to_vec(),
         images: f.get("image").to_vec(),
     });
@@ -295,4 +334,85 @@ pub async fn events(State(state): State<ApiState>, query: RawQuery) -> Result<Re
         HeaderValue::from_static("application/json"),
     );
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(
+        kind: &'static str,
+        action: &str,
+        actor: &str,
+        attrs: &[(&str, &str)],
+    ) -> EventMessage {
+        EventMessage {
+            kind,
+            action: action.to_owned(),
+            actor_id: actor.to_owned(),
+            from: None,
+            attributes: attrs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            time_nanos: 0,
+        }
+    }
+
+    fn by_actor(key: &str, values: &[&str]) -> EventFilter {
+        let values: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
+        let mut f = EventFilter::default();
+        match key {
+            "scope" => f.scopes = values,
+            "image" => f.images = values,
+            _ => f.by_actor.push(values),
+        }
+        f
+    }
+
+    #[test]
+    fn volume_and_network_filters_match_by_id_or_name_prefix_and_narrow_every_type() {
+        let volume = event("volume", "create", "data", &[("driver", "local")]);
+        let network = event(
+            "network",
+            "connect",
+            "4f1e",
+            &[("name", "back"), ("container", "c1")],
+        );
+        let container = event("container", "start", "c1ab", &[("name", "web")]);
+        let f = by_actor("volume", &["dat"]);
+        assert!(f.matches(&volume));
+        assert!(!f.matches(&network));
+        assert!(!f.matches(&container));
+        let f = by_actor("network", &["back"]);
+        assert!(f.matches(&network));
+        assert!(by_actor("network", &["4f"]).matches(&network));
+        assert!(!f.matches(&volume));
+        // As dockerd: `container=` is the actor's, so a network event about
+        // the container is not among them.
+        let f = by_actor("container", &["web"]);
+        assert!(f.matches(&container));
+        assert!(!f.matches(&network));
+        // Two kinds given: an event must pass both.
+        let mut both = by_actor("volume", &["data"]);
+        both.by_actor.push(vec!["web".to_owned()]);
+        assert!(!both.matches(&volume));
+        // holdfast's daemon publishes nothing of its own: a daemon filter
+        // leaves out whatever is not named by it.
+        assert!(!by_actor("daemon", &["holdfast"]).matches(&container));
+    }
+
+    #[test]
+    fn scope_is_local_and_image_matches_with_or_without_its_tag() {
+        let pull = event("image", "pull", "busybox:latest", &[("name", "busybox")]);
+        assert!(by_actor("scope", &["local"]).matches(&pull));
+        assert!(!by_actor("scope", &["swarm"]).matches(&pull));
+        assert!(by_actor("image", &["busybox"]).matches(&pull));
+        let start = event("container", "start", "c1", &[("image", "busybox:1.36")]);
+        assert!(by_actor("image", &["busybox"]).matches(&start));
+        assert!(by_actor("image", &["busybox:1.36"]).matches(&start));
+        assert!(!by_actor("image", &["alpine"]).matches(&start));
+        assert_eq!(without_tag("localhost:5000/a"), "localhost:5000/a");
+        assert_eq!(without_tag("localhost:5000/a:v1"), "localhost:5000/a");
+    }
 }

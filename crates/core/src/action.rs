@@ -51,6 +51,8 @@ pub enum Action {
     Answer(RequestId, Answer),
     /// Tell `docker events` subscribers.
     Publish(UserEvent),
+    /// Tell `docker events` subscribers of a volume's or a network's life.
+    PublishResource(ResourceEvent),
     /// Run a health probe in the container; its result comes back as
     /// `Input::ProbeResult`, exactly once. Without it the health status
     /// the user asked for would never be known.
@@ -348,6 +350,101 @@ pub struct UserEvent {
     pub container: ContainerId,
     pub kind: UserEventKind,
     pub at: WallTime,
+}
+
+/// `docker events` of volumes and networks, in dockerd's vocabulary: each
+/// says a fact the core has just recorded (a volume made or gone, an
+/// interface on a network made or released), once.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct ResourceEvent {
+    pub kind: ResourceEventKind,
+    pub at: WallTime,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum ResourceEventKind {
+    /// Volume `name` is made (`create`) or gone (`destroy`).
+    VolumeCreated {
+        name: String,
+    },
+    VolumeDestroyed {
+        name: String,
+    },
+    /// A run of `container` began with volume `name` at `destination`
+    /// (`mount`), or is over (`unmount`).
+    VolumeMounted {
+        name: String,
+        container: ContainerId,
+        destination: String,
+        read_only: bool,
+    },
+    VolumeUnmounted {
+        name: String,
+        container: ContainerId,
+        destination: String,
+    },
+    /// User network `name` (its id) is defined (`create`) or removed
+    /// (`destroy`).
+    NetworkCreated {
+        name: String,
+        id: String,
+    },
+    NetworkDestroyed {
+        name: String,
+        id: String,
+    },
+    /// `container` has an interface on network `name` (`connect`), or has
+    /// it no more (`disconnect`). `id` is `None` for the default `bridge`,
+    /// whose id is the network executor's.
+    NetworkConnected {
+        name: String,
+        id: Option<String>,
+        container: ContainerId,
+    },
+    NetworkDisconnected {
+        name: String,
+        id: Option<String>,
+        container: ContainerId,
+    },
+}
+
+impl ResourceEventKind {
+    /// What the event is about (a volume, a network, a run's mount of a
+    /// volume at a path, a container's interface on a network) and whether
+    /// it says that began (`true`) or ended. Each such subject's events
+    /// alternate: a fact is told once.
+    pub fn subject(&self) -> (String, bool) {
+        use ResourceEventKind as K;
+        match self {
+            K::VolumeCreated { name } => (format!("volume {name}"), true),
+            K::VolumeDestroyed { name } => (format!("volume {name}"), false),
+            K::VolumeMounted {
+                name,
+                container,
+                destination,
+                ..
+            } => (
+                format!("{container}'s mount of {name} at {destination}"),
+                true,
+            ),
+            K::VolumeUnmounted {
+                name,
+                container,
+                destination,
+            } => (
+                format!("{container}'s mount of {name} at {destination}"),
+                false,
+            ),
+            K::NetworkCreated { name, .. } => (format!("network {name}"), true),
+            K::NetworkDestroyed { name, .. } => (format!("network {name}"), false),
+            K::NetworkConnected {
+                name, container, ..
+            } => (format!("{container} on network {name}"), true),
+            K::NetworkDisconnected {
+                name, container, ..
+            } => (format!("{container} on network {name}"), false),
+        }
+    }
 }
 
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]

@@ -1228,7 +1228,7 @@ const STOPPED_BEFORE_START: &str = "the container was stopped before it started"
 const KILLED_BEFORE_START: &str = "the container was killed before it started";
 
 /// The network a bridge container was created on, by name.
-fn own_network(config: &ContainerConfig) -> &str {
+pub(crate) fn own_network(config: &ContainerConfig) -> &str {
     config.network_name.as_deref().unwrap_or(DEFAULT_NETWORK)
 }
 

@@ -356,6 +356,19 @@ impl Core {
         }
         self.out.persist(&c.rec);
         self.out.publish(id, UserEventKind::Die { exit_code });
+        // The run that mounted its volumes (its `start`) is over.
+        if was_started {
+            for m in &c.rec.config.mounts {
+                if let Some(name) = &m.volume {
+                    self.out
+                        .publish_resource(crate::ResourceEventKind::VolumeUnmounted {
+                            name: name.clone(),
+                            container: id.clone(),
+                            destination: m.destination.clone(),
+                        });
+                }
+            }
+        }
         if stopped {
             self.out.publish(id, UserEventKind::Stop);
         }

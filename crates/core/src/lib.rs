@@ -31,7 +31,7 @@
 //!         Action::Persist(_) | Action::Unpersist(_) => { /* write before going on */ }
 //!         Action::PersistVolume(_) | Action::UnpersistVolume(_) => { /* likewise */ }
 //!         Action::PersistNetwork(_) | Action::UnpersistNetwork(_) => { /* likewise */ }
-//!         Action::Answer(_, _) | Action::Publish(_) => {}
+//!         Action::Answer(_, _) | Action::Publish(_) | Action::PublishResource(_) => {}
 //!         Action::RunProbe(_) => { /* run it as an exec; feed its result */ }
 //!     }
 //! }
@@ -86,7 +86,8 @@ mod timers;
 pub mod volume;
 
 pub use action::{
-    Action, Answer, Call, ErrorKind, NetworkCall, RequestError, UserEvent, UserEventKind,
+    Action, Answer, Call, ErrorKind, NetworkCall, RequestError, ResourceEvent, ResourceEventKind,
+    UserEvent, UserEventKind,
 };
 pub use commands::NAME_TAKEN;
 pub use config::{
@@ -246,6 +247,14 @@ impl Outbox {
             at: self.now.wall,
         };
         self.actions.push_back(Action::Publish(event));
+    }
+
+    fn publish_resource(&mut self, kind: ResourceEventKind) {
+        let event = ResourceEvent {
+            kind,
+            at: self.now.wall,
+        };
+        self.actions.push_back(Action::PublishResource(event));
     }
 
     /// Answers a request that was never registered as pending.

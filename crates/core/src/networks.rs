@@ -13,7 +13,9 @@ use crate::ids::{ContainerId, OpId, RequestId};
 use crate::input::{Done, Failure, FailureKind};
 use crate::time::WallTime;
 use crate::volume::ResourceState;
-use crate::{Answer, Core, ErrorKind, Map, NetworkMode, OpOwner, TimerKind, error};
+use crate::{
+    Answer, Core, ErrorKind, Map, NetworkMode, OpOwner, ResourceEventKind, TimerKind, error,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -67,12 +69,17 @@ pub(crate) struct Network {
     pub(crate) in_flight: Option<(OpId, bool)>,
     pub(crate) retry_waiting: bool,
     pub(crate) attempts: u32,
+    /// Its `create` event went out (or it was made before this start-up):
+    /// only then is its removal a `destroy` (one whose making failed was
+    /// never there for the user).
+    pub(crate) announced: bool,
     pub(crate) requests: Vec<RequestId>,
 }
 
 impl Network {
     fn new(rec: NetworkRecord) -> Network {
         Network {
+            announced: rec.state != ResourceState::Creating,
             rec,
             in_flight: None,
             retry_waiting: false,
@@ -284,6 +291,13 @@ impl Core {
                     n.rec.defined = Some(definition);
                 }
                 self.out.persist_network(&n.rec);
+                if !std::mem::replace(&mut n.announced, true) {
+                    self.out
+                        .publish_resource(ResourceEventKind::NetworkCreated {
+                            name: name.to_owned(),
+                            id: n.rec.id.clone(),
+                        });
+                }
                 for req in std::mem::take(&mut n.requests) {
                     self.out.request_network.remove(&req);
                     self.out.answer_now(req, Answer::Done);
@@ -304,6 +318,13 @@ impl Core {
                 self.out
                     .timers
                     .cancel(&TimerKind::NetworkRetry(name.to_owned()));
+                if n.announced {
+                    self.out
+                        .publish_resource(ResourceEventKind::NetworkDestroyed {
+                            name: name.to_owned(),
+                            id: n.rec.id.clone(),
+                        });
+                }
                 for req in n.requests {
                     self.out.request_network.remove(&req);
                     self.out.answer_now(req, Answer::Done);

@@ -8,13 +8,17 @@
 //! always has a recorded exit, or a task that never started; a start always
 //! has a user's start or a policy restart after a recorded exit.
 
+use crate::commands::own_network;
 use crate::container::{Container, KillPurpose, Pending, Step, TaskState};
 use crate::ids::{ContainerId, OpId};
 use crate::input::{Done, Failure, FailureKind, WaitCondition};
 use crate::record::{Endpoint, NetworkState, Presence, Record};
 use crate::signal::Signal;
 use crate::time::Instant;
-use crate::{Answer, Call, Core, ErrorKind, NetworkCall, OpOwner, TimerKind, UserEventKind, error};
+use crate::{
+    Answer, Call, Core, ErrorKind, NetworkCall, OpOwner, ResourceEventKind, TimerKind,
+    UserEventKind, error,
+};
 
 /// What a network setup's refusal tells the user: a host port in use or
 /// an address taken is a conflict; a network that is gone, not found.
@@ -300,6 +304,31 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
             Some((Issue::Containerd(Call::CreateTask { id }), Step::CreateTask))
         }
         TaskState::Absent => None,
+    }
+}
+
+/// `connect` (or `disconnect`) of container `id` on network `name`.
+fn connected_event(
+    networks: &crate::Map<String, crate::networks::Network>,
+    id: &ContainerId,
+    name: String,
+    connected: bool,
+) -> ResourceEventKind {
+    // The default `bridge` is the executor's: its id too.
+    let network_id = networks.get(&name).map(|n| n.rec.id.clone());
+    let container = id.clone();
+    if connected {
+        ResourceEventKind::NetworkConnected {
+            name,
+            id: network_id,
+            container,
+        }
+    } else {
+        ResourceEventKind::NetworkDisconnected {
+            name,
+            id: network_id,
+            container,
+        }
     }
 }
 
@@ -768,35 +797,62 @@ impl Core {
                     self.pause_over(id, Answer::Done);
                 }
             }
+            // An interface made (an allocation given) is a `connect`; its
+            // release (the allocation recorded goes) a `disconnect`.
             Step::NetworkSetup => {
                 c.rec.network = NetworkState::Attached;
                 let given = allocation_of(done);
+                let connected = given.is_some();
                 c.rec.allocation = if bug!(self.config, StaleAllocation) {
                     c.rec.allocation.take().or(given)
                 } else {
                     given
                 };
                 self.out.persist(&c.rec);
+                if connected {
+                    let name = own_network(&c.rec.config).to_owned();
+                    let event = connected_event(&self.networks, id, name, true);
+                    self.out.publish_resource(event);
+                }
             }
             Step::NetworkTeardown => {
                 c.rec.network = NetworkState::Detached;
+                let released = c.rec.allocation.is_some();
                 if !bug!(self.config, StaleAllocation) {
                     c.rec.allocation = None;
                 }
                 self.out.persist(&c.rec);
+                if released {
+                    let name = own_network(&c.rec.config).to_owned();
+                    let event = connected_event(&self.networks, id, name, false);
+                    self.out.publish_resource(event);
+                }
             }
             Step::EndpointSetup(slot) => {
+                let mut connected = None;
                 if let Some(e) = c.rec.endpoints.iter_mut().find(|e| e.slot == slot) {
                     e.state = NetworkState::Attached;
                     e.allocation = allocation_of(done);
+                    connected = e.allocation.is_some().then(|| e.network.clone());
                 }
                 self.out.persist(&c.rec);
+                if let Some(name) = connected {
+                    let event = connected_event(&self.networks, id, name, true);
+                    self.out.publish_resource(event);
+                }
                 self.answer_pending_where(id, |p| p == Pending::Connect(slot), || Answer::Done);
             }
             Step::EndpointTeardown(slot) => {
+                let mut released = None;
                 if let Some(e) = c.rec.endpoints.iter_mut().find(|e| e.slot == slot) {
                     e.state = NetworkState::Detached;
-                    e.allocation = None;
+                    if e.allocation.take().is_some() {
+                        released = Some(e.network.clone());
+                    }
+                }
+                if let Some(name) = released {
+                    let event = connected_event(&self.networks, id, name, false);
+                    self.out.publish_resource(event);
                 }
                 // A disconnected endpoint is forgotten once nothing of it is left.
                 c.rec
@@ -1254,6 +1310,17 @@ impl Core {
             c.task = TaskState::Running { pid };
         }
         self.out.persist(&c.rec);
+        // As dockerd: each volume's `mount`, then the container's `start`.
+        for m in &c.rec.config.mounts {
+            if let Some(name) = &m.volume {
+                self.out.publish_resource(ResourceEventKind::VolumeMounted {
+                    name: name.clone(),
+                    container: id.clone(),
+                    destination: m.destination.clone(),
+                    read_only: m.read_only,
+                });
+            }
+        }
         self.out.publish(id, UserEventKind::Start);
         // (A restart asked after this start was sent wants the next one.)
         let sent = c.starts_sent;

@@ -13,7 +13,7 @@
 use crate::ids::{ContainerId, OpId, RequestId};
 use crate::input::{Done, Failure, FailureKind};
 use crate::time::WallTime;
-use crate::{Answer, Core, ErrorKind, Map, OpOwner, TimerKind, error};
+use crate::{Answer, Core, ErrorKind, Map, OpOwner, ResourceEventKind, TimerKind, error};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -103,6 +103,10 @@ pub(crate) struct Volume {
     pub(crate) in_flight: Option<(OpId, bool)>,
     pub(crate) retry_waiting: bool,
     pub(crate) attempts: u32,
+    /// Its `create` event went out (or it was made before this start-up):
+    /// only then is its removal a `destroy` (one whose making failed was
+    /// never there for the user).
+    pub(crate) announced: bool,
     /// Requests answered once it is made (create) or gone (remove, prune).
     pub(crate) requests: Vec<RequestId>,
 }
@@ -110,6 +114,7 @@ pub(crate) struct Volume {
 impl Volume {
     fn new(rec: VolumeRecord) -> Volume {
         Volume {
+            announced: rec.state != ResourceState::Creating,
             rec,
             in_flight: None,
             retry_waiting: false,
@@ -469,6 +474,11 @@ impl Core {
                 v.attempts = 0;
                 v.rec.state = ResourceState::Ready;
                 self.out.persist_volume(&v.rec);
+                if !std::mem::replace(&mut v.announced, true) {
+                    self.out.publish_resource(ResourceEventKind::VolumeCreated {
+                        name: name.to_owned(),
+                    });
+                }
                 let waiting = std::mem::take(&mut v.requests);
                 for req in waiting {
                     self.out.request_volume.remove(&req);
@@ -494,6 +504,12 @@ impl Core {
                 self.out
                     .timers
                     .cancel(&TimerKind::VolumeRetry(name.to_owned()));
+                if v.announced {
+                    self.out
+                        .publish_resource(ResourceEventKind::VolumeDestroyed {
+                            name: name.to_owned(),
+                        });
+                }
                 for req in v.requests {
                     self.out.request_volume.remove(&req);
                     self.out.answer_now(req, Answer::Done);

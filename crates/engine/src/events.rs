@@ -2,6 +2,7 @@
 //! subscribers. Subscribing takes the history and the live feed under one
 //! lock, so a subscriber sees every event once, none twice.
 
+use holdfast_core::{ResourceEvent, ResourceEventKind};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,7 @@ const LAG_MAX: usize = 4096;
 /// One event as `docker events` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventMessage {
-    /// `container` or `image`.
+    /// `container`, `image`, `volume` or `network`.
     pub kind: &'static str,
     pub action: String,
     pub actor_id: String,
@@ -44,6 +45,97 @@ impl EventMessage {
             }
         }
         v
+    }
+}
+
+impl EventMessage {
+    /// A volume's or a network's event as dockerd words it (`local`
+    /// volumes, `bridge` networks: the only drivers holdfast has).
+    /// `bridge_id`: the id of the default `bridge`, which the core leaves
+    /// to the network executor.
+    pub fn of_resource(event: &ResourceEvent, bridge_id: &str) -> EventMessage {
+        use ResourceEventKind as K;
+        let pairs = |list: &[(&str, &str)]| -> BTreeMap<String, String> {
+            list.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let network_id = |id: &Option<String>| id.clone().unwrap_or_else(|| bridge_id.to_owned());
+        let (kind, action, actor_id, attributes) = match &event.kind {
+            K::VolumeCreated { name } => (
+                "volume",
+                "create",
+                name.clone(),
+                pairs(&[("driver", "local")]),
+            ),
+            K::VolumeDestroyed { name } => (
+                "volume",
+                "destroy",
+                name.clone(),
+                pairs(&[("driver", "local")]),
+            ),
+            K::VolumeMounted {
+                name,
+                container,
+                destination,
+                read_only,
+            } => {
+                let read_write = if *read_only { "false" } else { "true" };
+                let attributes = pairs(&[
+                    ("container", container.as_str()),
+                    ("destination", destination),
+                    ("driver", "local"),
+                    ("propagation", ""),
+                    ("read/write", read_write),
+                ]);
+                ("volume", "mount", name.clone(), attributes)
+            }
+            K::VolumeUnmounted {
+                name, container, ..
+            } => {
+                let attributes = pairs(&[("container", container.as_str()), ("driver", "local")]);
+                ("volume", "unmount", name.clone(), attributes)
+            }
+            K::NetworkCreated { name, id } | K::NetworkDestroyed { name, id } => {
+                let action = if matches!(event.kind, K::NetworkCreated { .. }) {
+                    "create"
+                } else {
+                    "destroy"
+                };
+                let attributes = pairs(&[("name", name), ("type", "bridge")]);
+                ("network", action, id.clone(), attributes)
+            }
+            K::NetworkConnected {
+                name,
+                id,
+                container,
+            }
+            | K::NetworkDisconnected {
+                name,
+                id,
+                container,
+            } => {
+                let action = if matches!(event.kind, K::NetworkConnected { .. }) {
+                    "connect"
+                } else {
+                    "disconnect"
+                };
+                let attributes = pairs(&[
+                    ("container", container.as_str()),
+                    ("name", name),
+                    ("type", "bridge"),
+                ]);
+                ("network", action, network_id(id), attributes)
+            }
+        };
+        EventMessage {
+            kind,
+            action: action.to_owned(),
+            actor_id,
+            from: None,
+            attributes,
+            time_nanos: event.at.as_unix_nanos(),
+        }
     }
 }
 

@@ -184,6 +184,9 @@ pub struct Checker {
     /// The latest Subscribe and Relist calls issued.
     latest_sub: u64,
     latest_relist: u64,
+    /// The last event of each volume, network, mount and connection in
+    /// this life of holdfastd: whether it said made (or gone).
+    resource_events: BTreeMap<String, bool>,
 }
 
 impl Checker {
@@ -211,6 +214,7 @@ impl Checker {
             last_op: 0,
             latest_sub: 0,
             latest_relist: 0,
+            resource_events: BTreeMap::new(),
         }
     }
 
@@ -233,6 +237,7 @@ impl Checker {
         // A restarted daemon may not know whether a create its
         // predecessor sent still runs on: its starts are timed anew.
         self.start_wanted_since.clear();
+        self.resource_events.clear();
     }
 
     /// Whether the exit of `pid`, as `container`'s current process, was

@@ -8,7 +8,7 @@ use crate::steps::{Step, enabled, health_check, id, restart_policy, stop_signal}
 use crate::support;
 use crate::world::World;
 use holdfast_core::*;
-use holdfast_sim::check::resources::{exec_end_harmless, exec_end_of};
+use holdfast_sim::check::resources::{exec_end_harmless, exec_end_of, told_once};
 use holdfast_sim::model::Task;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -456,6 +456,9 @@ impl Harness {
                 self.follow_volume_record(action)?;
             }
             Action::RunProbe(probe) => self.check_probe_asked(input, probe)?,
+            Action::PublishResource(event) => {
+                told_once(&mut self.res.told, event).map_err(TestCaseError::fail)?;
+            }
             Action::Publish(event) if event.kind == UserEventKind::Oom => {
                 self.check_oom_announced(input, event)?;
             }
@@ -785,6 +788,7 @@ impl Harness {
         self.user_kill_ops.clear();
         self.removes.clear();
         self.kills_announced.clear();
+        self.res.told.clear();
         self.kill_calls.clear();
         self.relist_snapshots.clear();
         self.newest_relist = 0;

@@ -24,6 +24,9 @@ pub(crate) struct Resources {
     /// Cases whose containers mount volumes and whose users exec, commit,
     /// copy and manage volumes: the other cases never see a volume action.
     pub(crate) on: bool,
+    /// The last event of each volume, network, mount and interface in
+    /// this daemon's life (whether it said began).
+    pub(crate) told: BTreeMap<String, bool>,
     /// Volume records as holdfastd persisted them.
     pub(crate) records: BTreeMap<String, VolumeRecord>,
     /// Volumes whose removal was recorded, and not made anew since.

@@ -289,6 +289,17 @@ pub fn events(actions: &[Action]) -> Vec<UserEventKind> {
         .collect()
 }
 
+/// The volumes' and networks' events among `actions`, in order.
+pub fn resource_events(actions: &[Action]) -> Vec<ResourceEventKind> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::PublishResource(e) => Some(e.kind.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn running(id: &str, pid: u32) -> TaskInfo {
     TaskInfo {
         container: cid(id),

@@ -349,6 +349,12 @@ impl Engine {
                     }
                     self.publish(event);
                 }
+                Action::PublishResource(event) => {
+                    let bridge = self.network.default_network().map(|d| d.id);
+                    let message =
+                        EventMessage::of_resource(&event, bridge.as_deref().unwrap_or(""));
+                    self.events.publish(message);
+                }
             }
         }
         for id in unpersisted {

@@ -397,6 +397,9 @@ impl Checker {
                 }
                 Ok(())
             }
+            Action::PublishResource(event) => {
+                super::resources::told_once(&mut self.resource_events, event)
+            }
             Action::Persist(_) | Action::Unpersist(_) => Ok(()),
             Action::RunProbe(probe) => {
                 let view = core.and_then(|c| c.container(&probe.container));

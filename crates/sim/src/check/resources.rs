@@ -392,3 +392,23 @@ pub fn resources_converged(
         .find(|(id, t)| t.status == TaskStatus::Paused && !pause_asked.contains_key(*id))
         .map(|(id, _)| format!("{id}: frozen, and no user paused it (a commit's freeze left)"))
 }
+
+/// The events of volumes and networks tell each fact once: within one
+/// life of holdfastd, the events of each subject (a volume, a network, a
+/// run's mount, a container's interface on a network) alternate between
+/// began and ended. A crash may fall between a fact and its event, so the
+/// first event of each in a life may be either. `told`: the last event of
+/// each subject in this life (whether it said began).
+pub fn told_once(
+    told: &mut BTreeMap<String, bool>,
+    event: &holdfast_core::ResourceEvent,
+) -> Result<(), String> {
+    let (subject, began) = event.kind.subject();
+    match told.insert(subject.clone(), began) {
+        Some(was) if was == began => Err(format!(
+            "{subject}: told {} twice without the other in between: {event:?}",
+            if began { "began" } else { "ended" }
+        )),
+        _ => Ok(()),
+    }
+}

@@ -264,7 +264,7 @@ impl Sim {
                 self.network_records.remove(&name);
             }
             Action::Answer(req, answer) => self.answered(req, &answer),
-            Action::Publish(_) => {}
+            Action::Publish(_) | Action::PublishResource(_) => {}
             Action::RunProbe(probe) => self.run_probe(probe),
         }
         Ok(())
