@@ -292,7 +292,11 @@ fn commit_refuses_what_it_cannot_do_yet_by_name() {
         &["commit", "--change", "RUN make", "orig", "x:1"],
         "--change RUN is not supported",
     );
-    d.fails_saying("no repository", &["commit", "orig"], "repository name");
+    d.fails_saying(
+        "a tag without a repository",
+        &["commit", "orig", ":v1"],
+        "invalid reference format",
+    );
     d.fails_saying(
         "no such container",
         &["commit", "nosuch", "x:1"],
@@ -403,4 +407,115 @@ fn import_makes_an_image_of_a_filesystem_tarball() {
         !listed.lines().any(|l| l == "imp:2" || l == "imp:3"),
         "nothing half-made: {listed}"
     );
+}
+
+/// What `docker images -f dangling=true -q` lists (short ids).
+fn dangling(d: &Daemon) -> Vec<String> {
+    d.ok(&["images", "-q", "--filter", "dangling=true"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn short(id: &str) -> String {
+    id.trim().trim_start_matches("sha256:")[..12].to_owned()
+}
+
+#[test]
+fn untagged_images_are_kept_listed_and_used_by_id_as_dockerd_keeps_them() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "--name",
+        "src",
+        "busybox",
+        "sh",
+        "-c",
+        "echo one > /marker",
+    ]);
+
+    // A commit without a repository makes an untagged image.
+    let a = d.ok(&["commit", "src"]).trim().to_owned();
+    assert!(a.starts_with("sha256:"), "{a}");
+    assert_eq!(dangling(&d), [short(&a)], "{}", d.diagnostics());
+    let listed = d.ok(&[
+        "images",
+        "-a",
+        "--format",
+        "{{.Repository}}:{{.Tag}} {{.ID}}",
+    ]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l == format!("<none>:<none> {}", short(&a))),
+        "{listed}"
+    );
+    assert!(
+        !d.ok(&["images", "busybox", "-q"]).contains(&short(&a)),
+        "a reference filter takes no untagged image"
+    );
+    assert_eq!(
+        d.ok(&["image", "inspect", "-f", "{{json .RepoTags}}", &short(&a)])
+            .trim(),
+        "[]"
+    );
+    // Used by its id: run, history, tag.
+    assert_eq!(
+        d.ok(&["run", "--rm", &short(&a), "cat", "/marker"]),
+        "one\n"
+    );
+    assert!(d.ok(&["history", "-q", &short(&a)]).lines().count() >= 2);
+    d.ok(&["tag", &short(&a), "kept:1"]);
+    assert_eq!(dangling(&d), Vec::<String>::new(), "tagged, it has a name");
+
+    // A commit that moves a tag away from the only image it named leaves
+    // that image untagged, never lost.
+    d.ok(&["commit", "src", "kept:1"]);
+    let b = d
+        .ok(&["image", "inspect", "-f", "{{.Id}}", "kept:1"])
+        .trim()
+        .to_owned();
+    assert_ne!(a, b);
+    assert_eq!(dangling(&d), [short(&a)], "{}", d.diagnostics());
+    assert_eq!(
+        d.ok(&["run", "--rm", &short(&a), "cat", "/marker"]),
+        "one\n"
+    );
+
+    // Saved by id, removed by id, loaded back: untagged again, by id.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tar = dir.path().join("a.tar");
+    let tar = tar.to_str().expect("utf-8 path");
+    d.ok(&["save", "-o", tar, &short(&a)]);
+    let removed = d.ok(&["rmi", &short(&a)]);
+    assert_eq!(removed.trim(), format!("Deleted: {a}"), "{removed}");
+    assert_eq!(dangling(&d), Vec::<String>::new());
+    let loaded = d.ok(&["load", "-i", tar]);
+    assert_eq!(loaded.trim(), format!("Loaded image ID: {a}"), "{loaded}");
+    assert_eq!(dangling(&d), [short(&a)]);
+
+    // `image prune` removes the untagged images no container uses.
+    let pruned = d.ok(&["image", "prune", "-f"]);
+    assert!(pruned.contains(&format!("deleted: {a}")), "{pruned}");
+    assert_eq!(dangling(&d), Vec::<String>::new());
+    assert!(d.code(&["image", "inspect", &short(&a)]) != 0, "pruned");
+
+    // The last name of an image a container runs on: refused unless
+    // forced; forced, untagged and kept while the container runs; by id
+    // never while it runs.
+    d.ok(&["run", "-d", "--name", "user", "kept:1", "sleep", "300"]);
+    d.fails_saying("its last name", &["rmi", "kept:1"], "must force");
+    let untagged = d.ok(&["rmi", "-f", "kept:1"]);
+    assert_eq!(untagged.trim(), "Untagged: kept:1", "{untagged}");
+    assert_eq!(dangling(&d), [short(&b)], "{}", d.diagnostics());
+    d.fails_saying(
+        "an image a container runs on, by id",
+        &["rmi", "-f", &short(&b)],
+        "image is being used by running container",
+    );
+    d.ok(&["rm", "-f", "user", "src"]);
+    let pruned = d.ok(&["image", "prune", "-f"]);
+    assert!(pruned.contains(&format!("deleted: {b}")), "{pruned}");
+    let left = d.ok(&["images", "-a", "-q"]);
+    assert!(!left.contains(&short(&b)), "{left}");
 }

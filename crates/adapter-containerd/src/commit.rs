@@ -17,7 +17,7 @@ use std::path::Path;
 /// What the new image is made of.
 #[derive(Debug)]
 pub struct NewImage<'a> {
-    /// The full name to register (normalized).
+    /// The full name to register (normalized); empty: untagged.
     pub name: String,
     /// The image it builds on; `None` for an image of this layer alone.
     pub base: Option<&'a ResolvedImage>,
@@ -151,7 +151,13 @@ impl Adapter {
         self.write_document(manifest, &target.digest, lease).await?;
         self.label_tree(&target, lease).await?;
         self.unpack(&target, lease, |_| {}).await?;
-        self.put_image(&new.name, &target).await?;
+        // No name: committed untagged, as `docker commit CONTAINER`.
+        let name = if new.name.is_empty() {
+            crate::image::dangling_name(&target.digest)
+        } else {
+            new.name.clone()
+        };
+        self.put_image(&name, &target).await?;
         Ok(config_digest)
     }
 }

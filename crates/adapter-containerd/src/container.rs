@@ -160,7 +160,10 @@ impl Adapter {
         id: &ContainerId,
         config: &ContainerConfig,
     ) -> Result<(), AdapterError> {
-        let image = self.resolve_image(&config.image).await?;
+        let image = match &config.image_id {
+            Some(image_id) => self.resolve_image_id(&config.image, image_id).await?,
+            None => self.resolve_image(&config.image).await?,
+        };
         let lease = format!("holdfast-create-{id}");
         self.create_lease(&lease).await?;
         let result = self

@@ -5,8 +5,7 @@ use crate::client::Adapter;
 use crate::document::{Document, MAX_JSON_BYTES, pick_platform, read_config, read_document};
 use crate::error::AdapterError;
 use containerd_client::services::v1::{
-    CreateImageRequest, DeleteImageRequest, GetImageRequest, Image, ListImagesRequest,
-    ReadContentRequest, UpdateImageRequest,
+    DeleteImageRequest, GetImageRequest, Image, ListImagesRequest, ReadContentRequest,
 };
 use containerd_client::tonic::Code;
 use oci_spec::image::ImageManifest;
@@ -150,10 +149,32 @@ pub(crate) fn bad(message: impl Into<String>) -> AdapterError {
     AdapterError::Image(message.into())
 }
 
+/// The repository containerd keeps an image under once no user's name is
+/// left to it (a commit without a name, an archive that names none, a
+/// tag, pull or load that moved its last name away): an untagged image,
+/// `<none>:<none>` to Docker's clients. moby's own containerd image store
+/// keeps such images under the same reserved name and hides it; so does
+/// holdfast (no client ever sees or names it).
+pub const DANGLING_REPOSITORY: &str = "moby-dangling";
+
+/// The reserved name of the untagged image whose target is `digest`.
+pub fn dangling_name(digest: &str) -> String {
+    format!("{DANGLING_REPOSITORY}@{digest}")
+}
+
+/// Whether `name` is an untagged image's reserved name.
+pub fn is_dangling(name: &str) -> bool {
+    name.strip_prefix(DANGLING_REPOSITORY)
+        .is_some_and(|rest| rest.starts_with('@'))
+}
+
 /// Docker's reference normalization: `busybox` is
 /// `docker.io/library/busybox:latest`, `me/app:1` is `docker.io/me/app:1`, a
 /// first component with a `.` or `:` (or `localhost`) is a registry.
 pub fn normalize_reference(reference: &str) -> String {
+    if is_dangling(reference) {
+        return reference.to_owned();
+    }
     let (name, digest) = match reference.split_once('@') {
         Some((n, d)) => (n, Some(d)),
         None => (reference, None),
@@ -240,6 +261,31 @@ impl Adapter {
             .ok_or_else(|| bad(format!("image {name} has no target")))?;
         self.resolve_target(name, &target.media_type, &target.digest)
             .await
+    }
+
+    /// The image whose id (config digest) is `image_id`, as a container
+    /// made from it was resolved: under `reference` while that still names
+    /// it, else under any name it has (an untagged image's reserved one
+    /// included), so that a tag moved meanwhile never changes what the
+    /// container runs.
+    pub async fn resolve_image_id(
+        &self,
+        reference: &str,
+        image_id: &str,
+    ) -> Result<ResolvedImage, AdapterError> {
+        match self.resolve_image(reference).await {
+            Ok(image) if image.config_digest == image_id => return Ok(image),
+            Ok(_) | Err(AdapterError::ImageNotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        for listed in self.list_images().await? {
+            if let Ok(image) = self.resolve_listed(&listed).await
+                && image.config_digest == image_id
+            {
+                return Ok(image);
+            }
+        }
+        Err(AdapterError::ImageNotFound(reference.to_owned()))
     }
 
     /// [`Adapter::resolve_image`] of an image [`Adapter::list_images`]
@@ -372,39 +418,31 @@ impl Adapter {
     ) -> Result<String, AdapterError> {
         let new_name = normalize_reference(new_reference);
         let image = self.get_image(reference).await?;
-        let mut images = self.images();
-        let tagged = Image {
+        self.put_record(Image {
             name: new_name.clone(),
             labels: image.labels,
             target: image.target,
             created_at: None,
             updated_at: None,
-        };
-        let created = self
-            .rpc(
-                "Images.Create",
-                images.create(self.req(CreateImageRequest {
-                    image: Some(tagged.clone()),
-                    source_date_epoch: None,
-                })),
-            )
-            .await;
-        match created {
-            Ok(_) => Ok(new_name),
-            Err(AdapterError::Rpc { status, .. }) if status.code() == Code::AlreadyExists => {
-                self.rpc(
-                    "Images.Update",
-                    images.update(self.req(UpdateImageRequest {
-                        image: Some(tagged),
-                        update_mask: None,
-                        source_date_epoch: None,
-                    })),
-                )
-                .await?;
-                Ok(new_name)
-            }
-            Err(e) => Err(e),
-        }
+        })
+        .await?;
+        Ok(new_name)
+    }
+
+    /// Keeps the image `name` names under its untagged name too: its last
+    /// name is about to go while a container runs on it.
+    pub async fn keep_untagged(&self, name: &str) -> Result<(), AdapterError> {
+        let image = self.get_image(name).await?;
+        let digest = image
+            .target
+            .as_ref()
+            .map(|t| t.digest.clone())
+            .unwrap_or_default();
+        self.put_record(Image {
+            name: dangling_name(&digest),
+            ..image
+        })
+        .await
     }
 
     /// Removes one name of an image (its content goes when no name or
@@ -516,6 +554,22 @@ mod tests {
             normalize_reference("docker.io/library/busybox:latest"),
             "docker.io/library/busybox:latest"
         );
+    }
+
+    #[test]
+    fn an_untagged_images_reserved_name_is_kept_as_is_and_told_apart() {
+        let name = dangling_name("sha256:ab");
+        assert_eq!(name, "moby-dangling@sha256:ab");
+        assert!(is_dangling(&name));
+        // Never normalized into docker.io's library: it is no user's name.
+        assert_eq!(normalize_reference(&name), name);
+        for other in [
+            "moby-danglingx@sha256:ab",
+            "docker.io/library/busybox:latest",
+            "moby-dangling",
+        ] {
+            assert!(!is_dangling(other), "{other}");
+        }
     }
 
     #[test]

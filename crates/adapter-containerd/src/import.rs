@@ -259,11 +259,10 @@ impl Adapter {
                             .filter(|r| r.contains(':') || r.contains('/'))
                     })
                     .map(|n| normalize_reference(&n));
-                let Some(name) = name else {
-                    tracing::warn!(digest = %m.digest(), "unnamed image in OCI layout skipped");
-                    continue;
-                };
-                images.push((name, Descriptor::from_oci(m)?));
+                let target = Descriptor::from_oci(m)?;
+                // An image the layout names not is loaded untagged.
+                let name = name.unwrap_or_else(|| crate::image::dangling_name(&target.digest));
+                images.push((name, target));
             }
         } else if tar.get("manifest.json").is_some() {
             let bytes = tar.document("manifest.json")?;
@@ -274,7 +273,13 @@ impl Adapter {
                 .map_err(|e| bad(format!("manifest.json is not a docker archive's: {e}")))?;
             for entry in &manifest {
                 let target = self.docker_manifest(&tar, entry, lease).await?;
-                for tag in entry.repo_tags.iter().flatten() {
+                let tags = entry.repo_tags.as_deref().unwrap_or_default();
+                if tags.is_empty() {
+                    // `docker save` of an image by id: loaded untagged.
+                    let name = crate::image::dangling_name(&target.digest);
+                    images.push((name, target.clone()));
+                }
+                for tag in tags {
                     images.push((normalize_reference(tag), target.clone()));
                 }
             }

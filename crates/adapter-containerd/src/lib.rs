@@ -76,8 +76,8 @@ pub use error::{AdapterError, RegistryFailure, classify_status};
 pub use exec::ExecRequest;
 pub use host::find_init_binary;
 pub use image::{
-    HistoryEntry, ImageConfig, ImageSummary, ResolvedImage, chain_id, host_architecture,
-    normalize_reference,
+    DANGLING_REPOSITORY, HistoryEntry, ImageConfig, ImageSummary, ResolvedImage, chain_id,
+    dangling_name, host_architecture, is_dangling, normalize_reference,
 };
 pub use import::ImportedImage;
 pub use pull::{

@@ -441,28 +441,88 @@ impl Adapter {
         name: &str,
         target: &Descriptor,
     ) -> Result<(), AdapterError> {
-        let image = Image {
+        self.put_record(Image {
             name: name.to_owned(),
             target: Some(target.to_proto()),
             ..Default::default()
-        };
+        })
+        .await
+    }
+
+    /// Creates the image record, or moves the existing name to the new
+    /// target, as `docker tag`, `pull` and `load` move a tag. An image
+    /// whose last name moves away is kept untagged, never lost (its
+    /// content would go at containerd's next garbage collection); an
+    /// untagged image that gets a name is untagged no more.
+    pub(crate) async fn put_record(&self, image: Image) -> Result<(), AdapterError> {
         let mut images: ImagesClient<Channel> = self.images();
+        let target = image
+            .target
+            .as_ref()
+            .map(|t| t.digest.clone())
+            .unwrap_or_default();
         let req = self.req(CreateImageRequest {
             image: Some(image.clone()),
             source_date_epoch: None,
         });
         match self.rpc("Images.Create", images.create(req)).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {}
             Err(e) if is_code(&e, Code::AlreadyExists) => {
+                self.keep_displaced(&image.name, &target).await?;
                 let req = self.req(UpdateImageRequest {
-                    image: Some(image),
+                    image: Some(image.clone()),
                     update_mask: None,
                     source_date_epoch: None,
                 });
-                self.rpc("Images.Update", images.update(req))
-                    .await
-                    .map(|_| ())
+                self.rpc("Images.Update", images.update(req)).await?;
             }
+            Err(e) => return Err(e),
+        }
+        if !crate::image::is_dangling(&image.name) {
+            match self
+                .delete_image(&crate::image::dangling_name(&target))
+                .await
+            {
+                Ok(()) | Err(AdapterError::ImageNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Before `name` moves to `new_target`: the image it names now, when
+    /// no other name holds it, is kept under its untagged name.
+    async fn keep_displaced(&self, name: &str, new_target: &str) -> Result<(), AdapterError> {
+        let old = match self.get_image(name).await {
+            Ok(old) => old,
+            Err(AdapterError::ImageNotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let Some(old_target) = old.target.clone().filter(|t| t.digest != new_target) else {
+            return Ok(());
+        };
+        let held_elsewhere = self
+            .list_images()
+            .await?
+            .iter()
+            .any(|i| i.name != name && i.target_digest == old_target.digest);
+        if held_elsewhere || crate::image::is_dangling(name) {
+            return Ok(());
+        }
+        let kept = Image {
+            name: crate::image::dangling_name(&old_target.digest),
+            labels: old.labels,
+            target: Some(old_target),
+            created_at: None,
+            updated_at: None,
+        };
+        let req = self.req(CreateImageRequest {
+            image: Some(kept),
+            source_date_epoch: None,
+        });
+        match self.rpc("Images.Create", self.images().create(req)).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_code(&e, Code::AlreadyExists) => Ok(()),
             Err(e) => Err(e),
         }
     }

@@ -34,9 +34,8 @@ pub async fn containers(
 }
 
 /// `POST /images/prune?filters={"dangling":["false"]}`: `docker image
-/// prune` removes dangling images, `-a` every image no container uses.
-/// containerd's image store has no untagged images (an image goes with its
-/// last name), so there is never a dangling one to remove.
+/// prune` removes the untagged images no container uses, `-a` every image
+/// no container uses.
 pub async fn images(State(state): State<ApiState>, query: RawQuery) -> Result<Response, ApiError> {
     let filters = Params::parse(&query).filters()?;
     filters.only(&["dangling", "label", "label!", "until"])?;

@@ -20,7 +20,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use holdfast_engine::backend::images::{HistoryEntry, LocalImage, Removed, familiar};
+use holdfast_engine::backend::images::{HistoryEntry, Loaded, LocalImage, Removed, familiar};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -66,11 +66,10 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Json
         }
     };
     let (before, since) = (bound("before")?, bound("since")?);
+    let containers = state.engine.images().containers_by_image().await?;
     let mut out = Vec::new();
     for i in &images {
-        // Every image holdfast lists has a name: none is dangling.
-        let dangling = false;
-        if !filters.any("dangling", |d| matches!(d, "true" | "1") == dangling)
+        if !filters.any("dangling", |d| matches!(d, "true" | "1") == i.dangling())
             || !filters.labels_match(
                 i.resolved
                     .config
@@ -90,11 +89,18 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Json
             .filter(|n| patterns.is_empty() || patterns.iter().any(|p| reference_matches(p, n)))
             .cloned()
             .collect();
-        if names.is_empty() {
+        // A `reference` filter leaves out what it names not (an untagged
+        // image: everything).
+        if names.is_empty() && !patterns.is_empty() {
             continue;
         }
-        let shown = LocalImage { names, ..i.clone() };
-        out.push(summary_json(&shown, i.size, -1, -1));
+        let mut shown = i.clone();
+        shown.names = names;
+        let used = containers
+            .get(&i.resolved.config_digest)
+            .copied()
+            .unwrap_or(0);
+        out.push(summary_json(&shown, i.size, -1, used));
     }
     Ok(Json(Value::Array(out)))
 }
@@ -144,12 +150,20 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
 
 /// An image as `docker images` and `docker system df` list it: its `size`,
 /// and what it shares and how many containers use it (-1: not counted).
+/// An untagged image is listed as `<none>:<none>`, as API 1.43's dockerd
+/// lists it.
 pub(crate) fn summary_json(i: &LocalImage, size: i64, shared_size: i64, containers: i64) -> Value {
+    let (tags, digests) = if i.dangling() {
+        (json!(["<none>:<none>"]), json!(["<none>@<none>"]))
+    } else {
+        let tags: Vec<String> = i.names.iter().map(|n| familiar(n)).collect();
+        (json!(tags), json!([]))
+    };
     json!({
         "Id": i.resolved.config_digest,
         "ParentId": "",
-        "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
-        "RepoDigests": [],
+        "RepoTags": tags,
+        "RepoDigests": digests,
         "Created": created_secs(i),
         "Size": size,
         "SharedSize": shared_size,
@@ -395,9 +409,12 @@ pub async fn load(
     let quiet = p.bool("quiet");
     let loaded = state.engine.images().load(body.into_data_stream()).await?;
     let mut lines = String::new();
-    for name in &loaded {
-        let msg = json!({ "stream": format!("Loaded image: {name}\n") });
-        lines.push_str(&msg.to_string());
+    for image in &loaded {
+        let said = match image {
+            Loaded::Name(name) => format!("Loaded image: {name}\n"),
+            Loaded::Id(id) => format!("Loaded image ID: {id}\n"),
+        };
+        lines.push_str(&json!({ "stream": said }).to_string());
         lines.push('\n');
     }
     if loaded.is_empty() && !quiet {

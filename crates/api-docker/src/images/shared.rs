@@ -212,13 +212,18 @@ fn path_component_ok(component: &str) -> bool {
 }
 
 /// The image name a commit or an import writes: `repo` and `tag` from the
-/// query, normalized (`what` names the operation in the refusal).
+/// query, normalized; empty without a `repo`: the image is untagged, as
+/// dockerd makes it (`what` names the operation in the refusal).
 pub(crate) fn new_image_name(p: &Params, what: &str) -> Result<String, ApiError> {
-    let repo = p.str("repo").filter(|r| !r.is_empty()).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "holdfast needs a repository name for {what} (untagged images are not supported yet)"
-        ))
-    })?;
+    let Some(repo) = p.str("repo").filter(|r| !r.is_empty()) else {
+        // dockerd drops a tag given without a repository; it is refused.
+        if p.str("tag").is_some_and(|t| !t.is_empty()) {
+            return Err(ApiError::bad_request(format!(
+                "a tag without a repository for {what}: give repo too"
+            )));
+        }
+        return Ok(String::new());
+    };
     let name = match p.str("tag").filter(|t| !t.is_empty()) {
         Some(tag) => format!("{repo}:{tag}"),
         None => repo.to_owned(),

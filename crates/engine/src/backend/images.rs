@@ -10,8 +10,10 @@ use crate::events::EventMessage;
 use crate::refusal::{conflict, internal, invalid};
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt as _};
-use holdfast_adapter_containerd::{AdapterError, NewImage, RegistryFailure, SavedImage};
-use holdfast_core::{Answer, Command, ErrorKind, RequestError};
+use holdfast_adapter_containerd::{
+    AdapterError, NewImage, RegistryFailure, SavedImage, is_dangling,
+};
+use holdfast_core::{Answer, Command, ErrorKind, RequestError, Status};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,9 +39,34 @@ pub struct Images<'a> {
 /// One image id with every name it has.
 #[derive(Clone, Debug)]
 pub struct LocalImage {
+    /// Its names; none: it is untagged (`<none>:<none>`).
     pub names: Vec<String>,
+    /// The reserved name containerd keeps an untagged image under, never
+    /// shown (see [`holdfast_adapter_containerd::DANGLING_REPOSITORY`]).
+    untagged_as: Option<String>,
     pub resolved: ResolvedImage,
     pub size: i64,
+}
+
+impl LocalImage {
+    /// Untagged: no name of its own (`docker images -f dangling=true`).
+    pub fn dangling(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// A name containerd has it under: the first of its names, or its
+    /// reserved one when it has none.
+    fn store_name(&self) -> Option<&str> {
+        self.names
+            .first()
+            .or(self.untagged_as.as_ref())
+            .map(String::as_str)
+    }
+
+    /// Every name containerd has it under: removed, the image goes.
+    fn store_names(&self) -> impl Iterator<Item = &String> {
+        self.names.iter().chain(self.untagged_as.iter())
+    }
 }
 
 /// What an image removal did, in order.
@@ -49,6 +76,15 @@ pub enum Removed {
     Untagged(String),
     /// The image went (its id).
     Deleted(String),
+}
+
+/// One image a `docker load` loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loaded {
+    /// By its name, as Docker shows it.
+    Name(String),
+    /// An image the archive names not (loaded untagged), by its id.
+    Id(String),
 }
 
 /// What a pull tells as it goes; the last is `Done` or `Failed`.
@@ -105,7 +141,7 @@ pub enum LoginOutcome {
 pub struct CommitRequest {
     /// The container, by name, id or id prefix.
     pub container: String,
-    /// The new image's name, normalized.
+    /// The new image's name, normalized; empty: the image is untagged.
     pub name: String,
     /// `--change` instructions.
     pub changes: Vec<String>,
@@ -139,10 +175,15 @@ impl<'a> Images<'a> {
                 .entry(resolved.config_digest.clone())
                 .or_insert_with(|| LocalImage {
                     names: Vec::new(),
+                    untagged_as: None,
                     resolved,
                     size: s.target_size,
                 });
-            entry.names.push(s.name);
+            if is_dangling(&s.name) {
+                entry.untagged_as = Some(s.name);
+            } else {
+                entry.names.push(s.name);
+            }
         }
         Ok(by_id.into_values().collect())
     }
@@ -157,7 +198,7 @@ impl<'a> Images<'a> {
         let images = self.list().await?;
         let name = normalize_reference(reference);
         let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
-        let by_id = hex.len() >= 4 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+        let by_id = looks_like_id(reference);
         let mut found = None;
         for image in images {
             if image.names.contains(&name) {
@@ -199,14 +240,21 @@ impl<'a> Images<'a> {
         Ok(())
     }
 
-    /// The image as a container is made from it.
+    /// The image as a container is made from it: by name, else by its
+    /// id or a unique prefix of it (an untagged image has only that).
     pub async fn resolve(&self, reference: &str) -> Result<ResolvedImage, RequestError> {
-        self.engine
-            .services
-            .adapter
-            .resolve_image(reference)
-            .await
-            .map_err(|e| image_failure(reference, e))
+        let adapter = &self.engine.services.adapter;
+        match adapter.resolve_image(reference).await {
+            Err(AdapterError::ImageNotFound(_)) if looks_like_id(reference) => {
+                let image = self.find(reference).await?;
+                let name = image.store_name().unwrap_or_default();
+                adapter
+                    .resolve_image(name)
+                    .await
+                    .map_err(|e| image_failure(reference, e))
+            }
+            resolved => resolved.map_err(|e| image_failure(reference, e)),
+        }
     }
 
     /// `docker history`: the image and the unpacked size of each layer.
@@ -296,7 +344,7 @@ impl<'a> Images<'a> {
     /// `docker tag`: `new_reference` names the image too.
     pub async fn tag(&self, reference: &str, new_reference: &str) -> Result<(), RequestError> {
         let image = self.find(reference).await?;
-        let source = image.names.first().cloned().ok_or_else(|| {
+        let source = image.store_name().map(str::to_owned).ok_or_else(|| {
             RequestError::new(ErrorKind::NotFound, format!("No such image: {reference}"))
         })?;
         let tagged = self
@@ -311,65 +359,127 @@ impl<'a> Images<'a> {
     }
 
     /// `docker rmi`: untags; deletes the image when its last name goes.
-    /// Refused (409) while a container uses it, unless forced.
+    /// As dockerd: refused (409) while a container uses it, unless forced;
+    /// by id, never while a container runs on it; by its last name,
+    /// forced, while a container runs on it, untagged and kept.
     pub async fn remove(&self, reference: &str, force: bool) -> Result<Vec<Removed>, RequestError> {
         let image = self.find(reference).await?;
         let id = image.resolved.config_digest.clone();
+        let short = short_id(&id);
         let name = normalize_reference(reference);
         let by_name = image.names.contains(&name);
+        if !by_name && image.names.len() > 1 && !force {
+            return Err(conflict(format!(
+                "conflict: unable to delete {short} (must be forced) - image is referenced in multiple repositories"
+            )));
+        }
+        // The names that go: the one asked for, or (by id) all of them.
         let doomed: Vec<String> = if by_name {
             vec![name]
         } else {
             image.names.clone()
         };
         let last_name_goes = doomed.len() == image.names.len();
-        if !by_name && image.names.len() > 1 && !force {
-            return Err(conflict(format!(
-                "conflict: unable to delete {} (must be forced) - image is referenced in multiple repositories",
-                short_id(&id)
-            )));
-        }
-        if last_name_goes && !force {
-            let wanted = id.clone();
-            let user = self
-                .engine
-                .read(move |v| {
-                    v.core
-                        .containers()
-                        .find(|c| c.record.config.image_id.as_deref() == Some(wanted.as_str()))
-                        .map(|c| c.record.id.to_string())
-                })
-                .await?;
-            if let Some(container) = user {
+        let users = if last_name_goes {
+            self.users_of(&id).await?
+        } else {
+            Vec::new()
+        };
+        let running = users.iter().find(|(_, running)| *running);
+        match (users.first(), running) {
+            (Some((c, _)), _) if by_name && !force => {
                 return Err(conflict(format!(
-                    "conflict: unable to remove repository reference \"{reference}\" (must force) - container {} is using its referenced image {}",
-                    &container[..container.len().min(12)],
-                    short_id(&id)
+                    "conflict: unable to remove repository reference \"{reference}\" (must force) - container {c} is using its referenced image {short}"
                 )));
             }
+            (_, Some((c, _))) if !by_name => {
+                return Err(conflict(format!(
+                    "conflict: unable to delete {short} (cannot be forced) - image is being used by running container {c}"
+                )));
+            }
+            (Some((c, _)), _) if !by_name && !force => {
+                return Err(conflict(format!(
+                    "conflict: unable to delete {short} (must be forced) - image is being used by stopped container {c}"
+                )));
+            }
+            _ => {}
+        }
+        let adapter = &self.engine.services.adapter;
+        // Its last name going from under a running container: kept untagged.
+        let kept = last_name_goes && running.is_some();
+        if kept && let Some(n) = doomed.first() {
+            adapter
+                .keep_untagged(n)
+                .await
+                .map_err(|e| image_failure(reference, e))?;
         }
         let mut out = Vec::new();
         for n in &doomed {
-            self.engine
-                .services
-                .adapter
+            adapter
                 .delete_image(n)
                 .await
                 .map_err(|e| image_failure(n, e))?;
             self.publish("untag", &id, &familiar(n));
             out.push(Removed::Untagged(familiar(n)));
         }
-        if last_name_goes {
-            self.publish("delete", &id, &familiar(&doomed.join(",")));
+        if last_name_goes && !kept {
+            if let Some(hidden) = &image.untagged_as {
+                adapter
+                    .delete_image(hidden)
+                    .await
+                    .map_err(|e| image_failure(reference, e))?;
+            }
+            let shown = if doomed.is_empty() {
+                short.clone()
+            } else {
+                familiar(&doomed.join(","))
+            };
+            self.publish("delete", &id, &shown);
             out.push(Removed::Deleted(id));
         }
         Ok(out)
     }
 
-    /// `docker image prune`: with `dangling_only`, the dangling images
-    /// (containerd's image store has none: an image goes with its last
-    /// name); else every image no container uses. What was removed, and the
-    /// bytes its layers took.
+    /// The containers made from image `id` (short ids), and whether each
+    /// runs.
+    async fn users_of(&self, id: &str) -> Result<Vec<(String, bool)>, RequestError> {
+        let wanted = id.to_owned();
+        self.engine
+            .read(move |v| {
+                v.core
+                    .containers()
+                    .filter(|c| c.record.config.image_id.as_deref() == Some(wanted.as_str()))
+                    .map(|c| {
+                        let id = c.record.id.to_string();
+                        let running = matches!(c.status, Status::Running | Status::Restarting);
+                        (id[..id.len().min(12)].to_owned(), running)
+                    })
+                    .collect()
+            })
+            .await
+            .map_err(RequestError::from)
+    }
+
+    /// How many containers each image (by id) was made into, as `docker
+    /// images` counts them.
+    pub async fn containers_by_image(&self) -> Result<BTreeMap<String, i64>, RequestError> {
+        self.engine
+            .read(|v| {
+                let mut counts = BTreeMap::new();
+                for c in v.core.containers() {
+                    if let Some(id) = &c.record.config.image_id {
+                        *counts.entry(id.clone()).or_insert(0) += 1;
+                    }
+                }
+                counts
+            })
+            .await
+            .map_err(RequestError::from)
+    }
+
+    /// `docker image prune`: with `dangling_only`, the untagged images no
+    /// container uses; else every image no container uses. What was
+    /// removed, and the bytes its layers took.
     pub async fn prune(
         &self,
         dangling_only: bool,
@@ -377,39 +487,34 @@ impl<'a> Images<'a> {
     ) -> Result<(Vec<Removed>, i64), RequestError> {
         let mut deleted = Vec::new();
         let mut reclaimed = 0i64;
-        if dangling_only {
-            return Ok((deleted, reclaimed));
-        }
-        let used: std::collections::BTreeSet<String> = self
-            .engine
-            .read(|v| {
-                v.core
-                    .containers()
-                    .filter_map(|c| c.record.config.image_id.clone())
-                    .collect()
-            })
-            .await?;
+        let used = self.containers_by_image().await?;
         let adapter = &self.engine.services.adapter;
         // The CRI's pause image is pinned: sandboxes are made from it
         // offline, so no prune takes it (as kubelet's image GC spares it).
         let pause = normalize_reference(crate::seed_image::PAUSE_IMAGE);
         for image in self.list().await? {
             let id = image.resolved.config_digest.clone();
-            if used.contains(&id) || !wanted(&image) || image.names.contains(&pause) {
+            if used.contains_key(&id)
+                || dangling_only && !image.dangling()
+                || !wanted(&image)
+                || image.names.contains(&pause)
+            {
                 continue;
             }
             let size = adapter
                 .image_unpacked_size(&image.resolved.diff_ids)
                 .await
                 .unwrap_or(0);
-            for name in &image.names {
+            for name in image.store_names() {
                 adapter
                     .delete_image(name)
                     .await
                     .map_err(|e| image_failure(name, e))?;
-                let familiar = familiar(name);
-                self.publish("untag", &id, &familiar);
-                deleted.push(Removed::Untagged(familiar));
+                if !is_dangling(name) {
+                    let familiar = familiar(name);
+                    self.publish("untag", &id, &familiar);
+                    deleted.push(Removed::Untagged(familiar));
+                }
             }
             self.publish("delete", &id, &short_id(&id));
             deleted.push(Removed::Deleted(id));
@@ -419,12 +524,11 @@ impl<'a> Images<'a> {
     }
 
     /// `docker load`: a tarball (docker-archive or OCI layout) streamed to a
-    /// temporary file, then imported. The names loaded, as Docker shows
-    /// them.
+    /// temporary file, then imported. What it loaded, as Docker tells it.
     pub async fn load<E: std::fmt::Display>(
         &self,
         upload: impl Stream<Item = Result<Bytes, E>> + Unpin,
-    ) -> Result<Vec<String>, RequestError> {
+    ) -> Result<Vec<Loaded>, RequestError> {
         let dir = tempfile::Builder::new()
             .prefix("load-")
             .tempdir_in(&self.engine.services.data_root)
@@ -445,8 +549,13 @@ impl<'a> Images<'a> {
                 Ok(r) => r.config_digest,
                 Err(_) => i.target_digest.clone(),
             };
-            self.publish("load", &id, &familiar(&i.name));
-            loaded.push(familiar(&i.name));
+            if is_dangling(&i.name) {
+                self.publish("load", &id, &short_id(&id));
+                loaded.push(Loaded::Id(id));
+            } else {
+                self.publish("load", &id, &familiar(&i.name));
+                loaded.push(Loaded::Name(familiar(&i.name)));
+            }
         }
         Ok(loaded)
     }
@@ -492,7 +601,12 @@ impl<'a> Images<'a> {
             .create_image(new)
             .await
             .map_err(|e| image_failure(name, e))?;
-        self.publish("import", &id, &familiar(name));
+        let shown = if name.is_empty() {
+            short_id(&id)
+        } else {
+            familiar(name)
+        };
+        self.publish("import", &id, &shown);
         Ok(id)
     }
 
@@ -776,7 +890,9 @@ impl<'a> Images<'a> {
             .create_image(new)
             .await
             .map_err(|e| image_failure(&name, e))?;
-        self.publish("tag", &image_id, &familiar(&name));
+        if !name.is_empty() {
+            self.publish("tag", &image_id, &familiar(&name));
+        }
         Ok(image_id)
     }
 
@@ -816,6 +932,13 @@ impl<'a> Images<'a> {
 enum Pushing {
     Progress(PushProgress),
     Pushed(PushedImage),
+}
+
+/// Whether `reference` may be an image id or a prefix of one (4 hex
+/// digits or more, `sha256:` or not).
+fn looks_like_id(reference: &str) -> bool {
+    let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
+    hex.len() >= 4 && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `docker.io/library/busybox:latest` as Docker shows it: `busybox:latest`.
