@@ -49,6 +49,22 @@ fn system_df_measures_and_image_prune_removes_only_unused_images() {
             .is_some_and(|(s, n)| *s >= 300_000 && *n == 0),
         "the extra image holds its ballast and no container: {df}"
     );
+    // `docker images` and `inspect` say the same sizes as df, and count
+    // the containers made from each image.
+    let listed = d.http("GET", "/images/json", None);
+    let listed: Value = listed.json().expect("JSON");
+    for i in listed.as_array().cloned().unwrap_or_default() {
+        let tag = &i["RepoTags"][0];
+        let in_df = images.iter().find(|x| x["RepoTags"][0] == *tag);
+        assert_eq!(
+            in_df.map(|x| (&x["Size"], &x["Containers"])),
+            Some((&i["Size"], &i["Containers"])),
+            "{i}\n{df}"
+        );
+        let name = tag.as_str().unwrap_or_default();
+        let inspected = d.ok(&["image", "inspect", "-f", "{{.Size}}", name]);
+        assert_eq!(inspected.trim(), i["Size"].to_string(), "{name}");
+    }
     let writer = &df["Containers"][0];
     assert!(
         writer["SizeRw"].as_i64().is_some_and(|s| s >= 1_000_000),

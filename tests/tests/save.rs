@@ -64,6 +64,31 @@ fn save_writes_what_load_takes_back() {
         "saved"
     );
 
+    // A tarball that is none, or cut short: refused in dockerd's words,
+    // and nothing of it is loaded.
+    let before = d.ok(&["images", "-a", "-q"]);
+    let saved = std::fs::read(&both).expect("read the archive");
+    let cases: [(&str, Vec<u8>, &str); 2] = [
+        (
+            "junk",
+            (0..4096u32)
+                .map(|n| (n.wrapping_mul(2_654_435_761) >> 24) as u8)
+                .collect(),
+            "archive/tar: invalid tar header",
+        ),
+        (
+            "a truncated archive",
+            saved[..saved.len() / 2].to_vec(),
+            "unexpected EOF",
+        ),
+    ];
+    for (what, body, words) in cases {
+        let r = d.http("POST", "/images/load", Some(&body));
+        assert_eq!(r.status, 400, "{what}: {r:?}\n{}", d.diagnostics());
+        assert!(r.body.contains(words), "{what}: {r:?}");
+    }
+    assert_eq!(d.ok(&["images", "-a", "-q"]), before, "nothing half-loaded");
+
     d.fails_saying(
         "save of a missing image",
         &[

@@ -336,7 +336,7 @@ impl Adapter {
         });
         let mut tar = Tarball::default();
         while let Some(item) = rx.recv().await {
-            match item? {
+            match item.map_err(unreadable)? {
                 TarItem::Link(from, to) => {
                     tar.links.insert(from, to);
                 }
@@ -486,5 +486,22 @@ mod tests {
             Some("sha256:a")
         );
         assert!(t.get("c").is_none());
+    }
+}
+
+/// A tarball that cannot be read as one is the client's: refused in Go's
+/// words, as dockerd refuses it (the reader's own words are logged); a
+/// failure of the host (a full disk while spooling) stays the host's.
+fn unreadable(e: std::io::Error) -> AdapterError {
+    use std::io::ErrorKind as K;
+    let said = e.to_string();
+    tracing::debug!(error = %said, "the tarball cannot be read");
+    match e.kind() {
+        K::UnexpectedEof => bad("unexpected EOF"),
+        K::Other | K::InvalidData | K::InvalidInput if said.contains("EOF") => {
+            bad("unexpected EOF")
+        }
+        K::Other | K::InvalidData | K::InvalidInput => bad("archive/tar: invalid tar header"),
+        _ => AdapterError::from(e),
     }
 }

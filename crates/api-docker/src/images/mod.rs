@@ -100,7 +100,9 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Json
             .get(&i.resolved.config_digest)
             .copied()
             .unwrap_or(0);
-        out.push(summary_json(&shown, i.size, -1, used));
+        // What its layers take unpacked, as dockerd shows it.
+        let size = state.engine.images().unpacked_size(i).await?;
+        out.push(summary_json(&shown, size, -1, used));
     }
     Ok(Json(Value::Array(out)))
 }
@@ -185,7 +187,7 @@ fn empty_container_config() -> Value {
     })
 }
 
-fn inspect_json(i: &LocalImage) -> Value {
+fn inspect_json(i: &LocalImage, size: i64) -> Value {
     let c = &i.resolved.config;
     json!({
         "Id": i.resolved.config_digest,
@@ -215,8 +217,8 @@ fn inspect_json(i: &LocalImage) -> Value {
         "ContainerConfig": i.resolved.container_config.clone().unwrap_or_else(empty_container_config),
         "Architecture": i.resolved.architecture,
         "Os": i.resolved.os,
-        "Size": i.size,
-        "VirtualSize": i.size,
+        "Size": size,
+        "VirtualSize": size,
         "GraphDriver": { "Name": "overlayfs", "Data": null },
         "RootFS": { "Type": "layers", "Layers": i.resolved.diff_ids },
         "Metadata": { "LastTagTime": crate::render::ZERO_TIME },
@@ -230,8 +232,10 @@ pub async fn by_name_get(
     query: RawQuery,
 ) -> Result<Response, ApiError> {
     if let Some(name) = rest.strip_suffix("/json") {
-        let image = state.engine.images().find(name).await?;
-        return Ok(Json(inspect_json(&image)).into_response());
+        let images = state.engine.images();
+        let image = images.find(name).await?;
+        let size = images.unpacked_size(&image).await?;
+        return Ok(Json(inspect_json(&image, size)).into_response());
     }
     if rest == "get" {
         let names: Vec<String> =

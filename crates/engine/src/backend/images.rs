@@ -45,7 +45,6 @@ pub struct LocalImage {
     /// shown (see [`holdfast_adapter_containerd::DANGLING_REPOSITORY`]).
     untagged_as: Option<String>,
     pub resolved: ResolvedImage,
-    pub size: i64,
 }
 
 impl LocalImage {
@@ -177,7 +176,6 @@ impl<'a> Images<'a> {
                     names: Vec::new(),
                     untagged_as: None,
                     resolved,
-                    size: s.target_size,
                 });
             if is_dangling(&s.name) {
                 entry.untagged_as = Some(s.name);
