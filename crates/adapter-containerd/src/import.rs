@@ -412,6 +412,23 @@ impl Adapter {
     }
 }
 
+/// A tarball that cannot be read as one is the client's: refused in Go's
+/// words, as dockerd refuses it (the reader's own words are logged); a
+/// failure of the host (a full disk while spooling) stays the host's.
+fn unreadable(e: std::io::Error) -> AdapterError {
+    use std::io::ErrorKind as K;
+    let said = e.to_string();
+    tracing::debug!(error = %said, "the tarball cannot be read");
+    match e.kind() {
+        K::UnexpectedEof => bad("unexpected EOF"),
+        K::Other | K::InvalidData | K::InvalidInput if said.contains("EOF") => {
+            bad("unexpected EOF")
+        }
+        K::Other | K::InvalidData | K::InvalidInput => bad("archive/tar: invalid tar header"),
+        _ => AdapterError::from(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,22 +503,5 @@ mod tests {
             Some("sha256:a")
         );
         assert!(t.get("c").is_none());
-    }
-}
-
-/// A tarball that cannot be read as one is the client's: refused in Go's
-/// words, as dockerd refuses it (the reader's own words are logged); a
-/// failure of the host (a full disk while spooling) stays the host's.
-fn unreadable(e: std::io::Error) -> AdapterError {
-    use std::io::ErrorKind as K;
-    let said = e.to_string();
-    tracing::debug!(error = %said, "the tarball cannot be read");
-    match e.kind() {
-        K::UnexpectedEof => bad("unexpected EOF"),
-        K::Other | K::InvalidData | K::InvalidInput if said.contains("EOF") => {
-            bad("unexpected EOF")
-        }
-        K::Other | K::InvalidData | K::InvalidInput => bad("archive/tar: invalid tar header"),
-        _ => AdapterError::from(e),
     }
 }
