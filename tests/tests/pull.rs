@@ -91,6 +91,47 @@ fn pulls_from_a_local_registry() {
     assert_eq!(id.trim(), two_layers.config_digest());
     let out = d.ok(&["run", "--rm", &by_digest, "cat", "/etc/pulled.txt"]);
     assert_eq!(out, "pulled\n");
+    // The registry's digest names it (RepoDigests), apart from its tags.
+    let names = d.ok(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{json .RepoTags}} {{json .RepoDigests}}",
+        &format!("{r}/app:1"),
+    ]);
+    assert_eq!(
+        names.trim(),
+        format!(r#"["{r}/app:1"] ["{by_digest}"]"#),
+        "{}",
+        d.diagnostics()
+    );
+    let with_digests = d.ok(&[
+        "images",
+        "--digests",
+        "--format",
+        "{{.Tag}} {{.Digest}}",
+        &format!("{r}/app"),
+    ]);
+    assert!(
+        with_digests.lines().any(|l| l == format!("1 {digest}")),
+        "{with_digests}"
+    );
+    // rmi of a tag its repository has another of keeps the digest; of
+    // the repository's last tag takes the digest with it, as dockerd's.
+    let (one, keep) = (format!("{r}/app:1"), format!("{r}/app:keep"));
+    d.ok(&["tag", &one, &keep]);
+    assert_eq!(d.ok(&["rmi", &one]), format!("Untagged: {one}\n"));
+    let gone = d.ok(&["rmi", &keep]);
+    assert_eq!(
+        holdfast_e2e::lines(&gone),
+        [
+            format!("Untagged: {keep}"),
+            format!("Untagged: {by_digest}"),
+            format!("Deleted: {}", two_layers.config_digest()),
+        ],
+        "{}",
+        d.diagnostics()
+    );
 
     // docker run of an image not present pulls it (the CLI does, on a 404).
     registry.push(&dir.join("app"), "app", "app:2", None);

@@ -162,6 +162,21 @@ pub fn dangling_name(digest: &str) -> String {
     format!("{DANGLING_REPOSITORY}@{digest}")
 }
 
+/// The repository of a normalized name: without its tag or digest.
+pub fn repository_of(name: &str) -> String {
+    let name = name.split_once('@').map_or(name, |(n, _)| n);
+    match name.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo.to_owned(),
+        _ => name.to_owned(),
+    }
+}
+
+/// The name a registry knows the content `digest` of `name`'s repository
+/// by (`docker.io/library/busybox@sha256:…`): an image's `RepoDigests`.
+pub fn digest_reference(name: &str, digest: &str) -> String {
+    format!("{}@{digest}", repository_of(name))
+}
+
 /// Whether `name` is an untagged image's reserved name.
 pub fn is_dangling(name: &str) -> bool {
     name.strip_prefix(DANGLING_REPOSITORY)

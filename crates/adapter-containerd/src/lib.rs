@@ -77,7 +77,8 @@ pub use exec::ExecRequest;
 pub use host::find_init_binary;
 pub use image::{
     DANGLING_REPOSITORY, HistoryEntry, ImageConfig, ImageSummary, ResolvedImage, chain_id,
-    dangling_name, host_architecture, is_dangling, normalize_reference,
+    dangling_name, digest_reference, host_architecture, is_dangling, normalize_reference,
+    repository_of,
 };
 pub use import::ImportedImage;
 pub use pull::{

@@ -692,7 +692,14 @@ impl Adapter {
             }
         })
         .await?;
-        self.put_image(&remote.name, target).await
+        self.put_image(&remote.name, target).await?;
+        // Pulled by tag: the registry's digest of it names it too, as
+        // dockerd records it (`RepoDigests`).
+        if !remote.name.contains('@') {
+            let by_digest = crate::image::digest_reference(&remote.name, &target.digest);
+            self.put_image(&by_digest, target).await?;
+        }
+        Ok(())
     }
 
     async fn pull_layer(

@@ -29,15 +29,13 @@ use std::collections::BTreeMap;
 pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Json<Value>, ApiError> {
     let p = Params::parse(&query);
     // `all` adds the intermediate images of builds: holdfast has none, so
-    // the list is the same either way. RepoDigests and SharedSize are not
-    // known yet: asked for, they are refused by name rather than shown
-    // empty.
-    for unknown in ["digests", "shared-size"] {
-        if p.bool(unknown) {
-            return Err(ApiError::bad_request(format!(
-                "images list: {unknown} is not supported by holdfast yet"
-            )));
-        }
+    // the list is the same either way; `digests` asks for RepoDigests,
+    // always there. SharedSize is not known yet: asked for, it is refused
+    // by name rather than shown empty.
+    if p.bool("shared-size") {
+        return Err(ApiError::bad_request(
+            "images list: shared-size is not supported by holdfast yet",
+        ));
     }
     let filters = p.filters()?;
     filters.only(&["dangling", "reference", "before", "since", "label"])?;
@@ -131,10 +129,7 @@ fn names_image(i: &LocalImage, reference: &str) -> bool {
 /// never across a `/`) matches the familiar name with its tag, or without.
 fn reference_matches(pattern: &str, name: &str) -> bool {
     let full = familiar(name);
-    let repo = match full.rsplit_once(':') {
-        Some((repo, tag)) if !tag.contains('/') => repo.to_owned(),
-        _ => full.clone(),
-    };
+    let repo = familiar(&holdfast_engine::backend::images::repository_of(name));
     glob(pattern.as_bytes(), full.as_bytes()) || glob(pattern.as_bytes(), repo.as_bytes())
 }
 
@@ -158,8 +153,10 @@ pub(crate) fn summary_json(i: &LocalImage, size: i64, shared_size: i64, containe
     let (tags, digests) = if i.dangling() {
         (json!(["<none>:<none>"]), json!(["<none>@<none>"]))
     } else {
-        let tags: Vec<String> = i.names.iter().map(|n| familiar(n)).collect();
-        (json!(tags), json!([]))
+        (
+            json!(familiar_all(i.tags())),
+            json!(familiar_all(i.digests())),
+        )
     };
     json!({
         "Id": i.resolved.config_digest,
@@ -173,6 +170,11 @@ pub(crate) fn summary_json(i: &LocalImage, size: i64, shared_size: i64, containe
         "Labels": i.resolved.config.labels,
         "Containers": containers,
     })
+}
+
+/// Names as Docker shows them (`busybox:latest`).
+fn familiar_all<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    names.map(|n| familiar(n)).collect()
 }
 
 /// The config dockerd shows for an image without `container_config`:
@@ -191,8 +193,8 @@ fn inspect_json(i: &LocalImage, size: i64) -> Value {
     let c = &i.resolved.config;
     json!({
         "Id": i.resolved.config_digest,
-        "RepoTags": i.names.iter().map(|n| familiar(n)).collect::<Vec<_>>(),
-        "RepoDigests": [],
+        "RepoTags": familiar_all(i.tags()),
+        "RepoDigests": familiar_all(i.digests()),
         "Parent": "",
         "Comment": "",
         // As the config says (dockerd shows it as written); the zero time
@@ -250,7 +252,7 @@ pub async fn by_name_get(
     }
     if let Some(name) = rest.strip_suffix("/history") {
         let (image, sizes) = state.engine.images().history(name).await?;
-        let mut tags: Vec<String> = image.names.iter().map(|n| familiar(n)).collect();
+        let mut tags = familiar_all(image.tags());
         tags.sort();
         let items = history_json(
             &image.resolved.config_digest,
@@ -448,6 +450,8 @@ mod tests {
             ("example.com/*/app", "example.com/team/app:v1", true),
             ("busybox:old", "docker.io/library/busybox:latest", false),
             ("box", "docker.io/library/busybox:latest", false),
+            ("busybox", "docker.io/library/busybox@sha256:ab", true),
+            ("busy*", "docker.io/library/busybox@sha256:ab", true),
         ];
         for (pattern, name, want) in cases {
             assert_eq!(reference_matches(pattern, name), want, "{pattern} ~ {name}");

@@ -27,7 +27,7 @@ use tokio::io::AsyncWriteExt as _;
 /// Pure data and pure functions: nothing here reaches containerd.
 pub use holdfast_adapter_containerd::{
     HistoryEntry, ImageConfig, LayerStatus, PullAuth, PullProgress, PushProgress, PushStatus,
-    PushedImage, ResolvedImage, host_architecture, normalize_reference, pull_target,
+    PushedImage, ResolvedImage, host_architecture, normalize_reference, pull_target, repository_of,
 };
 
 /// The images backend: see the module docs.
@@ -51,6 +51,16 @@ impl LocalImage {
     /// Untagged: no name of its own (`docker images -f dangling=true`).
     pub fn dangling(&self) -> bool {
         self.names.is_empty()
+    }
+
+    /// Its tags (`busybox:latest`): its names but those by digest.
+    pub fn tags(&self) -> impl Iterator<Item = &String> {
+        self.names.iter().filter(|n| !n.contains('@'))
+    }
+
+    /// Its names by digest (`busybox@sha256:…`): `RepoDigests`.
+    pub fn digests(&self) -> impl Iterator<Item = &String> {
+        self.names.iter().filter(|n| n.contains('@'))
     }
 
     /// A name containerd has it under: the first of its names, or its
@@ -291,10 +301,10 @@ impl<'a> Images<'a> {
         for reference in references {
             let image = self.find(reference).await?;
             let name = normalize_reference(reference);
-            let tags: Vec<String> = if image.names.contains(&name) {
+            let tags: Vec<String> = if image.names.contains(&name) && !name.contains('@') {
                 vec![familiar(&name)]
             } else {
-                image.names.iter().map(|n| familiar(n)).collect()
+                image.tags().map(|n| familiar(n)).collect()
             };
             found.push((image, tags));
         }
@@ -366,14 +376,29 @@ impl<'a> Images<'a> {
         let short = short_id(&id);
         let name = normalize_reference(reference);
         let by_name = image.names.contains(&name);
-        if !by_name && image.names.len() > 1 && !force {
+        // By id, unforced: only an image of one tag at most, all of its
+        // names in one repository (dockerd's single reference).
+        let repositories: std::collections::BTreeSet<String> =
+            image.names.iter().map(|n| repository_of(n)).collect();
+        if !by_name && (image.tags().count() > 1 || repositories.len() > 1) && !force {
             return Err(conflict(format!(
                 "conflict: unable to delete {short} (must be forced) - image is referenced in multiple repositories"
             )));
         }
-        // The names that go: the one asked for, or (by id) all of them.
+        // The names that go: the one asked for, or (by id) all of them. A
+        // tag that was its repository's last takes the repository's names
+        // by digest with it, as dockerd's.
         let doomed: Vec<String> = if by_name {
-            vec![name]
+            let repository = repository_of(&name);
+            let last_of_repository = !name.contains('@')
+                && !image
+                    .tags()
+                    .any(|t| *t != name && repository_of(t) == repository);
+            let digests = image
+                .digests()
+                .filter(|d| last_of_repository && repository_of(d) == repository)
+                .cloned();
+            std::iter::once(name).chain(digests).collect()
         } else {
             image.names.clone()
         };
@@ -954,15 +979,6 @@ fn short_id(id: &str) -> String {
         .chars()
         .take(12)
         .collect()
-}
-
-/// `registry/path` of a normalized `registry/path:tag` (or `@digest`).
-fn repository_of(name: &str) -> String {
-    let name = name.split_once('@').map_or(name, |(n, _)| n);
-    match name.rsplit_once(':') {
-        Some((repo, tag)) if !tag.contains('/') => repo.to_owned(),
-        _ => name.to_owned(),
-    }
 }
 
 /// An adapter error about an image, as the API answers it.
