@@ -221,13 +221,19 @@ const ENDPOINTS: [Endpoint; 107] = [
         "POST",
         "/commit?container=nosuch",
         Some("{}"),
-        400,
-        Some("repository name"),
+        404,
+        Some("No such container: nosuch"),
     ),
     ("GET", "/images/nosuch/get", None, 404, Some("nosuch")),
     ("GET", "/images/get?names=nosuch", None, 404, Some("nosuch")),
-    // Not an archive: containerd's import refuses it (its words).
-    ("POST", "/images/load", Some("{}"), 500, None),
+    // Not an archive: refused in dockerd's words.
+    (
+        "POST",
+        "/images/load",
+        Some("{}"),
+        400,
+        Some("archive/tar: invalid tar header"),
+    ),
     ("GET", "/networks", None, 200, None),
     (
         "GET",
@@ -569,12 +575,13 @@ const ENDPOINTS: [Endpoint; 107] = [
     ("HEAD", "/_ping", None, 200, None),
     ("GET", "/events?since=0&until=1", None, 200, None),
     ("GET", "/system/df", None, 200, None),
+    // A registry that is not there (the e2e pull test asks a real one).
     (
         "GET",
-        "/distribution/busybox/json",
+        "/distribution/127.0.0.1:1/nothing/json",
         None,
-        501,
-        Some("not supported by holdfast"),
+        500,
+        Some("cannot reach the registry 127.0.0.1:1"),
     ),
     (
         "POST",

@@ -116,6 +116,20 @@ fn pulls_from_a_local_registry() {
         with_digests.lines().any(|l| l == format!("1 {digest}")),
         "{with_digests}"
     );
+    // What the registry says of it, without a pull: the descriptor the
+    // pull printed, and the platform its config names.
+    let said = d.http("GET", &format!("/distribution/{r}/app:1/json"), None);
+    assert_eq!(said.status, 200, "{said:?}\n{}", d.diagnostics());
+    let said: serde_json::Value = serde_json::from_str(&said.body).expect("JSON");
+    assert_eq!(said["Descriptor"]["digest"], digest.as_str(), "{said}");
+    assert_eq!(
+        said["Platforms"],
+        serde_json::json!([{ "architecture": host_arch(), "os": "linux" }]),
+        "{said}"
+    );
+    let missing = d.http("GET", &format!("/distribution/{r}/app:nosuch/json"), None);
+    assert_eq!(missing.status, 404, "{missing:?}");
+
     // rmi of a tag its repository has another of keeps the digest; of
     // the repository's last tag takes the digest with it, as dockerd's.
     let (one, keep) = (format!("{r}/app:1"), format!("{r}/app:keep"));
@@ -182,6 +196,21 @@ fn pulls_from_a_local_registry() {
         &[foreign.clone(), native.clone()],
     );
     registry.push(&dir.join("multi"), "multi", "multi:1", None);
+    // An index: every platform it lists.
+    let said = d.http("GET", &format!("/distribution/{r}/multi:1/json"), None);
+    let said: serde_json::Value = serde_json::from_str(&said.body).expect("JSON");
+    let mut arches: Vec<&str> = said["Platforms"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p["architecture"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    arches.sort_unstable();
+    let mut want = vec![host_arch(), other];
+    want.sort_unstable();
+    assert_eq!(arches, want, "{said}");
     d.ok(&["pull", &format!("{r}/multi:1")]);
     let id = d.ok(&["image", "inspect", "-f", "{{.Id}}", &format!("{r}/multi:1")]);
     assert_eq!(

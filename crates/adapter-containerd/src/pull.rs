@@ -133,7 +133,7 @@ pub(crate) fn failed(message: impl Into<String>) -> AdapterError {
 
 /// A malformed document met in a pull is the pull's failure, as dockerd
 /// reports it (the message without the adapter's `image:` prefix).
-fn pull_failure(e: AdapterError) -> AdapterError {
+pub(crate) fn pull_failure(e: AdapterError) -> AdapterError {
     match e {
         AdapterError::Image(message) => failed(message),
         other => other,
@@ -182,7 +182,7 @@ pub fn is_loopback_registry(registry: &str) -> bool {
 }
 
 /// The registry's side of one pull.
-struct Remote {
+pub(crate) struct Remote {
     client: Client,
     http: reqwest::Client,
     image: Reference,
@@ -197,6 +197,16 @@ struct Remote {
 }
 
 impl Remote {
+    /// What the reference asks its registry for: its digest, else its tag
+    /// (`latest` when it names none).
+    pub(crate) fn wanted(&self) -> String {
+        self.image
+            .digest()
+            .or(self.image.tag())
+            .unwrap_or("latest")
+            .to_owned()
+    }
+
     fn registry(&self) -> &str {
         self.image.resolve_registry()
     }
@@ -272,7 +282,10 @@ impl Remote {
 
     /// Fetches the manifest or index `reference` (a tag or a digest) names,
     /// at most [`MAX_DOCUMENT_BYTES`]; returns its bytes, media type and digest.
-    async fn manifest(&self, reference: &str) -> Result<(Vec<u8>, String, String), AdapterError> {
+    pub(crate) async fn manifest(
+        &self,
+        reference: &str,
+    ) -> Result<(Vec<u8>, String, String), AdapterError> {
         let url = format!(
             "{}://{}/v2/{}/manifests/{reference}",
             self.scheme,
@@ -345,7 +358,7 @@ impl Remote {
 
     /// Fetches a small blob (a config) of at most [`MAX_DOCUMENT_BYTES`] and
     /// checks its digest.
-    async fn document_blob(&self, desc: &Descriptor) -> Result<Vec<u8>, AdapterError> {
+    pub(crate) async fn document_blob(&self, desc: &Descriptor) -> Result<Vec<u8>, AdapterError> {
         if desc.size < 0 || desc.size as u64 > MAX_DOCUMENT_BYTES as u64 {
             return Err(failed(format!(
                 "{} is {} bytes, more than the {MAX_DOCUMENT_BYTES} a config may have",
@@ -458,7 +471,7 @@ impl Adapter {
     /// [`AdapterConfig::insecure_registries`](crate::AdapterConfig)).
     /// The registry `image` is in, reached with `auth` (its token
     /// negotiated): what a pull and a list of tags both start from.
-    async fn remote(
+    pub(crate) async fn remote(
         &self,
         name: String,
         image: Reference,
@@ -529,12 +542,7 @@ impl Adapter {
     ) -> Result<PulledImage, AdapterError> {
         let (name, image) = parse_reference(reference)?;
         let remote = self.remote(name.clone(), image, auth).await?;
-        let tag = remote
-            .image
-            .digest()
-            .or(remote.image.tag())
-            .unwrap_or("latest")
-            .to_owned();
+        let tag = remote.wanted();
         let (top_bytes, top_media_type, top_digest) = remote.manifest(&tag).await?;
         if let Some(wanted) = remote.image.digest()
             && wanted != top_digest

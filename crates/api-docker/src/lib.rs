@@ -106,7 +106,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/build/prune", post(absent::build_prune))
         .route("/session", post(absent::no_session))
         .route("/images/search", get(containers::unsupported))
-        .route("/distribution/{*name}", get(containers::unsupported))
+        .route("/distribution/{*name}", get(images::distribution))
         .route("/containers/{id}/attach/ws", get(containers::unsupported))
         .route("/images/prune", post(prune::images))
         .route("/system/df", get(df::system_df))

@@ -3,11 +3,13 @@
 //! Images live in containerd's image store; the engine's images backend
 //! reaches it.
 
+mod distribution;
 mod import;
 mod pull;
 mod push;
 mod shared;
 
+pub use distribution::inspect as distribution;
 pub use pull::{PullRequest, create, decode_pull, login};
 pub use push::{PushRequest, decode_push};
 pub use shared::decode_registry_auth;

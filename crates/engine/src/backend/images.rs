@@ -26,8 +26,9 @@ use tokio::io::AsyncWriteExt as _;
 /// registry client applies, so that what it accepts, a pull can take.
 /// Pure data and pure functions: nothing here reaches containerd.
 pub use holdfast_adapter_containerd::{
-    HistoryEntry, ImageConfig, LayerStatus, PullAuth, PullProgress, PushProgress, PushStatus,
-    PushedImage, ResolvedImage, host_architecture, normalize_reference, pull_target, repository_of,
+    DistributionInspect, DistributionPlatform, HistoryEntry, ImageConfig, LayerStatus, PullAuth,
+    PullProgress, PushProgress, PushStatus, PushedImage, ResolvedImage, host_architecture,
+    normalize_reference, pull_target, repository_of,
 };
 
 /// The images backend: see the module docs.
@@ -263,6 +264,20 @@ impl<'a> Images<'a> {
             }
             resolved => resolved.map_err(|e| image_failure(reference, e)),
         }
+    }
+
+    /// What `reference`'s registry says of it, without pulling it.
+    pub async fn distribution(
+        &self,
+        reference: &str,
+        auth: &PullAuth,
+    ) -> Result<DistributionInspect, RequestError> {
+        self.engine
+            .services
+            .adapter
+            .inspect_distribution(reference, auth)
+            .await
+            .map_err(|e| image_failure(reference, e))
     }
 
     /// `docker history`: the image and the unpacked size of each layer.
