@@ -518,6 +518,35 @@ fn pid_uts_ipc_and_cgroup_namespaces() {
     assert_eq!(run(&d, &[], "cat /proc/1/comm; true"), "sh");
     let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
     assert_eq!(run(&d, &["--uts", "host"], "hostname"), host_name.trim());
+    // /etc/hostname names what the container is called, as dockerd binds it
+    // (read-only with a read-only root), and inspect shows the file.
+    assert_eq!(
+        run(&d, &["--uts", "host"], "cat /etc/hostname"),
+        host_name.trim()
+    );
+    assert_eq!(run(&d, &["--hostname", "hh"], "cat /etc/hostname"), "hh");
+    assert_eq!(
+        run(
+            &d,
+            &["--hostname", "ro", "--read-only"],
+            "cat /etc/hostname; echo x > /etc/hostname 2>/dev/null || echo refused"
+        ),
+        "ro\nrefused"
+    );
+    d.ok(&["create", "--name", "named", "--hostname", "nh", "busybox"]);
+    let file = d.inspect("named")["HostnamePath"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        std::fs::read_to_string(&file)
+            .map(|h| h.trim().to_owned())
+            .ok(),
+        Some("nh".to_owned()),
+        "HostnamePath {file:?}"
+    );
+    d.ok(&["rm", "named"]);
+    assert!(!std::path::Path::new(&file).exists(), "rm removes {file}");
     // --domainname and --annotation: given to the runtime as they are, and
     // shown back.
     d.ok(&[

@@ -543,7 +543,8 @@ async fn a_pod_shares_its_network_and_its_containers_exit_with_their_codes() {
             container_config(
                 "client",
                 "until wget -qO- http://127.0.0.1:80/ | grep -q hello-pod; do sleep 0.1; done; \
-                 [ \"$(hostname)\" = web ] || exit 9; exit 0",
+                 [ \"$(hostname)\" = web ] || exit 9; \
+                 [ \"$(cat /etc/hostname)\" = web ] || exit 8; exit 0",
             ),
         )
         .await;

@@ -165,6 +165,12 @@ impl Adapter {
         self.inner.config.log_dir.join(format!("{id}.log"))
     }
 
+    /// The file bound at the container's `/etc/hostname` (dockerd's
+    /// `HostnamePath`), written at its create, kept with its log.
+    pub fn hostname_path(&self, id: &ContainerId) -> PathBuf {
+        self.inner.config.log_dir.join(format!("{id}.hostname"))
+    }
+
     /// The FIFO a container started with `-i` reads its stdin from; write
     /// to it to reach the container (it exists once a task was created).
     pub fn stdin_path(&self, id: &ContainerId) -> PathBuf {

@@ -240,6 +240,7 @@ impl Adapter {
             _ => None,
         };
         let mut host = host_facts(config, &mounts, shm_source)?;
+        host.hostname_path = Some(self.write_hostname_file(id, config)?);
         if config.network == holdfast_core::NetworkMode::Bridge {
             let netns_dir = &self.config().netns_dir;
             host.netns_path = Some(netns_dir.join(id.as_str()));
@@ -294,6 +295,37 @@ impl Adapter {
         self.rpc("Containers.Create", containers.create(req))
             .await?;
         Ok(())
+    }
+
+    /// Writes the hostname the container has (its own; the host's, or
+    /// the other container's, when it shares that UTS namespace) where
+    /// `/etc/hostname` is bound from. Idempotent: a create retried writes it again.
+    fn write_hostname_file(
+        &self,
+        id: &ContainerId,
+        config: &ContainerConfig,
+    ) -> Result<std::path::PathBuf, AdapterError> {
+        use holdfast_core::NamespaceMode;
+        let read = |p: &std::path::Path| std::fs::read_to_string(p).map(|h| h.trim().to_owned());
+        let own = || crate::spec::hostname(id, config);
+        let name = match &config.namespaces.uts {
+            NamespaceMode::Host => {
+                read(std::path::Path::new("/proc/sys/kernel/hostname")).unwrap_or_default()
+            }
+            // A pod's container: its sandbox's hostname.
+            NamespaceMode::Container { id: donor, .. } => donor
+                .parse::<ContainerId>()
+                .ok()
+                .and_then(|donor| read(&self.hostname_path(&donor)).ok())
+                .unwrap_or_else(own),
+            NamespaceMode::Private | NamespaceMode::Shareable => own(),
+        };
+        let path = self.hostname_path(id);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, format!("{name}\n"))?;
+        Ok(path)
     }
 
     /// Removes the snapshot of a create that failed, unless a container with
@@ -707,6 +739,10 @@ impl Adapter {
             }
         }
         remove_shareable_shm(&shareable_shm_dir(&self.config().fifo_dir, id.as_str()));
+        match std::fs::remove_file(self.hostname_path(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
         match self.remove_snapshot(&snapshot_key).await {
             Ok(()) => Ok(()),
             Err(e) if is_code(&e, Code::NotFound) && container_found => Ok(()),

@@ -70,6 +70,7 @@ pub(crate) fn host_facts(
         netns_path: None,
         hosts_path: None,
         resolv_path: None,
+        hostname_path: None,
     })
 }
 

@@ -219,6 +219,9 @@ pub struct HostFacts {
     /// On a bridge network with `--dns`, `--dns-search` or `--dns-option`:
     /// the resolver file the network step writes, bound at `/etc/resolv.conf`.
     pub resolv_path: Option<PathBuf>,
+    /// The file naming the container's hostname, bound at `/etc/hostname`
+    /// (as dockerd binds one, writable unless the root is read-only).
+    pub hostname_path: Option<PathBuf>,
 }
 
 /// A host device node as the container will see it.
@@ -602,6 +605,14 @@ fn mounts(config: &ContainerConfig, host: &HostFacts) -> Result<Vec<Mount>, Adap
             &source,
             &["rbind", "rprivate"],
         )?);
+    }
+    if let Some(file) = &host.hostname_path {
+        let source = file.to_string_lossy();
+        let mut options = vec!["rbind", "rprivate"];
+        if config.read_only_rootfs {
+            options.push("ro");
+        }
+        mounts.push(mount("/etc/hostname", "bind", &source, &options)?);
     }
     let resolver = match config.network {
         NetworkMode::Bridge => own_resolver,

@@ -357,8 +357,7 @@ fn inspect_json(
             "Health": s.health.as_ref().map(crate::health::state_json),
         },
         "Image": c.image_id.clone().unwrap_or_default(),
-        // Set by `inspect` from what is bound there. No file is bound at
-        // /etc/hostname (the spec sets the hostname): none to show.
+        // Set by `inspect` from what is bound there.
         "ResolvConfPath": "",
         "HostnamePath": "",
         "HostsPath": "",
@@ -460,6 +459,7 @@ pub async fn inspect(
     };
     out["HostsPath"] = json!(shown(&details.hosts_path));
     out["ResolvConfPath"] = json!(shown(&details.resolv_conf_path));
+    out["HostnamePath"] = json!(shown(&details.hostname_path));
     if let (Some(sizes), Some(o)) = (sizes, out.as_object_mut()) {
         super::insert_sizes(o, &sizes);
     }

@@ -48,10 +48,21 @@ impl Containers<'_> {
     }
 }
 
+/// The files the engine binds into every container. runc creates their
+/// mount points in the upper directory when the image lacks them; dockerd
+/// creates them in an init layer below the container's, so its diff never
+/// shows them, nor their directory when nothing else in it changed.
+const ENGINE_FILES: [&str; 3] = ["/etc/hostname", "/etc/hosts", "/etc/resolv.conf"];
+
 /// Every change under `upper`, as (path in the container, kind), sorted.
 fn changes(upper: &FsPath, lowers: &[PathBuf]) -> Vec<(String, u8)> {
     let mut out = Vec::new();
     walk(upper, FsPath::new("/"), lowers, &mut out);
+    out.retain(|(path, _)| !ENGINE_FILES.contains(&path.as_str()));
+    let etc_changed = out.iter().any(|(path, _)| path.starts_with("/etc/"));
+    if !etc_changed {
+        out.retain(|(path, _)| path != "/etc");
+    }
     out.sort();
     out
 }
@@ -106,6 +117,27 @@ mod tests {
                 ("/etc/passwd".to_owned(), MODIFIED),
                 ("/new".to_owned(), ADDED),
                 ("/new/deep".to_owned(), ADDED),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_engines_mount_points_are_no_change_of_the_container() {
+        let dir = tempfile::tempdir().unwrap();
+        let (upper, lower) = (dir.path().join("upper"), dir.path().join("lower"));
+        std::fs::create_dir_all(upper.join("etc")).unwrap();
+        std::fs::create_dir_all(lower.join("etc")).unwrap();
+        for file in ["hostname", "hosts", "resolv.conf"] {
+            std::fs::write(upper.join("etc").join(file), "").unwrap();
+        }
+        assert_eq!(changes(&upper, std::slice::from_ref(&lower)), []);
+        // Beside a real change, /etc is changed and the mount points still are not.
+        std::fs::write(upper.join("etc/motd"), "hi").unwrap();
+        assert_eq!(
+            changes(&upper, &[lower]),
+            [
+                ("/etc".to_owned(), MODIFIED),
+                ("/etc/motd".to_owned(), ADDED)
             ]
         );
     }

@@ -142,6 +142,8 @@ pub struct ContainerDetails {
     /// shared namespace).
     pub hosts_path: Option<PathBuf>,
     pub resolv_conf_path: Option<PathBuf>,
+    /// What is bound at its `/etc/hostname`, once its create wrote it.
+    pub hostname_path: Option<PathBuf>,
 }
 
 /// A network a container was connected to (`docker network connect`).
@@ -240,9 +242,12 @@ impl<'a> Containers<'a> {
                 (None, None)
             }
         };
+        let hostname_path =
+            Some(self.engine.services.adapter.hostname_path(&r.id)).filter(|p| p.exists());
         Ok(ContainerDetails {
             hosts_path,
             resolv_conf_path,
+            hostname_path,
             log_path: self.engine.services.adapter.log_path(&r.id),
             attachment: attachment_of(&snapshot, &ids, network.name()),
             default_bridge: network.name().to_owned(),
