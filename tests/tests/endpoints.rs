@@ -143,8 +143,8 @@ const ENDPOINTS: [Endpoint; 107] = [
         "GET",
         "/containers/nosuch/attach/ws",
         None,
-        501,
-        Some("not supported by holdfast"),
+        404,
+        Some("No such container: nosuch"),
     ),
     (
         "POST",

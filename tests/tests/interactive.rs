@@ -343,3 +343,108 @@ fn attach_and_detach_leave_a_tty_container_running_and_exec_dash_it_works() {
     );
     assert_eq!(d.pid_of("console"), pid, "{}", d.diagnostics());
 }
+
+/// A WebSocket on holdfastd's socket for `path` (the attach at
+/// `/containers/{id}/attach/ws`), or the handshake's refusal.
+async fn websocket(
+    d: &Daemon,
+    path: &str,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>,
+    tokio_tungstenite::tungstenite::Error,
+> {
+    let socket = tokio::net::UnixStream::connect(d.socket())
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}{}", d.diagnostics()));
+    tokio_tungstenite::client_async(format!("ws://localhost{path}"), socket)
+        .await
+        .map(|(ws, _)| ws)
+}
+
+/// What a WebSocket attach sends until `enough` says so or the server
+/// closes, as (bytes, whether every data message was binary).
+async fn read_until(
+    ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>,
+    enough: impl Fn(&[u8]) -> bool,
+) -> (Vec<u8>, bool) {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    let (mut got, mut binary) = (Vec::new(), true);
+    let bound = std::time::Duration::from_secs(60);
+    while !enough(&got) {
+        match tokio::time::timeout(bound, ws.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => got.extend_from_slice(&b),
+            Ok(Some(Ok(Message::Text(t)))) => {
+                binary = false;
+                got.extend_from_slice(t.as_bytes());
+            }
+            Ok(Some(Ok(Message::Close(_))) | None) => break,
+            Ok(Some(Ok(_))) => {}
+            Ok(Some(Err(e))) => panic!("websocket: {e} after {got:?}"),
+            Err(_) => panic!("nothing more within {bound:?} after {got:?}"),
+        }
+    }
+    (got, binary)
+}
+
+#[test]
+fn the_websocket_attach_carries_stdin_and_the_joined_streams_as_dockerd() {
+    use futures_util::SinkExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    let d = Daemon::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    d.ok(&["run", "-d", "-i", "--name", "echo", "busybox", "cat"]);
+    d.ok(&[
+        "run",
+        "--name",
+        "both",
+        "busybox",
+        "sh",
+        "-c",
+        "echo out; echo err >&2",
+    ]);
+    runtime.block_on(async {
+        // Input goes into the container's stdin; its output comes back as
+        // binary messages, without the frame headers of the other attach.
+        let mut ws = websocket(&d, "/v1.43/containers/echo/attach/ws?stream=1")
+            .await
+            .unwrap_or_else(|e| panic!("attach: {e}{}", d.diagnostics()));
+        ws.send(Message::binary(b"hello\n".to_vec()))
+            .await
+            .expect("send");
+        let (got, binary) = read_until(&mut ws, |b| b.ends_with(b"hello\n")).await;
+        assert_eq!(got, b"hello\n", "{}", d.diagnostics());
+        assert!(binary, "API 1.42 and later: binary messages");
+        ws.close(None).await.expect("close");
+        drop(ws);
+
+        // The past of both streams, joined, then the server closes.
+        let mut ws = websocket(&d, "/containers/both/attach/ws?logs=1")
+            .await
+            .unwrap_or_else(|e| panic!("attach: {e}{}", d.diagnostics()));
+        let (got, _) = read_until(&mut ws, |_| false).await;
+        assert_eq!(String::from_utf8_lossy(&got), "out\nerr\n");
+        // Before API 1.42 the messages were text, as dockerd sent them.
+        let mut ws = websocket(&d, "/v1.41/containers/both/attach/ws?logs=1&stderr=0")
+            .await
+            .unwrap_or_else(|e| panic!("attach: {e}{}", d.diagnostics()));
+        let (got, binary) = read_until(&mut ws, |_| false).await;
+        assert_eq!(
+            (String::from_utf8_lossy(&got).as_ref(), binary),
+            ("out\n", false)
+        );
+
+        match websocket(&d, "/containers/nosuch/attach/ws?stream=1").await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 404),
+            other => panic!("a missing container was attached: {other:?}"),
+        }
+    });
+    // The client's close ended its session, not the container's run.
+    assert_eq!(d.state("echo")["Status"], "running", "{}", d.diagnostics());
+    // A request that is no WebSocket handshake is refused as such.
+    let r = d.http("GET", "/containers/echo/attach/ws?stream=1", None);
+    assert_eq!(r.status, 400, "{r:?}");
+}

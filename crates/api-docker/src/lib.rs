@@ -31,6 +31,7 @@ mod state;
 mod streams;
 mod system;
 mod volumes;
+mod websocket;
 
 pub use containers::decode_create;
 pub use error::ApiError;
@@ -107,7 +108,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/session", post(absent::no_session))
         .route("/images/search", get(containers::unsupported))
         .route("/distribution/{*name}", get(images::distribution))
-        .route("/containers/{id}/attach/ws", get(containers::unsupported))
+        .route("/containers/{id}/attach/ws", get(streams::attach_websocket))
         .route("/images/prune", post(prune::images))
         .route("/system/df", get(df::system_df))
         .route("/networks", get(networks::list))
@@ -201,8 +202,11 @@ async fn strip_version(mut req: Request, next: Next) -> Response {
         && let Some((version, tail)) = rest.split_once('/')
         && version.starts_with(|c: char| c.is_ascii_digit())
     {
-        if let Err(e) = check_version(version) {
-            return with_headers(e.into_response());
+        match check_version(version) {
+            Ok(asked) => {
+                req.extensions_mut().insert(asked);
+            }
+            Err(e) => return with_headers(e.into_response()),
         }
         let tail = format!("/{tail}");
         let new_uri = match req.uri().query() {
@@ -267,8 +271,14 @@ fn with_headers(mut response: Response) -> Response {
     response
 }
 
+/// The API version a request's path asked for (`/v1.41/...`); a request
+/// without one asks for [`API_VERSION`]. For the few answers whose shape
+/// changed between versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct AskedVersion(pub u32, pub u32);
+
 /// `1.N` within [MIN_API_VERSION, API_VERSION].
-fn check_version(version: &str) -> Result<(), ApiError> {
+fn check_version(version: &str) -> Result<AskedVersion, ApiError> {
     let parse = |v: &str| -> Option<(u32, u32)> {
         let (major, minor) = v.split_once('.')?;
         Some((major.parse().ok()?, minor.parse().ok()?))
@@ -298,7 +308,7 @@ fn check_version(version: &str) -> Result<(), ApiError> {
             ),
         ));
     }
-    Ok(())
+    Ok(AskedVersion(asked.0, asked.1))
 }
 
 /// Serves until `shutdown` resolves, then gives open requests a few seconds

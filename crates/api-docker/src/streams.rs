@@ -1,13 +1,16 @@
 //! `logs` and `attach`: the container's log as the engine reads it (live,
 //! and kept while holdfastd is down: the logger writes it), as a response
 //! body or on the connection the client hijacks, where attach's input goes
-//! the other way, into the container's stdin. Exec sessions are the same
+//! the other way, into the container's stdin (or as WebSocket messages:
+//! `websocket.rs`). Exec sessions are the same
 //! hijacked stream over the exec's own log (`exec.rs`).
 
 use super::params::Params;
 use super::render;
-use super::{ApiError, ApiState};
+use super::{ApiError, ApiState, websocket};
 use axum::body::Body;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -107,6 +110,7 @@ pub async fn attach(
         stdin: p.bool("stdin"),
         detach_keys: p.str("detachKeys").map(str::to_owned),
         plain_input: false,
+        raw_output: false,
     };
     let attached = state
         .engine
@@ -161,4 +165,46 @@ where
         }
     });
     switching_protocols()
+}
+
+/// `GET /containers/{id}/attach/ws`: the attach of `POST .../attach` as
+/// WebSocket messages, as dockerd serves it: the streams are one (no frame
+/// headers), stdin, stdout and stderr are attached unless the query says
+/// otherwise (dockerd attaches all three whatever it says), and `logs` and
+/// `stream` choose the past and the future as for the other attach.
+pub async fn attach_websocket(
+    State(state): State<ApiState>,
+    Path(reference): Path<String>,
+    query: RawQuery,
+    asked: Option<axum::Extension<crate::AskedVersion>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(&query);
+    let unless_refused = |key: &str| p.str(key).is_none() || p.bool(key);
+    let options = AttachOptions {
+        stdout: unless_refused("stdout"),
+        stderr: unless_refused("stderr"),
+        logs: p.bool("logs"),
+        stream: p.bool("stream"),
+        stdin: unless_refused("stdin"),
+        detach_keys: p.str("detachKeys").map(str::to_owned),
+        plain_input: false,
+        raw_output: true,
+    };
+    // The container is looked for first, as dockerd does: a missing one is
+    // a 404 whether or not the request was a WebSocket handshake.
+    let attached = state
+        .engine
+        .containers()
+        .attach(&reference, options)
+        .await?;
+    let upgrade = upgrade.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    // API 1.42 made the output binary messages; before, text.
+    let framing = match asked {
+        Some(axum::Extension(v)) if v < crate::AskedVersion(1, 42) => websocket::Framing::Text,
+        _ => websocket::Framing::Binary,
+    };
+    Ok(upgrade.on_upgrade(move |socket| {
+        websocket::session(socket, framing, attached.output.frames, attached.input)
+    }))
 }

@@ -148,6 +148,7 @@ pub(super) async fn attach(
         stdin: request.stdin,
         detach_keys: None,
         plain_input: true,
+        raw_output: false,
     };
     let attached = match cri.engine.containers().attach(&container, options).await {
         Ok(attached) => attached,

@@ -43,6 +43,10 @@ pub struct AttachOptions {
     /// detach sequence is watched for, and its end closes the stdin of a
     /// container created `stdin_once`, terminal or not.
     pub plain_input: bool,
+    /// The output's bytes alone, without the frame headers that tell
+    /// stdout from stderr, terminal or not (dockerd's WebSocket attach,
+    /// where the two streams are one).
+    pub raw_output: bool,
 }
 
 /// An attach: the container's output, and the client's input.
@@ -102,6 +106,7 @@ impl Containers<'_> {
             stdin,
             detach_keys,
             plain_input,
+            raw_output,
         } = options;
         let log_options = LogOptions {
             stdout,
@@ -111,7 +116,7 @@ impl Containers<'_> {
             until_nanos: None,
             timestamps: false,
             follow: stream,
-            raw: config.tty,
+            raw: config.tty || raw_output,
         };
         let adapter = &self.engine.services.adapter;
         // Stdin is attached only to a container created with `-i`, as dockerd does.
