@@ -457,6 +457,17 @@ impl Daemon {
     /// Sends one request to the API socket through curl. `path` is sent as
     /// given (already URL-encoded); a body is sent as JSON.
     pub fn http(&self, method: &str, path: &str, body: Option<&[u8]>) -> HttpResponse {
+        self.http_with_headers(method, path, body, &[])
+    }
+
+    /// [`Daemon::http`] with more headers (`X-Registry-Auth`).
+    pub fn http_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> HttpResponse {
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
         let dir = self.root().join("http");
         let response = dir.join(format!("response-{n}"));
@@ -475,6 +486,9 @@ impl Daemon {
             fs::write(&request, body).expect("write the request body");
             cmd.args(["-H", "Content-Type: application/json", "--data-binary"])
                 .arg(format!("@{}", request.display()));
+        }
+        for (name, value) in headers {
+            cmd.arg("-H").arg(format!("{name}: {value}"));
         }
         cmd.arg(format!("http://holdfast{path}"));
         let out = run_with_timeout(&mut cmd, Duration::from_secs(90));

@@ -211,10 +211,10 @@ const ENDPOINTS: [Endpoint; 107] = [
     ("DELETE", "/images/nosuch", None, 404, Some("nosuch")),
     (
         "GET",
-        "/images/search?term=busybox",
+        "/images/search?term=busybox&limit=0&filters=%7B%22x%22%3A%5B%22y%22%5D%7D",
         None,
-        501,
-        Some("not supported by holdfast"),
+        400,
+        Some("invalid filter 'x'"),
     ),
     ("POST", "/images/prune", Some("{}"), 200, None),
     (

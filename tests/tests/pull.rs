@@ -4,7 +4,8 @@
 //! `docker run`), every tag of a repository (`--all-tags`), an index with
 //! two platforms, credentials from `docker
 //! login`, a registry that dies mid-pull, a corrupted blob, and an endless
-//! manifest.
+//! manifest; `docker search` against a registry without a search index and
+//! against one with it.
 
 use holdfast_e2e::Daemon;
 use holdfast_e2e::registry::{
@@ -646,5 +647,132 @@ fn a_plain_http_registry_off_loopback_needs_insecure_registry() {
     assert_eq!(
         d.ok(&["run", "--rm", &image, "cat", "/etc/pulled.txt"]),
         "pulled\n"
+    );
+}
+
+/// A registry's v1 search index, as Docker Hub serves it (no registry
+/// Debian packages serves one; `docker-registry` answers 404 to it): it
+/// answers every request with `results` and keeps each request's head.
+fn search_index(results: serde_json::Value) -> (String, std::sync::mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    let (heads, told) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
+                head.push(byte[0]);
+            }
+            let body = serde_json::json!({
+                "num_results": results.as_array().map_or(0, Vec::len),
+                "query": "",
+                "results": results,
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = heads.send(String::from_utf8_lossy(&head).into_owned());
+        }
+    });
+    (address, told)
+}
+
+#[test]
+fn search_asks_the_registry_and_answers_its_refusal_as_dockerd() {
+    let d = Daemon::start();
+    // A registry that has no search: dockerd's words for its 404.
+    let registry = Registry::start(&d.root().join("registry"), None);
+    let out = d.docker(&["search", &format!("{}/busybox", registry.address())]);
+    assert!(
+        !out.success() && out.stderr.contains("Unexpected status code 404"),
+        "{out:?}{}",
+        d.diagnostics()
+    );
+
+    let (index, heads) = search_index(serde_json::json!([
+        { "name": "busybox", "description": "the official one", "is_official": true,
+          "is_automated": false, "star_count": 3000 },
+        { "name": "someone/busybox", "description": "a copy", "is_official": false,
+          "is_automated": true, "star_count": 2 },
+        { "name": "other/busybox-tools", "description": "", "is_official": false,
+          "is_automated": false, "star_count": 40 },
+    ]));
+    let head = || {
+        heads
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the index was asked")
+    };
+    // The CLI's own search, its limit and filters as the query.
+    let names = d.ok(&[
+        "search",
+        "--limit",
+        "5",
+        "--filter",
+        "stars=10",
+        "--format",
+        "{{.Name}} {{.StarCount}} {{.IsOfficial}}",
+        &format!("{index}/busy"),
+    ]);
+    assert_eq!(names, "busybox 3000 [OK]\nother/busybox-tools 40 \n");
+    let asked = head();
+    assert!(asked.starts_with("GET /v1/search?q=busy&n=5 "), "{asked}");
+    // The client's credentials go to the registry.
+    // {"username":"me","password":"pw"}, as X-Registry-Auth carries it.
+    let auth = "eyJ1c2VybmFtZSI6Im1lIiwicGFzc3dvcmQiOiJwdyJ9";
+    let r = d.http_with_headers(
+        "GET",
+        &format!(
+            "/images/search?term={index}/busy&filters=%7B%22is-official%22%3A%5B%22false%22%5D%7D"
+        ),
+        None,
+        &[("X-Registry-Auth", auth)],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let listed: Vec<String> = r
+        .json()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(listed, ["someone/busybox", "other/busybox-tools"]);
+    let asked = head().to_ascii_lowercase();
+    assert!(
+        asked.contains("authorization: basic bwu6chc="),
+        "no credentials: {asked}"
+    );
+
+    // What dockerd refuses, refused in its words; the index is not asked.
+    for (query, words) in [
+        (
+            "term=x&limit=101",
+            "limit 101 is outside the range of [1, 100]",
+        ),
+        ("term=x&limit=ten", "limit"),
+        ("term=http://host/x", "should not have a scheme"),
+        (
+            "term=x&filters=%7B%22is-official%22%3A%5B%22maybe%22%5D%7D",
+            "invalid filter 'is-official=maybe'",
+        ),
+        (
+            "term=x&filters=%7B%22stars%22%3A%5B%22many%22%5D%7D",
+            "invalid filter 'stars=many'",
+        ),
+        (
+            "term=x&filters=%7B%22label%22%3A%5B%22a%22%5D%7D",
+            "invalid filter 'label'",
+        ),
+    ] {
+        let r = d.http("GET", &format!("/images/search?{query}"), None);
+        assert!(r.status == 400 && r.body.contains(words), "{query}: {r:?}");
+    }
+    assert!(
+        heads.try_recv().is_err(),
+        "a refused search reached the index"
     );
 }

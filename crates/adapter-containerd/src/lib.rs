@@ -62,6 +62,7 @@ mod pull;
 mod push;
 mod relist;
 mod save;
+mod search;
 mod seccomp;
 mod snapshot;
 mod spec;
@@ -89,6 +90,7 @@ pub use pull::{
 };
 pub use push::{PushProgress, PushSink, PushStatus, PushedImage};
 pub use save::SavedImage;
+pub use search::{SearchResult, search_registry, search_target};
 pub use spec::{
     ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, group_id,
     resolve_user,

@@ -37,11 +37,11 @@ use std::time::Duration;
 pub const MAX_DOCUMENT_BYTES: usize = 4 << 20;
 /// Layers downloaded at once (dockerd's default `max-concurrent-downloads`).
 const CONCURRENT_DOWNLOADS: usize = 3;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// A registry silent for this long mid-transfer has failed the pull.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// The whole fetch of one manifest or config.
-const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Progress is reported at most every this many bytes of a layer.
 const PROGRESS_STEP_BYTES: u64 = 512 << 10;
 const ACCEPTED_MANIFESTS: [&str; 4] = [

@@ -106,7 +106,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/build", post(containers::unsupported))
         .route("/build/prune", post(absent::build_prune))
         .route("/session", post(absent::no_session))
-        .route("/images/search", get(containers::unsupported))
+        .route("/images/search", get(images::search))
         .route("/distribution/{*name}", get(images::distribution))
         .route("/containers/{id}/attach/ws", get(streams::attach_websocket))
         .route("/images/prune", post(prune::images))

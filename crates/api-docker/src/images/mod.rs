@@ -1,5 +1,5 @@
 //! `/images/...`: list, inspect, history, tag, remove, save and load; pulls,
-//! pushes and imports in a file each, with what they share in `shared.rs`.
+//! pushes, imports, searches and distribution inspects in a file each, with what they share in `shared.rs`.
 //! Images live in containerd's image store; the engine's images backend
 //! reaches it.
 
@@ -7,11 +7,13 @@ mod distribution;
 mod import;
 mod pull;
 mod push;
+mod search;
 mod shared;
 
 pub use distribution::inspect as distribution;
 pub use pull::{PullRequest, create, decode_pull, login};
 pub use push::{PushRequest, decode_push};
+pub use search::search;
 pub use shared::decode_registry_auth;
 pub(crate) use shared::new_image_name;
 

@@ -1,9 +1,12 @@
 //! Images: containerd's image store and the registries, as `docker images`,
 //! `inspect`, `history`, `tag`, `rmi`, `save`, `load`, `import`, `pull`,
-//! `push`, `login`, `commit` and `image prune` use them. Each change is
+//! `push`, `login`, `search`, `commit` and `image prune` use them. Each change is
 //! published to `docker events`. No lifecycle decision is involved: the
 //! core is asked only which containers use an image (and, for a commit,
 //! to pause and unpause its container).
+
+mod search;
+pub use search::SearchFilter;
 
 use crate::engine::{EngineHandle, wall_now};
 use crate::events::EventMessage;
@@ -27,8 +30,8 @@ use tokio::io::AsyncWriteExt as _;
 /// Pure data and pure functions: nothing here reaches containerd.
 pub use holdfast_adapter_containerd::{
     DistributionInspect, DistributionPlatform, HistoryEntry, ImageConfig, LayerStatus, PullAuth,
-    PullProgress, PushProgress, PushStatus, PushedImage, ResolvedImage, host_architecture,
-    normalize_reference, pull_target, repository_of,
+    PullProgress, PushProgress, PushStatus, PushedImage, ResolvedImage, SearchResult,
+    host_architecture, normalize_reference, pull_target, repository_of,
 };
 
 /// The images backend: see the module docs.
