@@ -8,6 +8,8 @@ Exits non-zero with a traceback at the first thing that does not hold.
 """
 
 import io
+import socket
+import struct
 import sys
 import tarfile
 import time
@@ -27,6 +29,44 @@ def wait_for(what, condition):
         if time.time() > deadline:
             raise AssertionError(f"timed out waiting until {what}")
         time.sleep(0.05)
+
+
+def raw_socket(hijacked):
+    """The connection beneath what the SDK hands back for `socket=True`."""
+    return getattr(hijacked, "_sock", hijacked)
+
+
+def read_to_end(conn):
+    """Everything the engine sends until it ends the stream (a clean end:
+    a reset would raise)."""
+    conn.settimeout(DEADLINE_S)
+    got = b""
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return got
+        got += chunk
+
+
+def wait_for_output(conn, wanted):
+    """Reads until `wanted` has come."""
+    conn.settimeout(DEADLINE_S)
+    got = b""
+    while wanted not in got:
+        chunk = conn.recv(65536)
+        assert chunk, f"the stream ended before {wanted!r}: {got!r}"
+        got += chunk
+
+
+def demultiplexed(data):
+    """The multiplexed stream's payloads, joined per stream (1 stdout, 2 stderr)."""
+    out = {}
+    while data:
+        assert len(data) >= 8, data
+        kind, size = data[0], struct.unpack(">I", data[4:8])[0]
+        out[kind] = out.get(kind, b"") + data[8 : 8 + size]
+        data = data[8 + size :]
+    return out
 
 
 def main():
@@ -173,6 +213,97 @@ def main():
     with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as t:
         member = t.extractfile("sdk.txt")
         assert member is not None and member.read() == b"from the sdk\n"
+    step("exec with a TTY, exec on the hijacked socket, detach keys")
+    # A TTY exec's output is the process's bytes, raw and in order, whole,
+    # streamed or demultiplexed, and nothing of the exec before it.
+    script = ["sh", "-c", "for i in 1 2 3; do echo line$i; done"]
+    lines = b"line1\r\nline2\r\nline3\r\n"
+    for _ in range(5):
+        code, out = box.exec_run(script, tty=True)
+        assert (code, out) == (0, lines), (code, out)
+        streamed = b"".join(box.exec_run(script, tty=True, stream=True).output)
+        assert streamed == lines, streamed
+        code, out = box.exec_run(script, tty=True, demux=True)
+        assert (code, out) == (0, (lines, None)), (code, out)
+    api = client.api
+    # Without a TTY: stdin in, the multiplexed streams out, the exit code after.
+    exec_id = api.exec_create(
+        box.id, ["sh", "-c", "cat; echo done >&2; exit 5"], stdin=True
+    )["Id"]
+    conn = raw_socket(api.exec_start(exec_id, socket=True))
+    conn.sendall(b"piped\n")
+    conn.shutdown(socket.SHUT_WR)
+    streams = demultiplexed(read_to_end(conn))
+    assert streams == {1: b"piped\n", 2: b"done\n"}, streams
+    conn.close()
+    wait_for("the exec is over", lambda: not api.exec_inspect(exec_id)["Running"])
+    assert api.exec_inspect(exec_id)["ExitCode"] == 5, api.exec_inspect(exec_id)
+    # With a TTY: the raw stream, the terminal's echo included.
+    exec_id = api.exec_create(
+        box.id, ["sh", "-c", "read x; echo got:$x; exit 6"], stdin=True, tty=True
+    )["Id"]
+    conn = raw_socket(api.exec_start(exec_id, socket=True, tty=True))
+    conn.sendall(b"abc\n")
+    out = read_to_end(conn)
+    assert out == b"abc\r\ngot:abc\r\n", out
+    conn.close()
+    wait_for("the TTY exec is over", lambda: not api.exec_inspect(exec_id)["Running"])
+    assert api.exec_inspect(exec_id)["ExitCode"] == 6, api.exec_inspect(exec_id)
+    # An exec's own detach keys end its session, not its process.
+    exec_id = api._result(
+        api._post_json(
+            api._url("/containers/{0}/exec", box.id),
+            data={
+                "Cmd": ["sh", "-c", "echo ready; sleep 1000"],
+                "AttachStdin": True,
+                "AttachStdout": True,
+                "Tty": True,
+                "DetachKeys": "ctrl-x,x",
+            },
+        ),
+        True,
+    )["Id"]
+    conn = raw_socket(api.exec_start(exec_id, socket=True, tty=True))
+    wait_for_output(conn, b"ready")
+    conn.sendall(b"\x18x")
+    read_to_end(conn)
+    conn.close()
+    assert api.exec_inspect(exec_id)["Running"], api.exec_inspect(exec_id)
+    # A terminal container: attach's detachKeys end the attach cleanly, and
+    # the container runs on.
+    term = client.containers.run(
+        "busybox", "sh", tty=True, stdin_open=True, detach=True, name="sdk-term"
+    )
+    conn = raw_socket(
+        api.attach_socket(
+            term.id,
+            params={"stdin": 1, "stdout": 1, "stream": 1, "detachKeys": "ctrl-x,x"},
+        )
+    )
+    conn.sendall(b"echo attached-$((40+2))\n")
+    wait_for_output(conn, b"attached-42")
+    conn.sendall(b"\x18x")
+    read_to_end(conn)
+    conn.close()
+    term.reload()
+    assert term.status == "running", term.status
+    term.remove(force=True)
+
+    step("an untagged image: commit without a repository, used by its ID")
+    untagged = box.commit()
+    assert untagged.tags == [] and untagged.id.startswith("sha256:"), untagged.attrs
+    dangling = [i.id for i in client.images.list(filters={"dangling": True})]
+    assert untagged.id in dangling, dangling
+    assert client.images.get(untagged.id).attrs["RepoTags"] == [], untagged.attrs
+    out = client.containers.run(untagged.id, ["cat", "/tmp/sdk.txt"], remove=True)
+    assert out == b"from the sdk\n", out
+    client.images.remove(untagged.id)
+    try:
+        client.images.get(untagged.id)
+        raise AssertionError("a removed untagged image is still there")
+    except docker.errors.ImageNotFound:
+        pass
+
     box.kill(signal="SIGUSR1")
     assert box.wait(timeout=30)["StatusCode"] == 9
     # With no stop signal configured, any kill means "stay down" (dockerd's rule).
