@@ -978,6 +978,15 @@ fn each_create_option_round_trips_through_inspect() {
         (&["--workdir", "/srv"], "/Config/WorkingDir", json!("/srv")),
         (&["--user", "1000:1000"], "/Config/User", json!("1000:1000")),
         (&["--hostname", "box"], "/Config/Hostname", json!("box")),
+        // What names what runs anyway is shown back as the client sent it.
+        (&[], "/HostConfig/Runtime", json!("runc")),
+        (&[], "/HostConfig/Isolation", json!("")),
+        (
+            &["--runtime", "io.containerd.runc.v2"],
+            "/HostConfig/Runtime",
+            json!("io.containerd.runc.v2"),
+        ),
+        (&["--isolation", "default"], "/HostConfig/Isolation", json!("default")),
         (
             &["--entrypoint", "/bin/echo"],
             "/Config/Entrypoint",

@@ -138,6 +138,22 @@ pub struct ContainerConfig {
     /// decision.
     #[serde(default)]
     pub spec_extras: SpecExtras,
+    /// What the client chose where holdfast has nothing else to choose
+    /// from, kept only to be shown back as it was given.
+    #[serde(default)]
+    pub as_given: AsGiven,
+}
+
+/// The Docker API's `HostConfig.Runtime` and `HostConfig.Isolation`, each
+/// accepted only where it names what holdfast runs anyway (runc; Linux's
+/// one isolation): `inspect` shows what the client sent, as dockerd does.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AsGiven {
+    /// `runc`, or the name of containerd's shim for it.
+    pub runtime: Option<String>,
+    /// `default`.
+    pub isolation: Option<String>,
 }
 
 /// Parts of the runtime spec given as they are (the Docker API's

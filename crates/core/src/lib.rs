@@ -91,7 +91,7 @@ pub use action::{
 };
 pub use commands::NAME_TAKEN;
 pub use config::{
-    BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceCgroupRule, DeviceMapping,
+    AsGiven, BindMount, CgroupnsMode, ContainerConfig, CoreConfig, DeviceCgroupRule, DeviceMapping,
     LogDriver, MountSpec, NamespaceMode, Namespaces, NetworkMode, PodMember, PodRole, PortBinding,
     Privileges, ResourceUpdate, Resources, RestartPolicy, Security, SharedNetwork, SpecExtras,
     Ulimit,

@@ -194,6 +194,11 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<NewContainer, ApiError> {
         annotations: hc.annotations.take().unwrap_or_default(),
         console_size: console_size(hc.console_size.take())?,
     };
+    // Both checked by refuse_unsupported: what is left names what runs anyway.
+    let as_given = holdfast_core::AsGiven {
+        runtime: hc.runtime.take().filter(|r| !r.is_empty()),
+        isolation: hc.isolation.take().filter(|i| !i.is_empty()),
+    };
     let healthcheck = holdfast_engine::health_config::decode(b.healthcheck.as_ref())?;
     let mut warnings = Vec::new();
 
@@ -509,6 +514,7 @@ pub(crate) fn parse_create(body: &[u8]) -> Result<NewContainer, ApiError> {
         security: Default::default(),
         pod: None,
         spec_extras,
+        as_given,
     };
     if let Some(w) = &config.working_dir
         && !w.starts_with('/')

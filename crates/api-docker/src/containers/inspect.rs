@@ -93,8 +93,8 @@ pub(super) fn host_config_json(c: &ContainerConfig) -> Value {
         "PublishAllPorts": c.publish_all,
         // What holdfast runs every container with, and Linux's only
         // isolation (dockerd shows "" for it).
-        "Runtime": "runc",
-        "Isolation": "",
+        "Runtime": c.as_given.runtime.as_deref().unwrap_or("runc"),
+        "Isolation": c.as_given.isolation.as_deref().unwrap_or_default(),
         "ConsoleSize": c.spec_extras.console_size.map_or([0, 0], |(r, w)| [r, w]),
         "Annotations": (!c.spec_extras.annotations.is_empty()).then_some(&c.spec_extras.annotations),
         "ExtraHosts": c.extra_hosts,
