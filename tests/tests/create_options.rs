@@ -986,7 +986,11 @@ fn each_create_option_round_trips_through_inspect() {
             "/HostConfig/Runtime",
             json!("io.containerd.runc.v2"),
         ),
-        (&["--isolation", "default"], "/HostConfig/Isolation", json!("default")),
+        (
+            &["--isolation", "default"],
+            "/HostConfig/Isolation",
+            json!("default"),
+        ),
         (
             &["--entrypoint", "/bin/echo"],
             "/Config/Entrypoint",

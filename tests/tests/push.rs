@@ -63,6 +63,22 @@ fn pushes_a_local_image_and_pulls_it_back() {
         d.diagnostics()
     );
     assert!(size > 0, "{out}");
+    // The image is known by that digest now, as dockerd records it.
+    let digests = d.ok(&["image", "inspect", "-f", "{{json .RepoDigests}}", &mine]);
+    assert_eq!(
+        digests.trim(),
+        format!("[\"{r}/mine@{digest}\"]"),
+        "{}",
+        d.diagnostics()
+    );
+    let by_digest = d.ok(&[
+        "run",
+        "--rm",
+        &format!("{r}/mine@{digest}"),
+        "echo",
+        "by-digest",
+    ]);
+    assert_eq!(by_digest.trim(), "by-digest");
 
     // Again: nothing to upload, the same digest.
     let again = d.ok(&["push", &mine]);

@@ -209,6 +209,14 @@ impl Adapter {
             .push_manifest_raw(&target.image, manifest_bytes, content_type)
             .await
             .map_err(|e| target.error("pushing the manifest", &e))?;
+        // The registry now knows the image by this digest too: a name of
+        // it (`RepoDigests`), as dockerd records it after a push.
+        self.put_record(containerd_client::services::v1::Image {
+            name: crate::image::digest_reference(&name, &digest),
+            target: Some(top.clone()),
+            ..Default::default()
+        })
+        .await?;
         Ok(PushedImage { tag, digest, size })
     }
 
