@@ -193,3 +193,66 @@ fn system_df_measures_and_image_prune_removes_only_unused_images() {
         "invalid filter 'colour'",
     );
 }
+
+#[test]
+fn shared_sizes_count_the_layers_images_have_in_common() {
+    let d = Daemon::start();
+    d.ok(&[
+        "run",
+        "--name",
+        "maker",
+        "busybox",
+        "sh",
+        "-c",
+        "head -c 200000 /dev/zero > /made",
+    ]);
+    d.ok(&["commit", "maker", "made:1"]);
+    let sizes = |path: &str| -> Vec<(String, i64, i64)> {
+        let r = d.http("GET", path, None);
+        let images = r.json().unwrap_or_default();
+        let images = images["Images"]
+            .as_array()
+            .cloned()
+            .or_else(|| images.as_array().cloned());
+        images
+            .unwrap_or_default()
+            .iter()
+            .map(|i| {
+                (
+                    i["RepoTags"][0].as_str().unwrap_or_default().to_owned(),
+                    i["Size"].as_i64().unwrap_or(-2),
+                    i["SharedSize"].as_i64().unwrap_or(-2),
+                )
+            })
+            .collect()
+    };
+    let of = |list: &[(String, i64, i64)], tag: &str| {
+        list.iter()
+            .find(|(t, ..)| t == tag)
+            .map(|(_, size, shared)| (*size, *shared))
+            .unwrap_or_else(|| panic!("no {tag} in {list:?}"))
+    };
+    // Not asked: not counted, as dockerd says it (-1).
+    let plain = sizes("/images/json");
+    assert!(plain.iter().all(|(.., shared)| *shared == -1), "{plain:?}");
+    // busybox's layer is made:1's lowest: shared by both; made:1's own
+    // layer (what the container wrote) by none.
+    let listed = sizes("/images/json?shared-size=1");
+    let (busybox, busybox_shared) = of(&listed, "busybox:latest");
+    let (made, made_shared) = of(&listed, "made:1");
+    assert!(busybox > 0 && made >= busybox + 200_000, "{listed:?}");
+    assert_eq!(
+        (busybox_shared, made_shared),
+        (busybox, busybox),
+        "{listed:?}"
+    );
+    // system df agrees, and counts each layer once.
+    let df = d
+        .http("GET", "/system/df?type=image", None)
+        .json()
+        .unwrap_or_default();
+    let in_df = sizes("/system/df?type=image");
+    assert_eq!(of(&in_df, "busybox:latest"), (busybox, busybox), "{df}");
+    assert_eq!(of(&in_df, "made:1"), (made, busybox), "{df}");
+    assert_eq!(df["LayersSize"].as_i64(), Some(made), "{df}");
+}

@@ -92,6 +92,6 @@ pub use push::{PushProgress, PushSink, PushStatus, PushedImage};
 pub use save::SavedImage;
 pub use search::{SearchResult, search_registry, search_target};
 pub use spec::{
-    ALL_CAPABILITIES, HostDevice, HostFacts, User, build_spec, capability_name, group_id,
-    resolve_user,
+    ALL_CAPABILITIES, ENGINE_BOUND_FILES, HostDevice, HostFacts, User, build_spec, capability_name,
+    group_id, is_engine_mount_point, resolve_user,
 };

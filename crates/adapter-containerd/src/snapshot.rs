@@ -7,6 +7,7 @@
 
 use crate::client::Adapter;
 use crate::error::AdapterError;
+use crate::spec::is_engine_mount_point;
 use holdfast_core::ContainerId;
 use nix::mount::{MntFlags, MsFlags};
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
@@ -164,7 +165,15 @@ fn add_dir<W: std::io::Write>(
     for entry in entries {
         let host = entry.path();
         let name = at.join(entry.file_name());
+        // The engine's mount points are no part of the container's layer,
+        // nor their directory when nothing else of it changed.
+        if is_engine_mount_point(&Path::new("/").join(&name)) {
+            continue;
+        }
         let meta = std::fs::symlink_metadata(&host)?;
+        if meta.is_dir() && !opaque(&host) && holds_only_engine_mount_points(&host, &name) {
+            continue;
+        }
         // overlay's whiteout: a character device 0/0.
         if meta.file_type().is_char_device() && meta.rdev() == 0 {
             let mut whiteout = std::ffi::OsString::from(".wh.");
@@ -181,6 +190,22 @@ fn add_dir<W: std::io::Write>(
         }
     }
     Ok(())
+}
+
+/// Whether `dir` (at `at` in the container) holds something, and nothing
+/// but the engine's mount points.
+fn holds_only_engine_mount_points(dir: &Path, at: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut any = false;
+    for entry in entries.flatten() {
+        if !is_engine_mount_point(&Path::new("/").join(at).join(entry.file_name())) {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
 
 /// An empty file that only marks (a whiteout, an opaque directory).
@@ -219,8 +244,39 @@ mod tests {
         std::fs::create_dir_all(upper.join("etc/new")).unwrap();
         std::fs::write(upper.join("etc/new/file"), "hello").unwrap();
         std::os::unix::fs::symlink("/etc/shadow", upper.join("link")).unwrap();
-        let out = dir.path().join("layer.tar");
-        layer_tar(&upper, &out).unwrap();
+        // The engine's mount point beside a real change.
+        std::fs::write(upper.join("etc/hostname"), "").unwrap();
+        assert_eq!(
+            layer_entries(&upper),
+            [
+                ("etc".to_owned(), tar::EntryType::Directory),
+                ("etc/new".to_owned(), tar::EntryType::Directory),
+                ("etc/new/file".to_owned(), tar::EntryType::Regular),
+                ("link".to_owned(), tar::EntryType::Symlink),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_engines_mount_points_alone_are_no_layer_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let upper = dir.path().join("upper");
+        std::fs::create_dir_all(upper.join("etc")).unwrap();
+        for file in ["hostname", "hosts", "resolv.conf"] {
+            std::fs::write(upper.join("etc").join(file), "").unwrap();
+        }
+        // An empty directory of the container's own is a change.
+        std::fs::create_dir_all(upper.join("fresh")).unwrap();
+        assert_eq!(
+            layer_entries(&upper),
+            [("fresh".to_owned(), tar::EntryType::Directory)]
+        );
+    }
+
+    /// The entries of the layer `upper` makes, sorted.
+    fn layer_entries(upper: &Path) -> Vec<(String, tar::EntryType)> {
+        let out = upper.with_extension("tar");
+        layer_tar(upper, &out).unwrap();
         let mut archive = tar::Archive::new(std::fs::File::open(&out).unwrap());
         let mut got: Vec<(String, tar::EntryType)> = archive
             .entries()
@@ -234,15 +290,7 @@ mod tests {
             })
             .collect();
         got.sort_by(|a, b| a.0.cmp(&b.0));
-        assert_eq!(
-            got,
-            [
-                ("etc".to_owned(), tar::EntryType::Directory),
-                ("etc/new".to_owned(), tar::EntryType::Directory),
-                ("etc/new/file".to_owned(), tar::EntryType::Regular),
-                ("link".to_owned(), tar::EntryType::Symlink),
-            ]
-        );
+        got
     }
 
     #[test]

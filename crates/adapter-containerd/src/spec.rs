@@ -13,7 +13,7 @@ use oci_spec::runtime::{
     RootBuilder, Spec, UserBuilder,
 };
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(crate) const SPEC_TYPE_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/Spec";
 pub(crate) const PROCESS_TYPE_URL: &str =
@@ -222,6 +222,18 @@ pub struct HostFacts {
     /// The file naming the container's hostname, bound at `/etc/hostname`
     /// (as dockerd binds one, writable unless the root is read-only).
     pub hostname_path: Option<PathBuf>,
+}
+
+/// The files the engine binds into a container's root (which of them
+/// depends on its network). runc makes their mount points in the
+/// container's own layer where the image has none: those are the engine's,
+/// not the container's changes (dockerd makes them in an init layer below
+/// the container's), so neither `docker diff` nor a commit shows them.
+pub const ENGINE_BOUND_FILES: [&str; 3] = ["/etc/hostname", "/etc/hosts", "/etc/resolv.conf"];
+
+/// Whether `path` (in the container) is one of [`ENGINE_BOUND_FILES`].
+pub fn is_engine_mount_point(path: &Path) -> bool {
+    ENGINE_BOUND_FILES.iter().any(|f| Path::new(f) == path)
 }
 
 /// A host device node as the container will see it.

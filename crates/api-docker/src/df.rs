@@ -24,7 +24,7 @@ pub async fn system_df(
         .iter()
         .map(|u| {
             let containers = i64::try_from(u.containers).unwrap_or(i64::MAX);
-            super::images::summary_json(&u.image, u.size, 0, containers)
+            super::images::summary_json(&u.image, u.size, u.shared_size, containers)
         })
         .collect();
     let now = wall_now();

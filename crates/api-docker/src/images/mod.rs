@@ -34,13 +34,9 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Json
     let p = Params::parse(&query);
     // `all` adds the intermediate images of builds: holdfast has none, so
     // the list is the same either way; `digests` asks for RepoDigests,
-    // always there. SharedSize is not known yet: asked for, it is refused
-    // by name rather than shown empty.
-    if p.bool("shared-size") {
-        return Err(ApiError::bad_request(
-            "images list: shared-size is not supported by holdfast yet",
-        ));
-    }
+    // always there. `shared-size` measures every image's layers against
+    // the others' (dockerd's -1 without it: not counted).
+    let shared_size = p.bool("shared-size");
     let filters = p.filters()?;
     filters.only(&["dangling", "reference", "before", "since", "label"])?;
     for d in filters.get("dangling") {
@@ -69,6 +65,11 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Json
     };
     let (before, since) = (bound("before")?, bound("since")?);
     let containers = state.engine.images().containers_by_image().await?;
+    let layers = if shared_size {
+        Some(state.engine.images().layer_usage(&images).await?)
+    } else {
+        None
+    };
     let mut out = Vec::new();
     for i in &images {
         if !filters.any("dangling", |d| matches!(d, "true" | "1") == i.dangling())
@@ -103,8 +104,14 @@ pub async fn list(State(state): State<ApiState>, query: RawQuery) -> Result<Json
             .copied()
             .unwrap_or(0);
         // What its layers take unpacked, as dockerd shows it.
-        let size = state.engine.images().unpacked_size(i).await?;
-        out.push(summary_json(&shown, size, -1, used));
+        let (size, shared) = match layers
+            .as_ref()
+            .and_then(|l| l.images.get(&i.resolved.config_digest))
+        {
+            Some(own) => (own.size, own.shared_size),
+            None => (state.engine.images().unpacked_size(i).await?, -1),
+        };
+        out.push(summary_json(&shown, size, shared, used));
     }
     Ok(Json(Value::Array(out)))
 }

@@ -5,7 +5,9 @@
 //! core is asked only which containers use an image (and, for a commit,
 //! to pause and unpause its container).
 
+mod layers;
 mod search;
+pub use layers::{ImageLayers, LayerUsage};
 pub use search::SearchFilter;
 
 use crate::engine::{EngineHandle, wall_now};

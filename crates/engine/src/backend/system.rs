@@ -111,7 +111,7 @@ impl DiskUsageOf {
 /// What everything takes on disk (`docker system df`).
 #[derive(Clone, Debug, Default)]
 pub struct DiskUsage {
-    /// Every image's layers, unpacked.
+    /// Every image's layers, unpacked, each layer counted once.
     pub layers_size: i64,
     pub images: Vec<ImageUsage>,
     pub containers: Vec<ContainerUsage>,
@@ -123,6 +123,8 @@ pub struct ImageUsage {
     pub image: LocalImage,
     /// Its layers, unpacked.
     pub size: i64,
+    /// The part of `size` in layers another image has too.
+    pub shared_size: i64,
     /// How many containers were made from it.
     pub containers: usize,
 }
@@ -232,14 +234,17 @@ impl<'a> System<'a> {
                 }
             }
             let images: Vec<LocalImage> = meter.images().cloned().collect();
+            let layers = self.engine.images().layer_usage(&images).await?;
+            usage.layers_size = layers.layers_size;
             for image in images {
                 let id = &image.resolved.config_digest;
-                let size = meter.image_size(id).await?.unwrap_or(0);
-                usage.layers_size = usage.layers_size.saturating_add(size);
+                let own = layers.images.get(id).copied().unwrap_or_default();
+                meter.remember(id, own.size);
                 let containers = made_from.get(id).copied().unwrap_or(0);
                 usage.images.push(ImageUsage {
                     image,
-                    size,
+                    size: own.size,
+                    shared_size: own.shared_size,
                     containers,
                 });
             }

@@ -48,17 +48,13 @@ impl Containers<'_> {
     }
 }
 
-/// The files the engine binds into every container. runc creates their
-/// mount points in the upper directory when the image lacks them; dockerd
-/// creates them in an init layer below the container's, so its diff never
-/// shows them, nor their directory when nothing else in it changed.
-const ENGINE_FILES: [&str; 3] = ["/etc/hostname", "/etc/hosts", "/etc/resolv.conf"];
-
 /// Every change under `upper`, as (path in the container, kind), sorted.
 fn changes(upper: &FsPath, lowers: &[PathBuf]) -> Vec<(String, u8)> {
     let mut out = Vec::new();
     walk(upper, FsPath::new("/"), lowers, &mut out);
-    out.retain(|(path, _)| !ENGINE_FILES.contains(&path.as_str()));
+    // The engine's mount points, and their directory when nothing else in
+    // it changed, are not the container's changes (as dockerd's diff).
+    out.retain(|(path, _)| !holdfast_adapter_containerd::is_engine_mount_point(FsPath::new(path)));
     let etc_changed = out.iter().any(|(path, _)| path.starts_with("/etc/"));
     if !etc_changed {
         out.retain(|(path, _)| path != "/etc");

@@ -66,6 +66,12 @@ impl SizeMeter<'_> {
         Ok(Some(size))
     }
 
+    /// Takes an image's size measured elsewhere (`docker system df`
+    /// measures every image's layers at once).
+    pub fn remember(&mut self, image_id: &str, size: i64) {
+        self.measured.insert(image_id.to_owned(), size);
+    }
+
     /// A container's sizes.
     pub async fn measure(&mut self, s: &Snapshot) -> Result<Sizes, RequestError> {
         let adapter = &self.engine.services.adapter;
