@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# 200 `docker run -d` at once on a machine under CPU load (28 busy loops
+# beside the engines: a load of about 30 on 2 cores), holdfastd and
+# dockerd side by side, rounds alternated: what each CLI was told, how
+# long it waited, and whether what it was told held afterwards (a run told
+# failed whose container then runs; one told started whose container does
+# not). Method and results: bench/vs-dockerd.md, "Runs under load".
+#
+#   sudo bench/runs-under-load.sh
+#
+# Knobs: MANY=200 HOGS=28 ROUNDS=2. Installs Debian's docker.io (for
+# dockerd; its service is never started) when missing; dockerd runs on its
+# own containerd in a temporary directory, as bench/vs-dockerd.sh starts it.
+set -euo pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+
+die() { echo "runs-under-load.sh: $*" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || die "needs root (sudo $0)"
+
+MANY=${MANY:-200}
+HOGS=${HOGS:-28}
+ROUNDS=${ROUNDS:-2}
+
+scripts/deps
+if ! command -v dockerd >/dev/null 2>&1; then
+    echo "runs-under-load.sh: installing docker.io"
+    export DEBIAN_FRONTEND=noninteractive
+    # docker.io's service must never start: we start a private dockerd
+    policy=/usr/sbin/policy-rc.d
+    made_policy=0
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod +x "$policy"
+        made_policy=1
+    fi
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+    ((made_policy)) && rm -f "$policy"
+    if command -v systemctl >/dev/null 2>&1; then
+        systemctl disable docker.service docker.socket >/dev/null 2>&1 || true
+    fi
+fi
+
+ROOT_PREFIX=runs-under-load
+# shellcheck source=bench/one-tmp-root.sh
+source bench/one-tmp-root.sh
+
+cargo build --release --locked -p holdfastd
+cargo build --release --locked -p holdfast-e2e --example runs_under_load
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "machine: $(nproc) cores, kernel $(uname -r)"
+    echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg) (before the hogs)"
+    echo "holdfastd: $(git rev-parse --short HEAD) (release build)"
+    echo "dockerd: $(dockerd --version)"
+    echo "containerd: $(containerd --version)"
+    echo "params: MANY=$MANY HOGS=$HOGS ROUNDS=$ROUNDS"
+} | tee "$T/env.txt"
+
+target/release/examples/runs_under_load "$T/out" "$MANY" "$HOGS" "$ROUNDS" 2>"$T/run.log" ||
+    die "the run failed: $(tail -20 "$T/run.log")"
+
+keep=$(mktemp -d /tmp/runs-under-load-XXXXXX)
+cp "$T/env.txt" "$T/run.log" "$T/out/rounds.jsonl" "$keep/"
+echo "runs-under-load.sh: one line per engine and round in $keep/rounds.jsonl:"
+cat "$keep/rounds.jsonl"
