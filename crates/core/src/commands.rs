@@ -707,9 +707,11 @@ impl Core {
             self.out.answer_now(req, Answer::NotModified);
             return;
         }
-        if !ready {
-            // A start is not kept across an outage: the user sees at once that
-            // it did not happen and can try again.
+        if !ready && !c.rec.intents.start {
+            // A start is not begun during an outage: the user sees at once
+            // that it did not happen and can try again. (One already wanted
+            // will be carried out: this one waits for it, as it would
+            // connected.)
             let message = "containerd is unreachable: the container was not started; try again";
             self.out
                 .answer_now(req, error(ErrorKind::Unavailable, message));

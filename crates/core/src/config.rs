@@ -525,17 +525,9 @@ pub struct CoreConfig {
     /// containerd was away) a stop request is answered with an error if no exit
     /// was observed. The stop itself stays pending.
     pub stop_answer_slack: Duration,
-    /// Bound on answering any other request (start, kill, remove, create).
+    /// Bound on answering any other request (kill, remove, create; a start
+    /// still wanted is answered only by its outcome).
     pub request_answer_bound: Duration,
-    /// The final bound of a start still in progress at
-    /// `request_answer_bound` (containerd connected, the start still
-    /// wanted, a call of it in flight or due again): such a start is
-    /// answered by its outcome, as dockerd's is, or at this bound from its
-    /// request. A loaded containerd may take longer than
-    /// `request_answer_bound` to create a task, and an error for a start
-    /// that then happens is one the user cannot act on. The wait is never
-    /// shorter than a create of ours may run on ([`CoreConfig::start_wait`]).
-    pub start_answer_bound: Duration,
     /// Reconnect backoff: first retry after `reconnect_initial`, doubling up to
     /// `reconnect_max`, with ±`reconnect_jitter_percent` from the seeded RNG.
     pub reconnect_initial: Duration,
@@ -713,26 +705,12 @@ impl CoreConfig {
     }
 }
 
-impl CoreConfig {
-    /// How long a start still under way at its first bound is waited for,
-    /// from its request: `start_answer_bound`, and never less than a create
-    /// of ours may run on in containerd (`create_run_on`) plus a request's
-    /// own bound, so that a start a loaded containerd completes is answered
-    /// by its outcome, as dockerd answers it, rather than told "not
-    /// completed yet" and reported failed by the client (`docker run`).
-    pub fn start_wait(&self) -> Duration {
-        self.start_answer_bound
-            .max(self.create_run_on + self.request_answer_bound)
-    }
-}
-
 impl Default for CoreConfig {
     fn default() -> Self {
         CoreConfig {
             default_stop_timeout: Duration::from_secs(10),
             stop_answer_slack: Duration::from_secs(10),
             request_answer_bound: Duration::from_secs(30),
-            start_answer_bound: Duration::from_secs(120),
             reconnect_initial: Duration::from_millis(50),
             reconnect_max: Duration::from_secs(2),
             reconnect_jitter_percent: 20,

@@ -143,7 +143,6 @@ impl Core {
                 c.rec.intents.kills.push(crate::Signal::SIGKILL);
             }
         }
-        self.answer_starts_past_bound();
         let delay = self.reconnect_delay();
         self.conn.attempts = self.conn.attempts.saturating_add(1);
         self.out

@@ -307,15 +307,6 @@ impl Container {
         }
     }
 
-    /// Whether containerd is still working on a start of this container:
-    /// it is still wanted, and a call of it is in flight, or due again
-    /// after a failure, or the outcome of a call whose answer was lost is
-    /// being looked for.
-    pub(crate) fn start_in_progress(&self) -> bool {
-        self.rec.intents.start
-            && (self.in_flight.is_some() || self.retry_waiting || self.uncertain_step.is_some())
-    }
-
     /// Whether something containerd stamped `at` (an exit, an OOM event's
     /// publication) is older than the current run, so cannot be about it,
     /// even with its pid (the kernel reused it): from before the run began,

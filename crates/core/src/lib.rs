@@ -179,8 +179,8 @@ struct Outbox {
     ops: Map<OpId, OpOwner>,
     timers: Timers,
     request_owner: Map<RequestId, ContainerId>,
-    /// Starts still in progress at their answer bound, waiting for their
-    /// outcome until `start_wait` while containerd stays connected.
+    /// Starts still wanted at their answer bound: answered by their
+    /// outcome, or when a stop or a removal takes the start back.
     starts_past_bound: std::collections::BTreeSet<RequestId>,
     /// Requests waiting on a volume being made or removed.
     request_volume: Map<RequestId, String>,
@@ -490,10 +490,14 @@ impl Core {
     }
 
     /// A request's bound passed before what it asked for was done: answer it
-    /// with an error that says the intent is kept. A start containerd is
-    /// still working on, connected, is not given up at its first bound: it
-    /// waits for its outcome, up to `start_wait` (dockerd keeps a
-    /// start's request open until the start is done).
+    /// with an error that says the intent is kept. Not a start (or a
+    /// restart) still wanted: its client is kept waiting for its outcome, however long a
+    /// loaded or absent containerd takes, as dockerd keeps a start's
+    /// request open until the start is done. An error would be a lie the
+    /// client acts on (`docker run` reports a failed run, a script makes the
+    /// container again) while the start is carried out later; so a start
+    /// is answered an error only where it will not run (a stop or a
+    /// removal took it back, or it failed).
     fn answer_bound_due(&mut self, req: RequestId) {
         if let Some(pos) = self.held_creates.iter().position(|(r, ..)| *r == req) {
             self.held_creates.remove(pos);
@@ -505,25 +509,20 @@ impl Core {
         let Some(id) = self.out.request_owner.get(&req).cloned() else {
             return;
         };
-        let ready = self.conn.is_ready();
         let Some(c) = self.containers.get_mut(&id) else {
             return;
         };
         let Some(pos) = c.requests.iter().position(|(r, _)| *r == req) else {
             return;
         };
-        if c.requests[pos].1 == Pending::Start
-            && ready
-            && c.start_in_progress()
-            && self.out.starts_past_bound.insert(req)
-        {
-            let rest = self
-                .config
-                .start_wait()
-                .saturating_sub(self.config.request_answer_bound);
-            self.out
-                .timers
-                .set(TimerKind::AnswerBound(req), self.out.now.at + rest);
+        let a_start = matches!(c.requests[pos].1, Pending::Start | Pending::Restart { .. });
+        if a_start && c.rec.intents.start {
+            // Looked at again at each bound: what takes the start back
+            // answers it at once (`recheck_starts_past_bound`); this is
+            // the backstop.
+            self.out.starts_past_bound.insert(req);
+            let at = self.out.now.at + self.config.request_answer_bound;
+            self.out.timers.set(TimerKind::AnswerBound(req), at);
             return;
         }
         let pending = c.requests[pos].1;
@@ -597,26 +596,11 @@ impl Core {
             .min(self.config.retry_max)
     }
 
-    /// containerd went away: the starts that waited past their bound for
-    /// their outcome are answered now, as any request at its bound while
-    /// containerd is unreachable (the start stays recorded).
-    fn answer_starts_past_bound(&mut self) {
-        let waiting: Vec<RequestId> = self.out.starts_past_bound.iter().copied().collect();
-        for req in waiting {
-            self.answer_bound_due(req);
-        }
-    }
-
-    /// A start of `id` that waited past its bound is no longer wanted (a
-    /// stop cancelled it): nothing is left to wait for, so it is answered
-    /// now, as it would have been at its bound.
+    /// A start of `id` that waited past its bound may no longer be wanted
+    /// (a stop took it back): nothing is left to wait for, so it is
+    /// answered now, as it would have been at its bound.
     pub(crate) fn recheck_starts_past_bound(&mut self, id: &ContainerId) {
-        let ready = self.conn.is_ready();
-        if self
-            .containers
-            .get(id)
-            .is_some_and(|c| ready && c.start_in_progress())
-        {
+        if self.containers.get(id).is_some_and(|c| c.rec.intents.start) {
             return;
         }
         let owner = &self.out.request_owner;

@@ -74,9 +74,10 @@ struct Request {
     issued: Instant,
     /// When it must have been answered by (none for a wait).
     bound: Option<Duration>,
-    /// A start may wait past `bound` for its outcome, up to this, while
-    /// the core stays connected and the start is still wanted.
-    final_bound: Option<Duration>,
+    /// A start waits past `bound` for its outcome for as long as it is
+    /// still wanted (its client is kept waiting, never told it failed while
+    /// it may still be carried out).
+    waits_for_outcome: bool,
 }
 
 /// What the user asked of a container, which is what may cause a kill,

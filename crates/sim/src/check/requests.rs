@@ -202,8 +202,6 @@ impl Checker {
             | Command::Disconnect { .. } => {}
         }
         let kind = crate::sim::user_kind(command);
-        let final_bound =
-            matches!(command, Command::Start { .. }).then(|| self.config.start_wait() + slack);
         self.outstanding.insert(
             req,
             Request {
@@ -211,7 +209,10 @@ impl Checker {
                 container: id,
                 issued: now,
                 bound,
-                final_bound,
+                waits_for_outcome: matches!(
+                    command,
+                    Command::Start { .. } | Command::Restart { .. }
+                ),
             },
         );
     }
@@ -304,30 +305,22 @@ impl Checker {
                         asked.start_wanted |= asked.start_wanted_before;
                     }
                 }
-                // A start that containerd refuses for good (a leftover of a
-                // create cut halfway, refused as existing, no task found)
-                // fails with the reason, well inside its bound; it is not
-                // left to be retried for ever, told "will be carried out".
-                // (Not one that waits for a copy's mount to go, nor one a
-                // create whose answer was lost may yet carry out.)
-                let lost_create_lately = cd
-                    .lost_creates
-                    .get(id)
-                    .is_some_and(|at| now.saturating_since(*at) <= super::LEFTOVER_GIVEN_UP);
-                // (A restart's bound counts its stop too: its start may
-                // begin late in it, and is then answered as still to come.)
-                if request.kind == UserKind::Start
+                // A start is told it failed only where it will not be
+                // carried out: an error while the core still means to start
+                // it is a lie its user acts on (`docker run` exits 125, a
+                // script makes the container again, and it starts anyway).
+                // (A conflict refuses this request for a reason that holds,
+                // beside a start asked before it.)
+                if matches!(request.kind, UserKind::Start | UserKind::Restart)
                     && let Answer::Error(e) = answer
-                    && e.kind == holdfast_core::ErrorKind::Internal
-                    && e.message.contains("will be carried out")
-                    && let Some(left) = cd.leftovers.get(id)
-                    && now.saturating_since(*left) > super::LEFTOVER_GIVEN_UP
-                    && !lost_create_lately
-                    && !cd.mounted.contains(id)
+                    && e.kind != holdfast_core::ErrorKind::Conflict
+                    && core
+                        .and_then(|c| c.container(id))
+                        .is_some_and(|v| v.record.intents.start)
                 {
                     return Err(format!(
-                        "{req}: the start of {id} is still retried {:?} after containerd was left refusing its every create",
-                        now.saturating_since(*left)
+                        "{req}: the start of {id} was answered an error ({}) while it is still to be carried out",
+                        e.message
                     ));
                 }
                 // A kill refused (no such exec, never started) asks nothing.

@@ -43,21 +43,19 @@ impl Checker {
         }
         for (req, r) in &self.outstanding {
             let waited = now.saturating_since(r.issued);
-            // A start containerd is still working on waits for its outcome
-            // past its bound, but only while the core is connected (a
-            // disconnect answers it at once) and up to its final bound.
-            let start_in_progress = r.final_bound.is_some_and(|b| waited <= b)
-                && core.connection() == ConnectionState::Ready
+            // A start still wanted waits for its outcome past its bound,
+            // connected or not (that it comes is convergence's to check).
+            let start_waits = r.waits_for_outcome
                 && core
                     .container(&r.container)
                     .is_some_and(|v| v.record.intents.start);
             if let Some(bound) = r.bound
                 && waited > bound
-                && !start_in_progress
+                && !start_waits
             {
                 return Err(format!(
-                    "{req} ({:?} of {}) unanswered after {waited:?} (bound {bound:?}, final {:?})",
-                    r.kind, r.container, r.final_bound
+                    "{req} ({:?} of {}) unanswered after {waited:?} (bound {bound:?})",
+                    r.kind, r.container
                 ));
             }
         }
