@@ -1,9 +1,11 @@
 //! A task create slower than the adapter's call deadline (10 s), in runc
 //! and in the shim's start: the deadline reaches the core as a call whose
 //! answer is lost, never as a failure of the container, and the container
-//! starts once the relist that follows finds what containerd made. The
-//! slow program is a wrapper on holdfastd's PATH (its containerd, the
-//! shims and runc inherit it) that makes one call sleep past the deadline.
+//! starts once the relist that follows finds what containerd made. And a
+//! start whose containerd is killed under it: its client waits, and is
+//! told it started once it has. The slow program is a wrapper on
+//! holdfastd's PATH (its containerd, the shims and runc inherit it) that
+//! makes one call sleep past the deadline.
 
 use holdfast_e2e::Daemon;
 use std::os::unix::fs::PermissionsExt as _;
@@ -19,44 +21,109 @@ fn a_shim_start_slower_than_the_call_deadline_still_starts() {
     slow_once("containerd-shim-runc-v2", "start");
 }
 
+#[test]
+fn a_start_whose_containerd_dies_under_it_keeps_its_client_waiting_and_starts() {
+    // runc's start of the task is slow; the shim carries it out whether
+    // containerd lives or not.
+    let slow = Slowed::new("runc", "start");
+    let d = Daemon::start_with_env(&["--bridge", "none"], &[("PATH", &slow.path)]);
+    d.ok(&["create", "--name", "cut", "busybox", "sleep", "300"]);
+    std::fs::write(&slow.gate, b"").expect("close the gate");
+    let start = d.spawn_docker(&["start", "cut"]);
+    d.wait_until("runc start has begun", || {
+        std::fs::read_to_string(&slow.calls).is_ok_and(|c| c.contains("start"))
+    });
+    // containerd dies while the task is being started, and stays away
+    // past the start's answer bound (30 s): the start is not told
+    // "unreachable" (the shim starts the task anyway: a CLI told it failed
+    // would see it run); its client waits.
+    let mut start = start;
+    let outage = d.hold_containerd_down();
+    let away = std::time::Instant::now();
+    let past_bound = Duration::from_secs(40);
+    while away.elapsed() < past_bound {
+        assert!(
+            start.try_wait().is_none(),
+            "the start was answered while containerd was away\n{}",
+            d.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // containerd back: its relist shows what the shim did, and the start
+    // is answered by it.
+    outage.end();
+    let out = d.wait_exit("the start is answered", start);
+    assert!(
+        out.success(),
+        "the start through a containerd crash: {}\n{}",
+        out.stderr,
+        d.diagnostics()
+    );
+    d.wait_until("cut runs", || d.state("cut")["Running"] == true);
+    d.ok(&["rm", "-f", "cut"]);
+}
+
+/// A wrapper of `program` on a PATH of its own: while `gate` exists, the
+/// next call of it with the argument `verb` takes 14 s (and removes the
+/// gate); each such call is a line in `calls`.
+struct Slowed {
+    _dir: tempfile::TempDir,
+    gate: std::path::PathBuf,
+    calls: std::path::PathBuf,
+    /// The PATH with the wrapper first.
+    path: String,
+}
+
+impl Slowed {
+    fn new(program: &str, verb: &str) -> Slowed {
+        let dir = tempfile::Builder::new()
+            .prefix("hf-slow-")
+            .tempdir()
+            .expect("a temporary dir");
+        let real = which(program);
+        let gate = dir.path().join("gate");
+        let calls = dir.path().join("calls");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("create the wrapper's dir");
+        let wrapper = bin.join(program);
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\n\
+                 for a in \"$@\"; do\n\
+                   if [ \"$a\" = {verb} ]; then echo {verb} >> {calls}; fi\n\
+                   if [ \"$a\" = {verb} ] && rm {gate} 2>/dev/null; then sleep 14; break; fi\n\
+                 done\n\
+                 exec {real} \"$@\"\n",
+                gate = gate.display(),
+                calls = calls.display(),
+            ),
+        )
+        .expect("write the wrapper");
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the wrapper");
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Slowed {
+            _dir: dir,
+            gate,
+            calls,
+            path,
+        }
+    }
+}
+
 /// Runs a container while the first call of `program` with the argument
 /// `verb` takes 14 s, then restarts it at the usual speed.
 fn slow_once(program: &str, verb: &str) {
-    let dir = tempfile::Builder::new()
-        .prefix("hf-slow-")
-        .tempdir()
-        .expect("a temporary dir");
-    let real = which(program);
-    let gate = dir.path().join("gate");
-    // A line per call of `program` with `verb`.
-    let calls = dir.path().join("calls");
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).expect("create the wrapper's dir");
-    let wrapper = bin.join(program);
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\n\
-             for a in \"$@\"; do\n\
-               if [ \"$a\" = {verb} ]; then echo {verb} >> {calls}; fi\n\
-               if [ \"$a\" = {verb} ] && rm {gate} 2>/dev/null; then sleep 14; break; fi\n\
-             done\n\
-             exec {real} \"$@\"\n",
-            gate = gate.display(),
-            calls = calls.display(),
-        ),
-    )
-    .expect("write the wrapper");
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
-        .expect("chmod the wrapper");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let d = Daemon::start_with_env(&["--bridge", "none"], &[("PATH", &path)]);
+    let slow = Slowed::new(program, verb);
+    let (gate, calls) = (&slow.gate, &slow.calls);
+    let d = Daemon::start_with_env(&["--bridge", "none"], &[("PATH", &slow.path)]);
 
-    std::fs::write(&gate, b"").expect("close the gate");
+    std::fs::write(gate, b"").expect("close the gate");
     let out = d.docker_within(
         &["run", "-d", "--name", "slow", "busybox", "sleep", "300"],
         Duration::from_secs(150),
@@ -77,7 +144,7 @@ fn slow_once(program: &str, verb: &str) {
     // The create past its deadline was left to finish in containerd, not
     // cut halfway and made again (cut, it can leave its bundle behind
     // under load, and containerd then refuses the container's creates).
-    let made = std::fs::read_to_string(&calls).unwrap_or_default();
+    let made = std::fs::read_to_string(calls).unwrap_or_default();
     assert_eq!(
         made.lines().count(),
         1,
