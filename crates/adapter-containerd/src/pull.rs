@@ -37,11 +37,11 @@ use std::time::Duration;
 pub const MAX_DOCUMENT_BYTES: usize = 4 << 20;
 /// Layers downloaded at once (dockerd's default `max-concurrent-downloads`).
 const CONCURRENT_DOWNLOADS: usize = 3;
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// A registry silent for this long mid-transfer has failed the pull.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// The whole fetch of one manifest or config.
-pub(crate) const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(120);
+const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Progress is reported at most every this many bytes of a layer.
 const PROGRESS_STEP_BYTES: u64 = 512 << 10;
 const ACCEPTED_MANIFESTS: [&str; 4] = [
@@ -872,6 +872,26 @@ impl Adapter {
     }
 }
 
+/// An HTTP client for one registry's own API (a login's check, a search),
+/// each answer bounded, and the scheme to speak to `host` with: plain HTTP
+/// on loopback and to the registries holdfastd was told are insecure.
+pub(crate) fn registry_http(
+    host: &str,
+    insecure_registries: &[String],
+) -> Result<(reqwest::Client, &'static str), AdapterError> {
+    // reqwest needs a TLS provider installed before a client is built; a
+    // second install is refused harmlessly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plain_http = is_loopback_registry(host) || insecure_registries.iter().any(|r| r == host);
+    let http = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(DOCUMENT_TIMEOUT)
+        .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
+    Ok((http, if plain_http { "http" } else { "https" }))
+}
+
 /// Checks credentials against a registry as `docker login` asks a daemon
 /// to: `GET /v2/` answered, with basic auth when the registry asks for it,
 /// or a token granted by the registry's token service. `server` is the CLI's
@@ -893,14 +913,7 @@ pub async fn check_login(
         "" | "docker.io" | "index.docker.io" => "registry-1.docker.io",
         h => h,
     };
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let plain_http = is_loopback_registry(host) || insecure_registries.iter().any(|r| r == host);
-    let scheme = if plain_http { "http" } else { "https" };
-    let http = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(DOCUMENT_TIMEOUT)
-        .build()
-        .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
+    let (http, scheme) = registry_http(host, insecure_registries)?;
     let unreachable = |e: reqwest::Error| failed(format!("cannot reach the registry {host}: {e}"));
     let refused = |why: String| AdapterError::Registry {
         kind: RegistryFailure::NotFound,

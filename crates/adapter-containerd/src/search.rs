@@ -5,7 +5,7 @@
 //! as a pull's reference does (`localhost:5000/app`), else Docker Hub.
 
 use crate::error::AdapterError;
-use crate::pull::{CONNECT_TIMEOUT, DOCUMENT_TIMEOUT, PullAuth, failed, is_loopback_registry};
+use crate::pull::{PullAuth, failed, registry_http};
 use serde::Deserialize;
 
 /// Docker Hub's search index.
@@ -59,15 +59,7 @@ pub async fn search_registry(
     insecure_registries: &[String],
 ) -> Result<Vec<SearchResult>, AdapterError> {
     let (host, wanted) = search_target(term);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let plain_http = is_loopback_registry(host) || insecure_registries.iter().any(|r| r == host);
-    let scheme = if plain_http { "http" } else { "https" };
-    let http = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(DOCUMENT_TIMEOUT)
-        .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
+    let (http, scheme) = registry_http(host, insecure_registries)?;
     let url = format!("{scheme}://{host}/v1/search");
     let limit = limit.to_string();
     let request = http
