@@ -526,7 +526,8 @@ pub struct CoreConfig {
     /// was observed. The stop itself stays pending.
     pub stop_answer_slack: Duration,
     /// Bound on answering any other request (kill, remove, create; a start
-    /// still wanted is answered only by its outcome).
+    /// still wanted is answered only by its outcome, and a create whose
+    /// call containerd is still carrying out is given `create_run_on` more).
     pub request_answer_bound: Duration,
     /// Reconnect backoff: first retry after `reconnect_initial`, doubling up to
     /// `reconnect_max`, with ±`reconnect_jitter_percent` from the seeded RNG.
@@ -545,10 +546,12 @@ pub struct CoreConfig {
     /// Attempts of an action that failed for a reason other than unavailability
     /// before the intent is dropped with an error answer.
     pub retry_attempts_max: u32,
-    /// How long a task create whose answer was lost may still be carried
-    /// out by containerd (the adapter lets it run on, with this deadline of
-    /// its own): within it, a refusal of another create as "already
-    /// exists" is that create under way, past it a leftover.
+    /// How long a create's calls may take (the adapter's deadline of
+    /// them, which run on past the ordinary call deadline). A task create
+    /// whose answer was lost may still be carried out by containerd
+    /// within it: a refusal of another create as "already exists" is that
+    /// create under way, past it a leftover. A container's create still
+    /// with containerd at its answer bound is given this long again.
     pub create_run_on: Duration,
     /// Restart-policy backoff: `restart_initial` doubling up to `restart_max`,
     /// reset when a run lasted at least `restart_reset_after` (dockerd: 100 ms,

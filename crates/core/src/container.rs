@@ -151,6 +151,10 @@ pub(crate) struct Container {
     /// carrying it out until `create_run_on` after, and refuses another
     /// create of the container as existing meanwhile.
     pub(crate) lost_create_at: Option<Instant>,
+    /// A create rolled back at a restart that cut it: the create call of
+    /// the daemon before may still land in containerd until then (it runs
+    /// on, `create_run_on`), so the container is deleted no sooner.
+    pub(crate) delete_not_before: Option<Instant>,
     /// Since when its task creates have been refused as existing (reset
     /// once a task is created, or the start given up).
     pub(crate) exists_refused_since: Option<Instant>,
@@ -230,6 +234,7 @@ impl Container {
             uncertain_step: None,
             task_in_doubt: false,
             lost_create_at: None,
+            delete_not_before: None,
             exists_refused_since: None,
             retry_waiting: false,
             restart_delay,
@@ -412,6 +417,16 @@ impl Container {
             .enumerate()
             .filter(|(_, m)| m.volume.is_some())
             .map(|(i, _)| i)
+    }
+
+    /// A call of its create is with containerd (the container's record
+    /// and snapshot, or a volume filled from the image).
+    pub(crate) fn create_under_way(&self) -> bool {
+        self.rec.presence == Presence::Creating
+            && matches!(
+                self.in_flight,
+                Some((_, Step::CreateContainer | Step::FillVolume(_)))
+            )
     }
 
     pub(crate) fn visible(&self) -> bool {

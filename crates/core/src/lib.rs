@@ -182,6 +182,9 @@ struct Outbox {
     /// Starts still wanted at their answer bound: answered by their
     /// outcome, or when a stop or a removal takes the start back.
     starts_past_bound: std::collections::BTreeSet<RequestId>,
+    /// Creates whose calls were under way at their answer bound: given
+    /// until `create_run_on` more (see `answer_bound_due`).
+    creates_past_bound: std::collections::BTreeSet<RequestId>,
     /// Requests waiting on a volume being made or removed.
     request_volume: Map<RequestId, String>,
     /// Requests waiting on a user network being defined or removed.
@@ -275,6 +278,7 @@ impl Outbox {
         self.timers.cancel(&TimerKind::AnswerBound(req));
         self.request_owner.remove(&req);
         self.starts_past_bound.remove(&req);
+        self.creates_past_bound.remove(&req);
         if !req.is_internal() {
             self.actions.push_back(Action::Answer(req, answer));
         }
@@ -442,6 +446,12 @@ impl Core {
         self.out.ops.len()
     }
 
+    /// Creates being rolled back, not shown and not yet gone from
+    /// containerd (for simulators' invariants).
+    pub fn rollbacks_pending(&self) -> usize {
+        self.containers.values().filter(|c| !c.visible()).count()
+    }
+
     /// Requests accepted and not yet answered (for simulators' invariants).
     pub fn requests_pending(&self) -> usize {
         // The core's own requests (a pod's stop of its containers) are
@@ -477,6 +487,7 @@ impl Core {
                     self.reconcile(&id);
                 }
                 TimerKind::RestartBackoff(id) => self.restart_due(&id),
+                TimerKind::RollbackDue(id) => self.reconcile(&id),
                 TimerKind::AnswerBound(req) => self.answer_bound_due(req),
                 TimerKind::VolumeRetry(name) => self.volume_retry_due(&name),
                 TimerKind::NetworkRetry(name) => self.network_retry_due(&name),
@@ -531,6 +542,18 @@ impl Core {
         let exec_not_begun = matches!(pending, Pending::ExecStart(serial)
             if c.rec.execs.iter().any(|e| e.serial == serial && e.state == ExecState::Created));
         match pending {
+            // A create whose call containerd is still carrying out (slowed
+            // by load, it runs on: the adapter's `create_run_on`) is given
+            // that long again, once: told it failed now, it would be
+            // rolled back where it was about to succeed.
+            Pending::Create
+                if c.create_under_way()
+                    && self.conn.is_ready()
+                    && self.out.creates_past_bound.insert(req) =>
+            {
+                let at = self.out.now.at + self.config.create_run_on;
+                return self.out.timers.set(TimerKind::AnswerBound(req), at);
+            }
             Pending::Commit(serial) if c.commit_under_way(serial) => {
                 let at = self.out.now.at + self.config.request_answer_bound;
                 return self.out.timers.set(TimerKind::AnswerBound(req), at);

@@ -127,6 +127,9 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
             if let Some((call, step)) = c.snapshot_step() {
                 return Some((Issue::Containerd(call), step));
             }
+            if c.delete_not_before.is_some_and(|at| now < at) {
+                return None;
+            }
             return Some((
                 Issue::Containerd(Call::DeleteContainer { id }),
                 Step::DeleteContainer,
@@ -404,6 +407,9 @@ impl Core {
             self.out.persist(&c.rec);
         }
         let Some((call, step)) = next_step(c, volumes_ready, self.out.now.at) else {
+            if let Some(at) = c.delete_not_before.filter(|at| self.out.now.at < *at) {
+                self.out.timers.set(TimerKind::RollbackDue(id.clone()), at);
+            }
             return;
         };
         if matches!(
@@ -586,9 +592,16 @@ impl Core {
             for e in &rec.execs {
                 self.exec_owner.insert(e.id.clone(), id.clone());
             }
-            // (No create of the daemon before the restart runs on: its
-            // connection went with it, and containerd ended its calls.)
-            let c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
+            let cut_mid_create = rec.presence == Presence::Discarding;
+            let mut c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
+            // A create the daemon before had with containerd may still
+            // land (containerd does not always end a call whose client
+            // went away): deleted once it no longer can, not before (found
+            // by the simulator: a slow create landed after the delete, and
+            // the container was left behind in containerd).
+            if cut_mid_create {
+                c.delete_not_before = Some(self.out.now.at + self.config.create_run_on);
+            }
             if c.visible() && !self.names.contains_key(&c.rec.name) {
                 self.names.insert(c.rec.name.clone(), id.clone());
             }

@@ -19,6 +19,9 @@ pub enum TimerKind {
     RestartBackoff(ContainerId),
     /// Retry a failed action on this container.
     Retry(ContainerId),
+    /// A create rolled back after a restart may be deleted: the create
+    /// the daemon before had under way can no longer land.
+    RollbackDue(ContainerId),
     /// Retry a failed make or removal of this volume.
     VolumeRetry(String),
     /// Retry a failed definition or removal of this user network.

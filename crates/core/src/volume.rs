@@ -369,8 +369,19 @@ impl Core {
             let goes = self.volumes.get(&name).is_some_and(|v| {
                 v.rec.made_for.as_ref() == Some(id) || anonymous_too && v.rec.anonymous()
             });
-            if goes && self.volume_users_except(&name, id).is_empty() {
+            if !goes {
+                continue;
+            }
+            if self.volume_users_except(&name, id).is_empty() {
                 self.mark_volume_removing(&name);
+            } else if let Some(v) = self.volumes.get_mut(&name)
+                && v.rec.made_for.as_ref() == Some(id)
+            {
+                // Named by another container meanwhile (a rollback can
+                // wait long: see `delete_not_before`), it is that one's
+                // now, kept as any other (found by the simulator).
+                v.rec.made_for = None;
+                self.out.persist_volume(&v.rec);
             }
         }
     }

@@ -143,20 +143,61 @@ fn resolve_by_id_name_and_unique_prefix() {
     );
 }
 
-#[test]
-fn a_create_past_its_bound_is_rolled_back_even_if_it_succeeds_later() {
-    let mut d = Driver::new();
+fn create_in_flight(d: &mut Driver) -> (RequestId, OpId) {
     d.connect(vec![]);
     let (req, actions) = d.command(Command::Create {
         id: cid("c1"),
         name: "web".into(),
         config: Default::default(),
     });
-    let create = only_call(&actions, |c| matches!(c, Call::CreateContainer { .. }));
+    (
+        req,
+        only_call(&actions, |c| matches!(c, Call::CreateContainer { .. })),
+    )
+}
+
+#[test]
+fn a_create_still_with_containerd_at_its_bound_waits_for_its_outcome() {
+    // The loaded-containerd case of `docker run`: the create's calls run
+    // on past the call deadline; failed at the bound, it would be rolled
+    // back where it was about to succeed.
+    let mut d = Driver::new();
+    let (req, create) = create_in_flight(&mut d);
     let (kind, actions) = d.fire_timer();
     assert_eq!(kind, TimerKind::AnswerBound(req));
+    assert_eq!(answers(&actions), vec![], "{actions:?}");
+    let bound = d
+        .core
+        .timers()
+        .find(|(_, k)| **k == TimerKind::AnswerBound(req))
+        .map(|(at, _)| at);
+    assert_eq!(
+        bound,
+        Some(d.now.at + CoreConfig::default().create_run_on),
+        "given as long again as its calls may take"
+    );
+    let actions = d.ok(create);
+    assert_eq!(answers(&actions), vec![(req, Answer::Done)]);
+    assert_eq!(d.core.resolve("web"), Ok(cid("c1")));
     assert!(
-        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Internal)
+        d.core
+            .timers()
+            .all(|(_, k)| !matches!(k, TimerKind::AnswerBound(_))),
+        "the answered create leaves no bound behind"
+    );
+}
+
+#[test]
+fn a_create_past_its_second_bound_is_rolled_back_even_if_it_succeeds_later() {
+    let mut d = Driver::new();
+    let (req, create) = create_in_flight(&mut d);
+    let (_, actions) = d.fire_timer();
+    assert_eq!(answers(&actions), vec![]);
+    // Still no answer once its calls' own deadline has passed: wedged.
+    let actions = d.fire_until(TimerKind::AnswerBound(req));
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Internal),
+        "{actions:?}"
     );
     assert!(
         d.core.resolve("web").is_err(),
@@ -172,6 +213,22 @@ fn a_create_past_its_bound_is_rolled_back_even_if_it_succeeds_later() {
         calls(&actions),
         vec![Call::DeleteContainer { id: cid("c1") }]
     );
+}
+
+#[test]
+fn a_create_whose_containerd_is_away_at_its_bound_is_rolled_back_then() {
+    let mut d = Driver::new();
+    let (req, _create) = create_in_flight(&mut d);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "gone".into(),
+    )));
+    // (Reconnect attempts fire first; none gets through.)
+    let actions = d.fire_until(TimerKind::AnswerBound(req));
+    assert!(
+        matches!(&answers(&actions)[..], [(r, Answer::Error(e))] if *r == req && e.kind == ErrorKind::Unavailable),
+        "{actions:?}"
+    );
+    assert!(d.core.resolve("web").is_err());
 }
 
 #[test]

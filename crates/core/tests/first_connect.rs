@@ -83,7 +83,18 @@ fn a_create_that_waited_for_the_first_connection_keeps_the_bound_it_was_asked_wi
         .filter(|(_, kind)| *kind == TimerKind::AnswerBound(req))
         .map(|(at, _)| at);
     assert_eq!(answer_due, Some(asked_at + bound), "counted from the ask");
+    // Its call still with containerd then, it is given as long again as a
+    // create's calls may take, then told it failed.
     let (_, actions) = d.fire_timer();
+    assert_eq!(answers(&actions), vec![], "{actions:?}");
+    let run_on = CoreConfig::default().create_run_on;
+    let answer_due = d
+        .core
+        .timers()
+        .find(|(_, kind)| **kind == TimerKind::AnswerBound(req))
+        .map(|(at, _)| at);
+    assert_eq!(answer_due, Some(asked_at + bound + run_on));
+    let actions = d.fire_until(TimerKind::AnswerBound(req));
     assert!(
         matches!(answers(&actions).as_slice(), [(r, Answer::Error(_))] if *r == req),
         "{actions:?}"

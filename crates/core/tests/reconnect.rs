@@ -119,9 +119,15 @@ fn restored_records_are_confirmed_by_the_first_relist() {
         .cloned()
         .expect("gone is an exit");
     assert_eq!(exit.exit_code, 255);
-    // The half-created one is rolled back.
-    assert!(calls(&actions).contains(&Call::DeleteContainer { id: cid("c2") }));
+    // The half-created one is rolled back: hidden at once, deleted once
+    // the create the daemon before had under way can no longer land.
     assert!(d.core.container(&cid("c2")).is_none());
+    assert!(!calls(&actions).contains(&Call::DeleteContainer { id: cid("c2") }));
+    let actions = d.fire_until(TimerKind::RollbackDue(cid("c2")));
+    assert!(
+        calls(&actions).contains(&Call::DeleteContainer { id: cid("c2") }),
+        "{actions:?}"
+    );
 }
 
 #[test]

@@ -59,11 +59,17 @@ pub(crate) const COMMIT_READ_MAX: Duration = Duration::from_secs(4);
 /// still wait.
 pub(crate) const CALL_ANSWER_MAX: Duration = Duration::from_secs(10);
 
+/// The longest a create's call waits for its answer (a loaded containerd
+/// is slow to create, and the adapter lets a create's calls run on past
+/// the ordinary deadline): the core's `create_run_on` in the simulation,
+/// longer than a request's answer bound, as in holdfastd.
+pub(crate) const CREATE_ANSWER_MAX: Duration = Duration::from_secs(45);
+
 /// By when a start against a leftover in containerd (every create refused
 /// as existing) must have been given up: past the time a lost create may
-/// run on (`CALL_ANSWER_MAX`), the retries' bound and their backoff, with
-/// room to spare.
-pub(crate) const LEFTOVER_GIVEN_UP: Duration = Duration::from_secs(60);
+/// run on (`CREATE_ANSWER_MAX`), the retries' bound and their backoff,
+/// with room to spare.
+pub(crate) const LEFTOVER_GIVEN_UP: Duration = Duration::from_secs(90);
 
 pub(crate) const UNKNOWN_CONTAINER: &str = "no-such-container";
 

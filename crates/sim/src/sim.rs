@@ -68,9 +68,9 @@ impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {
             core_config: CoreConfig {
-                // A lost call of the fake containerd takes effect, if at
-                // all, within its answer's deadline.
-                create_run_on: crate::check::CALL_ANSWER_MAX,
+                // A create's call of the fake containerd is answered, and
+                // a lost one takes effect if at all, within this.
+                create_run_on: crate::check::CREATE_ANSWER_MAX,
                 ..CoreConfig::default()
             },
             safety: Duration::from_secs(300),

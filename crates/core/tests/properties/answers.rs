@@ -9,6 +9,23 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 impl Harness {
+    /// A create is answered within its bound, or, while containerd is
+    /// still carrying out its call then, within as long again as a
+    /// create's calls may take: never left waiting for ever.
+    pub(crate) fn check_creates_answered_in_time(&self) -> Result<(), TestCaseError> {
+        let bound = self.config.request_answer_bound + self.config.create_run_on;
+        for (req, asked) in &self.creates_asked {
+            let waited = self.now.at.saturating_since(*asked);
+            prop_assert!(
+                self.answered.contains_key(req) || waited <= bound,
+                "create {} unanswered after {:?}",
+                req,
+                waited
+            );
+        }
+        Ok(())
+    }
+
     /// When a run ends, what waited on it is answered at once, with the
     /// answer the end calls for: a kill whose delivery was under way is
     /// done (as dockerd answers it), any other kill, pause or unpause finds

@@ -119,6 +119,8 @@ pub(crate) struct Harness {
     pub(crate) start_asked_at_op: BTreeMap<RequestId, u64>,
     /// Start requests (not restarts): when each was asked.
     pub(crate) starts_asked: BTreeMap<RequestId, Instant>,
+    /// Create requests: when each was asked.
+    pub(crate) creates_asked: BTreeMap<RequestId, Instant>,
     /// A relist listed a placeholder: another must be asked for by then.
     pub(crate) look_again_by: Option<Instant>,
     /// A call that can end, freeze or remove a task was refused or lost
@@ -267,6 +269,7 @@ impl Harness {
             starts: BTreeMap::new(),
             start_asked_at_op: BTreeMap::new(),
             starts_asked: BTreeMap::new(),
+            creates_asked: BTreeMap::new(),
             look_again_by: None,
             refresh_owed_by: None,
             doubts: BTreeSet::new(),
@@ -639,6 +642,7 @@ impl Harness {
         }
         if let Command::Create { id, .. } = &command {
             self.creates.insert(req, id.clone());
+            self.creates_asked.insert(req, self.now.at);
         }
         let ask = match &command {
             Command::Kill { id, signal } => Some((id.clone(), Ask::Kill(*signal))),
@@ -707,7 +711,8 @@ impl Harness {
         self.set_time(target);
         self.check_relists_owed_came()?;
         self.check_stops_answered_by_their_bound()?;
-        self.check_starts_answered_in_time()
+        self.check_starts_answered_in_time()?;
+        self.check_creates_answered_in_time()
     }
 
     pub(crate) fn set_time(&mut self, at: Instant) {
@@ -776,6 +781,7 @@ impl Harness {
         self.stop_bounds.retain(|r, _| answered.contains_key(r));
         self.starts.retain(|r, _| answered.contains_key(r));
         self.starts_asked.retain(|r, _| answered.contains_key(r));
+        self.creates_asked.retain(|r, _| answered.contains_key(r));
         self.connects.retain(|r, _| answered.contains_key(r));
         // A create the daemon held (or had not answered) died with it: the
         // next create of that id is the one made.

@@ -92,6 +92,24 @@ impl Driver {
         (kind, self.feed(Input::Timeout))
     }
 
+    /// Fires the timers due until `kind` has fired, and all they did
+    /// (what the others do, a periodic relist or a reconnect attempt, is
+    /// left unanswered). Timers due together fire in one input.
+    pub fn fire_until(&mut self, kind: TimerKind) -> Vec<Action> {
+        let mut all = Vec::new();
+        loop {
+            assert!(
+                self.core.timers().any(|(_, k)| *k == kind),
+                "{kind:?} is not armed"
+            );
+            let (_, actions) = self.fire_timer();
+            all.extend(actions);
+            if !self.core.timers().any(|(_, k)| *k == kind) {
+                return all;
+            }
+        }
+    }
+
     pub fn req(&mut self) -> RequestId {
         self.next_req += 1;
         RequestId(self.next_req)

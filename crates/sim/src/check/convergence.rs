@@ -29,6 +29,14 @@ impl Checker {
         if world_calls > 0 || core.calls_in_flight() > 0 {
             return Some(format!("{world_calls} calls in flight"));
         }
+        // (One cut by a crash waits until the create it rolls back can no
+        // longer land in containerd.)
+        if core.rollbacks_pending() > 0 {
+            return Some(format!(
+                "{} creates being rolled back",
+                core.rollbacks_pending()
+            ));
+        }
         for (req, r) in &self.outstanding {
             let view = core.container(&r.container);
             let due = match r.kind {

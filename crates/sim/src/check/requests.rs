@@ -66,7 +66,9 @@ impl Checker {
                     asked.start = true;
                     asked.start_wanted = true;
                 }
-                Some(self.config.request_answer_bound + slack)
+                // Still with containerd at its bound, it is given as
+                // long again as a create's calls may take.
+                Some(self.config.request_answer_bound + super::CREATE_ANSWER_MAX + slack)
             }
             Command::Stop { timeout, .. } => {
                 Some(grace(*timeout) + self.config.stop_answer_slack + slack)
