@@ -3,7 +3,9 @@
 //! answer is lost, never as a failure of the container, and the container
 //! starts once the relist that follows finds what containerd made. And a
 //! start whose containerd is killed under it: its client waits, and is
-//! told it started once it has. The slow program is a wrapper on
+//! told it started once it has. And a run whose containerd hangs past
+//! the create's bound: its client waits, and the run succeeds. The slow
+//! program is a wrapper on
 //! holdfastd's PATH (its containerd, the shims and runc inherit it) that
 //! makes one call sleep past the deadline.
 
@@ -61,6 +63,43 @@ fn a_start_whose_containerd_dies_under_it_keeps_its_client_waiting_and_starts() 
     );
     d.wait_until("cut runs", || d.state("cut")["Running"] == true);
     d.ok(&["rm", "-f", "cut"]);
+}
+
+#[test]
+fn a_run_while_containerd_hangs_past_the_create_bound_waits_and_starts() {
+    // A containerd too loaded to answer (frozen here) past the call
+    // deadline (10 s) and past a create's answer bound (30 s): the
+    // create's calls run on, the CLI waits, and the run succeeds once
+    // containerd answers, as with dockerd; neither a failed run nor a
+    // container rolled back under its client.
+    let d = Daemon::start();
+    let frozen = d.freeze_containerd();
+    let mut run = d.spawn_docker(&["run", "-d", "--name", "hung", "busybox", "sleep", "300"]);
+    let since = std::time::Instant::now();
+    let past_bound = Duration::from_secs(40);
+    while since.elapsed() < past_bound {
+        if run.try_wait().is_some() {
+            d.thaw_containerd(frozen);
+            let out = d.wait_exit("the run was answered", run);
+            panic!(
+                "the run was answered while containerd hung: {}{}\n{}",
+                out.stdout,
+                out.stderr,
+                d.diagnostics()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    d.thaw_containerd(frozen);
+    let out = d.wait_exit("the run is answered", run);
+    assert!(
+        out.success(),
+        "a run through a containerd that hung: {}\n{}",
+        out.stderr,
+        d.diagnostics()
+    );
+    d.wait_until("hung runs", || d.state("hung")["Running"] == true);
+    d.ok(&["rm", "-f", "hung"]);
 }
 
 /// A wrapper of `program` on a PATH of its own: while `gate` exists, the

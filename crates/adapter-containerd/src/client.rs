@@ -59,11 +59,14 @@ pub struct AdapterConfig {
     pub call_timeout: Duration,
     /// Deadline of each RPC of an image import (unpacking a big layer takes long).
     pub import_call_timeout: Duration,
-    /// containerd's own deadline for a task create that runs on past
-    /// `call_timeout` (see `Adapter::rpc_run_on`): generous, so that a
-    /// create slowed by load finishes rather than being cut halfway; still
-    /// bounded, so that a wedged one ends. The core's `create_run_on`.
-    pub task_create_run_on: Duration,
+    /// The deadline of a create's calls, which run on past `call_timeout`:
+    /// every call of a container's create (its lease, snapshot and
+    /// container record), which the adapter waits for, and containerd's
+    /// own deadline for a task create, which it leaves running (see
+    /// `Adapter::rpc_run_on`). Generous, so that a create slowed by load
+    /// finishes rather than being cut halfway and failed; still bounded,
+    /// so that a wedged one ends. The core's `create_run_on`.
+    pub create_run_on: Duration,
     pub snapshotter: String,
     /// The OCI runtime containerd runs tasks with.
     pub runtime: String,
@@ -90,12 +93,19 @@ impl AdapterConfig {
             log_dir,
             call_timeout: Duration::from_secs(10),
             import_call_timeout: Duration::from_secs(600),
-            task_create_run_on: Duration::from_secs(300),
+            create_run_on: Duration::from_secs(300),
             snapshotter: "overlayfs".to_owned(),
             runtime: "io.containerd.runc.v2".to_owned(),
             insecure_registries: Vec::new(),
         }
     }
+}
+
+tokio::task_local! {
+    /// The deadline of every call made in its scope, in place of the
+    /// config's `call_timeout` (see [`Adapter::call_timeout`]): set by
+    /// [`Adapter::patiently`] for a create, whose calls run on.
+    static CALL_DEADLINE: Duration;
 }
 
 /// What the adapter last saw of containerd's reachability.
@@ -212,9 +222,13 @@ impl Adapter {
 
     async fn ordinary(&self, call: Call) -> Result<Done, AdapterError> {
         match call {
-            Call::CreateContainer { id, config } => {
-                self.create_container(&id, &config).await.map(|()| Done::Ok)
-            }
+            // Patient: under load a create's calls can take far longer
+            // than the call deadline, and a create cut at it would be
+            // failed (and rolled back) where, left to run on, it succeeds.
+            Call::CreateContainer { id, config } => self
+                .patiently(self.create_container(&id, &config))
+                .await
+                .map(|()| Done::Ok),
             Call::CreateTask { id } => self.create_task(&id).await.map(|pid| {
                 self.inner.oom.task_created(&id, pid);
                 Done::TaskCreated { pid }
@@ -361,10 +375,28 @@ impl Adapter {
 
     // ---- plumbing shared by the service modules ----
 
+    /// The deadline of an ordinary call: the config's `call_timeout`, or
+    /// a create's run-on within one (`CALL_DEADLINE`).
+    pub(crate) fn call_timeout(&self) -> Duration {
+        CALL_DEADLINE
+            .try_with(|deadline| *deadline)
+            .unwrap_or(self.inner.config.call_timeout)
+    }
+
+    /// Runs `calls` with the deadline of a create's calls (`create_run_on`)
+    /// in place of the ordinary one: for the steps of a create (resolving
+    /// its image, making its container), which a loaded containerd can
+    /// take long over, and which, cut at the ordinary deadline, would fail
+    /// a `docker run` that, left to run on, succeeds (as with dockerd,
+    /// which waits without a bound).
+    pub async fn patiently<F: Future>(&self, calls: F) -> F::Output {
+        CALL_DEADLINE.scope(self.create_run_on(), calls).await
+    }
+
     /// A namespaced request with the call deadline.
     pub(crate) fn req<T>(&self, message: T) -> Request<T> {
         let mut req = self.stream_req(message);
-        req.set_timeout(self.inner.config.call_timeout);
+        req.set_timeout(self.call_timeout());
         req
     }
 
@@ -426,8 +458,7 @@ impl Adapter {
                 )))
             })
         };
-        self.rpc_within(what, self.inner.config.call_timeout, answer)
-            .await
+        self.rpc_within(what, self.call_timeout(), answer).await
     }
 
     /// Runs one unary RPC under the call deadline.
@@ -436,8 +467,7 @@ impl Adapter {
         what: &'static str,
         fut: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, AdapterError> {
-        self.rpc_within(what, self.inner.config.call_timeout, fut)
-            .await
+        self.rpc_within(what, self.call_timeout(), fut).await
     }
 
     pub(crate) async fn rpc_within<T>(
@@ -459,8 +489,8 @@ impl Adapter {
         }
     }
 
-    pub(crate) fn task_create_run_on(&self) -> Duration {
-        self.inner.config.task_create_run_on
+    pub(crate) fn create_run_on(&self) -> Duration {
+        self.inner.config.create_run_on
     }
 
     pub(crate) fn namespace(&self) -> &str {

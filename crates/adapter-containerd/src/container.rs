@@ -194,7 +194,7 @@ impl Adapter {
             parent: image.chain_id.clone(),
             labels: HashMap::new(),
         };
-        let timeout = self.config().call_timeout;
+        let timeout = self.call_timeout();
         let prepared = self
             .rpc(
                 "Snapshots.Prepare",
@@ -497,7 +497,7 @@ impl Adapter {
                     rootfs: mounts,
                     ..Default::default()
                 },
-                self.task_create_run_on(),
+                self.create_run_on(),
             );
             let create = async move { tasks.create(req).await };
             return Ok(self.rpc_run_on("Tasks.Create", create).await?.pid);
@@ -550,7 +550,7 @@ impl Adapter {
                 terminal,
                 ..Default::default()
             },
-            self.task_create_run_on(),
+            self.create_run_on(),
         );
         // The logger learns whether its FIFOs have a writer once the call
         // has ended in containerd, also when that is after our wait.

@@ -396,12 +396,12 @@ impl Adapter {
         let mut stream = self.rpc("Content.Read", content.read(req)).await?;
         let mut out = Vec::new();
         loop {
-            let next = tokio::time::timeout(self.config().call_timeout, stream.message()).await;
+            let next = tokio::time::timeout(self.call_timeout(), stream.message()).await;
             match next {
                 Err(_) => {
                     return Err(AdapterError::Deadline {
                         what: "Content.Read",
-                        timeout: self.config().call_timeout,
+                        timeout: self.call_timeout(),
                     });
                 }
                 Ok(Err(status)) => return Err(AdapterError::rpc("Content.Read")(status)),

@@ -138,7 +138,7 @@ pub async fn start(config: EngineConfig) -> Result<Running, StartError> {
     })?;
     adapter_config.netns_dir = network.netns_dir();
     // How long a task create may run on in containerd, for both sides.
-    let create_run_on = adapter_config.task_create_run_on;
+    let create_run_on = adapter_config.create_run_on;
     let adapter = Adapter::new(adapter_config)?;
 
     let core_config = CoreConfig {

@@ -126,7 +126,14 @@ impl Containers<'_> {
         check_host_options(&config)?;
         self.resolve_shared_namespaces(&mut config).await?;
         self.resolve_network(&mut config).await?;
-        let image = engine.images().resolve(&config.image).await?;
+        // Patient, as the create's own calls (see the adapter's
+        // `patiently`): a loaded containerd slows a `docker run` down,
+        // never fails it at the ordinary call deadline.
+        let image = engine
+            .services
+            .adapter
+            .patiently(engine.images().resolve(&config.image))
+            .await?;
         config.image_id = Some(image.config_digest.clone());
         merge_image_defaults(&mut config, &image.config);
         config.env = merged_env(
