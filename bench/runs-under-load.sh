@@ -8,7 +8,8 @@
 #
 #   sudo bench/runs-under-load.sh
 #
-# Knobs: MANY=200 HOGS=28 ROUNDS=2. Installs Debian's docker.io (for
+# Knobs: MANY=200 HOGS=28 ROUNDS=2 ENGINES=holdfast,dockerd (one alone:
+# ENGINES=holdfast). Installs Debian's docker.io (for
 # dockerd; its service is never started) when missing; dockerd runs on its
 # own containerd in a temporary directory, as bench/vs-dockerd.sh starts it.
 set -euo pipefail
@@ -21,6 +22,7 @@ die() { echo "runs-under-load.sh: $*" >&2; exit 1; }
 MANY=${MANY:-200}
 HOGS=${HOGS:-28}
 ROUNDS=${ROUNDS:-2}
+ENGINES=${ENGINES:-holdfast,dockerd}
 
 scripts/deps
 if ! command -v dockerd >/dev/null 2>&1; then
@@ -56,10 +58,10 @@ cargo build --release --locked -p holdfast-e2e --example runs_under_load
     echo "holdfastd: $(git rev-parse --short HEAD) (release build)"
     echo "dockerd: $(dockerd --version)"
     echo "containerd: $(containerd --version)"
-    echo "params: MANY=$MANY HOGS=$HOGS ROUNDS=$ROUNDS"
+    echo "params: MANY=$MANY HOGS=$HOGS ROUNDS=$ROUNDS ENGINES=$ENGINES"
 } | tee "$T/env.txt"
 
-target/release/examples/runs_under_load "$T/out" "$MANY" "$HOGS" "$ROUNDS" 2>"$T/run.log" ||
+target/release/examples/runs_under_load "$T/out" "$MANY" "$HOGS" "$ROUNDS" "$ENGINES" 2>"$T/run.log" ||
     die "the run failed: $(tail -20 "$T/run.log")"
 
 keep=$(mktemp -d /tmp/runs-under-load-XXXXXX)

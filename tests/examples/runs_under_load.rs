@@ -163,7 +163,7 @@ fn round(e: &dyn Engine, round: usize, many: usize, out: &mut fs::File) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(dir) = args.next().map(PathBuf::from) else {
-        eprintln!("usage: runs_under_load OUT_DIR [MANY] [HOGS] [ROUNDS]");
+        eprintln!("usage: runs_under_load OUT_DIR [MANY] [HOGS] [ROUNDS] [holdfast,dockerd]");
         std::process::exit(2);
     };
     let many: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
@@ -171,17 +171,34 @@ fn main() {
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(2);
     fs::create_dir_all(&dir).expect("create the output directory");
     let mut out = fs::File::create(dir.join("rounds.jsonl")).expect("create rounds.jsonl");
-    let engines: Vec<Box<dyn Engine>> =
-        vec![Box::new(Holdfast::start()), Box::new(Dockerd::start())];
+    // Which engines, named: both unless told (a run of one alone, to
+    // measure a change of that one).
+    let names = args.next().unwrap_or_else(|| "holdfast,dockerd".to_owned());
+    let mut engines: Vec<Box<dyn Engine>> = Vec::new();
+    for name in names.split(',') {
+        match name {
+            "holdfast" => engines.push(Box::new(Holdfast::start())),
+            "dockerd" => engines.push(Box::new(Dockerd::start())),
+            other => {
+                eprintln!("unknown engine {other:?}: holdfast or dockerd");
+                std::process::exit(2);
+            }
+        }
+    }
     for e in &engines {
         // Warm caches (image, binaries); not recorded.
         e.docker(&["run", "--rm", "busybox", "true"], BOUND);
     }
     let hogs = Hogs::start(hogs);
     for r in 0..rounds {
-        let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
-        for i in order {
-            round(engines[i].as_ref(), r, many, &mut out);
+        // Alternated, so that neither always runs on the machine the
+        // other's round left behind.
+        let mut order: Vec<&dyn Engine> = engines.iter().map(AsRef::as_ref).collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for e in order {
+            round(e, r, many, &mut out);
         }
     }
     drop(hogs);
