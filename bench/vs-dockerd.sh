@@ -43,22 +43,9 @@ need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v gnuplot >/dev/null 2>&1 || need+=(gnuplot-nox)
 if ((${#need[@]})); then
-    echo "vs-dockerd.sh: installing ${need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    # docker.io's service must never start: we start a private dockerd
-    policy=/usr/sbin/policy-rc.d
-    made_policy=0
-    if [[ ! -e $policy ]]; then
-        printf '#!/bin/sh\nexit 101\n' >"$policy"
-        chmod +x "$policy"
-        made_policy=1
-    fi
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-    ((made_policy)) && rm -f "$policy"
-    if command -v systemctl >/dev/null 2>&1; then
-        systemctl disable docker.service docker.socket >/dev/null 2>&1 || true
-    fi
+    # shellcheck source=bench/install-without-services.sh
+    source bench/install-without-services.sh
+    install_without_services vs-dockerd.sh "${need[@]}"
 fi
 
 ROOT_PREFIX=vs-dockerd
