@@ -53,5 +53,7 @@ target/release/examples/runs_under_load "$T/out" "$MANY" "$HOGS" "$ROUNDS" "$ENG
 
 keep=$(mktemp -d /tmp/runs-under-load-XXXXXX)
 cp "$T/env.txt" "$T/run.log" "$T/out/rounds.jsonl" "$keep/"
+# An answer that did not hold: its container's inspect and the logs.
+cp "$T/out/"breaches-*.txt "$keep/" 2>/dev/null || true
 echo "runs-under-load.sh: one line per engine and round in $keep/rounds.jsonl:"
 cat "$keep/rounds.jsonl"

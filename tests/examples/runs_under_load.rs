@@ -19,7 +19,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -92,7 +92,7 @@ struct Told {
     said: String,
 }
 
-fn round(e: &dyn Engine, round: usize, many: usize, out: &mut fs::File) {
+fn round(e: &dyn Engine, round: usize, many: usize, dir: &Path, out: &mut fs::File) {
     rm_all(e);
     let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let t0 = Instant::now();
@@ -112,7 +112,13 @@ fn round(e: &dyn Engine, round: usize, many: usize, out: &mut fs::File) {
             Told {
                 ok: o.success(),
                 secs: o.elapsed.as_secs_f64(),
-                said: o.stderr.lines().next().unwrap_or_default().to_owned(),
+                // The error, not a warning printed before it.
+                said: o
+                    .stderr
+                    .lines()
+                    .find(|l| !l.starts_with("WARNING"))
+                    .unwrap_or_default()
+                    .to_owned(),
             }
         })
         .collect();
@@ -133,7 +139,23 @@ fn round(e: &dyn Engine, round: usize, many: usize, out: &mut fs::File) {
     let count = |f: &dyn Fn(usize) -> bool| (0..many).filter(|i| f(*i)).count();
     let told_ok = count(&|i| told[i].ok);
     let ok_not_running = count(&|i| told[i].ok && state(i) != "running");
+    // Each answer that did not hold, by name and state, to be looked
+    // into: with its inspect and the engine's logs, beside the rounds.
+    let breaches: BTreeMap<String, String> = (0..many)
+        .filter(|&i| told[i].ok != (state(i) == "running"))
+        .map(|i| (format!("l{i}"), state(i)))
+        .collect();
     let failed_running = count(&|i| !told[i].ok && state(i) == "running");
+    if !breaches.is_empty() {
+        let mut report = String::new();
+        for (name, state) in &breaches {
+            let inspect = e.docker(&["inspect", name], BOUND);
+            report.push_str(&format!("== {name}: {state}\n{}\n", inspect.stdout));
+        }
+        report.push_str(&e.diagnostics());
+        let path = dir.join(format!("breaches-{}-{round}.txt", e.name()));
+        fs::write(&path, report).expect("write the breaches");
+    }
     let mut secs: Vec<f64> = told.iter().map(|t| t.secs).collect();
     secs.sort_by(f64::total_cmp);
     let mut said: BTreeMap<String, usize> = BTreeMap::new();
@@ -153,6 +175,7 @@ fn round(e: &dyn Engine, round: usize, many: usize, out: &mut fs::File) {
         "told_started_not_running": ok_not_running,
         "told_failed_running_after": failed_running,
         "running_after": count(&|i| state(i) == "running"),
+        "breaches": breaches,
         "failures_said": said,
     });
     eprintln!("{line}");
@@ -198,7 +221,7 @@ fn main() {
             order.reverse();
         }
         for e in order {
-            round(e, r, many, &mut out);
+            round(e, r, many, &dir, &mut out);
         }
     }
     drop(hogs);
