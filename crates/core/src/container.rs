@@ -153,8 +153,11 @@ pub(crate) struct Container {
     pub(crate) lost_create_at: Option<Instant>,
     /// A create rolled back at a restart that cut it: the create call of
     /// the daemon before may still land in containerd until then (it runs
-    /// on, `create_run_on`), so the container is deleted no sooner.
+    /// on, `create_run_on`), so the container, deleted at once, is
+    /// deleted again then before its record goes.
     pub(crate) delete_not_before: Option<Instant>,
+    /// The first of those two deletes is done.
+    pub(crate) deleted_early: bool,
     /// Since when its task creates have been refused as existing (reset
     /// once a task is created, or the start given up).
     pub(crate) exists_refused_since: Option<Instant>,
@@ -235,6 +238,7 @@ impl Container {
             task_in_doubt: false,
             lost_create_at: None,
             delete_not_before: None,
+            deleted_early: false,
             exists_refused_since: None,
             retry_waiting: false,
             restart_delay,

@@ -127,7 +127,7 @@ fn next_step(c: &Container, volumes_ready: bool, now: Instant) -> Option<(Issue,
             if let Some((call, step)) = c.snapshot_step() {
                 return Some((Issue::Containerd(call), step));
             }
-            if c.delete_not_before.is_some_and(|at| now < at) {
+            if c.deleted_early && c.delete_not_before.is_some_and(|at| now < at) {
                 return None;
             }
             return Some((
@@ -596,9 +596,9 @@ impl Core {
             let mut c = Container::new(rec, TaskState::Unknown, self.config.restart_initial);
             // A create the daemon before had with containerd may still
             // land (containerd does not always end a call whose client
-            // went away): deleted once it no longer can, not before (found
-            // by the simulator: a slow create landed after the delete, and
-            // the container was left behind in containerd).
+            // went away): deleted now, and again once it no longer can
+            // (found by the simulator: a slow create landed after the
+            // delete, and the container was left behind in containerd).
             if cut_mid_create {
                 c.delete_not_before = Some(self.out.now.at + self.config.create_run_on);
             }
@@ -783,6 +783,12 @@ impl Core {
                     // The task never ran (its start failed or was cancelled).
                     self.never_ran(id);
                 }
+            }
+            // Deleted at once, and again once the create the daemon
+            // before had under way can no longer land (nothing is left
+            // behind meanwhile in the common case).
+            Step::DeleteContainer if c.delete_not_before.is_some_and(|at| self.out.now.at < at) => {
+                c.deleted_early = true;
             }
             Step::DeleteContainer => self.finish_removal(id),
             Step::UpdateResources => {

@@ -119,13 +119,21 @@ fn restored_records_are_confirmed_by_the_first_relist() {
         .cloned()
         .expect("gone is an exit");
     assert_eq!(exit.exit_code, 255);
-    // The half-created one is rolled back: hidden at once, deleted once
-    // the create the daemon before had under way can no longer land.
+    // The half-created one is rolled back: hidden and deleted at once,
+    // and deleted again once the create the daemon before had under way
+    // can no longer land.
     assert!(d.core.container(&cid("c2")).is_none());
-    assert!(!calls(&actions).contains(&Call::DeleteContainer { id: cid("c2") }));
-    let actions = d.fire_until(TimerKind::RollbackDue(cid("c2")));
+    let delete = only_call(&actions, |c| *c == Call::DeleteContainer { id: cid("c2") });
+    let actions = d.ok(delete);
     assert!(
-        calls(&actions).contains(&Call::DeleteContainer { id: cid("c2") }),
+        !actions.contains(&Action::Unpersist(cid("c2"))),
+        "{actions:?}"
+    );
+    let actions = d.fire_until(TimerKind::RollbackDue(cid("c2")));
+    let delete = only_call(&actions, |c| *c == Call::DeleteContainer { id: cid("c2") });
+    let actions = d.ok(delete);
+    assert!(
+        actions.contains(&Action::Unpersist(cid("c2"))),
         "{actions:?}"
     );
 }
