@@ -427,22 +427,24 @@ impl Daemon {
         (out.stdout, out.stderr)
     }
 
+    /// An image one layer above busybox: a container runs `sh -c script`
+    /// and is committed as `image` (with `commit_flags` such as `-m`), then
+    /// removed.
+    pub fn commit_of_script(&self, script: &str, commit_flags: &[&str], image: &str) {
+        self.ok(&["run", "--name", "maker", "busybox", "sh", "-c", script]);
+        let mut args = vec!["commit"];
+        args.extend_from_slice(commit_flags);
+        args.extend(["maker", image]);
+        self.ok(&args);
+        self.ok(&["rm", "maker"]);
+    }
+
     /// Events from `since_nanos` until now, as JSON objects, with extra CLI
     /// arguments such as `--filter container=web`.
     pub fn events_since(&self, since_nanos: i128, extra: &[&str]) -> Vec<Value> {
-        let since = crate::unix_nanos_arg(since_nanos);
-        let until = crate::unix_nanos_arg(crate::now_unix_nanos());
-        let mut args = vec![
-            "events",
-            "--since",
-            &since,
-            "--until",
-            &until,
-            "--format",
-            "{{json .}}",
-        ];
+        let mut args = vec!["--format", "{{json .}}"];
         args.extend_from_slice(extra);
-        let out = self.ok(&args);
+        let out = self.events_printed_since(since_nanos, &args);
         lines(&out)
             .iter()
             .map(|l| {
@@ -450,6 +452,16 @@ impl Daemon {
                     .unwrap_or_else(|e| panic!("event not JSON ({e}): {l}\n{}", self.diagnostics()))
             })
             .collect()
+    }
+
+    /// `docker events` from `since_nanos` until now with `extra` flags, as
+    /// the CLI prints them.
+    pub fn events_printed_since(&self, since_nanos: i128, extra: &[&str]) -> String {
+        let since = crate::unix_nanos_arg(since_nanos);
+        let until = crate::unix_nanos_arg(crate::now_unix_nanos());
+        let mut args = vec!["events", "--since", &since, "--until", &until];
+        args.extend_from_slice(extra);
+        self.ok(&args)
     }
 
     // ---- raw HTTP through curl

@@ -202,16 +202,7 @@ fn history_shows_each_step_newest_first() {
     );
 
     // A commit's step on top, with the container's command and the message.
-    d.ok(&[
-        "run",
-        "--name",
-        "maker",
-        "busybox",
-        "sh",
-        "-c",
-        "echo made > /made.txt",
-    ]);
-    d.ok(&["commit", "-m", "one file more", "maker", "made:1"]);
+    d.commit_of_script("echo made > /made.txt", &["-m", "one file more"], "made:1");
     let made_id = d
         .ok(&["image", "inspect", "-f", "{{.Id}}", "made:1"])
         .trim()

@@ -197,16 +197,7 @@ fn system_df_measures_and_image_prune_removes_only_unused_images() {
 #[test]
 fn shared_sizes_count_the_layers_images_have_in_common() {
     let d = Daemon::start();
-    d.ok(&[
-        "run",
-        "--name",
-        "maker",
-        "busybox",
-        "sh",
-        "-c",
-        "head -c 200000 /dev/zero > /made",
-    ]);
-    d.ok(&["commit", "maker", "made:1"]);
+    d.commit_of_script("head -c 200000 /dev/zero > /made", &[], "made:1");
     let sizes = |path: &str| -> Vec<(String, i64, i64)> {
         let r = d.http("GET", path, None);
         let images = r.json().unwrap_or_default();

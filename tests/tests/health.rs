@@ -139,15 +139,7 @@ fn a_probe_goes_starting_unhealthy_healthy_with_inspect_ps_and_events() {
         "{}",
         d.diagnostics()
     );
-    let printed = d.ok(&[
-        "events",
-        "--since",
-        &holdfast_e2e::unix_nanos_arg(since),
-        "--until",
-        &holdfast_e2e::unix_nanos_arg(holdfast_e2e::now_unix_nanos()),
-        "--filter",
-        "event=health_status",
-    ]);
+    let printed = d.events_printed_since(since, &["--filter", "event=health_status"]);
     assert!(
         printed.contains("container health_status: healthy"),
         "{printed}"

@@ -87,18 +87,8 @@ fn pushes_a_local_image_and_pulls_it_back() {
 
     // A committed image: a layer only this daemon had, pushed, removed
     // locally and pulled back.
-    d.ok(&[
-        "run",
-        "--name",
-        "maker",
-        "busybox",
-        "sh",
-        "-c",
-        "echo pushed > /pushed.txt",
-    ]);
     let made = format!("{r}/mine:2");
-    d.ok(&["commit", "maker", &made]);
-    d.ok(&["rm", "maker"]);
+    d.commit_of_script("echo pushed > /pushed.txt", &[], &made);
     let out = d.ok(&["push", &made]);
     assert_contains(
         &d,
@@ -195,17 +185,7 @@ fn pushes_every_tag_and_pulls_every_tag_back() {
     d.ok(&["tag", "busybox", &format!("{r}/mine:1")]);
     d.ok(&["tag", "busybox", &format!("{r}/mine:2")]);
     d.ok(&["tag", "busybox", &format!("{r}/other:1")]);
-    d.ok(&[
-        "run",
-        "--name",
-        "maker",
-        "busybox",
-        "sh",
-        "-c",
-        "echo three > /three.txt",
-    ]);
-    d.ok(&["commit", "maker", &format!("{r}/mine:3")]);
-    d.ok(&["rm", "maker"]);
+    d.commit_of_script("echo three > /three.txt", &[], &format!("{r}/mine:3"));
 
     let out = d.ok(&["push", "--all-tags", &format!("{r}/mine")]);
     assert_eq!(

@@ -30,23 +30,13 @@ fn save_writes_what_load_takes_back() {
     );
     assert_eq!(manifest[0]["Layers"].as_array().map(Vec::len), Some(1));
 
-    d.ok(&[
-        "run",
-        "--name",
-        "maker",
-        "busybox",
-        "sh",
-        "-c",
-        "echo saved > /saved",
-    ]);
-    d.ok(&["commit", "maker", "made:1"]);
+    d.commit_of_script("echo saved > /saved", &[], "made:1");
     let both = dir.path().join("both.tar");
     d.ok(&["save", "-o", &both.to_string_lossy(), "made:1", "busybox"]);
     let manifest = manifest_of(&both);
     assert_eq!(manifest.as_array().map(Vec::len), Some(2), "{manifest}");
     assert_eq!(manifest[0]["Layers"].as_array().map(Vec::len), Some(2));
 
-    d.ok(&["rm", "maker"]);
     d.ok(&["rmi", "made:1"]);
     d.fails_saying(
         "inspect of the removed image",
