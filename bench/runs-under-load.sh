@@ -55,5 +55,7 @@ keep=$(mktemp -d /tmp/runs-under-load-XXXXXX)
 cp "$T/env.txt" "$T/run.log" "$T/out/rounds.jsonl" "$keep/"
 # An answer that did not hold: its container's inspect and the logs.
 cp "$T/out/"breaches-*.txt "$keep/" 2>/dev/null || true
+# Where runs failed or did not hold: the engine's whole log.
+cp "$T/out/"log-*.txt "$keep/" 2>/dev/null || true
 echo "runs-under-load.sh: one line per engine and round in $keep/rounds.jsonl:"
 cat "$keep/rounds.jsonl"

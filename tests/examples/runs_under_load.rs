@@ -180,6 +180,14 @@ fn round(e: &dyn Engine, round: usize, many: usize, dir: &Path, out: &mut fs::Fi
     });
     eprintln!("{line}");
     writeln!(out, "{line}").expect("write a round");
+    // The engine's whole log so far: why a run failed (a connection
+    // judged lost, a call that found no answer) is told there.
+    if told_ok < many || !breaches.is_empty() {
+        let to = dir.join(format!("log-{}-{round}.txt", e.name()));
+        if let Err(err) = fs::copy(e.engine_log(), &to) {
+            eprintln!("cannot keep {}: {err}", to.display());
+        }
+    }
     rm_all(e);
 }
 

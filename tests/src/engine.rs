@@ -59,6 +59,9 @@ pub trait Engine {
     /// The tails of the engine's and containerd's logs, for failure messages.
     fn diagnostics(&self) -> String;
 
+    /// The engine's whole log, for a measurement to keep.
+    fn engine_log(&self) -> PathBuf;
+
     /// The engine's pid while it runs (for its memory).
     fn engine_pid(&self) -> Option<u32>;
 
@@ -169,6 +172,10 @@ impl Engine for Holdfast {
 
     fn diagnostics(&self) -> String {
         self.daemon.diagnostics()
+    }
+
+    fn engine_log(&self) -> PathBuf {
+        self.daemon.log_path()
     }
 
     fn engine_pid(&self) -> Option<u32> {
@@ -390,6 +397,10 @@ impl Engine for Dockerd {
             let _ = writeln!(s, "{line}");
         }
         s
+    }
+
+    fn engine_log(&self) -> PathBuf {
+        self.log_path()
     }
 
     fn engine_pid(&self) -> Option<u32> {
