@@ -213,3 +213,52 @@ fn a_run_right_after_start_up_is_carried_out() {
     d.ok(&["run", "-d", "--name", "first", "busybox", "true"]);
     assert_eq!(d.ok(&["wait", "first"]), "0\n");
 }
+
+/// Thaws a SIGSTOPped process when dropped, also when the test fails.
+struct Thaw(u32);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        holdfast_e2e::procs::signal(self.0, "CONT");
+    }
+}
+
+/// A shim that does not answer (SIGSTOPped here; on a loaded machine, one
+/// slower than containerd's 2 s for a task's state) is listed by containerd
+/// as UNKNOWN. It must not keep holdfastd from seeing every other
+/// container: after a restart, an exit during the downtime is recorded and
+/// new containers run while that shim stays stuck, and the stuck one is
+/// never taken for exited. (Before, the adapter failed every relist that
+/// held such a task: holdfastd judged containerd unreachable for as long
+/// as the shim stayed stuck.)
+#[test]
+fn a_stuck_shim_does_not_keep_a_restarted_daemon_from_seeing_the_others() {
+    let mut d = Daemon::start();
+    d.run_ticker("stuck", &[]);
+    d.run_script("exiter", &[], &gated_exit(42));
+    let stuck = d.process_of("stuck");
+    let exiter = d.process_of("exiter");
+    let shim = holdfast_e2e::engine::shim_of(stuck.pid)
+        .unwrap_or_else(|| panic!("no shim above stuck\n{}", d.diagnostics()));
+    holdfast_e2e::procs::signal(shim, "STOP");
+    let thaw = Thaw(shim);
+
+    d.sigkill();
+    open_gate(exiter.pid);
+    d.wait_until("exiter exited while holdfastd was down", || {
+        !exiter.is_alive()
+    });
+    d.restart_until_version();
+    d.wait_exited("exiter");
+    let s = d.state("exiter");
+    assert_eq!(s["ExitCode"], 42, "exiter: {s:#}\n{}", d.diagnostics());
+    assert_eq!(
+        d.ok(&["run", "--rm", "busybox", "echo", "usable"]),
+        "usable\n"
+    );
+    assert_eq!(d.state("stuck")["Running"], true, "{}", d.diagnostics());
+
+    drop(thaw);
+    d.assert_still_running_with_pid("stuck", stuck, "after its shim was stuck");
+    d.ok(&["rm", "-f", "stuck", "exiter"]);
+}

@@ -8,37 +8,36 @@ use holdfast_core::{ContainerId, Input, OpId, RelistPart, TaskInfo, TaskStatus};
 
 impl Adapter {
     pub(crate) async fn relist<S: InputSink>(&self, op: OpId, sink: S) {
-        let mut client = self.tasks();
-        let req = self.req(ListTasksRequest {
-            filter: String::new(),
-        });
-        let listed = self.rpc("Tasks.List", client.list(req)).await;
+        // Patient: containerd asks every task's shim for its state, each
+        // within its own 2 s, so that with many tasks on a loaded machine
+        // the listing takes longer than an ordinary call's deadline. Cut
+        // at it, it would be asked again and cut again, for ever.
+        let listed = self
+            .patiently(async {
+                let req = self.req(ListTasksRequest {
+                    filter: String::new(),
+                });
+                self.rpc("Tasks.List", self.tasks().list(req)).await
+            })
+            .await;
         let tasks = match self.settle(listed, &sink) {
             Ok(listed) => listed.tasks,
             Err(failure) => {
+                tracing::debug!(kind = ?failure.kind, message = %failure.message, "relist failed");
                 sink.send(Input::ActionResult(op, Err(failure)));
                 return;
             }
         };
-        // containerd lists a task whose shim did not answer in time as
-        // UNKNOWN with pid 0: that is no fact about it, and a relist that
-        // cannot vouch for every task proves nothing. Fail it (as a timeout:
-        // the core looks again later) rather than pass a placeholder on.
-        if let Some(p) = tasks
-            .iter()
-            .find(|p| p.pid == 0 || task_status(p.status) == TaskStatus::Unknown)
-        {
-            let message = format!(
-                "Tasks.List: task {} is in an unknown state (its shim did not answer)",
-                p.id
-            );
-            let failure =
-                holdfast_core::Failure::new(holdfast_core::FailureKind::Deadline, message);
-            sink.send(Input::ActionResult(op, Err(failure)));
-            return;
-        }
+        // A task whose shim did not answer in time containerd lists as
+        // UNKNOWN with pid 0: passed on as such, a placeholder the core
+        // takes as no fact about that container (and looks again soon),
+        // while everything else the listing shows still counts. Failing
+        // the whole listing for it instead let one wedged shim keep the
+        // engine from ever completing a relist: containerd looked away
+        // for every container, for as long as that shim stayed stuck.
         sink.send(Input::Relist(op, RelistPart::Begin));
         let mut count = 0usize;
+        let mut unknown = 0usize;
         for p in tasks {
             // Tasks.List fills `id` (the task's, i.e. the container's id) and
             // leaves `container_id` empty.
@@ -53,6 +52,9 @@ impl Adapter {
             };
             count += 1;
             let status = task_status(p.status);
+            if status == TaskStatus::Unknown || p.pid == 0 {
+                unknown += 1;
+            }
             // A task created whose answer was lost has run nothing yet: its
             // count now is its baseline.
             if status == TaskStatus::Created && !self.inner.oom.knows(&container, p.pid) {
@@ -73,7 +75,7 @@ impl Adapter {
                 }),
             ));
         }
-        tracing::debug!(tasks = count, "relist complete");
+        tracing::debug!(tasks = count, unknown, "relist complete");
         sink.send(Input::Relist(op, RelistPart::End));
     }
 }

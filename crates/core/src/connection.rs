@@ -6,7 +6,7 @@
 //! what really happened while it could not see.
 
 use crate::ids::OpId;
-use crate::input::ConnectionFact;
+use crate::input::{ConnectionFact, FailureKind};
 use crate::relist::RelistRun;
 use crate::time::Instant;
 use crate::{Call, Core, OpOwner, TimerKind};
@@ -252,18 +252,38 @@ impl Core {
         }
     }
 
-    /// A failed subscribe or relist call.
-    pub(crate) fn connection_call_failed(&mut self, op: OpId) {
-        let ours = match &self.conn.phase {
-            Phase::Subscribing { subscription } => *subscription == op,
-            Phase::Relisting { relist, .. } => relist.op == op,
+    /// A failed subscribe or relist call. A relist that found no answer
+    /// within its deadline is asked again on the live subscription: it
+    /// read nothing, containerd is there but slow (under load, or past a
+    /// shim that does not answer), and dropping the connection for it
+    /// would only relist again behind a backoff, answering meanwhile every
+    /// request as if containerd were away. Any other failure drops it.
+    pub(crate) fn connection_call_failed(&mut self, op: OpId, kind: FailureKind) {
+        let slow = kind == FailureKind::Deadline;
+        match &self.conn.phase {
+            Phase::Subscribing { subscription } if *subscription == op => {}
+            Phase::Relisting { relist, .. } if relist.op == op => {
+                if slow {
+                    let again = self.start_relist();
+                    if let Phase::Relisting { relist, .. } = &mut self.conn.phase {
+                        *relist = again;
+                    }
+                    return;
+                }
+            }
             Phase::Ready {
                 refresh: Some(run), ..
-            } => run.op == op,
-            _ => false,
-        };
-        if ours {
-            self.lose_connection();
+            } if run.op == op => {
+                if slow {
+                    if let Phase::Ready { refresh, .. } = &mut self.conn.phase {
+                        *refresh = None;
+                    }
+                    self.request_refresh();
+                    return;
+                }
+            }
+            _ => return,
         }
+        self.lose_connection();
     }
 }

@@ -667,8 +667,8 @@ impl Core {
         };
         let id = match owner {
             OpOwner::Connection => {
-                if result.is_err() {
-                    self.connection_call_failed(op);
+                if let Err(failure) = result {
+                    self.connection_call_failed(op, failure.kind);
                 }
                 return;
             }

@@ -310,3 +310,86 @@ fn a_task_listed_before_its_exit_was_recorded_is_still_not_a_new_run() {
     let view = d.core.container(&cid("c1")).expect("exists");
     assert_eq!((view.record.run, view.status), (1, Status::Exited));
 }
+
+#[test]
+fn a_relist_with_no_answer_in_time_is_asked_again_on_the_live_subscription() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    let relist = d.resubscribe();
+    // containerd is there, slow: the listing read nothing. Asked again at
+    // once, on the same stream, not after a reconnect's backoff.
+    let actions = d.fail(relist, FailureKind::Deadline);
+    let again = only_call(&actions, |c| matches!(c, Call::Relist));
+    assert_ne!(again, relist);
+    assert_eq!(d.core.connection(), ConnectionState::Relisting);
+    let at = d.now.wall;
+    let actions = d.relist(again, vec![stopped("c1", 42, 4, at)]);
+    assert_eq!(events(&actions), vec![UserEventKind::Die { exit_code: 4 }]);
+    assert_eq!(d.core.connection(), ConnectionState::Ready);
+}
+
+#[test]
+fn a_refresh_with_no_answer_in_time_is_asked_again_and_the_core_stays_ready() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::PeriodicRelist);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.fail(relist, FailureKind::Deadline);
+    let again = only_call(&actions, |c| matches!(c, Call::Relist));
+    assert_ne!(again, relist);
+    assert_eq!(d.core.connection(), ConnectionState::Ready);
+    // The first listing's late end proves nothing now; the second's does.
+    let at = d.now.wall;
+    assert_eq!(d.relist(relist, vec![stopped("c1", 42, 9, at)]), vec![]);
+    let actions = d.relist(again, vec![stopped("c1", 42, 5, at)]);
+    assert_eq!(events(&actions), vec![UserEventKind::Die { exit_code: 5 }]);
+}
+
+#[test]
+fn a_relist_refused_otherwise_still_drops_the_connection() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    let relist = d.resubscribe();
+    let actions = d.fail(relist, FailureKind::Other);
+    assert_eq!(calls(&actions), vec![]);
+    assert_eq!(d.core.connection(), ConnectionState::Down);
+}
+
+/// What one shim that does not answer must not do: keep every other
+/// container from being seen. Its placeholder is no fact, the rest of the
+/// listing counts, and the core acts again.
+#[test]
+fn a_wedged_shim_leaves_the_rest_of_a_relist_counted_and_the_core_ready() {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 41);
+    d.run("c2", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    let relist = d.resubscribe();
+    let at = d.now.wall;
+    let actions = d.relist(relist, vec![placeholder("c1"), stopped("c2", 42, 3, at)]);
+    assert_eq!(events(&actions), vec![UserEventKind::Die { exit_code: 3 }]);
+    assert_eq!(d.core.connection(), ConnectionState::Ready);
+    let c1 = d.core.container(&cid("c1")).expect("c1");
+    assert_eq!(
+        (c1.task, c1.confirmed),
+        (TaskState::Running { pid: 41 }, false)
+    );
+    // The core acts: a stop of the wedged one is sent (it may be stuck,
+    // the signal waits in containerd, never a guessed exit).
+    let (_, actions) = d.command(Command::Stop {
+        id: cid("c1"),
+        timeout: None,
+        signal: None,
+    });
+    assert!(
+        calls(&actions)
+            .iter()
+            .any(|c| matches!(c, Call::Kill { id, .. } if *id == cid("c1"))),
+        "{actions:?}"
+    );
+}
