@@ -225,15 +225,24 @@ impl Adapter {
             // Patient: under load a create's calls can take far longer
             // than the call deadline, and a create cut at it would be
             // failed (and rolled back) where, left to run on, it succeeds.
+            // So are a task's create and start, and more than patient:
+            // containerd passes the cut on to the shim, which kills the
+            // runc it was running. A task create cut so leaves its bundle
+            // behind (every retry then refused as "file exists"), a start
+            // cut so kills the container's init (exit 1, "cannot start a
+            // container that has stopped"): both measured under load.
             Call::CreateContainer { id, config } => self
                 .patiently(self.create_container(&id, &config))
                 .await
                 .map(|()| Done::Ok),
-            Call::CreateTask { id } => self.create_task(&id).await.map(|pid| {
+            Call::CreateTask { id } => self.patiently(self.create_task(&id)).await.map(|pid| {
                 self.inner.oom.task_created(&id, pid);
                 Done::TaskCreated { pid }
             }),
-            Call::StartTask { id } => self.start_task(&id).await.map(|_pid| Done::Ok),
+            Call::StartTask { id } => self
+                .patiently(self.start_task(&id))
+                .await
+                .map(|_pid| Done::Ok),
             Call::Kill { id, signal, all } => self
                 .kill(&id, "", signal.number(), all)
                 .await
