@@ -348,8 +348,14 @@ impl Core {
         for id in started {
             self.start_took_effect(&id);
         }
+        // Its created task is now nobody's to start: reconciled, it is
+        // deleted (else it stayed in containerd for ever when the listing
+        // changed nothing of its view: seed 30464).
         for id in killed_before_start {
             self.start_ruled_out(&id);
+            if !touched.contains(&id) {
+                touched.push(id);
+            }
         }
         (touched, look_now)
     }

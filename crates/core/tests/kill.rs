@@ -289,3 +289,44 @@ fn killing_a_restarting_container_cancels_the_restart() {
     );
     assert_no_restart_pending(&d);
 }
+
+/// A start refused as "not in created state" (its answer may have been
+/// lost) is looked into; a "stay down" kill comes meanwhile. SIGTERM does
+/// nothing to a created task, and the listing after the kill still shows
+/// it created: the start is ruled out, and the created task, nobody's to
+/// start now, is deleted, not left in containerd for ever (seed 30464).
+#[test]
+fn a_created_task_whose_start_a_kill_ruled_out_is_deleted() {
+    let (mut d, start_req, start) = start_sent("c1", 116);
+    let actions = d.fail(start, FailureKind::FailedPrecondition);
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let created = TaskInfo {
+        status: TaskStatus::Created,
+        ..running("c1", 116)
+    };
+    d.relist(relist, vec![created.clone()]);
+    let (kill_req, actions) = d.command(Command::Kill {
+        id: cid("c1"),
+        signal: Signal::SIGTERM,
+    });
+    assert_eq!(calls(&actions), vec![], "the start's retry is due first");
+    // Its retry's backoff over, the kill goes first: the start is not
+    // sent again after a kill that means "stay down".
+    let (kind, actions) = d.fire_timer();
+    assert_eq!(kind, TimerKind::Retry(cid("c1")));
+    let kill = only_call(&actions, |c| matches!(c, Call::Kill { .. }));
+    let actions = d.ok(kill);
+    assert!(
+        answers(&actions).contains(&(kill_req, Answer::Done)),
+        "{actions:?}"
+    );
+    let relist = only_call(&actions, |c| matches!(c, Call::Relist));
+    let actions = d.relist(relist, vec![created]);
+    assert!(
+        answers(&actions)
+            .iter()
+            .any(|(req, a)| *req == start_req && matches!(a, Answer::Error(_))),
+        "the start is answered as not carried out: {actions:?}"
+    );
+    assert_eq!(calls(&actions), vec![Call::DeleteTask { id: cid("c1") }]);
+}
