@@ -131,6 +131,20 @@ pub(crate) struct Inner {
     pub(crate) oom: crate::oom::OomCounts,
     /// What image targets resolved to.
     pub(crate) resolved: crate::image::ResolvedTargets,
+    /// Admits a few task creates into containerd at a time (see
+    /// [`task_creates_at_once`]).
+    task_creates: tokio::sync::Semaphore,
+}
+
+/// How many `Tasks.Create` holdfast has with containerd at once: twice the
+/// cores, at least 4. Each starts a shim and runs runc create, mostly CPU;
+/// measured under load (bench/runs-under-load.sh), 200 at once made every
+/// one of them slower than its 300 s deadline, and each create cut so was
+/// work thrown away (and a bundle left behind), so that few containers
+/// started at all. Queued here, a create waits without a deadline running
+/// and containerd finishes the ones it has.
+fn task_creates_at_once() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| (2 * n.get()).max(4))
 }
 
 impl Adapter {
@@ -162,6 +176,7 @@ impl Adapter {
                 subscription: Mutex::new(None),
                 oom: crate::oom::OomCounts::default(),
                 resolved: crate::image::ResolvedTargets::default(),
+                task_creates: tokio::sync::Semaphore::new(task_creates_at_once()),
             }),
         })
     }
@@ -235,10 +250,19 @@ impl Adapter {
                 .patiently(self.create_container(&id, &config))
                 .await
                 .map(|()| Done::Ok),
-            Call::CreateTask { id } => self.patiently(self.create_task(&id)).await.map(|pid| {
-                self.inner.oom.task_created(&id, pid);
-                Done::TaskCreated { pid }
-            }),
+            Call::CreateTask { id } => {
+                // Never closed: the adapter holds it for its whole life.
+                let _admitted = self
+                    .inner
+                    .task_creates
+                    .acquire()
+                    .await
+                    .map_err(|e| AdapterError::Invalid(format!("task creates: {e}")))?;
+                self.patiently(self.create_task(&id)).await.map(|pid| {
+                    self.inner.oom.task_created(&id, pid);
+                    Done::TaskCreated { pid }
+                })
+            }
             Call::StartTask { id } => self
                 .patiently(self.start_task(&id))
                 .await
