@@ -321,10 +321,14 @@ impl Checker {
             }
             Input::ActionResult(_, Err(f)) if f.kind == FailureKind::Unavailable => go_blind(self),
             // A relist of a connection already given up (a subscription
-            // came after it) failing changes nothing.
-            Input::ActionResult(op, Err(_))
+            // came after it) failing changes nothing; nor does one that
+            // found no answer in time: it is asked again on the same
+            // stream (blind until one ends, if it was).
+            Input::ActionResult(op, Err(f))
                 if op.0 == self.latest_sub
-                    || op.0 == self.latest_relist && op.0 > self.latest_sub =>
+                    || op.0 == self.latest_relist
+                        && op.0 > self.latest_sub
+                        && f.kind != FailureKind::Deadline =>
             {
                 go_blind(self)
             }
