@@ -284,6 +284,29 @@ fn attach_and_detach_leave_a_tty_container_running_and_exec_dash_it_works() {
     );
     assert_eq!(d.pid_of("console"), pid, "{}", d.diagnostics());
 
+    // The client's own config file's detach keys, as the CLI reads them
+    // when no flag is given.
+    let config = d.root().join("docker-config");
+    std::fs::create_dir_all(&config).expect("the CLI's config directory");
+    std::fs::write(config.join("config.json"), r#"{"detachKeys":"ctrl-e,e"}"#)
+        .expect("write the CLI's config");
+    let mut term = d.terminal(&["attach", "console"], 25, 80);
+    term.type_keys("echo conf$((3+1))\r");
+    assert!(
+        term.shows("conf4"),
+        "{}\n{}",
+        term.screen(),
+        d.diagnostics()
+    );
+    term.type_keys("\x05e");
+    assert!(
+        term.exit().is_some(),
+        "attach ends on the config file's ctrl-e e\n{}",
+        d.diagnostics()
+    );
+    std::fs::remove_file(config.join("config.json")).expect("remove the CLI's config");
+    assert_eq!(d.pid_of("console"), pid, "{}", d.diagnostics());
+
     // A resize through the API reaches the running container's terminal
     // (its shell's stdin), and a detached TTY exec's.
     let r = d.http("POST", "/containers/console/resize?h=33&w=77", None);
