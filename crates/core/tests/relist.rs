@@ -43,6 +43,17 @@ fn a_relist_records_exits_missed_while_disconnected() {
     assert_eq!(d.exit("c2", 42, 1), vec![]);
 }
 
+/// c1 running (pid 42), containerd unreachable, the stream live again: the
+/// driver and the op of the relist that follows.
+fn relisting_after_an_outage() -> (Driver, OpId) {
+    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
+    d.feed(Input::Connection(ConnectionFact::Unreachable(
+        "down".into(),
+    )));
+    let relist = d.resubscribe();
+    (d, relist)
+}
+
 /// c1 running (pid 41), a user's SIGHUP to it in flight, then the stream
 /// broken and a relist asked for on the new subscription: the driver,
 /// the kill's op and the relist's.
@@ -210,11 +221,7 @@ fn a_periodic_relist_catches_an_exit_lost_on_a_live_stream() {
 
 #[test]
 fn a_placeholder_for_a_task_whose_shim_did_not_answer_proves_nothing() {
-    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
-    d.feed(Input::Connection(ConnectionFact::Unreachable(
-        "down".into(),
-    )));
-    let relist = d.resubscribe();
+    let (mut d, relist) = relisting_after_an_outage();
     let placeholder = placeholder("c1");
     assert_eq!(d.relist(relist, vec![placeholder]), vec![]);
     let c1 = d.core.container(&cid("c1")).expect("c1");
@@ -231,11 +238,7 @@ fn a_placeholder_for_a_task_whose_shim_did_not_answer_proves_nothing() {
 
 #[test]
 fn a_relist_with_a_placeholder_is_followed_by_another_soon() {
-    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
-    d.feed(Input::Connection(ConnectionFact::Unreachable(
-        "down".into(),
-    )));
-    let relist = d.resubscribe();
+    let (mut d, relist) = relisting_after_an_outage();
     let placeholder = placeholder("c1");
     d.relist(relist, vec![placeholder]);
     let (at, kind) = d.core.poll_timeout().expect("armed");
@@ -313,11 +316,7 @@ fn a_task_listed_before_its_exit_was_recorded_is_still_not_a_new_run() {
 
 #[test]
 fn a_relist_with_no_answer_in_time_is_asked_again_on_the_live_subscription() {
-    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
-    d.feed(Input::Connection(ConnectionFact::Unreachable(
-        "down".into(),
-    )));
-    let relist = d.resubscribe();
+    let (mut d, relist) = relisting_after_an_outage();
     // containerd is there, slow: the listing read nothing. Asked again at
     // once, on the same stream, not after a reconnect's backoff.
     let actions = d.fail(relist, FailureKind::Deadline);
@@ -349,11 +348,7 @@ fn a_refresh_with_no_answer_in_time_is_asked_again_and_the_core_stays_ready() {
 
 #[test]
 fn a_relist_refused_otherwise_still_drops_the_connection() {
-    let mut d = ready_with_running("c1", ContainerConfig::default(), 42);
-    d.feed(Input::Connection(ConnectionFact::Unreachable(
-        "down".into(),
-    )));
-    let relist = d.resubscribe();
+    let (mut d, relist) = relisting_after_an_outage();
     let actions = d.fail(relist, FailureKind::Other);
     assert_eq!(calls(&actions), vec![]);
     assert_eq!(d.core.connection(), ConnectionState::Down);
