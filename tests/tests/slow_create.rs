@@ -1,7 +1,7 @@
-//! A task create slower than the adapter's call deadline (10 s), in runc
-//! and in the shim's start: the deadline reaches the core as a call whose
-//! answer is lost, never as a failure of the container, and the container
-//! starts once the relist that follows finds what containerd made. And a
+//! A task create slower than the adapter's ordinary call deadline (10 s),
+//! in runc and in the shim's start: the create is waited for with its own
+//! patience (300 s), never cut nor made again, and the container starts.
+//! And a
 //! start whose containerd is killed under it: its client waits, and is
 //! told it started once it has. And a run whose containerd hangs past
 //! the create's bound: its client waits, and the run succeeds. The slow
@@ -175,14 +175,18 @@ fn slow_once(program: &str, verb: &str) {
     );
     assert!(!gate.exists(), "the slow {program} {verb} never ran");
     d.wait_until("slow runs", || d.state("slow")["Running"] == true);
+    // Waited for past the ordinary deadline, not taken as lost (a cut
+    // is passed on to the shim, which kills the runc it runs: under load
+    // that left bundles behind and killed a starting container's init).
     assert!(
-        std::fs::read_to_string(d.log_path()).is_ok_and(|log| log.contains("no answer within")),
-        "the create never outlasted its deadline\n{}",
+        std::fs::read_to_string(d.log_path())
+            .is_ok_and(|log| !log.contains("Tasks.Create: no answer within")),
+        "the create was cut at the ordinary deadline\n{}",
         d.diagnostics()
     );
-    // The create past its deadline was left to finish in containerd, not
-    // cut halfway and made again (cut, it can leave its bundle behind
-    // under load, and containerd then refuses the container's creates).
+    // Left to finish in containerd, not cut halfway and made again (cut,
+    // it can leave its bundle behind under load, and containerd then
+    // refuses the container's creates).
     let made = std::fs::read_to_string(calls).unwrap_or_default();
     assert_eq!(
         made.lines().count(),
