@@ -9,9 +9,25 @@
 //! holdfastd's PATH (its containerd, the shims and runc inherit it) that
 //! makes one call sleep past the deadline.
 
-use holdfast_e2e::Daemon;
+use holdfast_e2e::{BackgroundDocker, Daemon};
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
+
+/// Past a request's answer bound (30 s) and then some.
+const PAST_BOUND: Duration = Duration::from_secs(40);
+
+/// Whether `bg` is still unanswered after `wait` (looked at every half
+/// second).
+fn unanswered_for(bg: &mut BackgroundDocker, wait: Duration) -> bool {
+    let since = std::time::Instant::now();
+    while since.elapsed() < wait {
+        if bg.try_wait().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    true
+}
 
 #[test]
 fn a_runc_create_slower_than_the_call_deadline_still_starts() {
@@ -41,16 +57,11 @@ fn a_start_whose_containerd_dies_under_it_keeps_its_client_waiting_and_starts() 
     // would see it run); its client waits.
     let mut start = start;
     let outage = d.hold_containerd_down();
-    let away = std::time::Instant::now();
-    let past_bound = Duration::from_secs(40);
-    while away.elapsed() < past_bound {
-        assert!(
-            start.try_wait().is_none(),
-            "the start was answered while containerd was away\n{}",
-            d.diagnostics()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    assert!(
+        unanswered_for(&mut start, PAST_BOUND),
+        "the start was answered while containerd was away\n{}",
+        d.diagnostics()
+    );
     // containerd back: its relist shows what the shim did, and the start
     // is answered by it.
     outage.end();
@@ -75,20 +86,15 @@ fn a_run_while_containerd_hangs_past_the_create_bound_waits_and_starts() {
     let d = Daemon::start();
     let frozen = d.freeze_containerd();
     let mut run = d.spawn_docker(&["run", "-d", "--name", "hung", "busybox", "sleep", "300"]);
-    let since = std::time::Instant::now();
-    let past_bound = Duration::from_secs(40);
-    while since.elapsed() < past_bound {
-        if run.try_wait().is_some() {
-            d.thaw_containerd(frozen);
-            let out = d.wait_exit("the run was answered", run);
-            panic!(
-                "the run was answered while containerd hung: {}{}\n{}",
-                out.stdout,
-                out.stderr,
-                d.diagnostics()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(500));
+    if !unanswered_for(&mut run, PAST_BOUND) {
+        d.thaw_containerd(frozen);
+        let out = d.wait_exit("the run was answered", run);
+        panic!(
+            "the run was answered while containerd hung: {}{}\n{}",
+            out.stdout,
+            out.stderr,
+            d.diagnostics()
+        );
     }
     d.thaw_containerd(frozen);
     let out = d.wait_exit("the run is answered", run);
